@@ -1,0 +1,143 @@
+"""Result types of the bound solvers: an optimal value with its certificate, and a transport plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from otspec._validation import InvalidDraftsError
+
+__all__ = ["AcceptanceResult", "TransportPlan", "STATUS_OPTIMAL", "STATUS_CONSTRAINED", "STATUS_CHECK_FAILED", "STATUS_SOLVER_FAILED"]
+
+#: The value is the optimum and every plain-numpy re-check passed.
+STATUS_OPTIMAL = "optimal"
+#: cvxpy with extra user constraints: the value is the optimum *of the constrained problem*.
+STATUS_CONSTRAINED = "optimal_constrained"
+#: A re-check (marginals, objective, cut value, gap) exceeded its tolerance: do not trust the value.
+STATUS_CHECK_FAILED = "check_failed"
+#: The solver itself did not report an optimal solution.
+STATUS_SOLVER_FAILED = "solver_failed"
+
+
+@dataclass(frozen=True, eq=False)
+class TransportPlan:
+    r"""An optimal coupling of the draft law and the target, in membership form.
+
+    Draft tuples that share the same set of distinct tokens are treated alike, so the plan is stored
+    per draft *set*: ``sets[s]`` lists the distinct tokens of set ``s`` (``-1`` padded) and
+    ``set_weights[s]`` its probability. ``accept[s, j]`` is the joint probability of drafting set
+    ``s`` and outputting its token ``sets[s, j]``. The remaining mass of every set is sent to the
+    common ``residual`` law, so the conditional output law given drafts :math:`\bar x` with set s is
+
+    .. math:: \pi(y \mid \bar x) = \frac{a_s(y) + (Q(s) - \sum_{y'} a_s(y'))\, r(y)}{Q(s)},
+              \qquad r = \frac{p - \sum_s a_s}{1 - \alpha}.
+    """
+
+    sets: np.ndarray
+    set_weights: np.ndarray
+    accept: np.ndarray
+    residual: np.ndarray
+    value: float
+
+    @property
+    def V(self) -> int:
+        return int(self.residual.shape[0])
+
+    def _set_index(self) -> dict:
+        index = getattr(self, "_index_cache", None)
+        if index is None:
+            index = {tuple(sorted(int(x) for x in row if x >= 0)): s for s, row in enumerate(self.sets)}
+            object.__setattr__(self, "_index_cache", index)
+        return index
+
+    def conditional(self, drafts: Any) -> np.ndarray:
+        """The output law :math:`\\pi(\\cdot \\mid \\text{drafts})`, shape ``(V,)``."""
+        key = tuple(sorted(set(int(x) for x in np.asarray(drafts).reshape(-1))))
+        s = self._set_index().get(key)
+        if s is None:
+            raise InvalidDraftsError(f"drafts {list(key)} form a set the plan never sees (probability 0); pass drafts from the plan's law")
+        out = self.residual * (self.set_weights[s] - self.accept[s].sum())
+        row = self.sets[s]
+        ok = row >= 0
+        np.add.at(out, row[ok], self.accept[s][ok])
+        return out / self.set_weights[s]
+
+    def kernel(self, tuples: np.ndarray) -> np.ndarray:
+        """Conditional output laws for many draft tuples, shape ``(M, V)`` (small problems)."""
+        return np.stack([self.conditional(t) for t in np.asarray(tuples)])
+
+    def accepted_per_token(self) -> np.ndarray:
+        """:math:`\\sum_s a_s(y)`: joint probability that y is output *and* was drafted."""
+        out = np.zeros(self.V)
+        ok = self.sets >= 0
+        np.add.at(out, self.sets[ok], self.accept[ok])
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class AcceptanceResult:
+    r"""The optimal acceptance :math:`\alpha^*(p, Q)` and its certificate.
+
+    Attributes
+    ----------
+    value : float
+        The optimum :math:`\max_\pi P_\pi(Y \in \bar X)`.
+    cut : ndarray of int
+        Token ids of the dual set :math:`H` attaining :math:`P(H) + 1 - Q(H^k)` (sorted).
+    method : str
+        The method that produced ``value`` (``"auto"`` is resolved to the one used).
+    status : str
+        ``"optimal"``; ``"optimal_constrained"`` (cvxpy with user constraints); ``"check_failed"``
+        or ``"solver_failed"`` when the value must not be trusted.
+    gap : float
+        Upper bound minus lower bound established by the re-check (cut value minus plan value when
+        a plan exists; 0 for proven closed forms).
+    error_bound : float
+        Bound on :math:`|\text{value} - \alpha^*|` from numerics: rounding for closed forms, the
+        quadrature bound for without-replacement, solver tolerances plus gap for LPs.
+    plan : TransportPlan or None
+        The coupling, when an LP/transport problem was solved.
+    law : str
+        ``repr`` of the draft law.
+    checks : mapping
+        The residual of every re-check performed (name -> float).
+    """
+
+    value: float
+    cut: np.ndarray
+    method: str
+    status: str
+    gap: float
+    error_bound: float
+    plan: TransportPlan | None = None
+    law: str = ""
+    checks: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the value can be trusted (status optimal or optimal_constrained)."""
+        return self.status in (STATUS_OPTIMAL, STATUS_CONSTRAINED)
+
+    def __repr__(self) -> str:
+        cut = self.cut.tolist() if self.cut.size <= 8 else f"[{self.cut.size} tokens]"
+        plan = "yes" if self.plan is not None else "no"
+        return (
+            f"AcceptanceResult(value={self.value:.12g}, method={self.method!r}, status={self.status!r}, "
+            f"gap={self.gap:.2e}, error_bound={self.error_bound:.2e}, cut={cut}, plan={plan}, law={self.law!r})"
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (the plan is left out)."""
+        return {
+            "value": float(self.value),
+            "cut_size": int(self.cut.size),
+            "cut": [int(x) for x in self.cut] if self.cut.size <= 64 else None,
+            "method": self.method,
+            "status": self.status,
+            "gap": float(self.gap),
+            "error_bound": float(self.error_bound),
+            "law": self.law,
+            "checks": {k: float(v) for k, v in self.checks.items()},
+        }

@@ -1,0 +1,557 @@
+r"""Draft laws: the joint law :math:`Q` of the :math:`k` tokens a drafter proposes.
+
+Every law offers the same small interface (DESIGN.md section 2):
+
+* ``k``, ``V``, ``kind`` and, when the law is built from one draft distribution, ``q``;
+* ``prob_all_in(H)`` -- :math:`Q(H^k) = P(\text{every draft lies in } H)`;
+* ``prefix_prob_all_in(order)`` -- :math:`Q(H_i^k)` for every prefix :math:`H_i` of a token order,
+  in one pass, together with a bound on its numerical error (what the dual of the optimum needs);
+* ``enumerate()`` -- every ordered draft tuple of positive probability and its probability;
+* ``enumerate_sets()`` -- the same mass grouped by the *set* of distinct drafted tokens (all that
+  membership acceptance depends on);
+* ``sample(rng, size)`` -- i.i.d. draft tuples, with an explicit ``numpy.random.Generator``;
+* ``validate_drafts(drafts)`` -- raise unless ``drafts`` is a tuple the law can produce.
+
+Laws are immutable. Token ids are ``0..V-1``; tuples are int64 arrays of shape ``(M, k)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from otspec import _race
+from otspec._tolerances import ROUNDING_PER_TERM
+from otspec._validation import (
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    ShapeMismatchError,
+    as_distribution,
+    as_draft_count,
+    as_generator,
+    as_token_tuples,
+    as_weights,
+    check_memory,
+    check_same_vocab,
+)
+
+__all__ = [
+    "DraftLaw",
+    "IIDLaw",
+    "WithoutReplacementLaw",
+    "GreedyLaw",
+    "ProductLaw",
+    "ExplicitLaw",
+    "iid",
+    "without_replacement",
+    "greedy",
+    "product",
+    "explicit",
+    "as_token_mask",
+]
+
+#: Bytes per enumerated tuple entry we budget for (int64 ids + float64 weight + temporaries).
+_BYTES_PER_TUPLE_ENTRY = 24
+
+
+def as_token_mask(H: Any, V: int) -> np.ndarray:
+    """Boolean ``(V,)`` mask of a token set given as a mask or as an iterable of token ids."""
+    arr = np.asarray(H)
+    if arr.dtype == bool:
+        if arr.shape != (V,):
+            raise ShapeMismatchError(f"H as a boolean mask must have shape ({V},) (got {arr.shape}); pass one flag per token")
+        return arr
+    ids = as_token_tuples(arr.reshape(-1, 1), V, name="H") if arr.size else np.zeros((0, 1), np.int64)
+    mask = np.zeros(V, dtype=bool)
+    mask[ids[:, 0]] = True
+    return mask
+
+
+def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarray, V: int) -> np.ndarray:
+    """Q(H_i^k) for every prefix of ``order`` from an enumeration: a tuple lies in H_i iff the
+    largest rank of its tokens is < i."""
+    rank = np.empty(V, dtype=np.int64)
+    rank[order] = np.arange(V)
+    max_rank = rank[tuples].max(axis=1)
+    hist = np.bincount(max_rank + 1, weights=weights, minlength=V + 1)
+    return np.cumsum(hist)
+
+
+def _sets_from_tuples(tuples: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group tuples by their set of distinct tokens: sorted rows, repeated ids replaced by -1."""
+    s = np.sort(tuples, axis=1)
+    if s.shape[1] > 1:
+        dup = np.zeros_like(s, dtype=bool)
+        dup[:, 1:] = s[:, 1:] == s[:, :-1]
+        s = np.where(dup, -1, s)
+        s = np.sort(s, axis=1)[:, ::-1]  # distinct ids first (descending), padding -1 last
+        s = np.ascontiguousarray(s)
+    uniq, inverse = np.unique(s, axis=0, return_inverse=True)
+    w = np.bincount(inverse.ravel(), weights=weights, minlength=uniq.shape[0])
+    return uniq, w
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class DraftLaw:
+    """Base class of draft laws; use the constructors :func:`iid`, :func:`without_replacement`,
+    :func:`greedy`, :func:`product` and :func:`explicit`."""
+
+    k: int
+    V: int
+    kind: str = field(init=False, default="law")
+
+    # -- to be provided by subclasses -------------------------------------------------------
+    def num_tuples(self) -> int:
+        """Number of ordered tuples :meth:`enumerate` would return (for memory estimates)."""
+        raise NotImplementedError
+
+    def _enumerate(self) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def prob_all_in(self, H: Any) -> float:
+        r""":math:`Q(H^k)`: probability that every drafted token lies in the token set ``H``
+        (a boolean mask of shape ``(V,)`` or an iterable of token ids)."""
+        raise NotImplementedError
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """Draw ``size`` independent draft tuples, shape ``(size, k)``."""
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------------------
+    @property
+    def q(self) -> np.ndarray | None:
+        """The draft distribution the law is built from (``None`` for product/explicit laws)."""
+        return None
+
+    def prefix_prob_all_in(self, order: Any) -> tuple[np.ndarray, float]:
+        r"""Return ``(values, error_bound)`` with ``values[i]`` :math:`= Q(H_i^k)` where
+        :math:`H_i` is the first ``i`` tokens of ``order`` (``i = 0..V``).
+
+        The generic implementation enumerates the law (small laws only)."""
+        order = self._as_order(order)
+        tuples, weights = self.enumerate()
+        vals = _prefix_by_max_rank(tuples, weights, order, self.V)
+        return vals, ROUNDING_PER_TERM * max(len(weights), 1)
+
+    def enumerate(self, *, memory_cap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every ordered draft tuple with positive probability, shape ``(M, k)``, and the
+        probabilities ``(M,)`` (summing to 1). Refuses, before allocating, laws whose
+        enumeration would exceed ``memory_cap`` bytes."""
+        n = self.num_tuples()
+        check_memory(
+            n * self.k * _BYTES_PER_TUPLE_ENTRY,
+            memory_cap,
+            f"enumerating {self!r} ({n:,} tuples)",
+            "use a closed-form method (method='prefix') or a smaller V/k",
+        )
+        return self._enumerate()
+
+    def enumerate_sets(self, *, memory_cap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Draft mass grouped by the set of distinct drafted tokens.
+
+        Returns ``(sets, weights)``: ``sets`` is ``(S, k)`` int64, each row the distinct token ids
+        of one set followed by ``-1`` padding; ``weights`` ``(S,)`` sums to 1."""
+        tuples, weights = self.enumerate(memory_cap=memory_cap)
+        return _sets_from_tuples(tuples, weights)
+
+    def validate_drafts(self, drafts: Any) -> np.ndarray:
+        """Return ``drafts`` as an int64 ``(k,)`` array, or raise :class:`InvalidDraftsError`
+        if the law cannot produce it."""
+        arr = as_token_tuples(np.asarray(drafts).reshape(1, -1) if np.ndim(drafts) <= 1 else drafts, self.V, name="drafts")
+        if arr.shape != (1, self.k):
+            raise InvalidDraftsError(
+                f"drafts must hold exactly k = {self.k} token ids for {self!r} (got shape {np.shape(drafts)}); pass one tuple of k drafts"
+            )
+        d = arr[0]
+        if self.tuple_probability(d) <= 0:
+            raise InvalidDraftsError(f"drafts {d.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
+        return d
+
+    def tuple_probability(self, drafts: Any) -> float:
+        """Probability of one ordered draft tuple (generic: by enumeration)."""
+        d = np.asarray(drafts, dtype=np.int64).reshape(-1)
+        tuples, weights = self.enumerate()
+        hit = np.all(tuples == d[None, :], axis=1)
+        return float(weights[hit].sum())
+
+    def check_compatible(self, p: np.ndarray, name: str = "p") -> None:
+        """Raise unless the law drafts from the same vocabulary as ``p``."""
+        if self.V != p.shape[0]:
+            raise ShapeMismatchError(
+                f"{name} has V = {p.shape[0]} tokens but the draft law {self!r} has V = {self.V}; "
+                "build the law from a draft distribution over the same vocabulary"
+            )
+
+    def _as_order(self, order: Any) -> np.ndarray:
+        o = np.asarray(order, dtype=np.int64)
+        if o.shape != (self.V,) or not np.array_equal(np.sort(o), np.arange(self.V)):
+            raise ShapeMismatchError(f"order must be a permutation of 0..{self.V - 1} (got shape {o.shape}); pass np.argsort of a key")
+        return o
+
+    def __repr__(self) -> str:
+        return f"{self.kind}(V={self.V}, k={self.k})"
+
+
+def _all_tuples(support: np.ndarray, k: int) -> np.ndarray:
+    grids = np.indices((support.size,) * k).reshape(k, -1).T
+    return support[grids]
+
+
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False, repr=False)
+class IIDLaw(DraftLaw):
+    r"""k independent drafts from one distribution q (with replacement): :math:`Q(x) = \prod_j q(x_j)`."""
+
+    _q: np.ndarray = field(default=None)  # type: ignore[assignment]
+    kind: str = field(init=False, default="iid")
+
+    @property
+    def q(self) -> np.ndarray:
+        return self._q
+
+    def num_tuples(self) -> int:
+        return int(np.count_nonzero(self._q)) ** self.k
+
+    def _enumerate(self):
+        supp = np.flatnonzero(self._q)
+        tuples = _all_tuples(supp, self.k)
+        weights = np.prod(self._q[tuples], axis=1)
+        return tuples, weights
+
+    def prob_all_in(self, H):
+        return float(self._q[as_token_mask(H, self.V)].sum() ** self.k)
+
+    def prefix_prob_all_in(self, order):
+        order = self._as_order(order)
+        cq = np.concatenate([[0.0], np.cumsum(self._q[order])])
+        return np.minimum(cq, 1.0) ** self.k, ROUNDING_PER_TERM * self.V * self.k
+
+    def tuple_probability(self, drafts):
+        d = np.asarray(drafts, dtype=np.int64).reshape(-1)
+        return float(np.prod(self._q[d]))
+
+    def sample(self, rng, size):
+        rng = as_generator(rng)
+        return rng.choice(self.V, size=(int(size), self.k), p=self._q)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class WithoutReplacementLaw(DraftLaw):
+    r"""k drafts by successive sampling proportional to q without replacement:
+    :math:`Q(x_1..x_k) = \prod_j q(x_j) / (1 - \sum_{l<j} q(x_l))` on distinct tokens."""
+
+    _q: np.ndarray = field(default=None)  # type: ignore[assignment]
+    kind: str = field(init=False, default="without_replacement")
+
+    @property
+    def q(self) -> np.ndarray:
+        return self._q
+
+    def num_tuples(self) -> int:
+        s = int(np.count_nonzero(self._q))
+        return math.perm(s, self.k)
+
+    def _enumerate(self):
+        supp = np.flatnonzero(self._q)
+        tuples = np.array(list(itertools.permutations(supp.tolist(), self.k)), dtype=np.int64).reshape(-1, self.k)
+        qs = self._q[tuples]
+        before = np.cumsum(qs, axis=1) - qs
+        weights = np.prod(qs / (1.0 - before), axis=1)
+        return tuples, weights
+
+    def tuple_probability(self, drafts):
+        d = np.asarray(drafts, dtype=np.int64).reshape(-1)
+        if len(set(d.tolist())) < d.size:
+            return 0.0
+        qs = self._q[d]
+        before = np.cumsum(qs) - qs
+        return float(np.prod(qs / (1.0 - before)))
+
+    def validate_drafts(self, drafts):
+        arr = np.asarray(drafts)
+        if arr.ndim == 1 and arr.size == self.k and arr.dtype.kind in "iu" and len(set(arr.tolist())) < arr.size:
+            raise InvalidDraftsError(
+                f"drafts {arr.tolist()} repeat a token, which a without-replacement law never does; pass distinct tokens"
+            )
+        return super().validate_drafts(drafts)
+
+    def prob_all_in(self, H):
+        mask = as_token_mask(H, self.V)
+        order = np.concatenate([np.flatnonzero(mask), np.flatnonzero(~mask)])
+        vals, _ = self.prefix_prob_all_in(order)
+        return float(vals[int(mask.sum())])
+
+    def prefix_prob_all_in(self, order):
+        order = self._as_order(order)
+        return _race.wor_prefix_all_in(self._q[order], self.k)
+
+    def sample(self, rng, size):
+        rng = as_generator(rng)
+        # Gumbel-top-k is exactly successive sampling proportional to q (Vieira 2014; Kool et al. 2019).
+        with np.errstate(divide="ignore"):
+            logq = np.log(self._q)
+        keys = logq[None, :] + rng.gumbel(size=(int(size), self.V))
+        top = np.argpartition(-keys, self.k - 1, axis=1)[:, : self.k]
+        ordered = np.take_along_axis(top, np.argsort(-np.take_along_axis(keys, top, axis=1), axis=1), axis=1)
+        return ordered.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class GreedyLaw(DraftLaw):
+    r"""Hu et al.'s greedy drafts: the top-(k-1) tokens of q (ties: lower id first) followed by one
+    token drawn from :math:`\tilde q = q / q(\Omega \setminus G)` on the remaining tokens."""
+
+    _q: np.ndarray = field(default=None)  # type: ignore[assignment]
+    kind: str = field(init=False, default="greedy")
+
+    @property
+    def q(self) -> np.ndarray:
+        return self._q
+
+    @property
+    def top(self) -> np.ndarray:
+        """The k-1 deterministic drafts G, in draft order."""
+        return np.argsort(-self._q, kind="stable")[: self.k - 1].astype(np.int64)
+
+    @property
+    def q_rest(self) -> np.ndarray:
+        r""":math:`\tilde q`: the law of the last (random) draft, zero on G."""
+        qt = self._q.copy()
+        qt[self.top] = 0.0
+        return qt / qt.sum()
+
+    def num_tuples(self) -> int:
+        return int(np.count_nonzero(self.q_rest))
+
+    def _enumerate(self):
+        qt = self.q_rest
+        last = np.flatnonzero(qt)
+        tuples = np.concatenate([np.broadcast_to(self.top, (last.size, self.k - 1)), last[:, None]], axis=1)
+        return tuples.astype(np.int64), qt[last]
+
+    def tuple_probability(self, drafts):
+        d = np.asarray(drafts, dtype=np.int64).reshape(-1)
+        if not np.array_equal(d[:-1], self.top):
+            return 0.0
+        return float(self.q_rest[d[-1]])
+
+    def prob_all_in(self, H):
+        mask = as_token_mask(H, self.V)
+        if not np.all(mask[self.top]):
+            return 0.0
+        return float(self.q_rest[mask].sum())
+
+    def prefix_prob_all_in(self, order):
+        order = self._as_order(order)
+        rank = np.empty(self.V, dtype=np.int64)
+        rank[order] = np.arange(self.V)
+        need = int(rank[self.top].max()) + 1 if self.k > 1 else 0
+        vals = np.concatenate([[0.0], np.cumsum(self.q_rest[order])])
+        vals[:need] = 0.0
+        return np.minimum(vals, 1.0), ROUNDING_PER_TERM * self.V
+
+    def sample(self, rng, size):
+        rng = as_generator(rng)
+        last = rng.choice(self.V, size=int(size), p=self.q_rest)
+        return np.concatenate([np.broadcast_to(self.top, (int(size), self.k - 1)), last[:, None]], axis=1).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ProductLaw(DraftLaw):
+    r"""Independent drafts from different drafters: :math:`Q(x) = \prod_j q_j(x_j)`."""
+
+    qs: tuple = field(default=())
+    kind: str = field(init=False, default="product")
+
+    def num_tuples(self) -> int:
+        return int(np.prod([np.count_nonzero(qj) for qj in self.qs], dtype=object))
+
+    def _enumerate(self):
+        supports = [np.flatnonzero(qj) for qj in self.qs]
+        grids = np.indices(tuple(s.size for s in supports)).reshape(self.k, -1)
+        tuples = np.stack([supports[j][grids[j]] for j in range(self.k)], axis=1)
+        weights = np.ones(tuples.shape[0])
+        for j, qj in enumerate(self.qs):
+            weights = weights * qj[tuples[:, j]]
+        return tuples.astype(np.int64), weights
+
+    def tuple_probability(self, drafts):
+        d = np.asarray(drafts, dtype=np.int64).reshape(-1)
+        return float(np.prod([qj[x] for qj, x in zip(self.qs, d)]))
+
+    def prob_all_in(self, H):
+        mask = as_token_mask(H, self.V)
+        return float(np.prod([qj[mask].sum() for qj in self.qs]))
+
+    def prefix_prob_all_in(self, order):
+        order = self._as_order(order)
+        vals = np.ones(self.V + 1)
+        for qj in self.qs:
+            vals = vals * np.minimum(np.concatenate([[0.0], np.cumsum(qj[order])]), 1.0)
+        return vals, ROUNDING_PER_TERM * self.V * self.k
+
+    def sample(self, rng, size):
+        rng = as_generator(rng)
+        return np.stack([rng.choice(self.V, size=int(size), p=qj) for qj in self.qs], axis=1).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ExplicitLaw(DraftLaw):
+    """A finite list of draft tuples with their probabilities (any joint law you can enumerate)."""
+
+    tuples: np.ndarray = field(default=None)  # type: ignore[assignment]
+    weights: np.ndarray = field(default=None)  # type: ignore[assignment]
+    kind: str = field(init=False, default="explicit")
+
+    def num_tuples(self) -> int:
+        return int(self.weights.size)
+
+    def _enumerate(self):
+        return self.tuples, self.weights
+
+    def tuple_probability(self, drafts):
+        d = np.asarray(drafts, dtype=np.int64).reshape(-1)
+        if d.size != self.k:
+            return 0.0
+        return float(self.weights[np.all(self.tuples == d[None, :], axis=1)].sum())
+
+    def prob_all_in(self, H):
+        mask = as_token_mask(H, self.V)
+        return float(self.weights[np.all(mask[self.tuples], axis=1)].sum())
+
+    def prefix_prob_all_in(self, order):
+        order = self._as_order(order)
+        return _prefix_by_max_rank(self.tuples, self.weights, order, self.V), ROUNDING_PER_TERM * self.weights.size
+
+    def sample(self, rng, size):
+        rng = as_generator(rng)
+        idx = rng.choice(self.weights.size, size=int(size), p=self.weights)
+        return self.tuples[idx]
+
+
+# ------------------------------------------------------------------------------------------------
+# Constructors (the public API).
+
+
+def iid(q: Any, k: int) -> IIDLaw:
+    r"""k i.i.d. drafts from ``q`` (sampling with replacement; SpecTr, SpecInfer).
+
+    .. math:: Q(x_1, \dots, x_k) = \prod_{j=1}^k q(x_j), \qquad Q(H^k) = q(H)^k.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> law = otspec.iid([0.5, 0.5], 2)
+    >>> law.prob_all_in([0])
+    0.25
+    """
+    q = as_distribution(q, "q")
+    k = as_draft_count(k, "k")
+    return IIDLaw(k=k, V=q.shape[0], _q=q)
+
+
+def without_replacement(q: Any, k: int) -> WithoutReplacementLaw:
+    r"""k distinct drafts by successive sampling proportional to ``q`` (RSD, EAGLE-style trees).
+
+    .. math:: Q(x_1, \dots, x_k) = \prod_{j=1}^k \frac{q(x_j)}{1 - \sum_{l<j} q(x_l)}
+              \quad (x_j \text{ distinct}).
+
+    ``k`` must not exceed the number of tokens with ``q > 0``.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> law = otspec.without_replacement([0.5, 0.25, 0.25], 2)
+    >>> round(law.tuple_probability([0, 1]), 12)
+    0.25
+    """
+    q = as_distribution(q, "q")
+    k = as_draft_count(k, "k")
+    support = int(np.count_nonzero(q))
+    if k > support:
+        raise InvalidDraftCountError(
+            f"k must be <= the support size of q for drafting without replacement (got k = {k}, "
+            f"q has {support} tokens with positive probability); lower k or use otspec.iid"
+        )
+    return WithoutReplacementLaw(k=k, V=q.shape[0], _q=q)
+
+
+def greedy(q: Any, k: int) -> GreedyLaw:
+    r"""Hu et al.'s greedy drafts: top-(k-1) tokens of ``q`` plus one drawn from the rest.
+
+    With :math:`G` the top-(k-1) tokens and :math:`\tilde q = q\,1_{G^c} / q(G^c)`:
+    :math:`Q(G, x) = \tilde q(x)`. ``k = 2`` is SpecHub's draft law. Ties in q are broken by the
+    lower token id. Requires at least k tokens with ``q > 0`` so that the last draft has mass.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> otspec.greedy([0.1, 0.6, 0.3], 2).top.tolist()
+    [1]
+    """
+    q = as_distribution(q, "q")
+    k = as_draft_count(k, "k")
+    support = int(np.count_nonzero(q))
+    if k > support:
+        raise InvalidDraftCountError(
+            f"k must be <= the support size of q for greedy drafting (got k = {k}, q has {support} "
+            "tokens with positive probability); lower k"
+        )
+    return GreedyLaw(k=k, V=q.shape[0], _q=q)
+
+
+def product(qs: Sequence[Any]) -> ProductLaw:
+    r"""Independent drafts from different drafters ``qs = [q_1, ..., q_k]`` (with replacement).
+
+    .. math:: Q(x_1, \dots, x_k) = \prod_{j=1}^k q_j(x_j).
+
+    Examples
+    --------
+    >>> import otspec
+    >>> otspec.product([[1.0, 0.0], [0.5, 0.5]]).prob_all_in([0])
+    0.5
+    """
+    if isinstance(qs, np.ndarray) and qs.ndim == 2:
+        qs = list(qs)
+    if not isinstance(qs, (list, tuple)) or len(qs) == 0:
+        raise InvalidDraftCountError(
+            f"qs must be a non-empty list of draft distributions (got {type(qs).__name__}); pass [q1, ..., qk]"
+        )
+    arrs = tuple(as_distribution(qj, f"qs[{j}]") for j, qj in enumerate(qs))
+    for j, a in enumerate(arrs[1:], start=1):
+        check_same_vocab(arrs[0], a, ("qs[0]", f"qs[{j}]"))
+    return ProductLaw(k=len(arrs), V=arrs[0].shape[0], qs=arrs)
+
+
+def explicit(tuples: Any, weights: Any, *, vocab_size: int | None = None) -> ExplicitLaw:
+    """An arbitrary joint draft law given by its tuples and their probabilities.
+
+    ``tuples`` is ``(M, k)`` of token ids, ``weights`` is ``(M,)`` on the simplex. Repeated rows
+    are merged and zero-weight rows dropped. ``vocab_size`` defaults to the largest id + 1 and must
+    equal the target's V when the law is used with a target.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> law = otspec.explicit([[0, 1], [1, 1]], [0.5, 0.5], vocab_size=3)
+    >>> law.prob_all_in([1])
+    0.5
+    """
+    t = as_token_tuples(tuples, None, name="tuples")
+    w = as_weights(weights, t.shape[0])
+    V = int(t.max()) + 1
+    if vocab_size is not None:
+        vocab_size = as_draft_count(vocab_size, "vocab_size")
+        if vocab_size < V:
+            raise InvalidDraftsError(f"tuples hold token id {V - 1} but vocab_size = {vocab_size}; ids must be < vocab_size")
+        V = vocab_size
+    keep = w > 0
+    uniq, inverse = np.unique(t[keep], axis=0, return_inverse=True)
+    merged = np.bincount(inverse.ravel(), weights=w[keep], minlength=uniq.shape[0])
+    uniq.setflags(write=False)
+    merged.setflags(write=False)
+    return ExplicitLaw(k=t.shape[1], V=V, tuples=uniq, weights=merged)
