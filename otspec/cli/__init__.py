@@ -1,0 +1,43 @@
+"""The ``otspec`` command line: thin adapters over the public API.
+
+Each subcommand lives in its own module with ``register(subparsers)``; errors from the library
+(:class:`otspec._validation.OtspecInputError`) are printed as one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from otspec.cli._common import CliError, run_guarded
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from otspec import __version__
+    from otspec.cli import block, bound
+
+    parser = argparse.ArgumentParser(
+        prog="otspec",
+        description="Exact optimal-transport bounds and verifiers for speculative decoding.",
+    )
+    parser.add_argument("--version", action="version", version=f"otspec {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    bound.register(sub)
+    block.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    return run_guarded(args.func, args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

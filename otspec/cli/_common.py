@@ -1,0 +1,68 @@
+"""Shared pieces of the CLI: error handling, JSON output, rich tables, progress."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+from otspec._validation import OtspecInputError
+
+__all__ = ["CliError", "run_guarded", "print_json", "print_table", "progress"]
+
+
+class CliError(Exception):
+    """A usage error detected by the CLI itself (exit status 2)."""
+
+
+def run_guarded(func: Callable[[Any], int], args: Any) -> int:
+    """Run a subcommand; library input errors and CLI errors print one line and return 2."""
+    try:
+        return int(func(args) or 0)
+    except (OtspecInputError, CliError) as exc:
+        print(f"otspec: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=_json_default)
+    sys.stdout.write("\n")
+
+
+def _json_default(x: Any) -> Any:
+    import numpy as np
+
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str | None = None) -> None:
+    """Print a rich table (plain text when stdout is not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption)
+    for i, c in enumerate(columns):
+        table.add_column(c, justify="left" if i == 0 else "right")
+    for r in rows:
+        table.add_row(*[str(x) for x in r])
+    Console(width=max(100, 20 * len(columns))).print(table)
+
+
+def progress(enabled: bool):
+    """A rich progress bar on stderr (a no-op context when disabled, e.g. with --json)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=True,
+    )
