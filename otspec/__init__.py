@@ -1,6 +1,17 @@
 """otspec: exact optimal-transport mathematics of speculative-decoding verification."""
 
+from otspec.bounds import AcceptanceResult, TransportPlan, optimal_acceptance, single_draft
 from otspec.laws import explicit, greedy, iid, product, without_replacement
 
-__all__ = ["iid", "without_replacement", "greedy", "product", "explicit"]
+__all__ = [
+    "iid",
+    "without_replacement",
+    "greedy",
+    "product",
+    "explicit",
+    "optimal_acceptance",
+    "single_draft",
+    "AcceptanceResult",
+    "TransportPlan",
+]
 __version__ = "0.1.0"

@@ -1,0 +1,287 @@
+r"""Tuple-level exact solvers of the membership transport problem and their certificate.
+
+The problem (MATH.md section 2.1, relaxed form): with draft sets :math:`s` of probability
+:math:`Q(s)` and variables :math:`w(s, y) \ge 0` for :math:`y \in s`,
+
+.. math:: \max \sum_{s, y} w(s, y) \quad \text{s.t.} \quad
+          \sum_{y \in s} w(s, y) \le Q(s), \qquad \sum_{s \ni y} w(s, y) \le p(y).
+
+Any feasible :math:`w` extends to a full coupling by sending every set's leftover mass to one
+common residual law, so its optimum is :math:`\alpha^*`. Three engines solve it:
+
+* ``"lp"`` -- HiGHS through ``highspy``, built column-wise from numpy CSC arrays (every column has
+  exactly two non-zeros: its set row and its token row), tolerances 1e-10;
+* ``"cvxpy"`` -- the same LP through cvxpy (HiGHS backend), accepting extra user constraints;
+* ``"flow"`` -- the two-marginal transport with cost :math:`1[y \notin s]` solved exactly by POT's
+  network simplex (``ot.emd``), the fast path for moderately sized laws.
+
+:func:`certify` re-checks every answer in numpy: the plan is made exactly feasible (negatives
+clipped, rows scaled down where a tolerance was used), its objective recomputed, and an upper bound
+found by scanning threshold cuts of the solver's token duals (and the p/q order). The gap between
+the two is the certificate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
+from otspec._validation import UnsupportedMethodError, check_memory
+from otspec.bounds.cuts import prefix_cut_values_from_sets, ratio_order
+from otspec.bounds.result import (
+    STATUS_CHECK_FAILED,
+    STATUS_CONSTRAINED,
+    STATUS_OPTIMAL,
+    STATUS_SOLVER_FAILED,
+    AcceptanceResult,
+    TransportPlan,
+)
+
+__all__ = ["MembershipLP", "membership_pairs", "solve_highs", "solve_cvxpy", "solve_flow", "certify", "estimate_bytes"]
+
+#: Rough peak bytes per LP column (HiGHS model + factorisation + our arrays), and for cvxpy.
+_BYTES_PER_COLUMN = {"lp": 400, "cvxpy": 2500}
+
+
+def estimate_bytes(method: str, law) -> float:
+    """Peak-memory estimate of a tuple-level solve, computed before anything is allocated."""
+    M = float(law.num_tuples())
+    enum = M * law.k * 24 * 3  # tuples, sorted copy, set grouping
+    if method == "flow":
+        return enum + 4 * 8 * M * law.V  # cost matrix, plan, POT internals (dense S x V)
+    return enum + _BYTES_PER_COLUMN[method] * M * law.k
+
+
+def membership_pairs(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flatten draft sets into LP columns: ``(pair_set, pair_token, pair_slot)``."""
+    valid = sets >= 0
+    pair_set, pair_slot = np.nonzero(valid)
+    return pair_set.astype(np.int64), sets[pair_set, pair_slot].astype(np.int64), pair_slot.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class MembershipLP:
+    """What a user constraint sees in ``optimal_acceptance(..., method="cvxpy", constraints=f)``.
+
+    ``w`` is the cvxpy variable (one entry per pair ``(set, token in set)``); ``pair_set`` and
+    ``pair_token`` say which pair each entry is; ``sets``/``set_weights`` the draft sets.
+
+    Examples of ``f(lp)``: ``[lp.accepted(7) == 0]`` forbids accepting token 7;
+    ``[lp.residual_probability <= 0.2]`` caps the probability of a residual draw.
+    """
+
+    w: Any
+    pair_set: np.ndarray
+    pair_token: np.ndarray
+    sets: np.ndarray
+    set_weights: np.ndarray
+    p: np.ndarray
+
+    def accepted(self, token: int):
+        """cvxpy expression: probability that ``token`` is output and was drafted."""
+        import cvxpy as cp
+
+        idx = np.flatnonzero(self.pair_token == int(token))
+        return cp.sum(self.w[idx]) if idx.size else cp.Constant(0.0)
+
+    @property
+    def acceptance(self):
+        """cvxpy expression: the acceptance probability :math:`\\sum w`."""
+        import cvxpy as cp
+
+        return cp.sum(self.w)
+
+    @property
+    def residual_probability(self):
+        """cvxpy expression: probability that the output is drawn from the residual."""
+        return 1.0 - self.acceptance
+
+
+def solve_highs(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
+    """Solve the membership LP with HiGHS. Returns ``(w, token_duals, ok, info)``."""
+    import highspy
+
+    pair_set, pair_token, _ = membership_pairs(sets)
+    S, V, n = sets.shape[0], p.shape[0], pair_set.size
+    lp = highspy.HighsLp()
+    lp.num_col_ = n
+    lp.num_row_ = S + V
+    lp.col_cost_ = np.ones(n)
+    lp.col_lower_ = np.zeros(n)
+    lp.col_upper_ = np.full(n, highspy.kHighsInf)
+    lp.row_lower_ = np.full(S + V, -highspy.kHighsInf)
+    lp.row_upper_ = np.concatenate([weights, p])
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.arange(0, 2 * n + 1, 2, dtype=np.int32)
+    idx = np.empty(2 * n, dtype=np.int32)
+    idx[0::2] = pair_set
+    idx[1::2] = S + pair_token
+    lp.a_matrix_.index_ = idx
+    lp.a_matrix_.value_ = np.ones(2 * n)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
+    h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)
+    h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)
+    h.passModel(lp)
+    h.run()
+    status = h.getModelStatus()
+    ok = status == highspy.HighsModelStatus.kOptimal
+    sol = h.getSolution()
+    w = np.asarray(sol.col_value, dtype=np.float64) if ok else np.zeros(n)
+    duals = np.abs(np.asarray(sol.row_dual, dtype=np.float64)[S:]) if ok else np.zeros(V)
+    return w, duals, ok, h.modelStatusToString(status)
+
+
+def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraints: Callable | None = None, solver: str | None = None):
+    """Solve the membership LP through cvxpy, with optional extra constraints.
+
+    Returns ``(w, token_duals, ok, info, violation)`` where ``violation`` is the largest violation
+    of the user's constraints at the returned point (0 without constraints)."""
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    pair_set, pair_token, _ = membership_pairs(sets)
+    S, V, n = sets.shape[0], p.shape[0], pair_set.size
+    w = cp.Variable(n, nonneg=True)
+    A_set = sp.csr_matrix((np.ones(n), (pair_set, np.arange(n))), shape=(S, n))
+    A_tok = sp.csr_matrix((np.ones(n), (pair_token, np.arange(n))), shape=(V, n))
+    base = [A_set @ w <= weights, A_tok @ w <= p]
+    extra: list = []
+    if constraints is not None:
+        model = MembershipLP(w=w, pair_set=pair_set, pair_token=pair_token, sets=sets, set_weights=weights, p=p)
+        extra = list(constraints(model) or [])
+    prob = cp.Problem(cp.Maximize(cp.sum(w)), base + extra)
+    chosen = solver or ("HIGHS" if "HIGHS" in cp.installed_solvers() else None)
+    kwargs = {}
+    if chosen == "HIGHS":
+        kwargs = {"primal_feasibility_tolerance": LP_FEASIBILITY_TOL, "dual_feasibility_tolerance": LP_FEASIBILITY_TOL}
+    try:
+        prob.solve(solver=chosen, **kwargs)
+    except cp.error.SolverError as exc:
+        return np.zeros(n), np.zeros(V), False, f"cvxpy solver error: {exc}", np.inf
+    ok = prob.status == cp.OPTIMAL and w.value is not None
+    wv = np.asarray(w.value, dtype=np.float64) if ok else np.zeros(n)
+    dv = base[1].dual_value
+    duals = np.abs(np.asarray(dv, dtype=np.float64)) if (ok and dv is not None) else np.zeros(V)
+    violation = max([float(np.max(c.violation())) for c in extra] or [0.0]) if ok else np.inf
+    return wv, duals, ok, str(prob.status), violation
+
+
+def solve_flow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
+    """Exact transport with POT's network simplex; returns ``(w, token_duals, ok, info)``."""
+    import ot
+
+    S, V = sets.shape[0], p.shape[0]
+    pair_set, pair_token, _ = membership_pairs(sets)
+    cost = np.ones((S, V))
+    cost[pair_set, pair_token] = 0.0
+    # numItermax: POT's default (1e5) silently returns a non-optimal plan on large instances
+    # (DESIGN.md section 5); network simplex needs O(nodes * arcs) pivots at worst.
+    iters = int(max(10 * S * V, 10_000_000))
+    b = p / p.sum() * weights.sum()  # POT demands equal totals bit-for-bit; both are 1 +- 1e-9
+    G, log = ot.emd(weights, b, cost, numItermax=iters, log=True)
+    ok = log.get("result_code", 0) == 1 and not log.get("warning")
+    w = G[pair_set, pair_token] if ok else np.zeros(pair_set.size)
+    v = np.asarray(log.get("v", np.zeros(V)), dtype=np.float64)
+    return w, v, ok, str(log.get("warning") or "optimal")
+
+
+def _repair(p: np.ndarray, weights: np.ndarray, pair_set: np.ndarray, pair_token: np.ndarray, w: np.ndarray):
+    """Make a solver's w exactly feasible (clip, then scale rows down); return it and the worst
+    violation that had to be removed."""
+    violation = float(max(0.0, -w.min())) if w.size else 0.0
+    w = np.maximum(w, 0.0)
+    for rows, cap in ((pair_set, weights), (pair_token, p)):
+        tot = np.bincount(rows, weights=w, minlength=cap.size)
+        excess = tot - cap
+        violation = max(violation, float(excess.max(initial=0.0)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(tot > cap, cap / np.where(tot > 0, tot, 1.0), 1.0)
+        w = w * scale[rows]
+    return w, violation
+
+
+def certify(
+    p: np.ndarray,
+    law,
+    sets: np.ndarray,
+    weights: np.ndarray,
+    w: np.ndarray,
+    token_duals: np.ndarray,
+    solver_ok: bool,
+    method: str,
+    info: str,
+    constrained: bool = False,
+    constraint_violation: float = 0.0,
+) -> AcceptanceResult:
+    """Turn a solver's answer into a checked :class:`AcceptanceResult` (see module docstring)."""
+    pair_set, pair_token, pair_slot = membership_pairs(sets)
+    w, violation = _repair(p, weights, pair_set, pair_token, w)
+    lower = float(w.sum())
+    accept = np.zeros(sets.shape, dtype=np.float64)
+    accept[pair_set, pair_slot] = w
+    accepted_tok = np.bincount(pair_token, weights=w, minlength=p.size)
+    leftover = p - accepted_tok
+    mass = float(leftover.sum())
+    residual = np.maximum(leftover, 0.0) / mass if mass > 0 else np.zeros_like(p)
+    plan = TransportPlan(sets=sets, set_weights=weights, accept=accept, residual=residual, value=lower)
+
+    orders = [np.argsort(-token_duals, kind="stable"), np.argsort(token_duals, kind="stable")]
+    if getattr(law, "q", None) is not None:
+        orders.append(ratio_order(p, law.q))
+    best_upper, best_cut = np.inf, np.zeros(0, dtype=np.int64)
+    for order in orders:
+        vals = prefix_cut_values_from_sets(p, sets, weights, order)
+        i = int(np.argmin(vals))
+        if vals[i] < best_upper:
+            best_upper, best_cut = float(vals[i]), np.sort(order[:i])
+    gap = best_upper - lower
+    checks = {"plan_repair": violation, "primal_dual_gap": gap, "marginal_residual_min": float(min(leftover.min(), 0.0))}
+    if constrained:
+        checks["user_constraint_violation"] = constraint_violation
+    if not solver_ok:
+        status = STATUS_SOLVER_FAILED
+    elif constrained:
+        status = STATUS_CONSTRAINED if constraint_violation <= CERTIFICATE_ATOL and violation <= CERTIFICATE_ATOL else STATUS_CHECK_FAILED
+    else:
+        status = STATUS_OPTIMAL if (abs(gap) <= CERTIFICATE_ATOL and violation <= CERTIFICATE_ATOL) else STATUS_CHECK_FAILED
+    value = lower
+    return AcceptanceResult(
+        value=value,
+        cut=best_cut if not constrained else np.zeros(0, dtype=np.int64),
+        method=method,
+        status=status,
+        gap=float(gap) if not constrained else float("nan"),
+        error_bound=float(max(gap, 0.0) + violation) if not constrained else float(violation),
+        plan=plan,
+        law=repr(law),
+        checks=checks,
+    )
+
+
+def solve_tuple_level(p: np.ndarray, law, method: str, memory_cap: float | None, constraints: Callable | None) -> AcceptanceResult:
+    """Enumerate the law's draft sets and solve with ``method`` in {"lp", "cvxpy", "flow"}."""
+    if constraints is not None and method != "cvxpy":
+        raise UnsupportedMethodError(
+            f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'"
+        )
+    check_memory(
+        estimate_bytes(method, law),
+        memory_cap,
+        f"method={method!r} on {law!r} ({law.num_tuples():,} draft tuples)",
+        "use method='prefix' for iid/without_replacement/greedy laws, a smaller V or k, or raise memory_cap",
+    )
+    sets, weights = law.enumerate_sets(memory_cap=memory_cap)
+    if method == "lp":
+        w, duals, ok, info = solve_highs(p, sets, weights)
+        return certify(p, law, sets, weights, w, duals, ok, "lp", info)
+    if method == "flow":
+        w, duals, ok, info = solve_flow(p, sets, weights)
+        return certify(p, law, sets, weights, w, duals, ok, "flow", info)
+    w, duals, ok, info, viol = solve_cvxpy(p, sets, weights, constraints)
+    return certify(p, law, sets, weights, w, duals, ok, "cvxpy", info, constrained=constraints is not None, constraint_violation=viol)
