@@ -196,6 +196,25 @@ class DraftLaw:
         return f"{self.kind}(V={self.V}, k={self.k})"
 
 
+def _successive_denominators(q: np.ndarray, tuples: np.ndarray) -> np.ndarray:
+    """``out[m, j] = sum of q over tokens not among tuples[m, :j]`` (successive sampling).
+
+    ``total - chosen`` cancels catastrophically when the chosen tokens carry almost all the mass
+    (e.g. q = (1 - 1e-10, 1e-10)); those rows are recomputed as a direct sum over the complement."""
+    qs = q[tuples]
+    chosen = np.cumsum(qs, axis=1) - qs
+    total = float(np.sum(q))
+    out = total - chosen
+    bad_rows = np.flatnonzero(np.any(out < 1e-3 * total, axis=1))
+    for start in range(0, bad_rows.size, 4096):
+        rows = bad_rows[start : start + 4096]
+        taken = np.zeros((rows.size, q.size), dtype=bool)
+        for j in range(tuples.shape[1]):
+            out[rows, j] = np.where(taken, 0.0, q[None, :]).sum(axis=1)
+            taken[np.arange(rows.size), tuples[rows, j]] = True
+    return out
+
+
 def _all_tuples(support: np.ndarray, k: int) -> np.ndarray:
     grids = np.indices((support.size,) * k).reshape(k, -1).T
     return support[grids]
@@ -258,18 +277,14 @@ class WithoutReplacementLaw(DraftLaw):
     def _enumerate(self):
         supp = np.flatnonzero(self._q)
         tuples = np.array(list(itertools.permutations(supp.tolist(), self.k)), dtype=np.int64).reshape(-1, self.k)
-        qs = self._q[tuples]
-        before = np.cumsum(qs, axis=1) - qs
-        weights = np.prod(qs / (1.0 - before), axis=1)
+        weights = np.prod(self._q[tuples] / _successive_denominators(self._q, tuples), axis=1)
         return tuples, weights
 
     def tuple_probability(self, drafts):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         if len(set(d.tolist())) < d.size:
             return 0.0
-        qs = self._q[d]
-        before = np.cumsum(qs) - qs
-        return float(np.prod(qs / (1.0 - before)))
+        return float(np.prod(self._q[d] / _successive_denominators(self._q, d[None, :])[0]))
 
     def validate_drafts(self, drafts):
         arr = np.asarray(drafts)

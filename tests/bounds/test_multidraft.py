@@ -1,0 +1,207 @@
+"""optimal_acceptance: every method agrees, known answers hold, certificates are real."""
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import otspec
+from otspec._tolerances import EXACT_ATOL
+from otspec.bounds.cuts import cut_value
+from tests.conftest import random_simplex
+
+TOL = 1e-9  # the issue's agreement target between exact methods
+
+
+@st.composite
+def pairs(draw, max_V=6):
+    """(p, q) on V <= 6 tokens with exact zeros and near-degenerate masses."""
+    V = draw(st.integers(2, max_V))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    alpha = draw(st.sampled_from([0.2, 0.5, 1.0, 5.0]))
+    p = random_simplex(rng, V, zeros=draw(st.integers(0, V - 1)), alpha=alpha)
+    q = random_simplex(rng, V, zeros=draw(st.integers(0, V - 2)), alpha=alpha)
+    if draw(st.booleans()):  # near-degenerate: one token carries almost everything
+        j = draw(st.integers(0, V - 1))
+        q = 1e-9 * q
+        q[j] += 1.0 - q.sum()
+    return p, q
+
+
+@given(pairs(), st.integers(1, 4))
+def test_iid_all_methods_agree(pq, k):
+    p, q = pq
+    law = otspec.iid(q, k)
+    vals = {m: otspec.optimal_acceptance(p, law, method=m) for m in ("prefix", "subsets", "lp", "cvxpy", "flow")}
+    ref = vals["subsets"].value
+    for m, r in vals.items():
+        assert r.status == "optimal", (m, r)
+        assert abs(r.value - ref) <= TOL, (m, r.value, ref)
+
+
+@given(pairs(), st.integers(1, 4))
+def test_without_replacement_all_methods_agree(pq, k):
+    p, q = pq
+    k = min(k, int(np.count_nonzero(q)))
+    law = otspec.without_replacement(q, k)
+    vals = {m: otspec.optimal_acceptance(p, law, method=m) for m in ("prefix", "subsets", "lp", "cvxpy")}
+    ref = vals["subsets"].value
+    for m, r in vals.items():
+        assert r.status == "optimal", (m, r)
+        assert abs(r.value - ref) <= TOL, (m, r.value, ref)
+
+
+@given(pairs(max_V=5), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_product_and_explicit_subsets_equal_lp(pq, k, seed):
+    p, q = pq
+    rng = np.random.default_rng(seed)
+    V = p.size
+    laws = [
+        otspec.product([q] + [random_simplex(rng, V, zeros=1) for _ in range(k - 1)]),
+        otspec.explicit(rng.integers(0, V, size=(6, k)), random_simplex(rng, 6, zeros=2), vocab_size=V),
+    ]
+    for law in laws:
+        a = otspec.optimal_acceptance(p, law, method="subsets")
+        b = otspec.optimal_acceptance(p, law, method="lp")
+        c = otspec.optimal_acceptance(p, law, method="flow")
+        assert a.status == b.status == c.status == "optimal"
+        assert abs(a.value - b.value) <= TOL and abs(a.value - c.value) <= TOL
+
+
+@given(pairs(), st.integers(1, 4))
+def test_greedy_closed_form_equals_lp(pq, k):
+    p, q = pq
+    k = min(k, int(np.count_nonzero(q)))
+    law = otspec.greedy(q, k)
+    closed = otspec.optimal_acceptance(p, law, method="prefix")
+    lp = otspec.optimal_acceptance(p, law, method="lp")
+    # independent closed form written out (MATH.md 3.3): P(G) + sum_{x not in G} min(p, q~)
+    G = np.argsort(-q, kind="stable")[: k - 1]
+    rest = np.setdiff1d(np.arange(p.size), G)
+    qt = q[rest] / q[rest].sum()
+    formula = p[G].sum() + np.minimum(p[rest], qt).sum()
+    assert abs(closed.value - formula) <= TOL
+    assert abs(lp.value - formula) <= TOL
+
+
+# ----------------------------------------------------------------------------- known answers
+@given(pairs())
+def test_k1_is_one_minus_tv(pq):
+    p, q = pq
+    tv = 0.5 * np.abs(p - q).sum()
+    for m in ("prefix", "lp", "subsets"):
+        assert abs(otspec.optimal_acceptance(p, otspec.iid(q, 1), method=m).value - (1 - tv)) <= TOL
+    assert abs(otspec.single_draft(p, q).value - (1 - tv)) <= TOL
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_p_equals_q_gives_one(k):
+    q = random_simplex(np.random.default_rng(k), 6)
+    for law in (otspec.iid(q, k), otspec.without_replacement(q, k), otspec.greedy(q, k)):
+        assert abs(otspec.optimal_acceptance(q, law).value - 1.0) <= TOL
+        assert abs(otspec.optimal_acceptance(q, law, method="lp").value - 1.0) <= TOL
+
+
+def test_disjoint_supports_give_zero():
+    p = np.array([0.5, 0.5, 0, 0, 0])
+    q = np.array([0, 0, 0.2, 0.3, 0.5])
+    for law in (otspec.iid(q, 2), otspec.without_replacement(q, 3), otspec.greedy(q, 2)):
+        for m in ("prefix", "lp", "subsets"):
+            assert abs(otspec.optimal_acceptance(p, law, method=m).value) <= TOL
+
+
+@given(pairs())
+def test_monotone_in_k_and_wor_dominates_iid(pq):
+    p, q = pq
+    supp = int(np.count_nonzero(q))
+    prev = 0.0
+    for k in range(1, 5):
+        v = otspec.optimal_acceptance(p, otspec.iid(q, k)).value
+        assert v >= prev - TOL
+        prev = v
+        if k <= supp:
+            w = otspec.optimal_acceptance(p, otspec.without_replacement(q, k)).value
+            assert w >= v - TOL
+
+
+@given(pairs(), st.integers(1, 4))
+def test_returned_cut_attains_value(pq, k):
+    p, q = pq
+    k = min(k, int(np.count_nonzero(q)))
+    for law in (otspec.iid(q, k), otspec.without_replacement(q, k), otspec.greedy(q, k)):
+        for m in ("prefix", "lp", "flow"):
+            r = otspec.optimal_acceptance(p, law, method=m)
+            assert abs(cut_value(p, law, r.cut) - r.value) <= TOL
+
+
+def test_plan_is_a_coupling_and_attains_value(rng):
+    p = random_simplex(rng, 6, zeros=1)
+    q = random_simplex(rng, 6, zeros=1)
+    law = otspec.iid(q, 3)
+    for m in ("lp", "cvxpy", "flow"):
+        r = otspec.optimal_acceptance(p, law, method=m)
+        tuples, w = law.enumerate()
+        K = r.plan.kernel(tuples)
+        assert np.all(K >= -EXACT_ATOL)
+        np.testing.assert_allclose(K.sum(axis=1), 1.0, atol=EXACT_ATOL)
+        np.testing.assert_allclose(w @ K, p, atol=EXACT_ATOL)
+        member = np.array([K[i, np.unique(t)].sum() for i, t in enumerate(tuples)])
+        assert abs(w @ member - r.value) <= EXACT_ATOL
+
+
+def test_cvxpy_user_constraints(rng):
+    """Forbidding acceptance of a token, or capping the residual probability, changes the optimum
+    exactly as a direct LP with the same restriction says."""
+    p = random_simplex(rng, 5)
+    q = random_simplex(rng, 5)
+    law = otspec.iid(q, 2)
+    base = otspec.optimal_acceptance(p, law, method="cvxpy")
+    top = int(np.argmax(p))
+    forb = otspec.optimal_acceptance(p, law, method="cvxpy", constraints=lambda lp: [lp.accepted(top) == 0])
+    assert forb.status == "optimal_constrained"
+    assert forb.plan.accepted_per_token()[top] <= 1e-8
+    # Reference: zero target mass at `top` for acceptance purposes = alpha* of the LP with p(top)
+    # capacity 0, solved by the brute-force dual with that token's capacity removed.
+    from otspec.bounds.lp import solve_highs
+
+    sets, weights = law.enumerate_sets()
+    p_cap = p.copy()
+    p_cap[top] = 0.0
+    w_ref, _, ok, _ = solve_highs(p_cap, sets, weights)
+    assert ok and abs(forb.value - w_ref.sum()) <= 1e-8
+    assert forb.value <= base.value + 1e-9
+    cap = otspec.optimal_acceptance(p, law, method="cvxpy", constraints=lambda lp: [lp.acceptance <= base.value - 0.1])
+    assert abs(cap.value - (base.value - 0.1)) <= 1e-8
+
+
+def test_failed_check_is_reported(monkeypatch):
+    """A corrupted solver answer must surface as status check_failed, never as optimal."""
+    import otspec.bounds.lp as lpmod
+
+    real = lpmod.solve_highs
+
+    def broken(p, sets, weights):
+        w, d, ok, info = real(p, sets, weights)
+        return w * 0.9, d, ok, info  # feasible but not optimal
+
+    monkeypatch.setattr(lpmod, "solve_highs", broken)
+    rng = np.random.default_rng(0)
+    p, q = random_simplex(rng, 5), random_simplex(rng, 5)
+    r = otspec.optimal_acceptance(p, otspec.iid(q, 2), method="lp")
+    assert r.status == "check_failed" and r.gap > 1e-3
+
+
+def test_auto_resolves_and_reports_method():
+    rng = np.random.default_rng(2)
+    p, q = random_simplex(rng, 5), random_simplex(rng, 5)
+    assert otspec.optimal_acceptance(p, otspec.iid(q, 2)).method == "prefix"
+    assert otspec.optimal_acceptance(p, otspec.product([q, p])).method == "flow"
+
+
+def test_large_vocab_prefix_runs():
+    from otspec.synthetic import synthetic_pair
+
+    p, q = synthetic_pair(49152, seed=3)
+    r = otspec.optimal_acceptance(p, otspec.iid(q, 4))
+    assert r.ok and 0 < r.value <= 1
+    assert abs(cut_value(p, otspec.iid(q, 4), r.cut) - r.value) <= 1e-9
