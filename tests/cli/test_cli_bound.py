@@ -1,0 +1,89 @@
+"""`otspec bound` end to end: table, JSON, every file format, and agreement with the library."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import otspec
+from otspec.cli import main
+from otspec.synthetic import synthetic_pair
+
+
+def test_json_matches_library(capsys):
+    rc = main(["bound", "--vocab", "300", "--drafts", "3", "--seed", "4", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    p, q = synthetic_pair(300, seed=4)
+    expect = {
+        "iid": otspec.optimal_acceptance(p, otspec.iid(q, 3)).value,
+        "without_replacement": otspec.optimal_acceptance(p, otspec.without_replacement(q, 3)).value,
+        "greedy": otspec.optimal_acceptance(p, otspec.greedy(q, 3)).value,
+        "k1": 1 - 0.5 * np.abs(p - q).sum(),
+    }
+    assert [r["law"] for r in out["results"]] == list(expect)
+    for r in out["results"]:
+        assert r["status"] == "optimal"
+        assert abs(r["value"] - expect[r["law"]]) <= 1e-9
+        assert r["error_bound"] < 1e-9
+    assert out["V"] == 300 and out["k"] == 3 and out["source"] == "synthetic"
+
+
+def test_table_output(capsys):
+    rc = main(["bound", "--vocab", "200", "--drafts", "2", "--law", "iid", "--law", "greedy"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "optimal acceptance, V = 200, k = 2" in out
+    assert "iid" in out and "greedy" in out and "without_replacement" not in out
+
+
+@pytest.mark.parametrize("fmt", [".npy", ".npz", ".safetensors", ".txt", ".csv"])
+def test_file_formats(fmt, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(7)), rng.dirichlet(np.ones(7))
+    paths = []
+    for name, x in (("p", p), ("q", q)):
+        path = tmp_path / f"{name}{fmt}"
+        if fmt == ".npy":
+            np.save(path, x)
+        elif fmt == ".npz":
+            np.savez(path, x=x)
+        elif fmt == ".safetensors":
+            from safetensors.numpy import save_file
+
+            save_file({"x": x}, str(path))
+        else:
+            np.savetxt(path, x, delimiter="," if fmt == ".csv" else " ", fmt="%.17g")
+        paths.append(str(path))
+    rc = main(["bound", "--p", paths[0], "--q", paths[1], "--drafts", "2", "--json", "--law", "iid"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert abs(out["results"][0]["value"] - otspec.optimal_acceptance(p, otspec.iid(q, 2), method="subsets").value) <= 1e-9
+
+
+def test_logits_files(tmp_path, capsys):
+    lp, lq = np.array([1.0, 0.0, -1.0]), np.array([0.0, 0.0, 0.0])
+    np.save(tmp_path / "p.npy", lp)
+    np.save(tmp_path / "q.npy", lq)
+    rc = main(["bound", "--p", str(tmp_path / "p.npy"), "--q", str(tmp_path / "q.npy"), "--logits", "--drafts", "1", "--json", "--law", "k1"])
+    assert rc == 0
+    p = np.exp(lp) / np.exp(lp).sum()
+    out = json.loads(capsys.readouterr().out)
+    assert abs(out["results"][0]["value"] - np.minimum(p, 1 / 3).sum()) <= 1e-12
+
+
+def test_console_script_and_module_agree():
+    args = ["bound", "--vocab", "50", "--drafts", "2", "--json", "--law", "iid"]
+    a = subprocess.run([sys.executable, "-m", "otspec", *args], capture_output=True, text=True, check=True)
+    b = json.loads(a.stdout)
+    assert b["results"][0]["method"] == "prefix"
+
+
+def test_dirichlet_family_and_temperature(capsys):
+    rc = main(["bound", "--vocab", "100", "--drafts", "2", "--family", "dirichlet", "--temperature", "2", "--json", "--law", "iid"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    p, q = synthetic_pair(100, family="dirichlet", temperature=2.0)
+    assert abs(out["results"][0]["value"] - otspec.optimal_acceptance(p, otspec.iid(q, 2)).value) <= 1e-12
