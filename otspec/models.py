@@ -55,6 +55,11 @@ __all__ = [
     "as_model",
     "as_prefix",
     "conditionals_along",
+    "PrefixTable",
+    "enumerate_prefixes",
+    "enumeration_size",
+    "sample_path",
+    "MAX_ENUMERATED_PREFIXES",
 ]
 
 #: Salts that keep the random streams of different model kinds apart for the same seed.
@@ -443,3 +448,119 @@ def conditionals_along(model: Any, path: Any, *, include_last: bool = True) -> n
     path = as_prefix(path, model.V)
     n = len(path) + (1 if include_last else 0)
     return np.stack([model(path[:i]) for i in range(n)]) if n else np.zeros((0, model.V))
+
+
+# ------------------------------------------------------------------------------------------------
+# Enumeration of every prefix up to a depth (the work-horse of exact block / tree computations).
+
+#: Most prefixes an exact enumeration may visit: each costs a Python call of the model (a seeded
+#: Dirichlet draw is ~10 us), so 2e6 prefixes is already ~30 s.
+MAX_ENUMERATED_PREFIXES = 2_000_000
+
+
+def enumeration_size(V: int, gamma: int) -> int:
+    """Number of prefixes :math:`\\sum_{i=0}^{\\gamma} V^i` an exact block computation visits."""
+    return sum(V**i for i in range(gamma + 1))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PrefixTable:
+    r"""Every prefix :math:`x^i` (``i = 0..gamma``) of a target/draft pair, in lexicographic order.
+
+    The node of prefix :math:`x^i` at depth ``i`` has index :math:`\sum_j x_j V^{i-j}`, so its
+    child by token ``y`` is ``n * V + y``. Arrays per depth ``i``:
+
+    * ``p_cond[i]``, ``q_cond[i]`` -- ``(V**i, V)`` conditionals :math:`M(\cdot \mid x^i)` (the
+      draft only for ``i < gamma``);
+    * ``p_joint[i]``, ``q_joint[i]`` -- ``(V**i,)`` joints :math:`M(x^i)`.
+    """
+
+    V: int
+    gamma: int
+    p_cond: tuple
+    q_cond: tuple
+    p_joint: tuple
+    q_joint: tuple
+
+    def paths(self, i: int) -> np.ndarray:
+        """All prefixes of length ``i`` as an int64 ``(V**i, i)`` array (lexicographic)."""
+        if i == 0:
+            return np.zeros((1, 0), dtype=np.int64)
+        return np.indices((self.V,) * i).reshape(i, -1).T.astype(np.int64)
+
+    def ancestors(self, i: int) -> np.ndarray:
+        """``(V**i, i + 1)``: column ``j`` holds the index of the depth-``j`` ancestor of each node."""
+        n = np.arange(self.V**i, dtype=np.int64)
+        return np.stack([n // self.V ** (i - j) for j in range(i + 1)], axis=1)
+
+    def __repr__(self) -> str:
+        return f"PrefixTable(V={self.V}, gamma={self.gamma}, prefixes={enumeration_size(self.V, self.gamma)})"
+
+
+def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None, extra_bytes: float = 0.0) -> PrefixTable:
+    r"""Evaluate both models on every prefix of length ``<= gamma`` (``< gamma`` for the draft).
+
+    The size is estimated first: more than :data:`MAX_ENUMERATED_PREFIXES` prefixes, or more than
+    ``memory_cap`` bytes (with ``extra_bytes`` for what the caller will allocate on top), raises
+    :class:`~otspec._validation.ProblemTooLargeError` with the size and a hint.
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> t = models.enumerate_prefixes(models.dirichlet(3, seed=0), models.dirichlet(3, seed=1), 2)
+    >>> t.p_cond[2].shape, round(float(t.q_joint[2].sum()), 12)
+    ((9, 3), 1.0)
+    """
+    from otspec._validation import ProblemTooLargeError, check_memory
+
+    p_model = as_model(p_model, name="p_model")
+    q_model = as_model(q_model, V=p_model.V, name="q_model")
+    gamma = as_draft_count(gamma, "gamma")
+    V = p_model.V
+    n_prefixes = enumeration_size(V, gamma)
+    if n_prefixes > MAX_ENUMERATED_PREFIXES:
+        raise ProblemTooLargeError(
+            f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
+            f"{MAX_ENUMERATED_PREFIXES:,}; use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)"
+        )
+    check_memory(
+        2.0 * 8 * V * n_prefixes + extra_bytes,
+        memory_cap,
+        f"exact enumeration over V = {V}, gamma = {gamma} ({n_prefixes:,} prefixes)",
+        "use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)",
+    )
+    p_cond, q_cond = [], []
+    for i in range(gamma + 1):
+        prefixes = [tuple(int(v) for v in row) for row in np.indices((V,) * i).reshape(i, -1).T] if i else [()]
+        p_cond.append(np.stack([p_model(x) for x in prefixes]))
+        if i < gamma:
+            q_cond.append(np.stack([q_model(x) for x in prefixes]))
+    p_joint, q_joint = [np.ones(1)], [np.ones(1)]
+    for i in range(1, gamma + 1):
+        p_joint.append((p_joint[-1][:, None] * p_cond[i - 1]).ravel())
+        q_joint.append((q_joint[-1][:, None] * q_cond[i - 1]).ravel())
+    for arr in (*p_cond, *q_cond, *p_joint, *q_joint):
+        arr.setflags(write=False)
+    return PrefixTable(V=V, gamma=gamma, p_cond=tuple(p_cond), q_cond=tuple(q_cond), p_joint=tuple(p_joint), q_joint=tuple(q_joint))
+
+
+def sample_path(model: Any, length: int, *, rng: np.random.Generator, prefix: Any = ()) -> tuple[int, ...]:
+    """Draw ``length`` tokens autoregressively from ``model`` after ``prefix`` (explicit generator).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec import models
+    >>> len(models.sample_path(models.dirichlet(3), 4, rng=np.random.default_rng(0)))
+    4
+    """
+    from otspec._validation import as_generator
+
+    model = as_model(model)
+    rng = as_generator(rng)
+    length = as_draft_count(length, "length", minimum=0)
+    out = list(as_prefix(prefix, model.V))
+    start = len(out)
+    for _ in range(length):
+        out.append(int(rng.choice(model.V, p=model(tuple(out)))))
+    return tuple(out[start:])
