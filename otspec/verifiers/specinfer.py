@@ -1,0 +1,114 @@
+r"""Recursive rejection sampling with replacement (SpecInfer's multi-step speculative sampling;
+Miao et al., ASPLOS 2024; MATH.md section 5.1).
+
+With independent drafts :math:`X_j \sim q_j` (``iid``: all :math:`q_j = q`; ``product``: each
+draft's own drafter):
+
+.. math::
+    p_0 = p;\quad \text{for } j = 1..k:\ \text{return } X_j \text{ w.p. } \min\big(1, \tfrac{p_{j-1}(X_j)}{q_j(X_j)}\big),
+    \ \ p_j = \mathrm{norm}\big((p_{j-1} - q_j)_+\big);\qquad \text{else } Y \sim p_k.
+
+Public kernel function for per-node use: :func:`rrs_conditional` ``(p, qs, drafts) -> (M, V)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from otspec._validation import ShapeMismatchError, as_distribution, as_token_tuples, check_same_vocab
+from otspec.laws import DraftLaw
+from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, plan_rows, residual, rrs_closed_form
+
+__all__ = ["RRSVerifier", "rrs", "rrs_conditional", "rrs_plan"]
+
+
+def rrs_plan(p: np.ndarray, qs: list, tuples: np.ndarray) -> SequentialPlan:
+    """RRS-with-replacement plan for draft tuples ``(n, k)``; ``qs[j]`` is draft j's law.
+
+    Because the drafts are independent, the residual sequence :math:`p_0..p_k` does not depend on
+    the drafted tokens; it is computed once.
+    """
+    k = tuples.shape[1]
+    acc = np.empty(tuples.shape, dtype=np.float64)
+    pc = p
+    for j in range(k):
+        acc[:, j] = accept_ratio(pc[tuples[:, j]], qs[j][tuples[:, j]])
+        pc, _ = residual(pc, qs[j])
+    return SequentialPlan(tokens=tuples, accept=acc, residual=pc)
+
+
+def rrs_conditional(p: Any, qs: Any, drafts: Any) -> np.ndarray:
+    r"""Exact RRS (with replacement) output law :math:`\pi(\cdot \mid \bar x)` per draft tuple.
+
+    Parameters
+    ----------
+    p : array_like, shape (V,)
+    qs : array_like, shape (V,) or (k, V)
+        One draft law shared by all drafts (i.i.d.), or one per draft position.
+    drafts : array_like of int, shape (M, k) or (k,)
+
+    Examples
+    --------
+    >>> pi = rrs_conditional([0.5, 0.5], [0.9, 0.1], [0, 0])
+    >>> pi.round(6).tolist()
+    [[0.555556, 0.444444]]
+    """
+    p = as_distribution(p, "p")
+    t = as_token_tuples(np.asarray(drafts).reshape(1, -1) if np.ndim(drafts) == 1 else drafts, p.shape[0], name="drafts")
+    qarr = np.asarray(qs, dtype=np.float64)
+    if qarr.ndim == 1:
+        q = as_distribution(qarr, "q")
+        check_same_vocab(p, q)
+        qlist = [q] * t.shape[1]
+    else:
+        if qarr.shape[0] != t.shape[1]:
+            raise ShapeMismatchError(
+                f"qs must hold one draft law per draft position (got {qarr.shape[0]} laws for k = {t.shape[1]}); pass a (k, V) array"
+            )
+        qlist = [as_distribution(qj, f"qs[{j}]") for j, qj in enumerate(qarr)]
+        for j, qj in enumerate(qlist):
+            check_same_vocab(p, qj, ("p", f"qs[{j}]"))
+    return plan_rows(rrs_plan(p, qlist, t), p.shape[0])
+
+
+class RRSVerifier(Verifier):
+    r"""Recursive rejection sampling with replacement (SpecInfer).
+
+    Acceptance (closed form, any V): :func:`otspec.verifiers._common.rrs_closed_form`; ``extras``
+    holds ``round_acceptance`` :math:`1-\prod_j(1-\beta_j)`. Not optimal in general.
+
+    References
+    ----------
+    Miao et al., "SpecInfer", ASPLOS 2024 (multi-step speculative sampling).
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import rrs
+    >>> round(rrs.acceptance([0.5, 0.5], otspec.iid([0.9, 0.1], 2)).value, 6)  # 1 - 0.4 * 0.9
+    0.64
+    """
+
+    name = "rrs"
+    rule = "RRS with replacement needs independent drafts (otspec.iid or otspec.product)"
+    fix = "use otspec.verifiers.rrs_wor for without-replacement drafts, or build the law with otspec.iid / otspec.product"
+    reference = "SpecInfer (Miao et al. 2024)"
+
+    def applies_to(self, law: DraftLaw) -> bool:
+        return law.kind in ("iid", "product")
+
+    @staticmethod
+    def _qs(law):
+        return list(law.qs) if law.kind == "product" else [law.q] * law.k
+
+    def _plan(self, p, law, tuples):
+        return rrs_plan(p, self._qs(law), tuples)
+
+    def _closed_form(self, p, law):
+        membership, rounds = rrs_closed_form(p, self._qs(law))
+        return membership, {"round_acceptance": rounds}
+
+
+rrs = RRSVerifier()
