@@ -1,0 +1,119 @@
+"""Benchmark of otspec.optimal_acceptance: closed forms at LLM vocabulary sizes, tuple-level
+solvers (network simplex vs HiGHS vs cvxpy) side by side, and the whole `otspec bound` command.
+
+    python experiments/bench/bench_bounds.py --out experiments/out/bench_bounds
+
+Baselines named in the output: for without replacement, the plain-numpy reference loop over
+prefixes (400 + 200 Gauss-Legendre nodes) where it finishes in reasonable time; for tuple-level
+solves, HiGHS (``lp``) and cvxpy beside the network simplex (``flow``) on the same LP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import markdown_table, median_time, write_report  # noqa: E402
+
+import otspec  # noqa: E402
+from otspec.synthetic import synthetic_pair  # noqa: E402
+
+VOCABS = (5000, 49152, 262144)
+KS = (2, 4, 8)
+
+
+def closed_forms(seed: int, quick: bool):
+    rows = []
+    for V in VOCABS[:1] if quick else VOCABS:
+        p, q = synthetic_pair(V, seed=seed)
+        for k in KS:
+            for name, make in (("iid", otspec.iid), ("without_replacement", otspec.without_replacement), ("greedy", otspec.greedy)):
+                law = make(q, k)
+                reps = 1 if name == "without_replacement" else 5
+                t, res = median_time(lambda: otspec.optimal_acceptance(p, law, method="prefix"), reps)
+                rows.append({"V": V, "k": k, "law": name, "method": "prefix", "seconds": t, "value": res.value, "error_bound": res.error_bound, "status": res.status, "cut": int(res.cut.size)})
+                print(rows[-1], flush=True)
+    return rows
+
+
+def tuple_level(seed: int, quick: bool):
+    cases = [("iid", 2, 50), ("iid", 2, 126), ("iid", 3, 30)] + ([] if quick else [("iid", 2, 300), ("iid", 3, 60), ("product", 2, 126), ("without_replacement", 3, 40)])
+    rows = []
+    for kind, k, V in cases:
+        p, q = synthetic_pair(V, seed=seed)
+        if kind == "product":
+            law = otspec.product([q, synthetic_pair(V, seed=seed + 1)[1]])
+        else:
+            law = {"iid": otspec.iid, "without_replacement": otspec.without_replacement}[kind](q, k)
+        sets, _ = law.enumerate_sets()
+        arcs = sets.shape[0] * V
+        row = {"law": repr(law), "draft_sets": int(sets.shape[0]), "dense_arcs": int(arcs), "lp_columns": int((sets >= 0).sum())}
+        values = {}
+        for method in ("prefix", "flow", "lp", "cvxpy"):
+            if method == "prefix" and kind == "product":
+                continue
+            reps = 3 if method != "cvxpy" else 1
+            try:
+                t, res = median_time(lambda: otspec.optimal_acceptance(p, law, method=method), reps)
+            except otspec._validation.ProblemTooLargeError as exc:
+                row[f"{method}_s"] = f"refused ({exc})"
+                continue
+            row[f"{method}_s"] = t
+            row[f"{method}_status"] = res.status
+            values[method] = res.value
+        ref = values.get("flow", next(iter(values.values())))
+        row["max_disagreement"] = float(max(abs(v - ref) for v in values.values()))
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def whole_command(quick: bool):
+    rows = []
+    cases = [["--vocab", "5000", "--drafts", "4"]] + ([] if quick else [["--vocab", "262144", "--drafts", "8"]])
+    for args in cases:
+        times, rss = [], []
+        for _ in range(3 if args[1] == "5000" else 1):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "otspec", "bound", *args, "--json"], check=True, capture_output=True)
+            times.append(time.perf_counter() - t0)
+            rss.append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+            del before
+        rows.append({"command": "otspec bound " + " ".join(args), "seconds_median": float(np.median(times)), "peak_rss_mb_upper": max(rss) / 1024})
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="experiments/out/bench_bounds")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="smallest sizes only (smoke test)")
+    args = ap.parse_args()
+    cf = closed_forms(args.seed, args.quick)
+    tl = tuple_level(args.seed, args.quick)
+    wc = whole_command(args.quick)
+    t1 = markdown_table(
+        ["V", "k", "law", "ms", "optimum", "error bound", "|cut|", "status"],
+        [(r["V"], r["k"], r["law"], f"{r['seconds'] * 1e3:.1f}", f"{r['value']:.10f}", f"{r['error_bound']:.1e}", r["cut"], r["status"]) for r in cf],
+    )
+    fmt = lambda x: f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else str(x))
+    t2 = markdown_table(
+        ["law", "draft sets", "dense arcs", "LP columns", "prefix s", "flow s", "HiGHS lp s", "cvxpy s", "max disagreement"],
+        [(r["law"], r["draft_sets"], r["dense_arcs"], r["lp_columns"], fmt(r.get("prefix_s")), fmt(r.get("flow_s")), fmt(r.get("lp_s")), fmt(r.get("cvxpy_s")), f"{r['max_disagreement']:.1e}") for r in tl],
+    )
+    t3 = markdown_table(["command", "median s", "peak RSS MB (max over children)"], [(r["command"], f"{r['seconds_median']:.2f}", f"{r['peak_rss_mb_upper']:.0f}") for r in wc])
+    write_report(args.out, "bench_bounds", {"closed_forms": cf, "tuple_level": tl, "whole_command": wc},
+                 {"Closed forms (method='prefix')": t1, "Tuple-level exact solvers on the same LP": t2, "Whole command": t3})
+
+
+if __name__ == "__main__":
+    main()
