@@ -1,0 +1,345 @@
+r"""The block optimum: the largest :math:`E[\tau]` of any lossless one-iteration chain verifier.
+
+For a drafted block :math:`X^\gamma \sim M_s` and a target :math:`M_b`, any verifier that emits
+:math:`O = (X^\tau, Y)` and is lossless in the "as-is" speculative loop satisfies (MATH.md 1.4)
+:math:`P(\tau \ge i, X^i = x^i) \le W(x^i)` with
+
+.. math:: W(\emptyset) = 1, \qquad W(x^i) = \min\{W(x^{i-1})\, M_b(x_i \mid x^{i-1}),\ M_s(x^i)\},
+
+so :math:`E[\tau] \le \sum_{i=1}^{\gamma} \sum_{x^i} W(x^i)`, and block verification attains it.
+:func:`block_optimum` computes this value two ways: the closed form, and (``method="lp"``) the
+full-information block LP over couplings :math:`\pi(x^\gamma, \tau, y)` (MATH.md section 10),
+solved by HiGHS and re-checked in plain numpy. It also reports the *naive* joint-coupling bound
+:math:`\sum_i (1 - d_{TV}(M_b^{(i)}, M_s^{(i)}))`, which is not achievable: emitting the prefix of a
+maximally coupled target block breaks the stream law (MATH.md 1.4, the toy gives 12/9 vs 11/9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from otspec import models as _models
+from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL, ROUNDING_PER_TERM
+from otspec._validation import UnsupportedMethodError, as_draft_count, check_memory
+from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED
+
+__all__ = [
+    "BlockOptimumResult",
+    "block_optimum",
+    "naive_bound",
+    "lp_size",
+    "METHODS",
+    "LP_BYTES_PER_NONZERO",
+]
+
+METHODS = ("closed_form", "lp")
+
+#: Peak bytes budgeted per constraint-matrix nonzero of the HiGHS model (our CSC arrays, HiGHS'
+#: own row- and column-wise copies and factorisation work space).
+LP_BYTES_PER_NONZERO = 120.0
+
+
+@dataclass(frozen=True, eq=False)
+class BlockOptimumResult:
+    r"""The optimal expected number of accepted draft tokens of a block (or tree) problem.
+
+    Attributes
+    ----------
+    value : float
+        :math:`\max E[\tau]` over lossless one-iteration verifiers.
+    method : str
+        ``"closed_form"`` or ``"lp"``.
+    status : str
+        ``"optimal"``; ``"check_failed"`` or ``"solver_failed"`` when the value must not be trusted.
+    naive_bound : float
+        :math:`\sum_{i=1}^{\gamma} \sum_{x^i} \min\{M_s(x^i), M_b(x^i)\}` (not achievable).
+    gamma, V, k : int
+        Block length, vocabulary size, number of drafts (1 for a single chain).
+    gap : float
+        Primal objective minus the dual bound re-computed in numpy (LP only; 0 for the closed form).
+    error_bound : float
+        Bound on the numerical error of ``value``.
+    checks : mapping
+        Residual of every plain-numpy re-check (name -> float).
+    plan : ndarray or None
+        The LP's optimal :math:`\pi` (one entry per column; see ``columns``), LP only.
+    columns : mapping or None
+        Column labels of ``plan``: arrays ``outcome``, ``tau``, ``node``, ``y`` (LP only).
+    """
+
+    value: float
+    method: str
+    status: str
+    naive_bound: float
+    gamma: int
+    V: int
+    k: int = 1
+    gap: float = 0.0
+    error_bound: float = 0.0
+    checks: Mapping[str, float] = field(default_factory=dict)
+    plan: np.ndarray | None = None
+    columns: Mapping[str, np.ndarray] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == STATUS_OPTIMAL
+
+    @property
+    def block_efficiency(self) -> float:
+        """:math:`E[\\tau] + 1`, tokens emitted per target call."""
+        return self.value + 1.0
+
+    def __repr__(self) -> str:
+        return (
+            f"BlockOptimumResult(value={self.value:.12g}, method={self.method!r}, status={self.status!r}, "
+            f"naive_bound={self.naive_bound:.12g}, gamma={self.gamma}, V={self.V}, k={self.k}, gap={self.gap:.2e})"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "value": float(self.value),
+            "block_efficiency": float(self.value + 1.0),
+            "method": self.method,
+            "status": self.status,
+            "naive_bound": float(self.naive_bound),
+            "gamma": self.gamma,
+            "V": self.V,
+            "k": self.k,
+            "gap": float(self.gap),
+            "error_bound": float(self.error_bound),
+            "checks": {k: float(v) for k, v in self.checks.items()},
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+def _naive(table: "_models.PrefixTable") -> float:
+    return float(sum(np.minimum(table.p_joint[i], table.q_joint[i]).sum() for i in range(1, table.gamma + 1)))
+
+
+def naive_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None) -> float:
+    r"""The naive joint-coupling bound :math:`\sum_{i=1}^{\gamma} (1 - d_{TV}(M_b^{(i)}, M_s^{(i)}))`.
+
+    .. math:: \sum_{i=1}^{\gamma} \sum_{x^i} \min\{M_s(x^i), M_b(x^i)\} \;\ge\; \sum_i \sum_{x^i} W(x^i).
+
+    It is an upper bound on the block optimum but is **not achievable** by a lossless verifier in
+    the as-is loop: emitting the accepted prefix of a maximally coupled target block changes the law
+    of the decoded stream (MATH.md 1.4; in Sun et al.'s toy it is 12/9 against the optimum 11/9).
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> from otspec.bounds.block import naive_bound
+    >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
+    >>> round(naive_bound(p, q, 2) * 9, 9)
+    12.0
+    """
+    return _naive(_models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
+
+
+def _suffix_tables(table: "_models.PrefixTable") -> list:
+    """S[d]: (V**d, V**(gamma+1-d)) target probabilities of every continuation to length gamma + 1."""
+    V, g = table.V, table.gamma
+    S = [None] * (g + 2)
+    S[g + 1] = np.ones((V ** (g + 1), 1))
+    for d in range(g, -1, -1):
+        S[d] = (table.p_cond[d][:, :, None] * S[d + 1].reshape(V**d, V, -1)).reshape(V**d, -1)
+    return S
+
+
+def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: float) -> tuple[int, int, int]:
+    """(columns, rows, nonzeros) of the path/tree LP with ``nodes_per_depth[t]`` emitted-prefix nodes
+    per drafted outcome at depth ``t`` (summed over outcomes)."""
+    cols = sum(int(n) * V for n in nodes_per_depth)
+    nnz = sum(int(n) * V * (1 + V ** (gamma - t)) for t, n in enumerate(nodes_per_depth))
+    rows = int(n_outcomes) + V ** (gamma + 1)
+    return cols, rows, nnz
+
+
+def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str) -> BlockOptimumResult:
+    r"""Solve the full-information LP over (drafted outcome, emitted block).
+
+    ``weights[o]`` is the draft probability of outcome ``o`` (a path, or a tree); ``nodes[o][t]``
+    the indices (depth ``t``, lexicographic) of the prefixes the verifier may emit as accepted
+    prefix of length ``t`` when ``o`` was drafted. Variables :math:`\pi(o, t, n, y) \ge 0`;
+    constraints: :math:`\sum_{t,n,y} \pi(o,t,n,y) = Q(o)` and, for every
+    :math:`z \in \Omega^{\gamma+1}`,
+    :math:`\sum \pi(o,t,n,y)\, M_b(z_{t+2..\gamma+1} \mid z^{t+1}) = M_b(z)` over the columns whose
+    block :math:`(n, y)` is the prefix :math:`z^{t+1}`. Objective: maximise :math:`\sum t\,\pi`.
+    """
+    import highspy
+
+    V, g = table.V, table.gamma
+    n_out = len(weights)
+    per_depth = [sum(len(nodes[o][t]) for o in range(n_out)) for t in range(g + 1)]
+    cols, rows, nnz = lp_size(V, g, per_depth, n_out)
+    check_memory(
+        LP_BYTES_PER_NONZERO * nnz + 8.0 * V ** (g + 1) * (g + 2),
+        memory_cap,
+        f"{what} ({cols:,} columns, {rows:,} rows, {nnz:,} nonzeros)",
+        "use method='closed_form', or a smaller V, gamma or k",
+    )
+    S = _suffix_tables(table)
+    target = S[0].reshape(-1)  # M_b(z) for every z in Omega^{gamma+1}
+    starts, indices, values, lab_o, lab_t, lab_n, lab_y = [], [], [], [], [], [], []
+    offset = 0
+    for t in range(g + 1):
+        o_ids = np.concatenate([np.full(len(nodes[o][t]), o, dtype=np.int64) for o in range(n_out)])
+        n_ids = np.concatenate([np.asarray(nodes[o][t], dtype=np.int64) for o in range(n_out)])
+        if o_ids.size == 0:
+            continue
+        o_ids = np.repeat(o_ids, V)
+        n_ids = np.repeat(n_ids, V)
+        y_ids = np.tile(np.arange(V, dtype=np.int64), o_ids.size // V)
+        m = n_ids * V + y_ids  # node of the emitted block z^{t+1}
+        L = V ** (g - t)
+        idx = np.empty((m.size, 1 + L), dtype=np.int64)
+        val = np.empty((m.size, 1 + L))
+        idx[:, 0] = o_ids
+        idx[:, 1:] = n_out + m[:, None] * L + np.arange(L)[None, :]
+        val[:, 0] = 1.0
+        val[:, 1:] = S[t + 1][m]
+        indices.append(idx.ravel())
+        values.append(val.ravel())
+        starts.append(offset + (1 + L) * np.arange(m.size, dtype=np.int64))
+        offset += (1 + L) * m.size
+        lab_o.append(o_ids), lab_t.append(np.full(m.size, t, dtype=np.int64)), lab_n.append(n_ids), lab_y.append(y_ids)
+    start = np.concatenate(starts + [np.array([offset], dtype=np.int64)])
+    index = np.concatenate(indices)
+    value = np.concatenate(values)
+    tau = np.concatenate(lab_t).astype(np.float64)
+    b = np.concatenate([np.asarray(weights, dtype=np.float64), target])
+    ncol, nrow = tau.size, b.size
+
+    lp = highspy.HighsLp()
+    lp.num_col_ = ncol
+    lp.num_row_ = nrow
+    lp.col_cost_ = tau
+    lp.col_lower_ = np.zeros(ncol)
+    lp.col_upper_ = np.full(ncol, highspy.kHighsInf)
+    lp.row_lower_ = b
+    lp.row_upper_ = b
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = start.astype(np.int32)
+    lp.a_matrix_.index_ = index.astype(np.int32)
+    lp.a_matrix_.value_ = value
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
+    h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)
+    h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)
+    h.passModel(lp)
+    h.run()
+    ok = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    sol = h.getSolution()
+    x = np.asarray(sol.col_value, dtype=np.float64)
+    ydual = np.asarray(sol.row_dual, dtype=np.float64)
+    naive = _naive(table)
+    labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
+    if not ok:
+        return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, naive_bound=naive, gamma=g, V=V, k=k,
+                                  checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0})
+
+    # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
+    import scipy.sparse as sp
+
+    A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
+    xc = np.maximum(x, 0.0)
+    primal = float(tau @ xc)
+    checks = {
+        "negative_mass": float(max(0.0, -x.min())),
+        "draft_marginal": float(np.abs(A[:n_out] @ xc - b[:n_out]).max()),
+        "target_law": float(np.abs(A[n_out:] @ xc - b[n_out:]).max()),
+        "objective": abs(primal - float(h.getInfo().objective_function_value)),
+    }
+    # Dual of max c.x, Ax = b, x >= 0 is min b.y, A^T y >= c. HiGHS' sign convention for the row
+    # duals of a maximisation is not ours to rely on: take whichever sign is (nearly) feasible.
+    best = None
+    for sgn in (1.0, -1.0):
+        yv = sgn * ydual
+        viol = float(max(0.0, (tau - A.T @ yv).max()))
+        if best is None or viol < best[0]:
+            best = (viol, float(b @ yv))
+    checks["dual_feasibility"] = best[0]
+    dual_value = best[1]
+    gap = dual_value - primal
+    checks["gap"] = abs(gap)
+    good = all(v <= CERTIFICATE_ATOL for v in checks.values())
+    x.setflags(write=False)
+    return BlockOptimumResult(
+        value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, naive_bound=naive,
+        gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
+        checks=checks, plan=x, columns=labels,
+    )
+
+
+def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None) -> BlockOptimumResult:
+    r"""The largest expected number of accepted draft tokens of any lossless chain verifier.
+
+    .. math:: \max E[\tau] = \sum_{i=1}^{\gamma} \sum_{x^i} W(x^i), \qquad
+              W(x^i) = \min_{0 \le j \le i} M_s(x^j)\, M_b(x_{j+1..i} \mid x^j),
+
+    over verifiers that see one drafted block :math:`X^\gamma \sim M_s` (and every conditional of
+    both models), emit :math:`O = (X^\tau, Y)` and keep the decoded stream's law equal to the
+    target's when decoding restarts from the target after every block (MATH.md 1.4).
+
+    Parameters
+    ----------
+    p_model, q_model : model
+        Target :math:`M_b` and draft :math:`M_s` (callables ``prefix -> (V,) distribution``; see
+        :mod:`otspec.models`).
+    gamma : int
+        Draft block length.
+    method : {"closed_form", "lp"}
+        ``"closed_form"``: the W recursion (vectorised over the :math:`\sum_i V^i` prefixes).
+        ``"lp"``: the full-information block LP -- variables :math:`\pi(x^\gamma, \tau, y) \ge 0`,
+        draft marginal :math:`\sum_{\tau, y} \pi = M_s(x^\gamma)`, and the emitted block
+        :math:`(x^\tau, y)` extended by the target to :math:`\gamma + 1` tokens must have the
+        target's joint law :math:`M_b(z^{\gamma+1})`; maximise :math:`E[\tau]`. Solved with HiGHS
+        (tolerances 1e-10) and certified in numpy (marginals, objective, dual feasibility, gap).
+    memory_cap : float, optional
+        Bytes; larger problems raise :class:`~otspec._validation.ProblemTooLargeError` (the size is
+        estimated before anything is built).
+
+    Returns
+    -------
+    BlockOptimumResult
+        ``value``, ``method``, ``status`` and the (unachievable) ``naive_bound``.
+
+    References
+    ----------
+    Sun, Mendlovic, Leviathan, Aharoni, Ro, Beirami, Suresh, "Block Verification Accelerates
+    Speculative Decoding" (ICLR 2025), Theorem 2 (optimality of block verification) and Lemma 1
+    (the two-token toy).
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec import models
+    >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
+    >>> r = otspec.block_optimum(p, q, 2)
+    >>> round(r.value * 9, 9), round(r.naive_bound * 9, 9)
+    (11.0, 12.0)
+    """
+    if method not in METHODS:
+        raise UnsupportedMethodError(f"method must be one of {METHODS} (got {method!r}); 'closed_form' is exact and fastest")
+    gamma = as_draft_count(gamma, "gamma")
+    table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
+    if method == "closed_form":
+        from otspec.verifiers.block import prefix_weights
+
+        W = prefix_weights(table)
+        value = float(sum(w.sum() for w in W[1:]))
+        n_terms = sum(w.size for w in W)
+        return BlockOptimumResult(
+            value=value, method="closed_form", status=STATUS_OPTIMAL, naive_bound=_naive(table), gamma=gamma, V=table.V,
+            error_bound=ROUNDING_PER_TERM * n_terms * (gamma + 1),
+        )
+    keep = np.flatnonzero(table.q_joint[gamma] > 0)
+    anc = table.ancestors(gamma)[keep]
+    nodes = [[anc[o, t : t + 1] for t in range(gamma + 1)] for o in range(keep.size)]
+    return _solve_path_lp(table, table.q_joint[gamma][keep], nodes, k=1, memory_cap=memory_cap,
+                          what=f"the block LP at V = {table.V}, gamma = {gamma}")
