@@ -69,7 +69,9 @@ def _solve_prefix(p: np.ndarray, law: DraftLaw) -> AcceptanceResult:
         f = P - Qv
         i = int(np.argmin(f))
         value = 1.0 + float(f[i])
-    cut = np.sort(order[:i])
+    in_cut = np.zeros(law.V, dtype=bool)
+    in_cut[order[:i]] = True
+    cut = np.flatnonzero(in_cut)
     checks: dict[str, float] = {}
     # Independent re-check: the value of the returned cut, from the law's own prob_all_in.
     recheck = cut_value(p, law, cut)

@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--drafts", "-k", type=int, required=True, help="number of drafts k")
     ap.add_argument("--law", action="append", choices=LAWS, help="law(s) to evaluate (repeatable; default: all)")
     ap.add_argument("--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow"), help="solver (default auto)")
+    ap.add_argument("--memory-cap", type=float, default=None, metavar="GIB", help="refuse tuple-level solves whose estimated memory exceeds this many GiB (default 4)")
     ap.add_argument("--verifiers", action="store_true", help="also tabulate every applicable verifier's acceptance vs the optimum")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.set_defaults(func=run)
@@ -86,6 +87,9 @@ def run(args) -> int:
     p, q, meta = _load_pair(args)
     check_same_vocab(p, q)
     laws = args.law or list(LAWS)
+    if args.memory_cap is not None and not args.memory_cap > 0:
+        raise CliError(f"--memory-cap must be a positive number of GiB (got {args.memory_cap}); pass e.g. 8")
+    cap = None if args.memory_cap is None else args.memory_cap * 1024**3
     rows = []
     show = not args.json and sys.stderr.isatty()
     with progress(show) as bar:
@@ -93,7 +97,7 @@ def run(args) -> int:
         for name in laws:
             law = _make_law(name, q, args.drafts)
             t0 = time.perf_counter()
-            res = otspec.optimal_acceptance(p, law, method=args.method)
+            res = otspec.optimal_acceptance(p, law, method=args.method, memory_cap=cap)
             dt = time.perf_counter() - t0
             rows.append((name, law, res, dt))
             bar.advance(task)
