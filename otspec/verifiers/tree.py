@@ -1,0 +1,410 @@
+r"""Multi-draft sequence (tree) verifiers: SpecTr over sequences and recursive rejection over a tree.
+
+**Drafts.** ``k`` draft sequences of length :math:`\gamma` form a tree (the trie of their prefixes):
+
+* ``replacement=True`` -- the k sequences are i.i.d. :math:`\sim M_s` (SpecTr, SpecInfer);
+* ``replacement=False`` -- the k *first* tokens are drawn without replacement (successive sampling
+  proportional to :math:`M_s(\cdot)`, as RSD / EAGLE-style trees do at a branching node); each
+  draft then continues as its own chain :math:`\sim M_s(\cdot \mid x_1)`. At every node, the drafts
+  that pass through it have distinct next tokens, so the tree branches only at the root.
+
+**Verification** walks the tree top-down (MATH.md 2.4): at depth :math:`t` the drafts that agree
+with the emitted prefix :math:`y^{t-1}` propose their next tokens, whose law given the past is the
+node's draft law (i.i.d. :math:`M_s(\cdot \mid y^{t-1})` with replacement; successive sampling at
+the root without replacement); a single-step multi-draft verifier maps them to
+:math:`Y_t \sim M_b(\cdot \mid y^{t-1})`; the drafts with :math:`X_t = Y_t` survive. The block
+stops when none survives (:math:`Y_t` is then the correction token) or, after :math:`\gamma`
+matched positions, with a bonus token :math:`\sim M_b(\cdot \mid y^\gamma)`. Each step is a
+lossless coupling of the surviving drafts' next-token law with the target conditional, so the
+criterion of MATH.md 0.1 holds (:func:`otspec.verifiers.token_chain.lossless_violation` checks it).
+
+Verifiers (``verifier=``):
+
+* ``"spectr"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
+  :func:`otspec.verifiers.spectr.kseq_plan`), drafts with replacement;
+* ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, MATH.md 5.1);
+* ``"rrs_wor"`` -- recursive rejection without replacement (RSD, MATH.md 5.2), drafts without
+  replacement.
+
+With ``k = 1`` all three are token verification (:mod:`otspec.verifiers.token_chain`).
+
+References
+----------
+Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr: Fast Speculative Decoding via Optimal Transport"
+(NeurIPS 2023), Algorithm 2 and the sequence extension; Miao et al., "SpecInfer" (ASPLOS 2024),
+multi-step speculative sampling; Jeon et al., "Recursive Speculative Decoding" (arXiv 2402.14160).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from otspec import models as _models
+from otspec._validation import (
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    ProblemTooLargeError,
+    UnsupportedMethodError,
+    as_draft_count,
+    as_generator,
+)
+
+__all__ = [
+    "VERIFIERS",
+    "TreeKernel",
+    "draft_trees",
+    "num_draft_trees",
+    "kernel",
+    "block_law",
+    "expected_accepted",
+    "sample",
+    "sample_tree",
+    "node_plan",
+    "MAX_ENUMERATED_TREES",
+]
+
+VERIFIERS = ("spectr", "rrs", "rrs_wor")
+
+#: Most drafted trees an exact enumeration visits (each is walked in Python: ~0.1-1 ms).
+MAX_ENUMERATED_TREES = 300_000
+
+
+def _check_verifier(verifier: str) -> bool:
+    """Return ``replacement`` for the verifier's draft law."""
+    if verifier not in VERIFIERS:
+        raise UnsupportedMethodError(f"verifier must be one of {VERIFIERS} (got {verifier!r})")
+    return verifier != "rrs_wor"
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-node single-step rules as sequential plans: visit the drafts in order, stop at draft j with
+# probability a_j (output its token), else draw from the residual r.
+
+
+def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(accept, residual)`` of one node's single-step rule for the ordered draft tokens ``drafts``.
+
+    The output law is :math:`\sum_j [\prod_{l<j}(1-a_l)]\, a_j\, \delta_{d_j} + [\prod_l (1-a_l)]\, r`.
+
+    * ``"spectr"``: K-SEQ, :math:`a_j = \min(1, p(d_j)/(\rho^* q(d_j)))`,
+      :math:`r = \mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)` (SpecTr Algorithm 2);
+    * ``"rrs"``: :math:`a_j = \min(1, p_{j-1}(d_j)/q(d_j))`, :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`;
+    * ``"rrs_wor"``: the same with :math:`q_{j+1} = \mathrm{norm}(q_j` without :math:`d_j)` and
+      :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec.verifiers.tree import node_plan
+    >>> a, r = node_plan(np.array([0.5, 0.5]), np.array([0.5, 0.5]), (1,), "rrs")
+    >>> a.tolist()
+    [1.0]
+    """
+    k = len(drafts)
+    d = np.asarray(drafts, dtype=np.int64)
+    if verifier == "spectr" and k > 1:
+        from otspec.verifiers.spectr import kseq_plan
+
+        plan, _ = kseq_plan(p, q, d[None, :])
+        return np.asarray(plan.accept, dtype=np.float64).reshape(-1), np.asarray(plan.residual, dtype=np.float64).reshape(-1)
+    cur_p, cur_q = p.copy(), q.copy()
+    acc = np.empty(k)
+    for j in range(k):
+        x = d[j]
+        if cur_q[x] <= 0:
+            raise InvalidDraftsError(f"draft token {int(x)} has draft probability 0 at this node; the draft could not have produced it")
+        acc[j] = min(1.0, cur_p[x] / cur_q[x])
+        res = np.maximum(cur_p - cur_q, 0.0)
+        mass = res.sum()
+        # When mass == 0 the rejection has probability 0 (cur_p == cur_q): keep cur_p as a placeholder.
+        cur_p = res / mass if mass > 0 else cur_p
+        if verifier == "rrs_wor" and j < k - 1:
+            cur_q = cur_q.copy()
+            cur_q[x] = 0.0
+            cur_q = cur_q / cur_q.sum()
+    return acc, cur_p
+
+
+def _plan_law(acc: np.ndarray, res: np.ndarray, drafts: tuple) -> np.ndarray:
+    out = np.zeros(res.shape[0])
+    left = 1.0
+    for a, x in zip(acc, drafts):
+        out[x] += left * a
+        left *= 1.0 - a
+    return out + left * res
+
+
+# ------------------------------------------------------------------------------------------------
+def num_draft_trees(V: int, k: int, gamma: int) -> int:
+    """Upper bound on the number of ordered draft tuples an exact enumeration visits: :math:`V^{k\\gamma}`."""
+    return int(V) ** (int(k) * int(gamma))
+
+
+def _enumeration_guard(V: int, k: int, gamma: int) -> None:
+    n = num_draft_trees(V, k, gamma)
+    if n > MAX_ENUMERATED_TREES:
+        raise ProblemTooLargeError(
+            f"exact enumeration of k = {k} drafts of length gamma = {gamma} over V = {V} visits up to {n:,} draft trees, "
+            f"above the cap of {MAX_ENUMERATED_TREES:,}; use a smaller V, k or gamma (or sample())"
+        )
+
+
+def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    r"""Every drafted tree of positive probability: ``(trees, weights)``, ``trees`` of shape ``(M, k, gamma)``.
+
+    With replacement: :math:`Q(x^{(1)}, \dots, x^{(k)}) = \prod_j M_s(x^{(j)})`. Without replacement
+    (distinct first tokens by successive sampling, then independent chains):
+
+    .. math:: Q = \prod_{j=1}^{k} \frac{M_s(x^{(j)})}{1 - \sum_{l<j} M_s(x^{(l)}_1)}.
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> from otspec.verifiers.tree import draft_trees
+    >>> trees, w = draft_trees(models.context_free([0.5, 0.5]), 2, 1)
+    >>> trees.shape, float(w.sum())
+    ((4, 2, 1), 1.0)
+    """
+    q_model = _models.as_model(q_model, name="q_model")
+    k = as_draft_count(k, "k")
+    gamma = as_draft_count(gamma, "gamma")
+    V = q_model.V
+    _enumeration_guard(V, k, gamma)
+    table = _models.enumerate_prefixes(q_model, q_model, gamma)
+    paths = table.paths(gamma)
+    pw = table.q_joint[gamma]
+    keep = np.flatnonzero(pw > 0)
+    if not replacement:
+        support = int(np.count_nonzero(table.q_cond[0][0]))
+        if k > support:
+            raise InvalidDraftCountError(
+                f"k must be <= the number of first tokens with positive draft probability ({support}) to draft without replacement (got k = {k}); lower k"
+            )
+    combos = np.array(list(itertools.product(keep.tolist(), repeat=k)), dtype=np.int64).reshape(-1, k)
+    w = np.prod(pw[combos], axis=1)
+    if not replacement:
+        first = paths[combos][:, :, 0]  # (M, k)
+        distinct = np.ones(combos.shape[0], dtype=bool)
+        for a in range(k):
+            for b in range(a + 1, k):
+                distinct &= first[:, a] != first[:, b]
+        combos, w, first = combos[distinct], w[distinct], first[distinct]
+        q0 = table.q_cond[0][0]
+        before = np.cumsum(q0[first], axis=1) - q0[first]
+        w = w / np.prod(1.0 - before, axis=1)
+    trees = paths[combos]
+    trees.setflags(write=False)
+    w.setflags(write=False)
+    return trees, w
+
+
+@dataclass(frozen=True, eq=False)
+class TreeKernel:
+    r"""Exact law of the emitted block :math:`O = (Y^\tau, Y_{\tau+1})` given every drafted tree.
+
+    ``trees`` ``(M, k, gamma)``, ``weights`` ``(M,)``, ``laws[m]`` a dict ``{O: P(O | tree m)}``.
+    """
+
+    trees: np.ndarray
+    weights: np.ndarray
+    laws: tuple
+    verifier: str
+
+    @property
+    def k(self) -> int:
+        return int(self.trees.shape[1])
+
+    @property
+    def gamma(self) -> int:
+        return int(self.trees.shape[2])
+
+    def expected_accepted(self) -> float:
+        return float(sum(w * sum(pr * (len(o) - 1) for o, pr in law.items()) for w, law in zip(self.weights, self.laws)))
+
+    def output_law(self) -> dict:
+        """Law of the emitted block, ``{O: P(O)}``, aggregated over drafted trees."""
+        out: dict = {}
+        for w, law in zip(self.weights, self.laws):
+            for o, pr in law.items():
+                out[o] = out.get(o, 0.0) + w * pr
+        return out
+
+    def __repr__(self) -> str:
+        return f"TreeKernel(verifier={self.verifier!r}, k={self.k}, gamma={self.gamma}, trees={self.trees.shape[0]}, E[tau]={self.expected_accepted():.12g})"
+
+
+class _Walker:
+    """Exact top-down walk with a per-node plan cache shared across trees."""
+
+    def __init__(self, p_model, q_model, verifier: str):
+        self.p_model, self.q_model, self.verifier = p_model, q_model, verifier
+        self.cache: dict = {}
+
+    def law_at(self, prefix: tuple, drafts: tuple) -> np.ndarray:
+        key = (prefix, drafts)
+        hit = self.cache.get(key)
+        if hit is None:
+            p, q = self.p_model(prefix), self.q_model(prefix)
+            acc, res = node_plan(p, q, drafts, self.verifier)
+            hit = _plan_law(acc, res, drafts)
+            self.cache[key] = hit
+        return hit
+
+    def tree_law(self, tree: tuple) -> dict:
+        gamma = len(tree[0])
+        out: dict = {}
+        stack = [((), tuple(range(len(tree))), 1.0)]
+        while stack:
+            prefix, alive, mass = stack.pop()
+            t = len(prefix)
+            if t == gamma:
+                bonus = self.p_model(prefix)
+                for y in np.flatnonzero(bonus > 0):
+                    key = prefix + (int(y),)
+                    out[key] = out.get(key, 0.0) + mass * float(bonus[y])
+                continue
+            drafts = tuple(tree[j][t] for j in alive)
+            law = self.law_at(prefix, drafts)
+            for y in np.flatnonzero(law > 0):
+                y = int(y)
+                nxt = tuple(j for j in alive if tree[j][t] == y)
+                m = mass * float(law[y])
+                if nxt:
+                    stack.append((prefix + (y,), nxt, m))
+                else:
+                    key = prefix + (y,)
+                    out[key] = out.get(key, 0.0) + m
+        return out
+
+
+def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> TreeKernel:
+    r"""Exact law of the emitted block for every drafted tree (see the module docstring).
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> from otspec.verifiers import tree
+    >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
+    >>> round(tree.kernel(p, q, 1, 2, verifier="rrs").expected_accepted() * 9, 9)
+    10.0
+    """
+    replacement = _check_verifier(verifier)
+    p_model = _models.as_model(p_model, name="p_model")
+    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
+    trees, weights = draft_trees(q_model, k, gamma, replacement=replacement)
+    walker = _Walker(p_model, q_model, verifier)
+    laws = tuple(walker.tree_law(tuple(tuple(int(v) for v in path) for path in t)) for t in trees)
+    return TreeKernel(trees=trees, weights=weights, laws=laws, verifier=verifier)
+
+
+def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> dict:
+    """The exact law ``{O: P(O)}`` of the emitted block, over drafted trees and verification coins.
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> from otspec.verifiers import tree
+    >>> p = models.context_free([0.5, 0.5])
+    >>> sorted(tree.block_law(p, p, 2, 1, verifier="spectr").items())
+    [((0, 0), 0.25), ((0, 1), 0.25), ((1, 0), 0.25), ((1, 1), 0.25)]
+    """
+    return kernel(p_model, q_model, k, gamma, verifier=verifier).output_law()
+
+
+def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> float:
+    r"""Exact :math:`E[\tau]` of a tree verifier by enumeration over drafted trees.
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> from otspec.verifiers import tree
+    >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
+    >>> tree.expected_accepted(p, q, 2, 2, verifier="rrs") > 11 / 9
+    True
+    """
+    return kernel(p_model, q_model, k, gamma, verifier=verifier).expected_accepted()
+
+
+def sample_tree(q_model: Any, k: int, gamma: int, *, replacement: bool = True, rng: np.random.Generator) -> np.ndarray:
+    """Draw one draft tree ``(k, gamma)`` (first tokens without replacement when ``replacement=False``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec import models
+    >>> from otspec.verifiers.tree import sample_tree
+    >>> sample_tree(models.dirichlet(4), 3, 2, replacement=False, rng=np.random.default_rng(0)).shape
+    (3, 2)
+    """
+    q_model = _models.as_model(q_model, name="q_model")
+    rng = as_generator(rng)
+    k = as_draft_count(k, "k")
+    gamma = as_draft_count(gamma, "gamma")
+    out = np.empty((k, gamma), dtype=np.int64)
+    if replacement:
+        for j in range(k):
+            out[j] = _models.sample_path(q_model, gamma, rng=rng)
+        return out
+    q0 = q_model(())
+    if k > np.count_nonzero(q0):
+        raise InvalidDraftCountError(f"k must be <= the number of first tokens with positive draft probability (got k = {k}); lower k")
+    cur = q0.copy()
+    for j in range(k):
+        x = int(rng.choice(q_model.V, p=cur / cur.sum()))
+        cur[x] = 0.0
+        out[j, 0] = x
+        out[j, 1:] = _models.sample_path(q_model, gamma - 1, rng=rng, prefix=(x,))
+    return out
+
+
+def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", rng: np.random.Generator) -> tuple[int, tuple]:
+    r"""Verify one drafted tree ``(k, gamma)``; returns ``(tau, block)`` with ``block`` the emitted tokens.
+
+    Accept coins and residual / bonus draws come from two independent streams spawned from ``rng``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec import models
+    >>> from otspec.verifiers import tree
+    >>> p = models.context_free([0.5, 0.5])
+    >>> tree.sample(p, p, [[0, 1], [1, 1]], verifier="rrs", rng=np.random.default_rng(1))[0]
+    2
+    """
+    _check_verifier(verifier)
+    p_model = _models.as_model(p_model, name="p_model")
+    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
+    rng = as_generator(rng)
+    arr = np.asarray(tree)
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise InvalidDraftsError(f"tree must have shape (k, gamma) (got {arr.shape}); pass one drafted sequence per row")
+    paths = tuple(_models.as_prefix(row.tolist(), p_model.V) for row in arr)
+    if verifier == "rrs_wor" and len({x[0] for x in paths}) < len(paths):
+        raise InvalidDraftsError("tree's first tokens repeat, which drafting without replacement never does; pass distinct first tokens")
+    gamma = len(paths[0])
+    coins, draws = rng.spawn(2)
+    prefix: tuple = ()
+    alive = tuple(range(len(paths)))
+    while True:
+        t = len(prefix)
+        if t == gamma:
+            y = int(draws.choice(p_model.V, p=p_model(prefix)))
+            return gamma, prefix + (y,)
+        drafts = tuple(paths[j][t] for j in alive)
+        acc, res = node_plan(p_model(prefix), q_model(prefix), drafts, verifier)
+        y = None
+        for a, x in zip(acc, drafts):
+            if coins.random() < a:
+                y = x
+                break
+        if y is None:
+            y = int(draws.choice(p_model.V, p=res / res.sum()))
+        alive = tuple(j for j in alive if paths[j][t] == y)
+        prefix = prefix + (y,)
+        if not alive:
+            return t, prefix
