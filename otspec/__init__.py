@@ -2,6 +2,8 @@
 
 from otspec.bounds import AcceptanceResult, TransportPlan, optimal_acceptance, single_draft
 from otspec.laws import explicit, greedy, iid, product, without_replacement
+from otspec import models
+from otspec.bounds.block import block_optimum
 
 __all__ = [
     "iid",
@@ -13,5 +15,7 @@ __all__ = [
     "single_draft",
     "AcceptanceResult",
     "TransportPlan",
+    "models",
+    "block_optimum",
 ]
 __version__ = "0.1.0"

@@ -63,6 +63,7 @@ __all__ = [
     "block_law",
     "expected_accepted",
     "sample",
+    "sample_many",
     "sample_tree",
     "node_plan",
     "MAX_ENUMERATED_TREES",
@@ -310,7 +311,7 @@ def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str =
     >>> from otspec import models
     >>> from otspec.verifiers import tree
     >>> p = models.context_free([0.5, 0.5])
-    >>> sorted(tree.block_law(p, p, 2, 1, verifier="spectr").items())
+    >>> sorted((o, round(float(w), 12)) for o, w in tree.block_law(p, p, 2, 1, verifier="spectr").items())
     [((0, 0), 0.25), ((0, 1), 0.25), ((1, 0), 0.25), ((1, 1), 0.25)]
     """
     return kernel(p_model, q_model, k, gamma, verifier=verifier).output_law()
@@ -362,20 +363,7 @@ def sample_tree(q_model: Any, k: int, gamma: int, *, replacement: bool = True, r
     return out
 
 
-def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", rng: np.random.Generator) -> tuple[int, tuple]:
-    r"""Verify one drafted tree ``(k, gamma)``; returns ``(tau, block)`` with ``block`` the emitted tokens.
-
-    Accept coins and residual / bonus draws come from two independent streams spawned from ``rng``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from otspec import models
-    >>> from otspec.verifiers import tree
-    >>> p = models.context_free([0.5, 0.5])
-    >>> tree.sample(p, p, [[0, 1], [1, 1]], verifier="rrs", rng=np.random.default_rng(1))[0]
-    2
-    """
+def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
     _check_verifier(verifier)
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
@@ -386,8 +374,11 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", r
     paths = tuple(_models.as_prefix(row.tolist(), p_model.V) for row in arr)
     if verifier == "rrs_wor" and len({x[0] for x in paths}) < len(paths):
         raise InvalidDraftsError("tree's first tokens repeat, which drafting without replacement never does; pass distinct first tokens")
+    return p_model, q_model, rng, paths
+
+
+def _sample_one(p_model, q_model, paths: tuple, verifier: str, plans: dict, coins, draws) -> tuple[int, tuple]:
     gamma = len(paths[0])
-    coins, draws = rng.spawn(2)
     prefix: tuple = ()
     alive = tuple(range(len(paths)))
     while True:
@@ -396,15 +387,62 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", r
             y = int(draws.choice(p_model.V, p=p_model(prefix)))
             return gamma, prefix + (y,)
         drafts = tuple(paths[j][t] for j in alive)
-        acc, res = node_plan(p_model(prefix), q_model(prefix), drafts, verifier)
+        key = (prefix, drafts)
+        plan = plans.get(key)
+        if plan is None:
+            acc, res = node_plan(p_model(prefix), q_model(prefix), drafts, verifier)
+            plan = plans[key] = (acc, res / res.sum())
+        acc, res = plan
         y = None
         for a, x in zip(acc, drafts):
-            if coins.random() < a:
+            if coins.random() < a:  # accept coins: their own stream
                 y = x
                 break
         if y is None:
-            y = int(draws.choice(p_model.V, p=res / res.sum()))
+            y = int(draws.choice(p_model.V, p=res))  # residual draws: a separate stream
         alive = tuple(j for j in alive if paths[j][t] == y)
         prefix = prefix + (y,)
         if not alive:
             return t, prefix
+
+
+def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", rng: np.random.Generator) -> tuple[int, tuple]:
+    r"""Verify one drafted tree ``(k, gamma)``; returns ``(tau, block)`` with ``block`` the emitted tokens.
+
+    Top-down walk (module docstring): at each node the surviving drafts' next tokens go through the
+    node's single-step rule; accept coins and residual / bonus draws come from two independent
+    streams spawned from ``rng``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec import models
+    >>> from otspec.verifiers import tree
+    >>> p = models.context_free([0.5, 0.5])
+    >>> tree.sample(p, p, [[0, 1], [1, 1]], verifier="rrs", rng=np.random.default_rng(1))[0]
+    2
+    """
+    p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
+    coins, draws = rng.spawn(2)
+    return _sample_one(p_model, q_model, paths, verifier, {}, coins, draws)
+
+
+def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "spectr", rng: np.random.Generator) -> list:
+    """``size`` independent verifications of the same drafted tree (node plans computed once).
+
+    Returns a list of ``(tau, block)`` pairs, as :func:`sample` would.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec import models
+    >>> from otspec.verifiers import tree
+    >>> p = models.context_free([0.5, 0.5])
+    >>> len(tree.sample_many(p, p, [[0], [1]], 5, verifier="spectr", rng=np.random.default_rng(0)))
+    5
+    """
+    p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
+    size = as_draft_count(size, "size", minimum=0)
+    coins, draws = rng.spawn(2)
+    plans: dict = {}
+    return [_sample_one(p_model, q_model, paths, verifier, plans, coins, draws) for _ in range(size)]
