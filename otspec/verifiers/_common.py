@@ -53,6 +53,7 @@ __all__ = [
     "greedy_closed_form",
     "first_draft_marginal",
     "membership_mask",
+    "set_index",
     "KERNEL_AUTO_MAX_ENTRIES",
     "SAMPLE_CHUNK_ENTRIES",
     "MC_CONFIDENCE_Z",
@@ -235,6 +236,22 @@ def membership_mask(tuples: np.ndarray, V: int) -> np.ndarray:
     rows = np.repeat(np.arange(tuples.shape[0]), tuples.shape[1])
     mask[rows, tuples.ravel()] = True
     return mask
+
+
+def set_index(sets: np.ndarray, tuples: np.ndarray) -> np.ndarray:
+    """Row of ``sets`` (distinct tokens, ``-1`` padded, as from ``law.enumerate_sets()``) holding
+    the set of distinct tokens of each draft tuple ``(n, k)``; raises if a set is absent."""
+    index = {tuple(sorted(int(x) for x in row if x >= 0)): s for s, row in enumerate(sets)}
+    srt = np.sort(np.asarray(tuples, dtype=np.int64), axis=1)
+    uniq, inv = np.unique(srt, axis=0, return_inverse=True)
+    idx = np.empty(uniq.shape[0], dtype=np.int64)
+    for u, row in enumerate(uniq):
+        key = tuple(sorted(set(int(x) for x in row)))
+        s = index.get(key)
+        if s is None:
+            raise InvalidDraftsError(f"drafts {list(key)} form a set of probability 0 under the law; pass drafts from the law")
+        idx[u] = s
+    return idx[inv.ravel()]
 
 
 def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:

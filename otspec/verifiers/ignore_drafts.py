@@ -1,0 +1,54 @@
+r"""NSS: ignore the drafts and sample :math:`Y \sim p` (Miao et al.; MATH.md section 5.6).
+
+Trivially lossless; acceptance is :math:`\sum_y p(y)\, P(y \in \bar X)`:
+:math:`\sum_y p(y)(1-(1-q(y))^k)` for i.i.d. drafts, :math:`\sum_y p(y)(1-\prod_j(1-q_j(y)))` for a
+product law, :math:`p(G) + \sum_{y \notin G} p(y)\tilde q(y)` for greedy drafts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from otspec.laws import DraftLaw
+from otspec.verifiers._common import SequentialPlan, Verifier
+
+__all__ = ["NSSVerifier", "nss"]
+
+
+class NSSVerifier(Verifier):
+    r"""Baseline that ignores the drafts and outputs :math:`Y \sim p` (any law).
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import nss
+    >>> nss.acceptance([0.5, 0.5], otspec.iid([1.0, 0.0], 3)).value
+    0.5
+    """
+
+    name = "nss"
+    rule = "NSS applies to every draft law"
+    reference = "Miao et al. (SpecInfer) naive sampling; Thomas et al. 2026 App. B"
+
+    def applies_to(self, law: DraftLaw) -> bool:
+        return True
+
+    def _plan(self, p, law, tuples):
+        return SequentialPlan(tokens=tuples[:, :0], accept=np.zeros((tuples.shape[0], 0)), residual=p)
+
+    def _closed_form(self, p, law):
+        kind = law.kind
+        if kind == "iid":
+            with np.errstate(divide="ignore"):  # q == 1 gives log1p(-1) = -inf and hit = 1
+                hit = -np.expm1(law.k * np.log1p(-law.q))  # 1 - (1 - q)^k, accurate for small q
+        elif kind == "product":
+            hit = 1.0 - np.prod([1.0 - qj for qj in law.qs], axis=0)
+        elif kind == "greedy":
+            hit = law.q_rest.copy()
+            hit[law.top] = 1.0
+        else:
+            return None
+        return float(p @ hit), {}
+
+
+nss = NSSVerifier()

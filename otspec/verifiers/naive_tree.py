@@ -1,0 +1,57 @@
+r"""NaiveTree: single-draft speculative sampling on :math:`X_1` only, whose residual may land on
+:math:`X_2..X_k` (Thomas et al. 2026 App. B; MATH.md section 5.6).
+
+Lossless for every law (only :math:`X_1`'s marginal :math:`q_1` matters). A rejected :math:`X_1`
+has :math:`p(X_1) < q_1(X_1)`, so the residual never lands on it; for independent drafts
+
+.. math:: \alpha = \sum \min(p, q_1) + \sum_y (p-q_1)_+(y)\Big(1 - \prod_{j \ge 2}(1-q_j(y))\Big),
+
+i.e. :math:`\sum\min(p,q) + \sum (p-q)_+(1-(1-q)^{k-1})` for i.i.d. drafts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from otspec.laws import DraftLaw
+from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, residual
+
+__all__ = ["NaiveVerifier", "naive"]
+
+
+class NaiveVerifier(Verifier):
+    r"""Single-draft rule on the first draft; the residual counts when it hits another draft.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import naive
+    >>> round(naive.acceptance([0.5, 0.5], otspec.iid([0.9, 0.1], 2)).value, 6)  # 0.6 + 0.4 * 0.1
+    0.64
+    """
+
+    name = "naive"
+    rule = "NaiveTree applies to every draft law"
+    reference = "Thomas, Kitanovski, Goldblum, Pal 2026, App. B (NaiveTree)"
+
+    def applies_to(self, law: DraftLaw) -> bool:
+        return True
+
+    def _plan(self, p, law, tuples):
+        q1 = first_draft_marginal(law)
+        res, _ = residual(p, q1)
+        return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q1[tuples[:, :1]]), residual=res)
+
+    def _closed_form(self, p, law):
+        if law.kind == "iid":
+            qs = [law.q] * law.k
+        elif law.kind == "product":
+            qs = list(law.qs)
+        else:
+            return None
+        q1 = qs[0]
+        miss = np.prod([1.0 - qj for qj in qs[1:]], axis=0) if len(qs) > 1 else np.ones_like(p)
+        return float(np.minimum(p, q1).sum() + np.maximum(p - q1, 0.0) @ (1.0 - miss)), {}
+
+
+naive = NaiveVerifier()
