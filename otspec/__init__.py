@@ -3,6 +3,7 @@
 from otspec.bounds import AcceptanceResult, TransportPlan, optimal_acceptance, single_draft
 from otspec.laws import explicit, greedy, iid, product, without_replacement
 from otspec import models
+from otspec import verifiers
 from otspec.bounds.block import block_optimum
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "AcceptanceResult",
     "TransportPlan",
     "models",
+    "verifiers",
     "block_optimum",
 ]
 __version__ = "0.1.0"
