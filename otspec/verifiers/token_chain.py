@@ -312,7 +312,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
 def token_prefix_mass(table: "_models.PrefixTable") -> list:
     r"""``[T_0, ..., T_gamma]`` with :math:`T_i(x^i) = P(\tau \ge i, X^i = x^i) = \prod_j \min(M_s, M_b)`."""
-    out = [np.ones(1)]
+    out = [np.ones(1, dtype=table.q_joint[0].dtype)]
     for i in range(1, table.gamma + 1):
         out.append((out[-1][:, None] * np.minimum(table.p_cond[i - 1], table.q_cond[i - 1])).ravel())
     return out
