@@ -1,0 +1,148 @@
+"""The block optimum: closed form W, the full-information block LP, the naive bound."""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import otspec
+from otspec import models
+from otspec._tolerances import EXACT_ATOL
+from otspec._validation import ProblemTooLargeError, UnsupportedMethodError
+from otspec.bounds.block import BlockOptimumResult, block_optimum, naive_bound
+from otspec.verifiers import block as bv
+from otspec.verifiers import token_chain as tc
+
+LP_ATOL = 1e-10
+
+
+def make_pair(seed, V, a, sparse):
+    if sparse:
+        return (models.dirichlet(V, concentration=a, seed=seed, zero_prob=0.3),
+                models.dirichlet(V, concentration=a, seed=seed + 1000, zero_prob=0.3))
+    p = models.dirichlet(V, concentration=a, seed=seed)
+    return p, models.close_draft(p, noise=0.5, temperature=1.3, seed=seed + 1)
+
+
+instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())
+
+
+def criterion_violation(block_law: dict, p_model, V: int) -> float:
+    Q, C = {}, {}
+    for o, w in block_law.items():
+        for i in range(len(o)):
+            C[o[:i]] = C.get(o[:i], 0.0) + w
+            Q[o[: i + 1]] = Q.get(o[: i + 1], 0.0) + w
+    worst = abs(1.0 - sum(block_law.values()))
+    for h in set(C) | {k[:-1] for k in Q}:
+        c, pb = C.get(h, 0.0), p_model(h)
+        for y in range(V):
+            worst = max(worst, abs(Q.get(h + (y,), 0.0) - c * pb[y]))
+    return worst
+
+
+def brute_W(p, q, gamma):
+    """sum_i sum_{x^i} min_{0<=j<=i} M_s(x^j) M_b(x_{j+1..i} | x^j), straight from MATH 1.3(3)."""
+    import itertools
+
+    V = p.V
+    total = 0.0
+    for i in range(1, gamma + 1):
+        for x in itertools.product(range(V), repeat=i):
+            best = np.inf
+            for j in range(i + 1):
+                ms = np.prod([q(x[:l])[x[l]] for l in range(j)]) if j else 1.0
+                mb = np.prod([p(x[:l])[x[l]] for l in range(j, i)]) if j < i else 1.0
+                best = min(best, ms * mb)
+            total += best
+    return total
+
+
+@given(inst=instances, gamma=st.integers(1, 3))
+def test_block_equals_closed_form_equals_lp(inst, gamma):
+    p, q = inst
+    cf = block_optimum(p, q, gamma)
+    lp = block_optimum(p, q, gamma, method="lp")
+    e_block = bv.expected_accepted(p, q, gamma, method="kernel")
+    assert cf.ok and lp.ok, lp.checks
+    assert abs(cf.value - lp.value) <= LP_ATOL
+    assert abs(cf.value - e_block) <= LP_ATOL
+    assert abs(cf.value - brute_W(p, q, gamma)) <= EXACT_ATOL
+    assert tc.expected_accepted(p, q, gamma) <= lp.value + LP_ATOL
+    assert cf.value <= cf.naive_bound + EXACT_ATOL
+    assert abs(cf.naive_bound - lp.naive_bound) <= EXACT_ATOL
+
+
+@given(inst=instances, gamma=st.integers(1, 3))
+def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
+    """The LP's optimal coupling satisfies the MATH 0.1 criterion (checked here, independently of the
+    LP's own extended-law constraints) and its E[tau] is the reported value."""
+    p, q = inst
+    r = block_optimum(p, q, gamma, method="lp")
+    paths = np.flatnonzero(models.enumerate_prefixes(p, q, gamma).q_joint[gamma] > 0)
+    law: dict = {}
+    e = 0.0
+    for o, t, n, y, mass in zip(r.columns["outcome"], r.columns["tau"], r.columns["node"], r.columns["y"], r.plan):
+        if mass <= 0:
+            continue
+        full = np.unravel_index(paths[o], (p.V,) * gamma)
+        head = tuple(int(v) for v in full[:t])
+        # the node label is the accepted prefix itself
+        assert n == (np.ravel_multi_index(head, (p.V,) * t) if t else 0)
+        key = head + (int(y),)
+        law[key] = law.get(key, 0.0) + mass
+        e += t * mass
+    assert criterion_violation(law, p, p.V) <= 1e-8
+    assert abs(e - r.value) <= 1e-9
+
+
+def test_toy_values():
+    p, q = models.context_free([1 / 3, 2 / 3]), models.context_free([2 / 3, 1 / 3])
+    for method in ("closed_form", "lp"):
+        r = block_optimum(p, q, 2, method=method)
+        assert Fraction(r.value).limit_denominator(100) == Fraction(11, 9)
+        assert abs(r.value - 11 / 9) <= LP_ATOL
+        assert Fraction(r.naive_bound).limit_denominator(100) == Fraction(12, 9)
+    assert abs(naive_bound(p, q, 2) - 12 / 9) <= EXACT_ATOL
+
+
+def test_naive_bound_strictly_above_somewhere_and_token_strictly_below():
+    gaps_naive, gaps_token = [], []
+    for s in range(4):
+        p, q = make_pair(s, 3, 1.0, False)
+        r = block_optimum(p, q, 3, method="lp")
+        gaps_naive.append(r.naive_bound - r.value)
+        gaps_token.append(r.value - tc.expected_accepted(p, q, 3))
+    assert min(gaps_naive) > 1e-4 and min(gaps_token) > 1e-4
+
+
+def test_result_type():
+    p, q = make_pair(0, 2, 1.0, False)
+    r = block_optimum(p, q, 2, method="lp")
+    assert isinstance(r, BlockOptimumResult)
+    assert r.method == "lp" and r.status == "optimal" and r.k == 1 and r.gamma == 2 and r.V == 2
+    assert "BlockOptimumResult(value=" in repr(r)
+    assert set(r.checks) >= {"draft_marginal", "target_law", "dual_feasibility", "gap"}
+    d = r.to_dict()
+    assert d["block_efficiency"] == pytest.approx(r.value + 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.value = 0.0  # type: ignore[misc]
+    assert otspec.block_optimum is block_optimum
+
+
+def test_refusals():
+    p, q = make_pair(0, 3, 1.0, False)
+    with pytest.raises(UnsupportedMethodError):
+        block_optimum(p, q, 2, method="simplex")
+    with pytest.raises(ProblemTooLargeError, match="nonzeros"):
+        block_optimum(p, q, 3, method="lp", memory_cap=50_000)
+    big = models.dirichlet(262_144)
+    with pytest.raises(ProblemTooLargeError, match="prefixes"):
+        block_optimum(big, big, 2)
+    with pytest.raises(otspec._validation.InvalidDraftCountError):
+        block_optimum(p, q, 0)

@@ -1,0 +1,83 @@
+"""The full-information tree LP: upper bound on every tree verifier; k = 1 is the block optimum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import otspec
+from otspec import models
+from otspec._tolerances import EXACT_ATOL
+from otspec._validation import ProblemTooLargeError
+from otspec.bounds.block import block_optimum
+from otspec.bounds.tree import tree_optimum
+from otspec.verifiers import tree
+
+LP_ATOL = 1e-9
+
+
+def make_pair(seed, V, a, sparse):
+    if sparse:
+        return (models.dirichlet(V, concentration=a, seed=seed, zero_prob=0.3),
+                models.dirichlet(V, concentration=a, seed=seed + 1000, zero_prob=0.3))
+    p = models.dirichlet(V, concentration=a, seed=seed)
+    return p, models.close_draft(p, noise=0.5, temperature=1.3, seed=seed + 1)
+
+
+instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())
+
+
+@settings(max_examples=15)
+@given(inst=instances, gamma=st.integers(1, 3))
+def test_k1_is_block_optimum(inst, gamma):
+    p, q = inst
+    r = tree_optimum(p, q, 1, gamma)
+    assert r.ok and r.k == 1
+    assert abs(r.value - block_optimum(p, q, gamma).value) <= LP_ATOL
+
+
+@settings(max_examples=12)
+@given(inst=instances, gamma=st.integers(1, 3))
+def test_tree_lp_dominates_every_tree_verifier(inst, gamma):
+    p, q = inst
+    k = 2
+    iid = tree_optimum(p, q, k, gamma)
+    assert iid.ok, iid.checks
+    block = block_optimum(p, q, gamma).value
+    assert iid.value >= block - LP_ATOL
+    for v in ("spectr", "rrs"):
+        assert iid.value >= tree.expected_accepted(p, q, k, gamma, verifier=v) - LP_ATOL
+    if np.count_nonzero(q(())) >= k:
+        wor = tree_optimum(p, q, k, gamma, replacement=False)
+        assert wor.ok
+        assert wor.value >= tree.expected_accepted(p, q, k, gamma, verifier="rrs_wor") - LP_ATOL
+        assert wor.value >= block - LP_ATOL
+    assert iid.value <= gamma + LP_ATOL
+
+
+@given(seed=st.integers(0, 10_000), k=st.integers(2, 3), sparse=st.booleans())
+def test_depth_one_is_the_multidraft_optimum(seed, k, sparse):
+    """gamma = 1: the tree LP is the OTM-k optimum alpha*(p, Q) of the single-step bound."""
+    p, q = make_pair(seed, 3, 1.0, sparse)
+    r = tree_optimum(p, q, k, 1)
+    assert abs(r.value - otspec.optimal_acceptance(p(()), otspec.iid(q(()), k)).value) <= LP_ATOL
+    if np.count_nonzero(q(())) >= k:
+        r = tree_optimum(p, q, k, 1, replacement=False)
+        assert abs(r.value - otspec.optimal_acceptance(p(()), otspec.without_replacement(q(()), k)).value) <= LP_ATOL
+
+
+def test_strict_gap_to_verifiers_on_a_small_case():
+    p, q = make_pair(0, 3, 1.0, False)
+    r = tree_optimum(p, q, 2, 3)
+    best = max(tree.expected_accepted(p, q, 2, 3, verifier=v) for v in ("spectr", "rrs"))
+    assert r.value - best > 1e-3
+
+
+def test_refuses_large():
+    p, q = make_pair(0, 3, 1.0, False)
+    with pytest.raises(ProblemTooLargeError, match="nonzeros"):
+        tree_optimum(p, q, 2, 3, memory_cap=10_000)
+    with pytest.raises(ProblemTooLargeError, match="draft trees"):
+        tree_optimum(p, q, 5, 3)
