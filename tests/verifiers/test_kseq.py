@@ -1,0 +1,177 @@
+"""SpecTr K-SEQ: division factor, validity, phase-1 guarantee (random and adversarial), kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, target
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+
+import otspec
+from otspec.verifiers import kseq, kseq_conditional
+from otspec.verifiers._common import _one_minus_pow, kseq_beta, plan_rows
+from otspec.verifiers.spectr import kseq_plan
+
+
+def _bound(k):
+    """The phase-1 guarantee factor 1 - (1 - 1/k)^k (>= 1 - 1/e)."""
+    return 1.0 - (1.0 - 1.0 / k) ** k
+
+
+def _ratio(p, q, k):
+    opt = otspec.optimal_acceptance(p, otspec.iid(q, k), method="prefix").value
+    d = kseq.details(p, q, k)
+    return d.phase1 / opt, d, opt
+
+
+def test_known_answers():
+    p = np.array([0.5, 0.3, 0.2])
+    # k = 1: ordinary speculative sampling
+    d = kseq.details(p, [0.2, 0.3, 0.5], 1)
+    assert d.rho_star == 1.0 and abs(d.phase1 - 0.7) < 1e-15 and abs(d.membership - 0.7) < 1e-15
+    # p == q: everything accepted at rho = 1
+    d = kseq.details(p, p, 4)
+    assert d.rho_star == 1.0 and d.phase1 == 1.0 and d.membership == 1.0
+    # disjoint supports: nothing can be accepted, the residual is p
+    d = kseq.details([1.0, 0.0], [0.0, 1.0], 3)
+    assert d.phase1 == 0.0 and d.membership == 0.0
+    K = kseq.kernel([1.0, 0.0], otspec.iid([0.0, 1.0], 3))
+    np.testing.assert_array_equal(K.pi, [[1.0, 0.0]])
+
+
+def test_rho_star_in_range_valid_and_minimal(rng):
+    for _ in range(300):
+        V, k = int(rng.integers(2, 9)), int(rng.integers(2, 9))
+        p, q = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5))
+        d = kseq.details(p, q, k)
+        assert 1.0 <= d.rho_star <= k
+        # valid: p_acc(rho*) <= rho* beta(rho*) (the rule never over-spends target mass)
+        assert d.phase1 <= d.rho_star * d.beta + 1e-15
+        # minimal: slightly below rho*, the rule would be invalid (so acceptance is maximal)
+        if d.rho_star > 1.0 + 1e-9:
+            r = d.rho_star * (1 - 1e-9)
+            b = kseq_beta(p, q, r)
+            assert _one_minus_pow(b, k) > r * b
+        # phase-1 decreases in rho: at the always-valid rho = k it is no larger
+        bk = kseq_beta(p, q, float(k))
+        assert _one_minus_pow(bk, k) <= d.phase1 + 1e-15
+        assert d.phase1 <= d.membership + 1e-15
+
+
+def test_phase1_from_the_plan_matches_formula(rng):
+    """P(some draft accepted in the loop), summed over enumerated tuples, equals 1 - (1 - beta)^k."""
+    for _ in range(50):
+        V, k = int(rng.integers(2, 6)), int(rng.integers(1, 4))
+        p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+        tuples, w = otspec.iid(q, k).enumerate()
+        plan, d = kseq_plan(p, q, tuples)
+        loop = w @ (1.0 - np.prod(1.0 - plan.accept, axis=1))
+        assert abs(loop - d.phase1) < 1e-12
+
+
+def test_conditional_function_matches_kernel(rng):
+    V, k = 5, 3
+    p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+    K = kseq.kernel(p, otspec.iid(q, k))
+    np.testing.assert_allclose(kseq_conditional(p, q, K.tuples), K.pi, atol=0, rtol=0)
+    np.testing.assert_allclose(kseq_conditional(p, q, K.tuples[3]), K.pi[3:4], atol=0, rtol=0)
+
+
+def test_phase1_guarantee_random(rng):
+    worst = np.inf
+    for _ in range(400):
+        V, k = int(rng.integers(2, 7)), int(rng.integers(2, 6))
+        alpha = float(rng.choice([0.2, 0.5, 1.0, 3.0]))
+        p, q = rng.dirichlet(np.full(V, alpha)), rng.dirichlet(np.full(V, alpha))
+        r, d, opt = _ratio(p, q, k)
+        if opt < 1e-9:
+            continue
+        assert d.membership <= opt + 1e-12
+        worst = min(worst, r / _bound(k))
+        assert r >= _bound(k) - 1e-12, (p, q, k, r)
+    print(f"\n[kseq random] smallest phase1 / (bound * optimum) = {worst:.6f}")
+    assert worst >= 1.0 - 1e-12
+
+
+def _search_min_ratio(V, k, seed, restarts=6):
+    """Nelder-Mead over the logits of (p, q) minimising phase1 / optimum."""
+    rng = np.random.default_rng(seed)
+
+    def softmax(z):
+        z = z - z.max()
+        e = np.exp(z)
+        return e / e.sum()
+
+    def f(z):
+        p, q = softmax(z[:V]), softmax(z[V:])
+        r, _, opt = _ratio(p, q, k)
+        return r if opt > 1e-6 else 10.0
+
+    best = (np.inf, None)
+    for _ in range(restarts):
+        z0 = rng.normal(scale=2.0, size=2 * V)
+        res = minimize(f, z0, method="Nelder-Mead", options={"maxiter": 600, "xatol": 1e-6, "fatol": 1e-9})
+        if res.fun < best[0]:
+            best = (float(res.fun), res.x)
+    return best
+
+
+def test_phase1_guarantee_adversarial_optimiser():
+    """Adversarial search (scipy Nelder-Mead, several restarts) for the smallest phase1/optimum;
+    it must stay above 1 - (1 - 1/k)^k. The smallest ratio found is printed (-s)."""
+    lines = []
+    for k in (2, 3, 4):
+        for V in (2, 3, 4):
+            r, _ = _search_min_ratio(V, k, seed=100 * k + V)
+            lines.append(f"k={k} V={V}: min phase1/opt = {r:.6f}  bound = {_bound(k):.6f}  ratio/bound = {r / _bound(k):.6f}")
+            assert r >= _bound(k) - 1e-12, lines[-1]
+    print("\n[kseq adversarial, Nelder-Mead]\n" + "\n".join(lines))
+
+
+_HYP_WORST = {"value": np.inf}
+
+
+@given(
+    k=st.integers(2, 5),
+    zp=st.lists(st.floats(-6, 6), min_size=4, max_size=4),
+    zq=st.lists(st.floats(-6, 6), min_size=4, max_size=4),
+)
+def test_phase1_guarantee_adversarial_hypothesis(k, zp, zq):
+    """hypothesis, steered by target() towards small phase1 / (bound * optimum)."""
+    p = np.exp(np.array(zp) - max(zp))
+    q = np.exp(np.array(zq) - max(zq))
+    p, q = p / p.sum(), q / q.sum()
+    r, d, opt = _ratio(p, q, k)
+    rel = r / _bound(k)
+    target(-rel, label="phase1/(bound*opt), negated")
+    _HYP_WORST["value"] = min(_HYP_WORST["value"], rel)
+    assert r >= _bound(k) - 1e-12
+    assert d.membership <= opt + 1e-12
+
+
+def test_report_hypothesis_worst():
+    """Runs after the hypothesis search (file order): print and assert its smallest ratio."""
+    worst = _HYP_WORST["value"]
+    print(f"\n[kseq hypothesis+target] smallest phase1 / (bound * optimum) = {worst:.6f}")
+    assert worst >= 1.0 - 1e-12
+
+
+def test_closed_form_runs_at_full_vocabulary():
+    rng = np.random.default_rng(0)
+    V = 262_144
+    p, q = rng.dirichlet(np.full(V, 0.1)), rng.dirichlet(np.full(V, 0.1))
+    est = kseq.acceptance(p, otspec.iid(q, 8))
+    assert est.how == "closed_form"
+    assert 1.0 <= est.extras["rho_star"] <= 8.0
+    assert est.extras["phase1"] <= est.value <= otspec.optimal_acceptance(p, otspec.iid(q, 8)).value + 1e-9
+
+
+def test_invalid_rho_breaks_losslessness_but_rho_star_does_not(rng):
+    V, k = 4, 3
+    p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+    tuples, w = otspec.iid(q, k).enumerate()
+    plan, d = kseq_plan(p, q, tuples)
+    assert np.abs(w @ plan_rows(plan, V) - p).max() < 1e-12
+    if d.rho_star > 1.01:
+        bad, _ = kseq_plan(p, q, tuples, rho=1.0)
+        assert np.abs(w @ plan_rows(bad, V) - p).max() > 1e-6
