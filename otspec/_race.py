@@ -229,11 +229,34 @@ def _cumsum_blocked(x: np.ndarray) -> None:
     x += off[None]
 
 
+def _dp_loop(q: np.ndarray, k: int, t: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """P(N_{H_i}(t) < k) at the prefixes ``idx`` (sorted) and nodes ``t``: the Poisson-binomial DP
+    over tokens (no overflow for any k), shape (len(idx), len(t))."""
+    out = np.empty((idx.size, t.size))
+    P = np.zeros((k, t.size))
+    P[0] = 1.0
+    want = np.zeros(int(idx.max()) + 1, dtype=bool)
+    want[idx] = True
+    row = 0
+    for i in range(int(idx.max())):
+        if q[i] > 0:
+            z = q[i] * t
+            a = np.exp(-z)
+            b = -np.expm1(-z)
+            P[1:] = P[1:] * a + P[:-1] * b
+            P[0] *= a
+        if want[i + 1]:
+            out[row] = P.sum(axis=0)
+            row += 1
+    return out
+
+
 @dataclass(frozen=True)
 class _Sweep:
     values: np.ndarray  # Q at the requested prefixes
     errors: np.ndarray  # per-prefix error bound
-    nodes: int
+    nodes: int  # quadrature nodes used
+    parts: dict  # largest value of each error component, and the grid (for benchmarks and docs)
 
 
 def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float,
@@ -249,7 +272,10 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     gam = _gamma_excess(h)
     tol_tail = 0.01 * target
     # Rate cap: with tau the product of k - 1 sums of <= n_tok terms below e^tau stays < e^650.
+    # Below tau = 36 the capping error (up to e^-tau per capped token) would matter: large k then
+    # takes the stable token loop instead (k >= 15 at V = 262 144).
     tau = min(50.0, 650.0 / max(k - 1, 1) - math.log(n_tok + 1.0))
+    loop = tau < 36.0
     # -- left end: the geometric bound on the omitted P(N >= k) part ---------------------------
     lqk = lam_idx * (Q_idx**k) / math.factorial(k)  # lambda q(H)^k / k!
     kk1 = (k + 1) * h
@@ -274,7 +300,7 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     q3 = np.ascontiguousarray(qp.reshape(nb, B).T)[:, :, None]  # (B, nb, 1)
     pos = idx - 1  # prefix i = inclusive prefix sum at token i - 1
     ri, bi = pos % B, pos // B
-    gather = idx.size < Vp // 4
+    gather = loop or idx.size < Vp // 4
     if gather:
         lam_g = lam_idx[:, None]
     else:
@@ -292,55 +318,67 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     n_est = int(math.ceil((s_hi_est - s_lo) / h)) + 1
     n_chunks = -(-n_est // Tc_max)
     Tc = -(-n_est // n_chunks)
-    bufs = [np.empty((B, nb, Tc)) for _ in range(5)]
+    if loop:
+        Tc = min(n_est, 256)  # one pass over the tokens per chunk: take many nodes at once
+    bufs = [] if loop else [np.empty((B, nb, Tc)) for _ in range(5)]
     n_done = 0
     tail = np.full(shape_acc, np.inf)
     while True:
         s = s_lo + h * np.arange(n_done, n_done + Tc)
         t = np.exp(s)
-        c, Y, Xp, Xc, R = bufs
-        # capped exponents z = min(q t, tau); Y = their prefix sums (the e^{-q(H) t} factor)
-        np.multiply(q3, t, out=Y)
-        np.minimum(Y, tau, out=Y)
-        np.expm1(Y, out=c)
-        _cumsum_blocked(Y)
-        # elementary symmetric sums: X_1 = cumsum(c), X_j = cumsum(c * shift(X_{j-1}))
-        R.fill(1.0)
-        if k >= 2:
-            Xp[...] = c
-            _cumsum_blocked(Xp)
-            R += Xp
-            for _ in range(2, k):
-                # term at token l is c_l * X_{j-1}(tokens < l): shift by one token in the layout
-                np.multiply(c[1:], Xp[:-1], out=Xc[1:])
-                np.multiply(c[0, 1:], Xp[B - 1, :-1], out=Xc[0, 1:])
-                Xc[0, 0] = 0.0
-                _cumsum_blocked(Xc)
-                R += Xc
-                Xp, Xc = Xc, Xp
         ht = h * t
-        if gather:
-            Yg = Y[ri, bi]  # (n, Tc)
-            Rg = R[ri, bi]
-            arg = Yg + lam_g * t
-            G = np.exp(-arg) * Rg  # = e^{-lambda t} P(N' < k)
+        if loop:
+            # Stable fallback for large k (the cumsum form would overflow): the Poisson-binomial DP
+            # over tokens, vectorised over the chunk's nodes. G = e^{-lambda t} P(N < k) exactly.
+            Pg = _dp_loop(q, k, t, idx)
+            arg = lam_g * t
+            G = np.exp(-arg) * Pg
             acc1 += G @ ht
             acc2 += (G * arg) @ ht
             G_last = G[:, -1]
         else:
-            arg = Xc
-            np.multiply(lam_g, t, out=arg)
-            arg += Y
-            G = c
-            np.negative(arg, out=G)
-            np.exp(G, out=G)
-            G *= R
-            acc1 += G @ ht
-            G_last = G[:, :, -1].copy()
-            G *= arg
-            acc2 += G @ ht
+            c, Y, Xp, Xc, R = bufs
+            # capped exponents z = min(q t, tau); Y = their prefix sums (the e^{-q(H) t} factor)
+            np.multiply(q3, t, out=Y)
+            np.minimum(Y, tau, out=Y)
+            np.expm1(Y, out=c)
+            _cumsum_blocked(Y)
+            # elementary symmetric sums: X_1 = cumsum(c), X_j = cumsum(c * shift(X_{j-1}))
+            R.fill(1.0)
+            if k >= 2:
+                Xp[...] = c
+                _cumsum_blocked(Xp)
+                R += Xp
+                for _ in range(2, k):
+                    # term at token l is c_l * X_{j-1}(tokens < l): shift by one token in the layout
+                    np.multiply(c[1:], Xp[:-1], out=Xc[1:])
+                    np.multiply(c[0, 1:], Xp[B - 1, :-1], out=Xc[0, 1:])
+                    Xc[0, 0] = 0.0
+                    _cumsum_blocked(Xc)
+                    R += Xc
+                    Xp, Xc = Xc, Xp
+            if gather:
+                Yg = Y[ri, bi]  # (n, Tc)
+                Rg = R[ri, bi]
+                arg = Yg + lam_g * t
+                G = np.exp(-arg) * Rg  # = e^{-lambda t} P(N' < k)
+                acc1 += G @ ht
+                acc2 += (G * arg) @ ht
+                G_last = G[:, -1]
+            else:
+                arg = Xc
+                np.multiply(lam_g, t, out=arg)
+                arg += Y
+                G = c
+                np.negative(arg, out=G)
+                np.exp(G, out=G)
+                G *= R
+                acc1 += G @ ht
+                G_last = G[:, :, -1].copy()
+                G *= arg
+                acc2 += G @ ht
         # capping error at each node: sum over capped tokens of e^{-tau} - e^{-q t}
-        for tn in t:
+        for tn in t if not loop else ():
             m = int(np.searchsorted(-q_desc, -tau / tn, side="left"))
             if m:
                 eps_max = max(eps_max, float(m * math.exp(-tau) - np.exp(-q_desc[:m] * tn).sum()))
@@ -365,16 +403,28 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     values = 1.0 - one_minus
     f_left = lqk * geo * math.exp((k + 1) * s_lo)
     n_nodes = n_done
-    rounding = _U * (
-        lam_idx * acc1 * ((k - 1) * (tau + 3 + B + nb) + k + n_nodes + 8)
-        + lam_idx * acc2 * (B + nb + 3)
-        + 30.0
-    )
+    if loop:
+        # each DP step is a convex combination: <= 4u relative per step on every P_j
+        rel = 4 * n_tok + k + n_nodes + 8
+        rounding = _U * (lam_idx * acc1 * rel + lam_idx * acc2 * 3 + 30.0)
+    else:
+        rel = (k - 1) * (tau + 3 + B + nb) + k + n_nodes + 8
+        rounding = _U * (lam_idx * acc1 * rel + lam_idx * acc2 * (B + nb + 3) + 30.0)
     other = f_left + tail + eps_max * (1.0 + gam) + rounding
     # discretisation: 2 sec^k(a) (1 - Q) / (e^{2 pi a / h} - 1) with 1 - Q <= computed + other
     disc = beta * np.minimum(1.0, (np.maximum(one_minus, 0.0) + other) / (1.0 - beta))
     errors = disc + other
-    return _Sweep(values=values, errors=errors, nodes=n_nodes)
+    parts = {
+        "discretisation": float(disc.max()),
+        "left_tail": float(f_left.max()),
+        "right_tail": float(tail.max()),
+        "rate_cap": eps_max * (1.0 + gam),
+        "rounding": float(rounding.max()),
+        "h": h,
+        "s_lo": s_lo,
+        "s_hi": s_lo + h * (n_nodes - 1),
+    }
+    return _Sweep(values=values, errors=errors, nodes=n_nodes, parts=parts)
 
 
 # ----------------------------------------------------------------------------------------------
