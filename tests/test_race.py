@@ -1,0 +1,328 @@
+"""The without-replacement race integral (otspec/_race.py) against first principles.
+
+Oracles: exact enumeration of successive sampling (the law's own and a careful one whose
+denominators are sums of the remaining masses), brute force over all 2^V subsets for the dual,
+closed forms (k = 1, uniform q), the reference token loop, and the same rule with a 1000x smaller
+error target.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import otspec
+from otspec import _race
+from otspec._tolerances import WOR_TARGET_ERROR
+from tests.conftest import random_simplex
+
+#: Rounding of the enumeration oracles themselves (sums of <= 7!/3! products of 4 factors).
+ORACLE_ATOL = 1e-14
+#: What the brief asks of every value on small problems.
+SMALL_ATOL = 1e-11
+
+
+# ------------------------------------------------------------------------------------------------
+# oracles
+# ------------------------------------------------------------------------------------------------
+def careful_prefix_values(q_sorted, k):
+    """Q(H_i^k), i = 0..V, by enumerating ordered k-tuples of distinct positive tokens; each
+    factor is q(x) / (mass not yet drawn), the denominator summed with math.fsum from the remaining
+    entries so that it stays accurate when one token holds almost all the mass."""
+    V = q_sorted.size
+    pos = [x for x in range(V) if q_sorted[x] > 0]
+    hist = np.zeros(V + 1)
+    for tup in itertools.permutations(pos, k):
+        w, used = 1.0, set()
+        for x in tup:
+            w *= q_sorted[x] / math.fsum(q_sorted[y] for y in pos if y not in used)
+            used.add(x)
+        hist[max(tup) + 1] += w
+    return np.cumsum(hist)
+
+
+def law_prefix_values(q, k, order):
+    """Q(H_i^k) from ``otspec.without_replacement(q, k).enumerate()`` by counting the tuples that
+    lie in each prefix of ``order``."""
+    tuples, weights = otspec.without_replacement(q, k).enumerate()
+    rank = np.empty(q.size, dtype=np.int64)
+    rank[order] = np.arange(q.size)
+    max_rank = rank[tuples].max(axis=1)
+    return np.array([weights[max_rank < i].sum() for i in range(q.size + 1)])
+
+
+def subset_minimum(p, q, k):
+    """min over all 2^V token sets H of P(H) - Q(H^k), Q by careful enumeration."""
+    V = p.size
+    best = 0.0
+    for mask in range(1, 2**V):
+        H = [x for x in range(V) if mask >> x & 1]
+        rest = [x for x in range(V) if not mask >> x & 1]
+        order = np.array(H + rest)
+        Qh = careful_prefix_values(q[order], k)[len(H)] if sum(q[H] > 0) >= k else 0.0
+        best = min(best, math.fsum(p[H]) - Qh)
+    return best
+
+
+def ratio_order(p, q):
+    """Tokens by p/q ascending, q = 0 last (MATH.md 3.2)."""
+    with np.errstate(divide="ignore"):
+        ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
+    return np.argsort(ratio, kind="stable")
+
+
+def lm_pair(rng, V, noise=1.0, drift=0.5):
+    """LM-like (p, q): Zipf-shaped logits plus noise; q perturbs the logits (as in the benchmark)."""
+    logits = -1.1 * np.log(np.arange(1, V + 1)) + rng.normal(0.0, noise, V)
+    p = np.exp(logits - logits.max())
+    lq = logits + rng.normal(0.0, drift, V)
+    q = np.exp(lq - lq.max())
+    return p / p.sum(), q / q.sum()
+
+
+SPECIAL_MASSES = {
+    "plain": None,
+    "zeros": [0.0, 0.0],
+    "tiny": [1e-12, 3e-12],
+    "unequal": [1 - 1e-9, 1e-10],
+    "zero_and_tiny": [0.0, 1e-12],
+}
+
+
+def special_q(rng, V, kind):
+    q = random_simplex(rng, V)
+    extra = SPECIAL_MASSES[kind]
+    if extra is not None:
+        q[: len(extra)] = extra
+        if kind == "unequal":
+            q[2:] = rng.dirichlet(np.ones(V - 2)) * (1e-9 - 1e-10)
+        else:
+            q[len(extra):] *= (1.0 - sum(extra)) / q[len(extra):].sum()
+    return q[rng.permutation(V)]
+
+
+# ------------------------------------------------------------------------------------------------
+# values against exact enumeration
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", sorted(SPECIAL_MASSES))
+@pytest.mark.parametrize("V,k", [(4, 2), (5, 3), (6, 2), (7, 3), (7, 4)])
+def test_values_match_careful_enumeration(kind, V, k):
+    rng = np.random.default_rng(1000 * V + 10 * k + len(kind))
+    q = special_q(rng, V, kind)
+    if np.count_nonzero(q) < k:
+        pytest.skip("support smaller than k")
+    for _ in range(3):
+        order = rng.permutation(V)
+        exact = careful_prefix_values(q[order], k)
+        vals, err = _race.wor_prefix_all_in(q[order], k)
+        gap = np.abs(vals - exact).max()
+        assert gap <= SMALL_ATOL
+        assert gap <= err + ORACLE_ATOL
+        assert err <= WOR_TARGET_ERROR
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_values_match_law_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(3, 8))
+    k = int(rng.integers(2, min(4, V - 1) + 1))
+    q = random_simplex(rng, V, zeros=int(rng.integers(0, V - k + 1)), alpha=0.5)
+    order = rng.permutation(V)
+    exact = law_prefix_values(q, k, order)
+    vals, err = otspec.without_replacement(q, k).prefix_prob_all_in(order)
+    assert np.abs(vals - exact).max() <= min(SMALL_ATOL, err + ORACLE_ATOL)
+
+
+def _masses(draw_kind, rng_u):
+    """A positive, zero, tiny or dominant raw mass (normalised later)."""
+    return {"normal": rng_u, "zero": 0.0, "tiny": 1e-12 * rng_u, "huge": 1e6 * (1 + rng_u)}[draw_kind]
+
+
+@given(
+    kinds=st.lists(st.sampled_from(["normal", "normal", "zero", "tiny", "huge"]), min_size=2, max_size=7),
+    us=st.lists(st.floats(0.05, 1.0), min_size=7, max_size=7),
+    k=st.integers(1, 4),
+    perm_seed=st.integers(0, 2**31),
+)
+def test_values_property(kinds, us, k, perm_seed):
+    raw = np.array([_masses(kd, u) for kd, u in zip(kinds, us)])
+    if np.count_nonzero(raw) < max(k, 1):
+        return
+    q = raw / math.fsum(raw)
+    order = np.random.default_rng(perm_seed).permutation(q.size)
+    exact = careful_prefix_values(q[order], k)
+    vals, err = _race.wor_prefix_all_in(q[order], k)
+    gap = np.abs(vals - exact).max()
+    assert gap <= SMALL_ATOL
+    assert gap <= err + ORACLE_ATOL
+
+
+# ------------------------------------------------------------------------------------------------
+# exact cases and closed forms
+# ------------------------------------------------------------------------------------------------
+def test_exact_cases_are_exact():
+    q = np.array([0.0, 1e-12, 0.3, 0.0, 0.5, 0.2 - 1e-12, 0.0])
+    vals, err = _race.wor_prefix_all_in(q, 3)
+    # fewer than 3 positive tokens in the first 4: Q = 0 exactly; the whole support: Q = 1 exactly
+    assert np.all(vals[:5] == 0.0)
+    assert np.all(vals[6:] == 1.0)
+    assert 0.0 < vals[5] < 1.0
+    assert err <= WOR_TARGET_ERROR
+
+
+def test_k1_closed_form():
+    rng = np.random.default_rng(7)
+    q = random_simplex(rng, 1000, zeros=100)
+    vals, err = _race.wor_prefix_all_in(q, 1)
+    assert np.abs(vals - np.concatenate([[0.0], np.cumsum(q)])).max() <= 1e-13
+    assert err <= 1e-15
+
+
+@pytest.mark.parametrize("k", [2, 5, 8])
+def test_uniform_q_closed_form_at_scale(k):
+    # Uniform q: every k-subset is equally likely, so Q(H^k) = m(m-1)...(m-k+1) / (n(n-1)...(n-k+1))
+    n = 60_000
+    q = np.full(n, 1.0 / n)
+    vals, err = _race.wor_prefix_all_in(q, k)
+    m = np.arange(n + 1, dtype=np.float64)
+    exact = np.ones(n + 1)
+    for j in range(k):
+        exact *= np.clip(m - j, 0.0, None) / (n - j)
+    gap = np.abs(vals - exact).max()
+    assert gap <= err
+    assert err <= WOR_TARGET_ERROR
+
+
+def test_scale_invariance():
+    # The race is invariant under scaling every rate: successive sampling proportional to q.
+    rng = np.random.default_rng(11)
+    q = random_simplex(rng, 3000, zeros=300, alpha=0.3)
+    v1, e1 = _race.wor_prefix_all_in(q, 4)
+    v2, e2 = _race.wor_prefix_all_in(q * 0.37, 4)
+    assert np.abs(v1 - v2).max() <= e1 + e2
+
+
+def test_prefix_at_agrees_with_all_in():
+    rng = np.random.default_rng(12)
+    q = random_simplex(rng, 4000, zeros=500, alpha=0.2)
+    vals, err = _race.wor_prefix_all_in(q, 5)
+    idx = rng.integers(0, q.size + 1, size=37)
+    sub, err_sub = _race.wor_prefix_at(q, 5, idx)
+    assert np.abs(sub - vals[idx]).max() <= err + err_sub
+
+
+# ------------------------------------------------------------------------------------------------
+# error bound against independent high-accuracy references
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [2, 4, 8, 18])
+def test_against_reference_loop(k):
+    # The reference token loop (Gauss-Legendre in log t) with 1600 nodes on a wide range. k = 18
+    # exercises the stable token-loop fallback used when the cumsum form could overflow.
+    rng = np.random.default_rng(100 + k)
+    V = 2500 if k < 18 else 800
+    p, q = lm_pair(rng, V)
+    order = ratio_order(p, q)
+    vals, err = _race.wor_prefix_all_in(q[order], k)
+    ref = _race._reference_prefix_values(q[order], k, n_nodes=1600, s_lo=-40.0)
+    assert np.abs(vals - ref).max() <= err + 1e-12  # the reference's own error is ~1e-13
+    assert err <= WOR_TARGET_ERROR
+
+
+@pytest.mark.parametrize("family", ["lm", "dirichlet", "heavy"])
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_error_bound_covers_error_at_scale(family, k):
+    rng = np.random.default_rng({"lm": 1, "dirichlet": 2, "heavy": 3}[family] * 10 + k)
+    V = 50_000
+    if family == "lm":
+        p, q = lm_pair(rng, V)
+        q = q[ratio_order(p, q)]
+    elif family == "dirichlet":
+        q = rng.dirichlet(np.full(V, 0.1))
+    else:  # three tokens hold all but 1e-6 of the mass: lambda -> 0 and m_k tiny together
+        q = np.full(V, 1e-6 / (V - 3))
+        q[:3] = [0.5, 0.3, 0.2 - 1e-6]
+        q = q[rng.permutation(V)]
+    vals, err = _race.wor_prefix_all_in(q, k)
+    ref, ref_err = _race._prefix_at(q, k, np.arange(V + 1), WOR_TARGET_ERROR / 1000)
+    assert np.abs(vals - ref).max() <= err + ref_err
+    assert err <= WOR_TARGET_ERROR
+
+
+def test_error_bound_is_not_vacuous_and_fails_when_rule_is_coarse():
+    # Negative control: the same sweep with a 1e6x looser target really is less accurate, and its
+    # (larger) bound still covers the gap; so agreement above is not an artefact of the reference.
+    rng = np.random.default_rng(5)
+    q = rng.dirichlet(np.full(20_000, 0.2))
+    idx = np.arange(q.size + 1)
+    fine, e_fine = _race._prefix_at(q, 3, idx, 1e-14)
+    coarse, e_coarse = _race._prefix_at(q, 3, idx, 1e-5)
+    gap = np.abs(coarse - fine).max()
+    assert gap > 1e-11
+    assert gap <= e_coarse + e_fine
+
+
+# ------------------------------------------------------------------------------------------------
+# the dual minimum
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(12))
+def test_dual_minimum_matches_all_subsets(seed):
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(3, 8))
+    k = int(rng.integers(1, min(4, V - 1) + 1))
+    p = random_simplex(rng, V, zeros=int(rng.integers(0, 2)))
+    q = random_simplex(rng, V, zeros=int(rng.integers(0, V - k + 1)), alpha=0.7)
+    if seed % 3 == 0:
+        q[np.argmin(q + (q == 0))] = 1e-12  # a tiny rate
+        q /= q.sum()
+    order = ratio_order(p, q)
+    res = _race.wor_dual_minimum(p[order], q[order], k)
+    brute = 1.0 + subset_minimum(p, q, k)
+    assert abs(res.value - brute) <= min(SMALL_ATOL, res.error_bound + ORACLE_ATOL)
+    # the returned cut attains the value
+    cut_val = math.fsum(p[order][: res.index]) - careful_prefix_values(q[order], k)[res.index]
+    assert abs(1.0 + cut_val - res.value) <= res.error_bound + ORACLE_ATOL
+
+
+@pytest.mark.parametrize("family", ["lm", "dirichlet"])
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_dual_minimum_matches_prefix_scan(family, k):
+    rng = np.random.default_rng(50 + k)
+    V = 2000
+    if family == "lm":
+        p, q = lm_pair(rng, V, noise=1.5, drift=1.0)
+    else:
+        p, q = rng.dirichlet(np.full(V, 0.1)), rng.dirichlet(np.full(V, 0.1))
+    order = ratio_order(p, q)
+    ps, qs = p[order], q[order]
+    vals, err = _race.wor_prefix_all_in(qs, k)
+    f = np.concatenate([[0.0], np.cumsum(ps)]) - vals
+    res = _race.wor_dual_minimum(ps, qs, k)
+    assert abs(res.value - (1.0 + f.min())) <= err + res.error_bound
+    assert f[res.index] <= f.min() + err + res.error_bound
+    assert 0 < res.evaluated < V // 2  # pruning does its job on these families
+    assert res.error_bound <= WOR_TARGET_ERROR
+
+
+def test_dual_minimum_exact_prefixes_and_k1():
+    # k = 1 is the maximal coupling: 1 + min_i [P_i - q(H_i)] = sum min(p, q)
+    rng = np.random.default_rng(9)
+    p, q = random_simplex(rng, 500, zeros=20), random_simplex(rng, 500, zeros=50)
+    order = ratio_order(p, q)
+    res = _race.wor_dual_minimum(p[order], q[order], 1)
+    assert abs(res.value - np.minimum(p, q).sum()) <= 1e-13
+    assert res.evaluated == 0
+    # p == q: every prefix has P - Q >= 0 (WOR), so the minimum is 1 at the empty cut or the whole support
+    res = _race.wor_dual_minimum(q[order], q[order], 3)
+    assert abs(res.value - 1.0) <= res.error_bound + 1e-15
+
+
+def test_worminimum_is_frozen_and_public():
+    res = _race.wor_dual_minimum(np.array([0.1, 0.2, 0.7]), np.array([0.5, 0.3, 0.2]), 2)
+    with pytest.raises(AttributeError):
+        res.value = 0.0  # type: ignore[misc]
+    assert "WorMinimum(" in repr(res)
+    for name in _race.__all__:
+        assert hasattr(_race, name)
