@@ -19,6 +19,11 @@ randomness; ``otspec.greedy`` only records the set ``(a, i)``, so we redraw the 
 exact conditional law (probability :math:`1-q(a)` for :math:`(i, a)`) with the coin stream. In
 step (3) every unit of leftover draft mass is sent to a with the same probability
 :math:`p_a / L` (one choice among equivalent ones; the output law does not depend on it).
+
+Averaged over the latent order, the hub rule keeps i with probability
+:math:`(1-q(a))\min(1, p_i/q_i) + q(a)\min(1, (p_i-q_i)_+/(q(a)\tilde q_i)) = \min(1, p_i/\tilde q_i)`
+and splits the rest like Hu et al.'s :math:`p_{rem}`: its kernel *equals* that of
+``greedy_optimal`` (tested); only the sampling path differs.
 """
 
 from __future__ import annotations

@@ -1,0 +1,38 @@
+"""otspec.verifiers.compare: one row per applicable verifier, against the optimum."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import otspec
+from otspec.verifiers import ALL, compare
+
+
+def test_rows_for_each_applicable_verifier(rng):
+    V = 6
+    p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+    for law in (otspec.iid(q, 2), otspec.without_replacement(q, 3), otspec.greedy(q, 2), otspec.iid(q, 1)):
+        rows = compare(p, law)
+        assert [r.name for r in rows] == [v.name for v in ALL if v.applies_to(law)]
+        opt = otspec.optimal_acceptance(p, law).value
+        for r in rows:
+            assert r.optimum == opt
+            assert abs(r.gap - (opt - r.acceptance)) < 1e-15
+            assert abs(r.percent_of_optimum - 100 * r.acceptance / opt) < 1e-9
+            assert r.gap >= -1e-9, r
+            if r.name in ("optimal_plan", "khisti", "greedy_optimal", "spechub"):
+                assert abs(r.gap) < 1e-9, r
+
+
+def test_explicit_optimum_and_large_law():
+    rng = np.random.default_rng(4)
+    V = 5000
+    p, q = rng.dirichlet(np.full(V, 0.2)), rng.dirichlet(np.full(V, 0.2))
+    law = otspec.iid(q, 4)
+    rows = {r.name: r for r in compare(p, law, optimum=0.9)}
+    assert all(r.optimum == 0.9 for r in rows.values())
+    assert rows["kseq"].how == "closed_form" and rows["rrs"].how == "closed_form"
+    assert rows["khisti"].how == "unavailable" and math.isnan(rows["khisti"].acceptance)
+    assert rows["optimal_plan"].how == "unavailable"
