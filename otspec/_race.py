@@ -385,7 +385,8 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
         n_done += Tc
         t_last = float(t[-1])
         lt = (lam_g[:, 0] if gather else lam_g[:, :, 0]) * t_last
-        tail = G_last * np.where(lt >= 1.0, 1.0, np.exp(np.minimum(lt, 1.0)) * (1.0 + gam))
+        # (1 + 1e-9) covers the rounding of G_last itself (relative error far below 1e-9)
+        tail = G_last * np.where(lt >= 1.0, 1.0, np.exp(np.minimum(lt, 1.0)) * (1.0 + gam)) * (1.0 + 1e-9)
         if gather:
             worst = float(tail.max())
         else:
@@ -625,11 +626,13 @@ def wor_dual_minimum(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> WorM
     blk = _top_block(V)
     top = _block_top(q, k - 1, blk)  # (nb + 1, k - 1)
     msum = np.cumsum(top, axis=1)  # msum[b, j - 1] = top-j mass of the first b * blk tokens
-    mbar = msum[-(-allidx // blk)]  # (V + 1, k - 1): superset block end -> upper bound on m_j(H_i)
-    # (q(H) - m)/(S - m) decreases in m; a zero or negative factor (m >= q(H)) gives the bound 0
-    den = np.maximum(S - mbar, np.finfo(np.float64).tiny)
-    fac = np.clip((Q[:, None] - mbar) / den, 0.0, 1.0)
-    lower = np.minimum(r * np.prod(fac, axis=1), upper)
+    block_end = -(-allidx // blk)  # superset of H_i: its top-j mass bounds m_j(H_i) from above
+    lower = r.copy()
+    for j in range(1, k):  # one (V + 1,) vector at a time: memory O(V) for any k
+        mbar = msum[block_end, j - 1]
+        # (q(H) - m)/(S - m) decreases in m; a zero or negative factor (m >= q(H)) gives 0
+        lower *= np.clip((Q - mbar) / np.maximum(S - mbar, np.finfo(np.float64).tiny), 0.0, 1.0)
+    lower = np.minimum(lower, upper)
     D_exact = P - np.where(one, 1.0, 0.0)
     D_hi = np.where(exact, D_exact, P - lower)
     D_lo = np.where(exact, D_exact, P - upper)
