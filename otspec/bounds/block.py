@@ -158,6 +158,35 @@ def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: fl
     return cols, rows, nnz
 
 
+def _polish(A, b: np.ndarray, c: np.ndarray, basis, highspy):
+    """Re-solve the final simplex basis in float64 (LU of the basis matrix): exact basic primal and
+    dual solutions instead of HiGHS' tolerance-level ones. Returns ``(x, y)`` or None."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import splu
+
+    try:
+        basic = highspy.HighsBasisStatus.kBasic
+        cols = np.array([st == basic for st in basis.col_status], dtype=bool)
+        rows = np.array([st == basic for st in basis.row_status], dtype=bool)
+        nrow = A.shape[0]
+        if cols.sum() + rows.sum() != nrow:
+            return None
+        slack = sp.csc_matrix((-np.ones(int(rows.sum())), (np.flatnonzero(rows), np.arange(int(rows.sum())))), shape=(nrow, int(rows.sum())))
+        M = sp.hstack([A[:, np.flatnonzero(cols)], slack], format="csc")
+        lu = splu(M)
+        rhs = np.where(rows, 0.0, b)
+        z = lu.solve(rhs)
+        x = np.zeros(A.shape[1])
+        x[cols] = z[: int(cols.sum())]
+        cost = np.concatenate([c[cols], np.zeros(int(rows.sum()))])
+        y = lu.solve(cost, trans="T")
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+            return None
+        return x, y
+    except Exception:  # singular or odd basis: keep HiGHS' solution (the certificate still runs)
+        return None
+
+
 def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str) -> BlockOptimumResult:
     r"""Solve the full-information LP over (drafted outcome, emitted block).
 
@@ -183,7 +212,7 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     )
     S = _suffix_tables(table)
     target = S[0].reshape(-1)  # M_b(z) for every z in Omega^{gamma+1}
-    starts, indices, values, lab_o, lab_t, lab_n, lab_y = [], [], [], [], [], [], []
+    starts, indices, values, lab_o, lab_t, lab_n, lab_y, mb_parts = [], [], [], [], [], [], [], []
     offset = 0
     for t in range(g + 1):
         o_ids = np.concatenate([np.full(len(nodes[o][t]), o, dtype=np.int64) for o in range(n_out)])
@@ -194,6 +223,13 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
         n_ids = np.repeat(n_ids, V)
         y_ids = np.tile(np.arange(V, dtype=np.int64), o_ids.size // V)
         m = n_ids * V + y_ids  # node of the emitted block z^{t+1}
+        # An emitted block of target probability 0 would put extended mass on sequences the target
+        # never produces: such columns are 0 in every feasible plan, so they are not built (this
+        # also keeps HiGHS' presolve away from rows whose right-hand side is exactly 0).
+        ok = table.p_joint[t][n_ids] * table.p_cond[t][n_ids, y_ids] > 0
+        o_ids, n_ids, y_ids, m = o_ids[ok], n_ids[ok], y_ids[ok], m[ok]
+        if m.size == 0:
+            continue
         L = V ** (g - t)
         idx = np.empty((m.size, 1 + L), dtype=np.int64)
         val = np.empty((m.size, 1 + L))
@@ -201,10 +237,13 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
         idx[:, 1:] = n_out + m[:, None] * L + np.arange(L)[None, :]
         val[:, 0] = 1.0
         val[:, 1:] = S[t + 1][m]
-        indices.append(idx.ravel())
-        values.append(val.ravel())
-        starts.append(offset + (1 + L) * np.arange(m.size, dtype=np.int64))
-        offset += (1 + L) * m.size
+        nz = val != 0.0
+        counts = nz.sum(axis=1)
+        indices.append(idx[nz])
+        values.append(val[nz])
+        starts.append(offset + np.concatenate([[0], np.cumsum(counts)[:-1]]))
+        offset += int(counts.sum())
+        mb_parts.append(table.p_joint[t][n_ids] * table.p_cond[t][n_ids, y_ids])
         lab_o.append(o_ids), lab_t.append(np.full(m.size, t, dtype=np.int64)), lab_n.append(n_ids), lab_y.append(y_ids)
     start = np.concatenate(starts + [np.array([offset], dtype=np.int64)])
     index = np.concatenate(indices)
@@ -213,30 +252,69 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     b = np.concatenate([np.asarray(weights, dtype=np.float64), target])
     ncol, nrow = tau.size, b.size
 
+    # Diagonal scaling for HiGHS (its tolerances and its small-matrix-value cut are absolute, and it
+    # refuses entries above 1e15): the column of an emitted block z^{t+1} is measured in units of
+    # M_b(z^{t+1}); every target row is divided by M_b(z), so it reads sum u = 1 with unit entries;
+    # every draft row by its right-hand side Q(o) (see below). The certificate below is computed
+    # in the original units. Peaky models (conditionals ~1e-9 and below) can still defeat the
+    # solver: that shows as status "solver_failed"/"check_failed", never as a silently wrong value.
+    col_of = np.repeat(np.arange(ncol), np.diff(start))
+    col_scale = np.concatenate(mb_parts)
+    draft_entry = index < n_out
+    scaled_draft = col_scale[col_of[draft_entry]]
+    row_max = np.zeros(n_out)  # becomes the draft rows' divisor
+    np.maximum.at(row_max, index[draft_entry], scaled_draft)
+    row_max[row_max == 0] = 1.0
+    # divide each draft row by its right-hand side Q(o) (rhs 1, like the target rows), unless that
+    # makes entries larger than 1e9 (HiGHS refuses entries above 1e15 and loses accuracy well before)
+    row_max = np.maximum(np.asarray(weights, dtype=np.float64), row_max * 1e-9)
+    value_s = np.ones(index.size)
+    # target-row entries: M_b(z_{t+2..} | z^{t+1}) M_b(z^{t+1}) / M_b(z) = 1 exactly (not computed
+    # as a product of scales, which could overflow near the float64 floor)
+    value_s[draft_entry] = scaled_draft / row_max[index[draft_entry]]
+    row_scale = np.concatenate([1.0 / row_max, np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), 1.0)])
+    rhs = np.concatenate([b[:n_out] / row_max, (target > 0).astype(np.float64)])
     lp = highspy.HighsLp()
     lp.num_col_ = ncol
     lp.num_row_ = nrow
-    lp.col_cost_ = tau
+    lp.col_cost_ = tau * col_scale
     lp.col_lower_ = np.zeros(ncol)
     lp.col_upper_ = np.full(ncol, highspy.kHighsInf)
-    lp.row_lower_ = b
-    lp.row_upper_ = b
+    lp.row_lower_ = rhs
+    lp.row_upper_ = rhs
     lp.sense_ = highspy.ObjSense.kMaximize
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = start.astype(np.int32)
     lp.a_matrix_.index_ = index.astype(np.int32)
-    lp.a_matrix_.value_ = value
+    lp.a_matrix_.value_ = value_s
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
     h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)
     h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)
+    # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them (1e-12 is
+    # the smallest value the option accepts).
+    h.setOptionValue("small_matrix_value", 1e-12)
     h.passModel(lp)
     h.run()
     ok = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
     sol = h.getSolution()
-    x = np.asarray(sol.col_value, dtype=np.float64)
-    ydual = np.asarray(sol.row_dual, dtype=np.float64)
+    x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
+    ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
+    polished = False
+    duals = [ydual, -ydual]
+    if ok:
+        import scipy.sparse as sp
+
+        A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
+        basis = h.getBasis()
+        polish = _polish(A, b, tau, basis, highspy)
+        if polish is not None:
+            x_p, y_p = polish
+            # keep the polished basic solution only if it is at least as feasible as HiGHS' one
+            if x_p.min() >= -1e-14 and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + 1e-16:
+                x, polished = np.maximum(x_p, 0.0), True
+            duals.append(y_p)
     naive = _naive(table)
     labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
     if not ok:
@@ -244,9 +322,6 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
                                   checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0})
 
     # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
-    import scipy.sparse as sp
-
-    A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
     xc = np.maximum(x, 0.0)
     primal = float(tau @ xc)
     checks = {
@@ -255,24 +330,33 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
         "target_law": float(np.abs(A[n_out:] @ xc - b[n_out:]).max()),
         "objective": abs(primal - float(h.getInfo().objective_function_value)),
     }
-    # Dual of max c.x, Ax = b, x >= 0 is min b.y, A^T y >= c. HiGHS' sign convention for the row
-    # duals of a maximisation is not ours to rely on: take whichever sign is (nearly) feasible.
+    # Dual of max c.x, Ax = b, x >= 0 is min b.y, A^T y >= c. Every feasible plan has
+    # x_j <= M_b(z^{t+1}) = col_scale_j (sum the target rows of column j's block), so for ANY y
+    #     optimum <= b.y + sum_j col_scale_j * max(0, c_j - (A^T y)_j),
+    # a rigorous upper bound even when y is slightly infeasible. We try HiGHS' row duals (either sign: its
+    # convention for a maximisation is not ours to rely on) and the polished basis duals, and keep
+    # the smallest bound.
+    # A bound below the value of our (feasible to rounding) plan can only come from a numerically
+    # meaningless y (huge multipliers times rounding): such candidates are skipped.
     best = None
-    for sgn in (1.0, -1.0):
-        yv = sgn * ydual
-        viol = float(max(0.0, (tau - A.T @ yv).max()))
-        if best is None or viol < best[0]:
-            best = (viol, float(b @ yv))
+    for yv in duals:
+        slack = float(col_scale @ np.maximum(tau - A.T @ yv, 0.0))
+        bound = float(b @ yv) + slack
+        if bound < primal - 1e-12:
+            continue
+        if best is None or bound < best[1]:
+            best = (slack, bound)
+    if best is None:
+        best = (float("inf"), float("inf"))
     checks["dual_feasibility"] = best[0]
-    dual_value = best[1]
-    gap = dual_value - primal
+    gap = best[1] - primal
     checks["gap"] = abs(gap)
     good = all(v <= CERTIFICATE_ATOL for v in checks.values())
     x.setflags(write=False)
     return BlockOptimumResult(
         value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, naive_bound=naive,
         gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
-        checks=checks, plan=x, columns=labels,
+        checks={**checks, "polished": float(polished)}, plan=x, columns=labels,
     )
 
 

@@ -35,7 +35,7 @@ def test_k1_is_block_optimum(inst, gamma):
     p, q = inst
     r = tree_optimum(p, q, 1, gamma)
     assert r.ok and r.k == 1
-    assert abs(r.value - block_optimum(p, q, gamma).value) <= LP_ATOL
+    assert abs(r.value - block_optimum(p, q, gamma).value) <= LP_ATOL + r.gap
 
 
 @settings(max_examples=12)
@@ -46,14 +46,15 @@ def test_tree_lp_dominates_every_tree_verifier(inst, gamma):
     iid = tree_optimum(p, q, k, gamma)
     assert iid.ok, iid.checks
     block = block_optimum(p, q, gamma).value
-    assert iid.value >= block - LP_ATOL
+    tol = LP_ATOL + iid.gap  # the certified gap (peaky models: see tests/bounds/test_block.py)
+    assert iid.value >= block - tol
     for v in ("spectr", "rrs"):
-        assert iid.value >= tree.expected_accepted(p, q, k, gamma, verifier=v) - LP_ATOL
+        assert iid.value >= tree.expected_accepted(p, q, k, gamma, verifier=v) - tol
     if np.count_nonzero(q(())) >= k:
         wor = tree_optimum(p, q, k, gamma, replacement=False)
         assert wor.ok
-        assert wor.value >= tree.expected_accepted(p, q, k, gamma, verifier="rrs_wor") - LP_ATOL
-        assert wor.value >= block - LP_ATOL
+        assert wor.value >= tree.expected_accepted(p, q, k, gamma, verifier="rrs_wor") - LP_ATOL - wor.gap
+        assert wor.value >= block - LP_ATOL - wor.gap
     assert iid.value <= gamma + LP_ATOL
 
 
@@ -62,10 +63,10 @@ def test_depth_one_is_the_multidraft_optimum(seed, k, sparse):
     """gamma = 1: the tree LP is the OTM-k optimum alpha*(p, Q) of the single-step bound."""
     p, q = make_pair(seed, 3, 1.0, sparse)
     r = tree_optimum(p, q, k, 1)
-    assert abs(r.value - otspec.optimal_acceptance(p(()), otspec.iid(q(()), k)).value) <= LP_ATOL
+    assert abs(r.value - otspec.optimal_acceptance(p(()), otspec.iid(q(()), k)).value) <= LP_ATOL + r.gap
     if np.count_nonzero(q(())) >= k:
         r = tree_optimum(p, q, k, 1, replacement=False)
-        assert abs(r.value - otspec.optimal_acceptance(p(()), otspec.without_replacement(q(()), k)).value) <= LP_ATOL
+        assert abs(r.value - otspec.optimal_acceptance(p(()), otspec.without_replacement(q(()), k)).value) <= LP_ATOL + r.gap
 
 
 def test_strict_gap_to_verifiers_on_a_small_case():
