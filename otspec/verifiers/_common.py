@@ -15,6 +15,7 @@ a *separate* child stream (DESIGN.md section 4: reusing the accept uniform biase
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -51,6 +52,8 @@ __all__ = [
     "kseq_details",
     "rrs_closed_form",
     "greedy_closed_form",
+    "greedy_parts",
+    "memo",
     "first_draft_marginal",
     "membership_mask",
     "set_index",
@@ -344,10 +347,11 @@ def first_draft_marginal(law: DraftLaw) -> np.ndarray:
     if kind in ("iid", "without_replacement"):
         return np.asarray(law.q)
     if kind == "greedy":
+        top, q_rest = greedy_parts(law)
         if law.k == 1:
-            return np.asarray(law.q_rest)
+            return q_rest
         m = np.zeros(law.V)
-        m[int(law.top[0])] = 1.0
+        m[int(top[0])] = 1.0
         return m
     if kind == "product":
         return np.asarray(law.qs[0])
@@ -379,6 +383,12 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
     :math:`f(1) \ge 0 \ge f(k)`. We return the *upper* end of the final bracket, so that
     :math:`f(\rho^*) \le 0`: the rule is valid (lossless) at the returned value, not just near it.
 
+    Cost: one O(V) pass, then a shrinking working set. For :math:`\rho` in the current bracket
+    :math:`[lo, hi]` only tokens with ratio :math:`p/q \in (lo, hi]` can switch between the two
+    branches of the minimum; the others are folded into constants
+    (:math:`\beta(\rho) = (A + \sum_{r \le \rho} p)/\rho + B + \sum_{r > \rho} q`), and every
+    bisection step drops the tokens outside the new bracket (about half of them).
+
     Examples
     --------
     >>> import numpy as np
@@ -387,24 +397,41 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
     """
     if k == 1:
         return 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = p / q  # q = 0: ratio inf (or nan when p = 0 too): such tokens sit on the q branch, adding 0
+    lo, hi = 1.0, float(k)
+    below = r <= lo
+    band = (r > lo) & (r <= hi)
+    A = float(np.add.reduce(p, where=below))  # tokens always on the p / rho branch
+    B = float(np.add.reduce(q, where=~(below | band)))  # tokens always on the q branch
+    idx = np.flatnonzero(band)
+    rb, pb, qb = r[idx], p[idx], q[idx]
 
-    def f(rho: float) -> float:
-        b = kseq_beta(p, q, rho)
+    def f_at(rho: float, P_in: float, Q_out: float) -> float:
+        b = (A + P_in) / rho + B + Q_out
         return _one_minus_pow(b, k) - rho * b
 
-    lo, hi = 1.0, float(k)
-    if f(lo) <= 0.0:
+    if f_at(lo, 0.0, float(qb.sum())) <= 0.0:
         return lo
-    if f(hi) > 0.0:  # impossible in exact arithmetic (MATH 2.2: clamp to [1, k])
+    if f_at(hi, float(pb.sum()), 0.0) > 0.0:  # impossible in exact arithmetic (MATH 2.2: clamp)
         return hi
     while True:
         mid = 0.5 * (lo + hi)
         if not (lo < mid < hi):
             return hi
-        if f(mid) > 0.0:
+        inside = rb <= mid
+        P_in = float(pb[inside].sum())
+        Q_out = float(qb[~inside].sum())
+        if f_at(mid, P_in, Q_out) > 0.0:
             lo = mid
+            A += P_in
+            keep = ~inside
         else:
             hi = mid
+            B += Q_out
+            keep = inside
+        if rb.size:
+            rb, pb, qb = rb[keep], pb[keep], qb[keep]
 
 
 def kseq_details(p: np.ndarray, q: np.ndarray, k: int) -> KSeqDetails:
@@ -425,10 +452,12 @@ def kseq_details(p: np.ndarray, q: np.ndarray, k: int) -> KSeqDetails:
     membership = phase1
     if phase1 < 1.0 and beta < 1.0:
         pres, _ = residual(p, gamma * m)
-        r = np.maximum(q - p / rho, 0.0) / (1.0 - beta)
+        # only tokens that carry residual mass and that a rejected draft can be contribute
+        idx = np.flatnonzero((pres > 0) & (q > m))
+        r = (q[idx] - m[idx]) / (1.0 - beta)  # law of a rejected draft: (q - p / rho)_+ / (1 - beta)
         with np.errstate(divide="ignore"):  # r == 1 gives log1p(-1) = -inf and hit = 1, as intended
             hit = -np.expm1(k * np.log1p(-np.minimum(r, 1.0)))  # 1 - (1 - r)^k
-        membership = phase1 + (1.0 - phase1) * float(pres @ hit)
+        membership = phase1 + (1.0 - phase1) * float(pres[idx] @ hit)
     return KSeqDetails(rho_star=float(rho), beta=beta, phase1=phase1, gamma=float(gamma), membership=float(membership), k=int(k))
 
 
@@ -466,11 +495,50 @@ def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
     return float(min(membership, 1.0)), float(acc)
 
 
+def greedy_parts(law: DraftLaw) -> tuple[np.ndarray, np.ndarray]:
+    """``(law.top, law.q_rest)`` computed with a partial sort (the law's properties fully sort q
+    on every access) and memoised per law object. Same tie rule: larger q first, then lower id."""
+
+    def build():
+        q = np.asarray(law.q)
+        m = law.k - 1
+        if m == 0:
+            top = np.zeros(0, dtype=np.int64)
+        else:
+            part = np.argpartition(-q, m - 1)[:m]
+            cand = np.flatnonzero(q >= q[part].min())  # every token tied with the m-th largest
+            top = cand[np.argsort(-q[cand], kind="stable")][:m].astype(np.int64)
+        rest = q.copy()
+        rest[top] = 0.0
+        return top, rest / rest.sum()
+
+    return memo("greedy_parts", law, None, build)
+
+
 def greedy_closed_form(p: np.ndarray, law: DraftLaw) -> float:
     r""":math:`\alpha^*_{greedy} = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` (MATH.md 3.3)."""
-    top = law.top
+    top, q_rest = greedy_parts(law)
     # q_rest vanishes on G, so the second sum may run over every token.
-    return float(min(p[top].sum() + np.minimum(p, law.q_rest).sum(), 1.0))
+    return float(min(p[top].sum() + np.minimum(p, q_rest).sum(), 1.0))
+
+
+_MEMO: dict = {}
+_MEMO_SIZE = 32
+
+
+def memo(tag: str, law: DraftLaw, p: np.ndarray | None, build):
+    """Memoise per-(verifier step, law object, target) precomputations (rho*, residuals, ...), so
+    that repeated ``sample`` calls and chunked ``sample_batch`` do O(V) work once. Keys use the
+    law's identity (laws are immutable) and a 128-bit hash of p's bytes."""
+    key = (tag, id(law), None if p is None else hashlib.blake2b(np.ascontiguousarray(p).view(np.uint8), digest_size=16).digest())
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is law:
+        return hit[1]
+    value = build()
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = (law, value)
+    return value
 
 
 # ------------------------------------------------------------------------------------------------
@@ -501,7 +569,8 @@ def _validate_batch(law: DraftLaw, drafts: Any) -> np.ndarray:
     elif kind == "product":
         ok = np.all(np.stack([qj[d[:, j]] > 0 for j, qj in enumerate(law.qs)], axis=1), axis=1)
     elif kind == "greedy":
-        ok = np.all(d[:, :-1] == law.top[None, :], axis=1) & (law.q_rest[d[:, -1]] > 0)
+        top, q_rest = greedy_parts(law)
+        ok = np.all(d[:, :-1] == top[None, :], axis=1) & (q_rest[d[:, -1]] > 0)
     else:
         ok = np.array([law.tuple_probability(row) > 0 for row in d], dtype=bool)
     if not np.all(ok):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, greedy_closed_form
+from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, greedy_closed_form, greedy_parts, memo
 
 __all__ = ["GreedyOptimalVerifier", "greedy_optimal"]
 
@@ -39,11 +39,15 @@ class GreedyOptimalVerifier(Verifier):
         return law.kind == "greedy"
 
     def _plan(self, p, law, tuples):
-        qt = law.q_rest
-        prem = np.maximum(p - qt, 0.0)
-        prem[law.top] = p[law.top]
-        tot = prem.sum()
-        res = prem / tot if tot > 0 else np.array(p, copy=True)
+        top, qt = greedy_parts(law)
+
+        def build():
+            prem = np.maximum(p - qt, 0.0)
+            prem[top] = p[top]
+            tot = prem.sum()
+            return prem / tot if tot > 0 else np.array(p, copy=True)
+
+        res = memo("greedy_optimal.residual", law, p, build)
         last = tuples[:, -1:]
         return SequentialPlan(tokens=last, accept=accept_ratio(p[last], qt[last]), residual=res)
 

@@ -31,25 +31,38 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, greedy_closed_form, plan_rows, sample_plan
+from otspec.verifiers._common import (
+    SequentialPlan,
+    Verifier,
+    accept_ratio,
+    greedy_closed_form,
+    greedy_parts,
+    memo,
+    plan_rows,
+    sample_plan,
+)
 
 __all__ = ["SpecHubVerifier", "spechub"]
 
 
 def _hub_plans(p: np.ndarray, law: DraftLaw, tuples: np.ndarray):
     q = law.q
-    a = int(law.top[0])
+    top, qt = greedy_parts(law)
+    a = int(top[0])
     qa = float(q[a])
-    qt = law.q_rest
     i = tuples[:, 1]
     a1 = accept_ratio(p[i], q[i])
     a2 = accept_ratio(np.maximum(p[i] - q[i], 0.0), qa * qt[i])
-    L = 1.0 - float(np.minimum(p, qt).sum())  # qt vanishes at a
-    c = min(1.0, p[a] / L) if L > 0 else 0.0
-    left = np.maximum(p - qt, 0.0)
-    left[a] = 0.0
-    tot = left.sum()
-    res = left / tot if tot > 0 else np.array(p, copy=True)
+
+    def build():
+        L = 1.0 - float(np.minimum(p, qt).sum())  # qt vanishes at a
+        c = min(1.0, p[a] / L) if L > 0 else 0.0
+        left = np.maximum(p - qt, 0.0)
+        left[a] = 0.0
+        tot = left.sum()
+        return c, (left / tot if tot > 0 else np.array(p, copy=True))
+
+    c, res = memo("spechub.residual", law, p, build)
     toks = np.stack([i, np.full_like(i, a)], axis=1)
     cc = np.full(i.shape, c)
     plan_ia = SequentialPlan(tokens=toks, accept=np.stack([a1, cc], axis=1), residual=res)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier
+from otspec.verifiers._common import SequentialPlan, Verifier, greedy_parts
 
 __all__ = ["NSSVerifier", "nss"]
 
@@ -44,8 +44,9 @@ class NSSVerifier(Verifier):
         elif kind == "product":
             hit = 1.0 - np.prod([1.0 - qj for qj in law.qs], axis=0)
         elif kind == "greedy":
-            hit = law.q_rest.copy()
-            hit[law.top] = 1.0
+            top, q_rest = greedy_parts(law)
+            hit = q_rest.copy()
+            hit[top] = 1.0
         else:
             return None
         return float(p @ hit), {}

@@ -50,7 +50,10 @@ class NaiveVerifier(Verifier):
         else:
             return None
         q1 = qs[0]
-        miss = np.prod([1.0 - qj for qj in qs[1:]], axis=0) if len(qs) > 1 else np.ones_like(p)
+        if law.kind == "iid":
+            miss = (1.0 - q1) ** (law.k - 1)
+        else:
+            miss = np.prod([1.0 - qj for qj in qs[1:]], axis=0) if len(qs) > 1 else np.ones_like(p)
         return float(np.minimum(p, q1).sum() + np.maximum(p - q1, 0.0) @ (1.0 - miss)), {}
 
 

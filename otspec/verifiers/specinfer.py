@@ -19,7 +19,7 @@ import numpy as np
 
 from otspec._validation import ShapeMismatchError, as_distribution, as_token_tuples, check_same_vocab
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, plan_rows, residual, rrs_closed_form
+from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, memo, plan_rows, residual, rrs_closed_form
 
 __all__ = ["RRSVerifier", "rrs", "rrs_conditional", "rrs_plan"]
 
@@ -104,7 +104,17 @@ class RRSVerifier(Verifier):
         return list(law.qs) if law.kind == "product" else [law.q] * law.k
 
     def _plan(self, p, law, tuples):
-        return rrs_plan(p, self._qs(law), tuples)
+        qs = self._qs(law)
+
+        def build():  # the residual sequence p_0..p_k does not depend on the drafts
+            seq = [p]
+            for qj in qs:
+                seq.append(residual(seq[-1], qj)[0])
+            return seq
+
+        seq = memo("rrs.residuals", law, p, build)
+        acc = np.stack([accept_ratio(seq[j][tuples[:, j]], qs[j][tuples[:, j]]) for j in range(law.k)], axis=1)
+        return SequentialPlan(tokens=tuples, accept=acc, residual=seq[-1])
 
     def _closed_form(self, p, law):
         membership, rounds = rrs_closed_form(p, self._qs(law))

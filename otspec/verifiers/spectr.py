@@ -26,6 +26,7 @@ from otspec.verifiers._common import (
     accept_ratio,
     kseq_beta,
     kseq_details,
+    memo,
     plan_rows,
     residual,
 )
@@ -39,6 +40,8 @@ def kseq_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float | Non
     det = kseq_details(p, q, k)
     if rho is None:
         rho, gamma = det.rho_star, det.gamma
+        res, _ = residual(p, gamma * np.minimum(p / rho, q))
+        return SequentialPlan(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res), det
     else:  # an explicit division factor (valid iff rho >= rho*); used to build broken controls in tests
         rho = float(rho)
         beta = kseq_beta(p, q, rho)
@@ -129,7 +132,15 @@ class KSeqVerifier(Verifier):
         return details(p, q, k)
 
     def _plan(self, p, law, tuples):
-        return kseq_plan(p, law.q, tuples)[0]
+        q = law.q
+
+        def build():
+            det = kseq_details(p, q, law.k)
+            res, _ = residual(p, det.gamma * np.minimum(p / det.rho_star, q))
+            return det.rho_star, res
+
+        rho, res = memo("kseq.static", law, p, build)
+        return SequentialPlan(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res)
 
     def _closed_form(self, p, law):
         d = kseq_details(p, law.q, law.k)

@@ -112,3 +112,21 @@ def test_spechub_kernel_marginalised_over_order_equals_greedy_optimal(rng):
         law = otspec.greedy(q, 2)
         K1, K2 = greedy_optimal.kernel(p, law), spechub.kernel(p, law)
         np.testing.assert_allclose(K1.pi, K2.pi, atol=1e-12)
+
+
+def test_greedy_parts_match_the_law_including_ties(rng):
+    from otspec.verifiers._common import greedy_parts
+
+    for q in ([0.2, 0.2, 0.2, 0.2, 0.2], [0.1, 0.3, 0.3, 0.1, 0.2], [0.0, 0.5, 0.0, 0.25, 0.25]):
+        for k in (1, 2, 3):
+            law = otspec.greedy(q, k)
+            top, rest = greedy_parts(law)
+            np.testing.assert_array_equal(top, law.top)
+            np.testing.assert_array_equal(rest, law.q_rest)
+    for _ in range(50):
+        V = int(rng.integers(2, 40))
+        q = rng.integers(1, 4, size=V).astype(float)  # many ties
+        q /= q.sum()
+        k = int(rng.integers(1, min(V, 6) + 1))
+        law = otspec.greedy(q, k)
+        np.testing.assert_array_equal(greedy_parts(law)[0], law.top)

@@ -175,3 +175,15 @@ def test_invalid_rho_breaks_losslessness_but_rho_star_does_not(rng):
     if d.rho_star > 1.01:
         bad, _ = kseq_plan(p, q, tuples, rho=1.0)
         assert np.abs(w @ plan_rows(bad, V) - p).max() > 1e-6
+
+
+def test_memoised_precomputation_follows_p_and_law(rng):
+    """Verifier methods memoise rho*/residuals per (law object, p); switching p or law must not
+    reuse a stale entry (compared with the memo-free conditional function)."""
+    q = rng.dirichlet(np.ones(5))
+    law = otspec.iid(q, 2)
+    for _ in range(3):
+        for p in (rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))):
+            np.testing.assert_allclose(kseq.kernel(p, law).pi, kseq_conditional(p, q, law.enumerate()[0]), atol=0)
+    law2 = otspec.iid(rng.dirichlet(np.ones(5)), 2)
+    np.testing.assert_allclose(kseq.kernel(p, law2).pi, kseq_conditional(p, law2.q, law2.enumerate()[0]), atol=0)
