@@ -5,8 +5,8 @@
 2. Sampling throughput (draws/s) of each verifier at V = 49152 with ``sample_batch`` (vectorised)
    and with ``sample`` (one call per draw).
 
-Writes ``<out>/bench_verifiers.json`` and ``<out>/bench_verifiers.md`` (with the exact command and
-``git rev-parse HEAD``).
+Writes ``<out>/bench_verifiers.json``, ``<out>/bench_verifiers.md`` and ``<out>/bench_verifiers.rst``
+(the tables for docs/verifiers.rst), each with the exact command and ``git rev-parse HEAD``.
 
     python experiments/bench/bench_verifiers.py --out experiments/bench/out --seed 0
 """
@@ -152,6 +152,47 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def rst(result):
+    """The same two tables as reStructuredText grid-free ``list-table`` directives (for the docs)."""
+    acc = result["acceptance"]
+    keys = []
+    for r in acc:
+        key = (r["verifier"], r["law"], r["k"])
+        if key not in keys:
+            keys.append(key)
+    out = [
+        f"Command: ``{result['command']}``; revision ``{result['git_rev']}``; {result['machine']}.",
+        "",
+        ".. list-table:: Closed-form acceptance time (ms, minimum wall time, validation included)",
+        "   :header-rows: 1",
+        "",
+        "   * - verifier",
+        "     - law",
+        "     - k",
+    ] + [f"     - V = {V}" for V in VS]
+    for key in keys:
+        out += [f"   * - {key[0]}", f"     - {key[1]}", f"     - {key[2]}"]
+        for V in VS:
+            hit = [r for r in acc if (r["verifier"], r["law"], r["k"]) == key and r["V"] == V]
+            out.append(f"     - {_fmt(hit[0]['ms'], '.2f') if hit and hit[0]['ms'] is not None else 'n/a'}")
+    out += [
+        "",
+        f".. list-table:: Sampling throughput at V = {SAMPLE_V} (draws/s)",
+        "   :header-rows: 1",
+        "",
+        "   * - verifier",
+        "     - law",
+        "     - k",
+        "     - sample_batch",
+        "     - sample (one call per draw)",
+    ]
+    for r in result["sampling"]:
+        note = f" ({r['note']})" if r.get("note") else ""
+        out += [f"   * - {r['verifier']}", f"     - {r['law']}", f"     - {r['k']}",
+                f"     - {_fmt(r['batch_draws_per_s'], ',.0f')}{note}", f"     - {_fmt(r['single_draws_per_s'], ',.0f')}"]
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="experiments/bench/out")
@@ -176,6 +217,8 @@ def main(argv=None):
     md = markdown(result)
     with open(os.path.join(args.out, "bench_verifiers.md"), "w") as fh:
         fh.write(md)
+    with open(os.path.join(args.out, "bench_verifiers.rst"), "w") as fh:
+        fh.write(rst(result))
     print(md)
     return 0
 
