@@ -77,13 +77,16 @@ def _h_and_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> tuple[np.ndarr
     """(p, Z, h): p[i-1] = p_i, Z[i-1] = Z_{i+1} (i < gamma), h[i-1] = h_i, for i = 1..gamma."""
     g = x.shape[0]
     p = np.exp(_log_running_ratio(P, Qc, x))
+    Z = np.empty(max(g - 1, 0))
     if g > 1:
-        buf = P[1:g] * p[: g - 1, None]
-        buf -= Qc[1:g]
-        np.maximum(buf, 0.0, out=buf)
-        Z = buf.sum(axis=1)
-    else:
-        Z = np.zeros(0)
+        # One vocabulary-sized reduction per position, row by row through one cache-sized buffer
+        # (measured faster than one (gamma - 1, V) temporary at V = 262 144).
+        buf = np.empty(P.shape[1])
+        for i in range(1, g):
+            np.multiply(P[i], p[i - 1], out=buf)
+            np.subtract(buf, Qc[i], out=buf)
+            np.maximum(buf, 0.0, out=buf)
+            Z[i - 1] = buf.sum()
     h = np.empty(g)
     denom = Z + 1.0 - p[: g - 1]
     with np.errstate(divide="ignore", invalid="ignore"):
