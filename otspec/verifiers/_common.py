@@ -482,15 +482,24 @@ def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
     acc = 0.0
     miss = np.ones_like(p)
     pc = p
+    total = float(p.sum())
     for qj in qs:
-        b = float(np.minimum(pc, qj).sum())
+        d = np.subtract(pc, qj)
+        pos = np.maximum(d, 0.0)  # (p_{j-1} - q_j)_+
+        mass = float(pos.sum())
+        b = total - mass  # sum min(p_{j-1}, q_j) = sum p_{j-1} - sum (p_{j-1} - q_j)_+
         acc += surv * b
-        if b >= 1.0:
+        if b >= 1.0 or mass <= 0.0:
             surv = 0.0
             break
-        miss = miss * (1.0 - np.maximum(qj - pc, 0.0) / (1.0 - b))
+        np.subtract(pos, d, out=d)  # d := (q_j - p_{j-1})_+, the rejected draft's mass
+        d *= 1.0 / (1.0 - b)
+        np.subtract(1.0, d, out=d)
+        miss *= d
         surv *= 1.0 - b
-        pc, _ = residual(pc, qj)
+        pos *= 1.0 / mass
+        pc = pos
+        total = float(pc.sum())
     membership = acc + surv * float(pc @ (1.0 - miss)) if surv > 0 else acc
     return float(min(membership, 1.0)), float(acc)
 

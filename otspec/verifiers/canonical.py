@@ -51,7 +51,8 @@ def khisti_k2_closed_form(p, q) -> float:
     pos = q > 0
     ratio = np.full(p.shape, np.inf)
     ratio[pos] = p[pos] / q[pos]
-    order = np.argsort(ratio, kind="stable")
+    # tie order is irrelevant: the minimum over prefixes is attained at the boundary of a tied block
+    order = np.argsort(ratio)
     P = np.concatenate([[0.0], np.cumsum(p[order])])
     qS = np.minimum(np.concatenate([[0.0], np.cumsum(q[order])]), 1.0)
     qc = np.maximum(1.0 - qS, 0.0)
