@@ -297,8 +297,8 @@ class WithoutReplacementLaw(DraftLaw):
     def prob_all_in(self, H):
         mask = as_token_mask(H, self.V)
         order = np.concatenate([np.flatnonzero(mask), np.flatnonzero(~mask)])
-        vals, _ = self.prefix_prob_all_in(order)
-        return float(vals[int(mask.sum())])
+        vals, _ = _race.wor_prefix_at(self._q[order], self.k, [int(mask.sum())])
+        return float(vals[0])
 
     def prefix_prob_all_in(self, order):
         order = self._as_order(order)
