@@ -98,10 +98,15 @@ class ComparisonRow:
     lossless: bool = True
 
 
-def compare(p: Any, law: Any, *, optimum: float | None = None) -> list[ComparisonRow]:
+def compare(
+    p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None
+) -> list[ComparisonRow]:
     r"""Acceptance of every verifier in :data:`ALL` that applies to ``law``, against the optimum.
 
-    ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``.
+    ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``. Each verifier's
+    ``acceptance(p, law)`` is used (closed form, else exact kernel, else Monte Carlo with
+    ``n_samples`` draft tuples and ``rng``, default ``numpy.random.default_rng(0)``); verifiers
+    that need an enumerable law get a row with ``how="unavailable"`` and NaN values on large laws.
 
     Examples
     --------
@@ -122,7 +127,7 @@ def compare(p: Any, law: Any, *, optimum: float | None = None) -> list[Compariso
         if not v.applies_to(law):
             continue
         try:
-            est = v.acceptance(p, law)
+            est = v.acceptance(p, law, n_samples=n_samples, rng=rng)
         except ProblemTooLargeError:
             nan = math.nan
             rows.append(ComparisonRow(v.name, nan, "unavailable", nan, nan, optimum, nan, nan, v.lossless))

@@ -666,7 +666,7 @@ class Verifier:
         law: DraftLaw,
         *,
         method: str = "auto",
-        n_samples: int = 4000,
+        n_samples: int = 2000,
         rng: np.random.Generator | None = None,
     ) -> AcceptanceEstimate:
         r"""Membership acceptance :math:`P(Y \in \{X_1, \dots, X_k\})`.

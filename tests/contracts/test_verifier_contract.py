@@ -367,3 +367,17 @@ def test_unknown_acceptance_method():
         otspec.verifiers.kseq.acceptance(P5, otspec.iid(Q5, 2), method="bogus")
     with pytest.raises(UnsupportedMethodError, match="closed-form"):
         otspec.verifiers.rrs_wor.acceptance(P5, otspec.without_replacement(Q5, 2), method="closed_form")
+
+
+def test_kernel_refuses_laws_too_large_to_enumerate():
+    rng = np.random.default_rng(9)
+    V = 3000
+    p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
+    for v in ALL:
+        law = otspec.iid(q, 1 if v.name in ("token", "approximate") else 4) if v.name not in ("greedy_optimal", "spechub") else None
+        if law is None or v.name in ("token", "approximate"):
+            continue
+        if not v.applies_to(law):
+            continue
+        with pytest.raises(otspec._validation.ProblemTooLargeError, match="memory cap"):
+            v.kernel(p, law)
