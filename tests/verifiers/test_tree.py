@@ -208,3 +208,28 @@ def test_kernel_repr():
     K = tree.kernel(p, q, 2, 2, verifier="rrs")
     assert "TreeKernel(verifier='rrs', k=2, gamma=2" in repr(K)
     assert K.k == 2 and K.gamma == 2
+
+
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 3), zeros=st.booleans())
+def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
+    """Each node's rule equals the single-step verifier's exact conditional law (cross-module check)."""
+    from otspec.verifiers.rsd import rrs_wor_conditional
+    from otspec.verifiers.specinfer import rrs_conditional
+    from otspec.verifiers.spectr import kseq_conditional
+
+    rng = np.random.default_rng(seed)
+    V = 4
+    p = rng.dirichlet(np.ones(V))
+    q = rng.dirichlet(np.ones(V))
+    if zeros:
+        p[rng.integers(V)] = 0.0
+        p /= p.sum()
+    iid_drafts = tuple(int(x) for x in rng.choice(V, size=k, p=q))
+    wor_drafts = tuple(int(x) for x in rng.choice(V, size=k, replace=False, p=q))
+    for verifier, drafts, ref in (
+        ("spectr", iid_drafts, kseq_conditional),
+        ("rrs", iid_drafts, rrs_conditional),
+        ("rrs_wor", wor_drafts, rrs_wor_conditional),
+    ):
+        acc, res = tree.node_plan(p, q, drafts, verifier)
+        assert np.allclose(tree._plan_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=1e-12)
