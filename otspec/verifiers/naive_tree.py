@@ -6,7 +6,8 @@ has :math:`p(X_1) < q_1(X_1)`, so the residual never lands on it; for independen
 
 .. math:: \alpha = \sum \min(p, q_1) + \sum_y (p-q_1)_+(y)\Big(1 - \prod_{j \ge 2}(1-q_j(y))\Big),
 
-i.e. :math:`\sum\min(p,q) + \sum (p-q)_+(1-(1-q)^{k-1})` for i.i.d. drafts.
+i.e. :math:`\sum\min(p,q) + \sum (p-q)_+(1-(1-q)^{k-1})` for i.i.d. drafts. For greedy drafts
+(k >= 2) :math:`X_1` is the top token, and the rule reduces to :math:`p(G) + \sum_{y \notin G} p(y)\tilde q(y)`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, residual
+from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, greedy_parts, residual
 
 __all__ = ["NaiveVerifier", "naive"]
 
@@ -43,6 +44,13 @@ class NaiveVerifier(Verifier):
         return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q1[tuples[:, :1]]), residual=res)
 
     def _closed_form(self, p, law):
+        if law.kind == "greedy" and law.k >= 2:
+            # X_1 is the top token g0 (deterministic): keep it w.p. p(g0); the residual is p off g0,
+            # which hits G \ {g0} surely and the random draft w.p. q~(y): p(G) + sum_{y not in G} p q~.
+            top, q_rest = greedy_parts(law)
+            return float(p[top].sum() + p @ q_rest), {}
+        if law.kind == "greedy":
+            return float(np.minimum(p, first_draft_marginal(law)).sum()), {}
         if law.kind == "iid":
             qs = [law.q] * law.k
         elif law.kind == "product":
