@@ -20,11 +20,11 @@ single-step verifier can express.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from otspec._validation import InvalidDistributionError, ShapeMismatchError, as_distribution
+from otspec._validation import InvalidDistributionError, ShapeMismatchError
 from otspec.laws import DraftLaw
 from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, residual
 

@@ -25,7 +25,6 @@ from scipy import stats
 import otspec
 from otspec._validation import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec.verifiers import ALL, ApproximateVerifier, VerifierKernel
-from otspec.verifiers._common import SequentialPlan, sample_categorical
 from otspec.verifiers.single_draft import TokenVerifier
 
 LOSSLESS_ATOL = 1e-12
