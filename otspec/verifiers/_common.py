@@ -56,6 +56,7 @@ __all__ = [
     "memo",
     "first_draft_marginal",
     "membership_mask",
+    "distinct_mask",
     "set_index",
     "KERNEL_AUTO_MAX_ENTRIES",
     "SAMPLE_CHUNK_ENTRIES",
@@ -341,6 +342,15 @@ def sample_plan(plan: SequentialPlan, coin_rng: np.random.Generator, res_rng: np
     return out
 
 
+def distinct_mask(tuples: np.ndarray) -> np.ndarray:
+    """Boolean ``(n, k)``: True at the first occurrence of each token within its tuple."""
+    t = np.asarray(tuples)
+    keep = np.ones(t.shape, dtype=bool)
+    for j in range(1, t.shape[1]):
+        keep[:, j] = np.all(t[:, :j] != t[:, j : j + 1], axis=1)
+    return keep
+
+
 def first_draft_marginal(law: DraftLaw) -> np.ndarray:
     """The marginal law of the first draft X_1 (any law)."""
     kind = law.kind
@@ -621,6 +631,11 @@ class Verifier:
     def _sample_rows(self, p, law, tuples, coin_rng, res_rng) -> np.ndarray:
         return sample_plan(self._plan(p, law, tuples), coin_rng, res_rng)
 
+    def _tuple_acceptance(self, p: np.ndarray, law: DraftLaw, tuples: np.ndarray) -> np.ndarray:
+        """Exact conditional acceptance of each draft tuple (default: from the kernel rows)."""
+        pi = self._rows(p, law, tuples)
+        return np.sum(np.where(membership_mask(tuples, law.V), pi, 0.0), axis=1)
+
     def _prepare(self, p: np.ndarray, law: DraftLaw) -> None:
         """Hook run once per public call after validation (e.g. to solve an LP)."""
 
@@ -714,8 +729,7 @@ class Verifier:
         while done < n:
             m = min(chunk, n - done)
             tuples = law.sample(rng, m)
-            pi = self._rows(p, law, tuples)
-            vals.append(np.sum(np.where(membership_mask(tuples, law.V), pi, 0.0), axis=1))
+            vals.append(self._tuple_acceptance(p, law, tuples))
             done += m
         v = np.concatenate(vals)
         mean = float(v.mean())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, greedy_parts
+from otspec.verifiers._common import SequentialPlan, Verifier, distinct_mask, greedy_parts
 
 __all__ = ["NSSVerifier", "nss"]
 
@@ -35,6 +35,10 @@ class NSSVerifier(Verifier):
 
     def _plan(self, p, law, tuples):
         return SequentialPlan(tokens=tuples[:, :0], accept=np.zeros((tuples.shape[0], 0)), residual=p)
+
+    def _tuple_acceptance(self, p, law, tuples):
+        # O(k) per tuple: the probability of the drafted set under p
+        return np.sum(np.where(distinct_mask(tuples), p[tuples], 0.0), axis=1)
 
     def _closed_form(self, p, law):
         kind = law.kind

@@ -15,7 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, greedy_parts, residual
+from otspec.verifiers._common import (
+    SequentialPlan,
+    Verifier,
+    accept_ratio,
+    distinct_mask,
+    first_draft_marginal,
+    greedy_parts,
+    residual,
+)
 
 __all__ = ["NaiveVerifier", "naive"]
 
@@ -42,6 +50,15 @@ class NaiveVerifier(Verifier):
         q1 = first_draft_marginal(law)
         res, _ = residual(p, q1)
         return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q1[tuples[:, :1]]), residual=res)
+
+    def _tuple_acceptance(self, p, law, tuples):
+        # O(k) per tuple: keep X_1 w.p. a, else the residual (which never hits a rejected X_1)
+        # lands on one of the other distinct drafts
+        plan = self._plan(p, law, tuples)
+        a = plan.accept[:, 0]
+        keep = distinct_mask(tuples) & (tuples != tuples[:, :1])
+        hit = np.sum(np.where(keep, plan.residual[tuples], 0.0), axis=1)
+        return a + (1.0 - a) * hit
 
     def _closed_form(self, p, law):
         if law.kind == "greedy" and law.k >= 2:

@@ -380,3 +380,16 @@ def test_kernel_refuses_laws_too_large_to_enumerate():
             continue
         with pytest.raises(otspec._validation.ProblemTooLargeError, match="memory cap"):
             v.kernel(p, law)
+
+
+def test_per_tuple_acceptance_shortcuts_match_kernel(rng):
+    """The O(k) conditional acceptances used by Monte Carlo (nss, naive) equal the kernel's."""
+    for _ in range(20):
+        V, k = int(rng.integers(2, 6)), int(rng.integers(1, 4))
+        p = _dirichlet_with_zeros(rng, V, int(rng.integers(0, 2)))
+        for law in _random_laws(rng, V, k):
+            for v in ALL:
+                if not v.applies_to(law) or not v.lossless or v.name in ("khisti", "optimal_plan"):
+                    continue
+                K = v.kernel(p, law)
+                np.testing.assert_allclose(v._tuple_acceptance(p, law, K.tuples), K.per_tuple_acceptance(), atol=1e-13, err_msg=v.name)
