@@ -229,6 +229,28 @@ def _cumsum_blocked(x: np.ndarray) -> None:
     x += off[None]
 
 
+def _next_chunk(n_done: int, n_est: int, Tc_max: int, G_prev, G_last, t_prev: float, t_last: float,
+                tol: float, h: float, pos) -> int:
+    """Nodes to compute next: the rest of the planned range, else a guess from the local decay
+    rate of the slowest prefix's tail between the last two nodes (rates grow with t, so this tends
+    to overshoot slightly; the a-posteriori check decides in any case)."""
+    if n_done < n_est:
+        return min(n_est - n_done, Tc_max)
+    if G_prev is None:
+        return Tc_max
+    a, b = (G_prev, G_last) if pos is None else (G_prev.T.reshape(-1)[pos], G_last.T.reshape(-1)[pos])
+    need = b > tol
+    if not need.any():
+        return 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.log(a[need] / b[need]) / (t_last - t_prev)
+        dt = np.log(b[need] / tol) / rate
+    if not np.all(np.isfinite(dt) & (rate > 0)):
+        return Tc_max
+    s_need = math.log(t_last + float(dt.max()))
+    return int(min(Tc_max, max(1, math.ceil((s_need - math.log(t_last)) / h) + 1)))
+
+
 def _dp_loop(q: np.ndarray, k: int, t: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """P(N_{H_i}(t) < k) at the prefixes ``idx`` (sorted) and nodes ``t``: the Poisson-binomial DP
     over tokens (no overflow for any k), shape (len(idx), len(t))."""
@@ -283,11 +305,16 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     cmax = float(lqk.max())
     s_lo = (math.log(tol_tail / (cmax * geo)) / (k + 1)) if cmax > 0 else -1.0
     s_lo = min(s_lo, -math.log(2.0 * S))  # keeps lambda t_lo <= 1/2 for the left series
-    # -- right end estimate: P(N < k) <= k exp(-m_k t), tail <= k exp(-(lambda + m_k) t) ---------
+    # -- right end: only a plan (the a-posteriori tail check decides) ---------------------------
+    # The tail e^{-lambda t} P(N_H(t) < k) decays at least like k e^{-(lambda + m_k) t} and, up to
+    # a polynomial factor, like e^{-(S - M_{k-1}) t}, M_{k-1} the mass of the k - 1 largest rates
+    # of H; we plan with the faster of the two (bounds from block ends around i).
     blk = _top_block(n_tok)
     top = _block_top(q[:n_tok], k, blk)
     mk_lo = top[idx // blk, k - 1]  # k-th largest of a subset of H_i: a lower bound on m_k(H_i)
-    mu = float(np.min(lam_idx + mk_lo))
+    big = np.cumsum(top[:, : k - 1], axis=1)[:, -1] if k > 1 else np.zeros(top.shape[0])
+    m_hi = big[np.minimum(-(-idx // blk), top.shape[0] - 1)]  # top-(k-1) mass of a superset
+    mu = float(np.min(np.maximum(lam_idx + mk_lo, S - m_hi)))
     s_hi_est = math.log(max(math.log(k / tol_tail), 1.0) / mu) if mu > 0 else _S_CAP
     s_hi_est = min(max(s_hi_est, s_lo + h), _S_CAP)
     # -- token layout ----------------------------------------------------------------------------
@@ -315,16 +342,20 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     eps_max = 0.0
     # -- node chunks -----------------------------------------------------------------------------
     Tc_max = max(1, min(64, _CHUNK_BYTES // (5 * 8 * Vp)))
-    n_est = int(math.ceil((s_hi_est - s_lo) / h)) + 1
-    n_chunks = -(-n_est // Tc_max)
-    Tc = -(-n_est // n_chunks)
     if loop:
-        Tc = min(n_est, 256)  # one pass over the tokens per chunk: take many nodes at once
-    bufs = [] if loop else [np.empty((B, nb, Tc)) for _ in range(5)]
+        Tc_max = 256  # one pass over the tokens per chunk: take many nodes at once
+    n_est = int(math.ceil((s_hi_est - s_lo) / h)) + 1
+    Tc = min(n_est, Tc_max)
+    # flat storage: each chunk views a contiguous (B, nb, Tc) prefix of it (never a strided slice
+    # of the node axis: numpy 2.4.6 computes np.negative(x, out=y) wrongly when both have a stride
+    # of 8 elements)
+    bufs_full = [] if loop else [np.empty(B * nb * Tc_max) for _ in range(5)]
     n_done = 0
     tail = np.full(shape_acc, np.inf)
+    G_last_old, t_last_old = None, 0.0  # last node of the previous chunk (decay-rate guess)
     while True:
         s = s_lo + h * np.arange(n_done, n_done + Tc)
+        bufs = [b[: B * nb * Tc].reshape(B, nb, Tc) for b in bufs_full]
         t = np.exp(s)
         ht = h * t
         if loop:
@@ -336,6 +367,7 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
             acc1 += G @ ht
             acc2 += (G * arg) @ ht
             G_last = G[:, -1]
+            G_prev = G[:, -2] if Tc > 1 else G_last_old
         else:
             c, Y, Xp, Xc, R = bufs
             # capped exponents z = min(q t, tau); Y = their prefix sums (the e^{-q(H) t} factor)
@@ -365,16 +397,18 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
                 acc1 += G @ ht
                 acc2 += (G * arg) @ ht
                 G_last = G[:, -1]
+                G_prev = G[:, -2] if Tc > 1 else G_last_old
             else:
                 arg = Xc
                 np.multiply(lam_g, t, out=arg)
                 arg += Y
                 G = c
-                np.negative(arg, out=G)
+                np.multiply(arg, -1.0, out=G)
                 np.exp(G, out=G)
                 G *= R
                 acc1 += G @ ht
                 G_last = G[:, :, -1].copy()
+                G_prev = G[:, :, -2].copy() if Tc > 1 else G_last_old
                 G *= arg
                 acc2 += G @ ht
         # capping error at each node: sum over capped tokens of e^{-tau} - e^{-q t}
@@ -393,6 +427,9 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
             worst = float(tail.T.reshape(-1)[pos].max())
         if worst <= tol_tail or s[-1] >= _S_CAP:
             break
+        t_prev = float(t[-2]) if Tc > 1 else t_last_old
+        Tc = _next_chunk(n_done, n_est, Tc_max, G_prev, G_last, t_prev, t_last, tol_tail, h, None if gather else pos)
+        G_last_old, t_last_old = G_last, t_last
     if not gather:
         acc1 = acc1.T.reshape(-1)[pos]
         acc2 = acc2.T.reshape(-1)[pos]
