@@ -158,7 +158,9 @@ def _check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: boo
         raise ShapeMismatchError(f"drafts must hold gamma = {g} tokens to match q_conds (got {x.shape[0]}); pass the drafted path")
     if validate:
         for name, arr in (("p_conds", P[:g]), ("q_conds", Qc)):  # the bonus row is not used here
-            s = arr.sum(axis=1)
+            # row sums (NaN/inf propagate); einsum is ~2x faster than arr.sum(axis=1) here and,
+            # unlike a BLAS matrix-vector product, does not start threads
+            s = np.einsum("ij->i", arr)
             if not np.all(np.isfinite(s)) or np.any(np.abs(s - 1.0) > 1e-9 * max(1.0, V / 1e5)):
                 bad = int(np.argmax(np.where(np.isfinite(s), np.abs(s - 1.0), np.inf)))
                 raise InvalidDistributionError(
