@@ -42,7 +42,7 @@ EXACT_ATOL = 1e-9
 #: most gamma_{n-1} * sum|x| with gamma_n = n u / (1 - n u), u = 2^-53 ~ 1.11e-16 (Higham, Accuracy
 #: and Stability of Numerical Algorithms, Thm 4.4); we use 1.2e-16 per term, which covers the
 #: 1 / (1 - n u) factor for every n < 1e14. Closed forms report error_bound = this * V (times k
-#: where a sum is raised to the k-th power, since |a^k - b^k| <= k |a - b| on [0, 1]).
+#: where a sum is raised to the k-th power, since ``|a^k - b^k| <= k |a - b|`` on [0, 1]).
 ROUNDING_PER_TERM = 1.2e-16
 
 #: Error the without-replacement race integral aims for (the issue's target is 1e-10).

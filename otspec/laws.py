@@ -17,6 +17,7 @@ Laws are immutable. Token ids are ``0..V-1``; tuples are int64 arrays of shape `
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -327,17 +328,21 @@ class GreedyLaw(DraftLaw):
     def q(self) -> np.ndarray:
         return self._q
 
-    @property
+    @functools.cached_property
     def top(self) -> np.ndarray:
-        """The k-1 deterministic drafts G, in draft order."""
-        return np.argsort(-self._q, kind="stable")[: self.k - 1].astype(np.int64)
+        """The k-1 deterministic drafts G, in draft order (computed once; read-only)."""
+        g = np.argsort(-self._q, kind="stable")[: self.k - 1].astype(np.int64)
+        g.setflags(write=False)
+        return g
 
-    @property
+    @functools.cached_property
     def q_rest(self) -> np.ndarray:
-        r""":math:`\tilde q`: the law of the last (random) draft, zero on G."""
+        r""":math:`\tilde q`: the law of the last (random) draft, zero on G (computed once)."""
         qt = self._q.copy()
         qt[self.top] = 0.0
-        return qt / qt.sum()
+        qt = qt / qt.sum()
+        qt.setflags(write=False)
+        return qt
 
     def num_tuples(self) -> int:
         return int(np.count_nonzero(self.q_rest))

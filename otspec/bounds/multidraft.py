@@ -207,7 +207,7 @@ def optimal_acceptance(
     0.7
     >>> r = otspec.optimal_acceptance(p, otspec.iid(q, 2), method="lp")
     >>> r.status, round(r.value, 9)
-    ('optimal', 0.91)
+    ('optimal', 0.86)
     """
     if method not in METHODS:
         raise UnsupportedMethodError(f"method must be one of {', '.join(METHODS)} (got {method!r}); pick one of those")
