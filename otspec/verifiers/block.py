@@ -31,7 +31,7 @@ import numpy as np
 
 from otspec import models as _models
 from otspec._validation import InvalidDraftsError, UnsupportedMethodError, as_draft_count, as_generator
-from otspec.verifiers.token_chain import ChainKernel, _check_path_arrays, _kernel_from_table, _kernel_table
+from otspec.verifiers.token_chain import ChainKernel, _check_drafted, _check_path_arrays, _check_row, _kernel_from_table, _kernel_table
 
 __all__ = [
     "kernel",
@@ -73,16 +73,27 @@ def _log_running_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> np.ndarr
     return L - np.maximum.accumulate(np.maximum(L, 0.0))
 
 
-def _h_and_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(p, Z, h): p[i-1] = p_i, Z[i-1] = Z_{i+1} (i < gamma), h[i-1] = h_i, for i = 1..gamma."""
+def _h_and_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray, validate: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, Z, h): p[i-1] = p_i, Z[i-1] = Z_{i+1} (i < gamma), h[i-1] = h_i, for i = 1..gamma.
+
+    With ``validate``, each row is checked right before it is used, while it is in cache (checking
+    the whole arrays first costs two more passes over memory)."""
     g = x.shape[0]
-    p = np.exp(_log_running_ratio(P, Qc, x))
+    if validate:
+        _check_drafted(Qc, x)
+        _check_row(P[0], "p_conds", 0)
+        _check_row(Qc[0], "q_conds", 0)
+    with np.errstate(invalid="ignore"):  # unvalidated input: NaN propagates, no warning
+        p = np.exp(_log_running_ratio(P, Qc, x))
     Z = np.empty(max(g - 1, 0))
     if g > 1:
         # One vocabulary-sized reduction per position, row by row through one cache-sized buffer
         # (measured faster than one (gamma - 1, V) temporary at V = 262 144).
         buf = np.empty(P.shape[1])
         for i in range(1, g):
+            if validate:
+                _check_row(P[i], "p_conds", i)
+                _check_row(Qc[i], "q_conds", i)
             np.multiply(P[i], p[i - 1], out=buf)
             np.subtract(buf, Qc[i], out=buf)
             np.maximum(buf, 0.0, out=buf)
@@ -107,8 +118,8 @@ def acceptance_profile_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, va
     >>> block.acceptance_profile_given_path([[1/3, 2/3]] * 2, [[2/3, 1/3]] * 2, [0, 1]).round(12).tolist()
     [1.0, 1.0]
     """
-    P, Qc, x = _check_path_arrays(p_conds, q_conds, drafts, validate=validate)
-    _, _, h = _h_and_ratio(P, Qc, x)
+    P, Qc, x = _check_path_arrays(p_conds, q_conds, drafts, validate=False)
+    _, _, h = _h_and_ratio(P, Qc, x, validate=validate)
     return 1.0 - np.cumprod((1.0 - h)[::-1])[::-1]
 
 
@@ -139,8 +150,8 @@ def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, val
     >>> round(block.expected_accepted_given_path([[1/3, 2/3]] * 2, [[2/3, 1/3]] * 2, [0, 0]), 12)
     0.5
     """
-    P, Qc, x = _check_path_arrays(p_conds, q_conds, drafts, validate=validate)
-    _, _, h = _h_and_ratio(P, Qc, x)
+    P, Qc, x = _check_path_arrays(p_conds, q_conds, drafts, validate=False)
+    _, _, h = _h_and_ratio(P, Qc, x, validate=validate)
     return float((1.0 - np.cumprod((1.0 - h)[::-1])).sum())
 
 
