@@ -12,8 +12,7 @@ The rates are the entries of q as given; the race is invariant under scaling all
 successive sampling proportional to q even when ``q.sum()`` differs from 1 by rounding (it is also
 what Gumbel-top-k sampling draws). Write :math:`S = \sum_x q(x) = q(H) + \lambda`.
 
-Fast method (:func:`wor_prefix_all_in`, :func:`wor_prefix_at`, :func:`wor_dual_minimum`)
-------------------------------------------------------------------------------------------
+**Fast method** (:func:`wor_prefix_all_in`, :func:`wor_prefix_at`, :func:`wor_dual_minimum`).
 We integrate the complement in :math:`s = \log t`,
 
 .. math:: 1 - Q(H^k) = \int_{-\infty}^{\infty} g(s)\, ds, \qquad
@@ -31,8 +30,8 @@ sums of positive terms over the token axis (no cancellation), vectorised over to
 over quadrature nodes. To avoid overflow, a token with :math:`q(x) t > \tau` is given the rate
 :math:`\tau / t` at that node (it has arrived with probability :math:`\ge 1 - e^{-\tau}`).
 
-Error bound (per prefix; see ``docs/wor_integral.rst``)
-------------------------------------------------------
+**Error bound** (per prefix; details in ``docs/wor_integral.rst``):
+
 * Discretisation -- rigorous, a priori. For :math:`|\operatorname{Im} s| < a < \pi/2`, with
   :math:`t = r e^{iy}`: :math:`|e^{q t} - 1| \le (e^{q r \cos y} - 1)/\cos y`, hence
   :math:`|P(N_H(t) < k)| \le \sec^{k-1}(y)\, P(N_H(r\cos y) < k)` and
@@ -128,7 +127,7 @@ def _strip_bound(k: int, h: float) -> tuple[float, float]:
 
 @lru_cache(maxsize=64)
 def _step(k: int, target: float) -> tuple[float, float]:
-    """Largest step h (to 0.1 %) whose rigorous discretisation factor is <= target; (h, factor)."""
+    """Largest step h (bisection) whose rigorous discretisation factor is <= target; (h, factor)."""
     lo, hi = 0.01, 2.0
     for _ in range(40):
         mid = 0.5 * (lo + hi)
@@ -560,8 +559,9 @@ def wor_prefix_all_in(q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, float]:
     * a first-order rounding bound (standard model, libm ``exp``/``expm1`` within 1 ulp) --
       an a-posteriori estimate, not a proof.
 
-    Cost: :math:`O(k V T)` with T ~ 50-120 nodes, memory :math:`O(V \cdot \text{chunk})`
-    (about 80 MB).
+    Cost: :math:`O(k V T)` with T the number of nodes (25-45 on LM-like and Dirichlet inputs; about
+    90 when some prefix has both :math:`\lambda` and its k-th largest rate tiny); memory
+    :math:`O(V \cdot \text{chunk})`, about 80 MB of work arrays.
 
     References
     ----------

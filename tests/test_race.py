@@ -124,12 +124,34 @@ def test_values_match_careful_enumeration(kind, V, k):
         assert err <= WOR_TARGET_ERROR
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_values_match_law_enumeration(seed):
+def dyadic_q(rng, V, kind):
+    """Masses that are integers / 2**52 summing to exactly 1, so that the law's own denominators
+    1 - sum(previous drafts) are exact even for very unequal masses (where a rounded sum would
+    make ``law.enumerate()`` itself inaccurate)."""
+    total = 2**52
+    if kind == "unequal":  # one token holds 1 - 2**-30; the rest share 2**-30
+        w = [total - 2**22] + list(rng.multinomial(2**22, np.ones(V - 1) / (V - 1)))
+    elif kind == "tiny":  # two tokens near 1e-12 (4503 / 2**52)
+        big = rng.multinomial(total - 2 * 4503, np.ones(V - 2) / (V - 2))
+        w = [4503, 4503] + list(big)
+    elif kind == "zeros":
+        w = [0, 0] + list(rng.multinomial(total, np.ones(V - 2) / (V - 2)))
+    else:
+        w = list(rng.multinomial(total, rng.dirichlet(np.ones(V))))
+    q = np.array(w, dtype=np.float64) / total
+    assert math.fsum(q) == 1.0 and q.sum() == 1.0
+    return q[rng.permutation(V)]
+
+
+@pytest.mark.parametrize("kind", ["plain", "zeros", "tiny", "unequal"])
+@pytest.mark.parametrize("seed", range(3))
+def test_values_match_law_enumeration(kind, seed):
     rng = np.random.default_rng(seed)
-    V = int(rng.integers(3, 8))
-    k = int(rng.integers(2, min(4, V - 1) + 1))
-    q = random_simplex(rng, V, zeros=int(rng.integers(0, V - k + 1)), alpha=0.5)
+    V = int(rng.integers(4, 8))
+    k = int(rng.integers(2, min(4, V - 2) + 1))
+    q = dyadic_q(rng, V, kind)
+    if np.count_nonzero(q) < k:
+        pytest.skip("support smaller than k")
     order = rng.permutation(V)
     exact = law_prefix_values(q, k, order)
     vals, err = otspec.without_replacement(q, k).prefix_prob_all_in(order)
