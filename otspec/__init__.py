@@ -1,10 +1,24 @@
-"""otspec: exact optimal-transport mathematics of speculative-decoding verification."""
+"""otspec: exact optimal-transport mathematics of speculative-decoding verification.
 
-from otspec.bounds import AcceptanceResult, TransportPlan, optimal_acceptance, single_draft
+Draft laws (:func:`iid`, :func:`without_replacement`, :func:`greedy`, :func:`product`,
+:func:`explicit`), the optimal acceptance with certificates (:func:`optimal_acceptance`,
+:func:`single_draft`, :func:`block_optimum`, :func:`tree_optimum`), the verifiers
+(:mod:`otspec.verifiers`), context-dependent models (:mod:`otspec.models`) and seeded synthetic
+pairs (:mod:`otspec.synthetic`). The core never imports torch.
+"""
+
+from otspec import models, synthetic, verifiers
+from otspec.bounds import (
+    AcceptanceResult,
+    BlockOptimumResult,
+    TransportPlan,
+    block_optimum,
+    naive_bound,
+    optimal_acceptance,
+    single_draft,
+    tree_optimum,
+)
 from otspec.laws import explicit, greedy, iid, product, without_replacement
-from otspec import models
-from otspec import verifiers
-from otspec.bounds.block import block_optimum
 
 __all__ = [
     "iid",
@@ -14,10 +28,14 @@ __all__ = [
     "explicit",
     "optimal_acceptance",
     "single_draft",
+    "block_optimum",
+    "naive_bound",
+    "tree_optimum",
     "AcceptanceResult",
+    "BlockOptimumResult",
     "TransportPlan",
     "models",
     "verifiers",
-    "block_optimum",
+    "synthetic",
 ]
 __version__ = "0.1.0"

@@ -1,7 +1,19 @@
-"""Optimal acceptance: values with certificates (single draft, multi-draft, block)."""
+"""Optimal acceptance: values with certificates (single draft, multi-draft, block, tree)."""
 
+from otspec.bounds.block import BlockOptimumResult, block_optimum, naive_bound
 from otspec.bounds.multidraft import METHODS, optimal_acceptance
 from otspec.bounds.result import AcceptanceResult, TransportPlan
 from otspec.bounds.single import single_draft
+from otspec.bounds.tree import tree_optimum
 
-__all__ = ["optimal_acceptance", "single_draft", "AcceptanceResult", "TransportPlan", "METHODS"]
+__all__ = [
+    "optimal_acceptance",
+    "single_draft",
+    "AcceptanceResult",
+    "TransportPlan",
+    "METHODS",
+    "block_optimum",
+    "naive_bound",
+    "BlockOptimumResult",
+    "tree_optimum",
+]

@@ -30,6 +30,10 @@ from otspec.verifiers.specinfer import rrs, rrs_conditional
 from otspec.verifiers.spectr import kseq, kseq_conditional
 from otspec.verifiers.sprinter import ApproximateVerifier, approximate, exact_rule_predicate
 
+# Multi-token verifiers over context-dependent models (modules with kernel / expected_accepted /
+# sample functions): token verification, block verification, and draft trees.
+from otspec.verifiers import block, token_chain, tree  # noqa: E402  (after the single-step ones)
+
 __all__ = [
     "Verifier",
     "VerifierKernel",
@@ -56,6 +60,9 @@ __all__ = [
     "ALL",
     "by_name",
     "compare",
+    "token_chain",
+    "block",
+    "tree",
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
