@@ -308,6 +308,25 @@ def test_dual_minimum_matches_all_subsets(seed):
     assert abs(1.0 + cut_val - res.value) <= res.error_bound + ORACLE_ATOL
 
 
+@given(
+    q_kinds=st.lists(st.sampled_from(["normal", "normal", "zero", "tiny", "huge"]), min_size=2, max_size=5),
+    p_kinds=st.lists(st.sampled_from(["normal", "normal", "zero", "tiny", "huge"]), min_size=5, max_size=5),
+    us=st.lists(st.floats(0.05, 1.0), min_size=10, max_size=10),
+    k=st.integers(1, 4),
+)
+def test_dual_minimum_property(q_kinds, p_kinds, us, k):
+    V = len(q_kinds)
+    q_raw = np.array([_masses(kd, u) for kd, u in zip(q_kinds, us[:V])])
+    p_raw = np.array([_masses(kd, u) for kd, u in zip(p_kinds[:V], us[5 : 5 + V])])
+    if np.count_nonzero(q_raw) < k or not p_raw.any():
+        return
+    q, p = q_raw / math.fsum(q_raw), p_raw / math.fsum(p_raw)
+    order = ratio_order(p, q)
+    res = _race.wor_dual_minimum(p[order], q[order], k)
+    brute = 1.0 + subset_minimum(p, q, k)
+    assert abs(res.value - brute) <= min(SMALL_ATOL, res.error_bound + ORACLE_ATOL)
+
+
 @pytest.mark.parametrize("family", ["lm", "dirichlet"])
 @pytest.mark.parametrize("k", [2, 4, 8])
 def test_dual_minimum_matches_prefix_scan(family, k):
