@@ -87,3 +87,28 @@ def test_dirichlet_family_and_temperature(capsys):
     out = json.loads(capsys.readouterr().out)
     p, q = synthetic_pair(100, family="dirichlet", temperature=2.0)
     assert abs(out["results"][0]["value"] - otspec.optimal_acceptance(p, otspec.iid(q, 2)).value) <= 1e-12
+
+
+def test_verifiers_table_json_matches_library(capsys):
+    """`--verifiers` adds Hu et al.'s table: each verifier's acceptance, gap and % of optimum."""
+    rc = main(["bound", "--vocab", "40", "--drafts", "2", "--seed", "1", "--json", "--law", "iid", "--verifiers"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    p, q = synthetic_pair(40, seed=1)
+    law = otspec.iid(q, 2)
+    opt = otspec.optimal_acceptance(p, law).value
+    rows = {r["name"]: r for r in out["verifiers"]["iid"]}
+    assert {"kseq", "rrs", "khisti", "nss", "naive", "optimal_plan"} <= set(rows)
+    assert abs(rows["kseq"]["acceptance"] - otspec.verifiers.kseq.acceptance(p, law).value) <= 1e-12
+    for r in rows.values():
+        assert abs(r["optimum"] - opt) <= 1e-12
+        assert r["acceptance"] <= opt + 1e-9
+        assert abs(r["gap"] - (opt - r["acceptance"])) <= 1e-12
+    assert abs(rows["optimal_plan"]["acceptance"] - opt) <= 1e-8
+
+
+def test_verifiers_table_printed(capsys):
+    rc = main(["bound", "--vocab", "30", "--drafts", "2", "--law", "iid", "--verifiers"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "verifiers vs optimum, law = iid" in out and "kseq" in out and "% of optimum" in out
