@@ -49,7 +49,8 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         table.add_column(c, justify="left" if i == 0 else "right")
     for r in rows:
         table.add_row(*[str(x) for x in r])
-    Console(width=max(100, 20 * len(columns))).print(table)
+    # a terminal gets its own width; pipes and files get a wide fixed one instead of rich's 80
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 def progress(enabled: bool):
