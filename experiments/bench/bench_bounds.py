@@ -77,6 +77,13 @@ def tuple_level(seed: int, quick: bool):
     return rows
 
 
+_RSS_WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run([sys.executable, *sys.argv[1:]], check=True, stdout=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+
+
 def whole_command(quick: bool):
     rows = []
     cases = [["--vocab", "5000", "--drafts", "4"]] + ([] if quick else [["--vocab", "262144", "--drafts", "8"]])
@@ -84,12 +91,11 @@ def whole_command(quick: bool):
         times, rss = [], []
         for _ in range(5 if args[1] == "5000" else 3):
             t0 = time.perf_counter()
-            proc = subprocess.Popen([sys.executable, "-m", "otspec", "bound", *args, "--json"], stdout=subprocess.DEVNULL)
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS (KiB on Linux)
+            # A child's ru_maxrss includes the memory it inherited at fork, so the command runs
+            # under a tiny wrapper interpreter that reports its own child's peak RSS (KiB).
+            out = subprocess.run([sys.executable, "-c", _RSS_WRAPPER, "-m", "otspec", "bound", *args, "--json"], check=True, capture_output=True, text=True)
             times.append(time.perf_counter() - t0)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise RuntimeError(f"otspec bound {' '.join(args)} failed")
-            rss.append(usage.ru_maxrss)
+            rss.append(int(out.stdout.strip().splitlines()[-1]))
         rows.append({"command": "otspec bound " + " ".join(args), "seconds_median": float(np.median(times)), "peak_rss_mb": max(rss) / 1024})
         print(rows[-1], flush=True)
     return rows

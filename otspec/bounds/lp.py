@@ -124,8 +124,10 @@ def solve_highs(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     lp.a_matrix_.value_ = np.ones(2 * n)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    # Interior point + crossover beat dual simplex by ~1.4x and primal simplex by ~3x on these
-    # bipartite membership LPs (90 000 columns: 5.4 s vs 7.5 s vs 16 s on the project machine).
+    # Interior point + crossover beat dual simplex by ~1.4-2x and primal simplex by ~3x on these
+    # bipartite membership LPs up to ~1e5 columns (90 000 columns: 5.4 s vs 7.5 s vs 16 s on the
+    # project machine); at 1e6 columns dual simplex was faster (377 s vs 522 s). For large laws
+    # method="flow" (network simplex) is the fast exact path anyway.
     h.setOptionValue("solver", "ipm")
     h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
     h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)

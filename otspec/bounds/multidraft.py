@@ -70,21 +70,25 @@ def _solve_prefix(p: np.ndarray, law: DraftLaw) -> AcceptanceResult:
     in_cut[order[:i]] = True
     cut = np.flatnonzero(in_cut)
     checks: dict[str, float] = {}
-    # Independent re-check: the value of the returned cut, from the law's own prob_all_in.
-    recheck = cut_value(p, law, cut)
-    checks["cut_value_minus_value"] = recheck - value
     if law.kind == "greedy":
         closed = float(p[law.top].sum() + np.minimum(np.delete(p, law.top), np.delete(law.q_rest, law.top)).sum())
         checks["closed_form_minus_value"] = closed - value
+    return _cut_certified_result(p, law, value, cut, "prefix", float(err), checks)
+
+
+def _cut_certified_result(p, law, value, cut, method, err, checks) -> AcceptanceResult:
+    """Result of a dual (cut) method, after the independent re-check: the value of the returned cut
+    recomputed from the law's own ``prob_all_in`` must equal ``value`` (plus any extra checks)."""
+    checks = {"cut_value_minus_value": cut_value(p, law, cut) - value, **checks}
     tol = CERTIFICATE_ATOL + 2 * err
     status = STATUS_OPTIMAL if all(abs(v) <= tol for v in checks.values()) else STATUS_CHECK_FAILED
     return AcceptanceResult(
         value=min(value, 1.0),
         cut=cut,
-        method="prefix",
+        method=method,
         status=status,
         gap=0.0,
-        error_bound=float(err),
+        error_bound=err,
         plan=None,
         law=repr(law),
         checks=checks,
@@ -124,19 +128,7 @@ def _solve_subsets(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> Ac
     m = int(np.argmin(vals))
     value = float(vals[m])
     cut = np.flatnonzero([(m >> b) & 1 for b in range(V)]).astype(np.int64)
-    recheck = cut_value(p, law, cut) - value
-    status = STATUS_OPTIMAL if abs(recheck) <= CERTIFICATE_ATOL else STATUS_CHECK_FAILED
-    return AcceptanceResult(
-        value=min(value, 1.0),
-        cut=cut,
-        method="subsets",
-        status=status,
-        gap=0.0,
-        error_bound=ROUNDING_PER_TERM * max(V, law.num_tuples()),
-        plan=None,
-        law=repr(law),
-        checks={"cut_value_minus_value": recheck},
-    )
+    return _cut_certified_result(p, law, value, cut, "subsets", ROUNDING_PER_TERM * max(V, law.num_tuples()), {})
 
 
 def _auto_method(law: DraftLaw) -> str:

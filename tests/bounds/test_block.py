@@ -17,36 +17,15 @@ from otspec._validation import ProblemTooLargeError, UnsupportedMethodError
 from otspec.bounds.block import BlockOptimumResult, block_optimum, naive_bound
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
+from tests._oracles import criterion_violation, make_pair
 
 LP_ATOL = 1e-10
-
-
-def make_pair(seed, V, a, sparse):
-    if sparse:
-        return (models.dirichlet(V, concentration=a, seed=seed, zero_prob=0.3),
-                models.dirichlet(V, concentration=a, seed=seed + 1000, zero_prob=0.3))
-    p = models.dirichlet(V, concentration=a, seed=seed)
-    return p, models.close_draft(p, noise=0.5, temperature=1.3, seed=seed + 1)
 
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.5, 1.0, 3.0]), st.booleans())
 # Peaky conditionals (Dirichlet 0.3, exact zeros) reach probabilities ~1e-9 whose products defeat
 # any absolute LP tolerance: there the LP is only as exact as its own certified gap.
 extreme = st.builds(make_pair, st.integers(0, 10_000), st.just(3), st.just(0.3), st.booleans())
-
-
-def criterion_violation(block_law: dict, p_model, V: int) -> float:
-    Q, C = {}, {}
-    for o, w in block_law.items():
-        for i in range(len(o)):
-            C[o[:i]] = C.get(o[:i], 0.0) + w
-            Q[o[: i + 1]] = Q.get(o[: i + 1], 0.0) + w
-    worst = abs(1.0 - sum(block_law.values()))
-    for h in set(C) | {k[:-1] for k in Q}:
-        c, pb = C.get(h, 0.0), p_model(h)
-        for y in range(V):
-            worst = max(worst, abs(Q.get(h + (y,), 0.0) - c * pb[y]))
-    return worst
 
 
 def brute_W(p, q, gamma):

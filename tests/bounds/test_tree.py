@@ -14,16 +14,9 @@ from otspec._validation import ProblemTooLargeError
 from otspec.bounds.block import block_optimum
 from otspec.bounds.tree import tree_optimum
 from otspec.verifiers import tree
+from tests._oracles import make_pair
 
 LP_ATOL = 1e-9
-
-
-def make_pair(seed, V, a, sparse):
-    if sparse:
-        return (models.dirichlet(V, concentration=a, seed=seed, zero_prob=0.3),
-                models.dirichlet(V, concentration=a, seed=seed + 1000, zero_prob=0.3))
-    p = models.dirichlet(V, concentration=a, seed=seed)
-    return p, models.close_draft(p, noise=0.5, temperature=1.3, seed=seed + 1)
 
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())

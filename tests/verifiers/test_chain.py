@@ -22,29 +22,13 @@ from otspec._tolerances import EXACT_ATOL
 from otspec._validation import InvalidDistributionError, InvalidDraftsError, ProblemTooLargeError, ShapeMismatchError, UnsupportedMethodError
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
+from tests._oracles import criterion_violation
 
 VERIFIERS = {"token": tc, "block": bv}
 
 
 # ---------------------------------------------------------------------------------------------
 # Independent helpers
-
-
-def criterion_violation(block_law: dict, p_model, V: int) -> float:
-    """max |Q(x^i y) - C(x^i) M_b(y | x^i)| over all i, x^i, y (MATH.md 0.1), plus |1 - total|."""
-    Q, C = {}, {}
-    for o, w in block_law.items():
-        for i in range(len(o)):
-            C[o[:i]] = C.get(o[:i], 0.0) + w
-            Q[o[: i + 1]] = Q.get(o[: i + 1], 0.0) + w
-    worst = abs(1.0 - sum(block_law.values()))
-    heads = set(C) | {k[:-1] for k in Q}
-    for h in heads:
-        c = C.get(h, 0.0)
-        pb = p_model(h)
-        for y in range(V):
-            worst = max(worst, abs(Q.get(h + (y,), 0.0) - c * pb[y]))
-    return worst
 
 
 def pair(seed: int, V: int, *, concentration: float = 1.0, zero_prob: float = 0.0, noise: float = 0.5, temperature: float = 1.3):

@@ -15,29 +15,7 @@ from otspec._tolerances import EXACT_ATOL
 from otspec._validation import InvalidDraftCountError, InvalidDraftsError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.verifiers import token_chain as tc
 from otspec.verifiers import tree
-
-
-def criterion_violation(block_law: dict, p_model, V: int) -> float:
-    """max |Q(x^i y) - C(x^i) M_b(y | x^i)| (MATH.md 0.1), written independently of the library."""
-    Q, C = {}, {}
-    for o, w in block_law.items():
-        for i in range(len(o)):
-            C[o[:i]] = C.get(o[:i], 0.0) + w
-            Q[o[: i + 1]] = Q.get(o[: i + 1], 0.0) + w
-    worst = abs(1.0 - sum(block_law.values()))
-    for h in set(C) | {k[:-1] for k in Q}:
-        c, pb = C.get(h, 0.0), p_model(h)
-        for y in range(V):
-            worst = max(worst, abs(Q.get(h + (y,), 0.0) - c * pb[y]))
-    return worst
-
-
-def make_pair(seed, V, a, sparse):
-    if sparse:
-        return (models.dirichlet(V, concentration=a, seed=seed, zero_prob=0.3),
-                models.dirichlet(V, concentration=a, seed=seed + 1000, zero_prob=0.3))
-    p = models.dirichlet(V, concentration=a, seed=seed)
-    return p, models.close_draft(p, noise=0.5, temperature=1.3, seed=seed + 1)
+from tests._oracles import criterion_violation, make_pair
 
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())
