@@ -40,15 +40,12 @@ def kseq_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float | Non
     det = kseq_details(p, q, k)
     if rho is None:
         rho, gamma = det.rho_star, det.gamma
-        res, _ = residual(p, gamma * np.minimum(p / rho, q))
-        return SequentialPlan(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res), det
     else:  # an explicit division factor (valid iff rho >= rho*); used to build broken controls in tests
         rho = float(rho)
         beta = kseq_beta(p, q, rho)
         gamma = _one_minus_pow(beta, k) / beta if beta > 0 else 0.0
     res, _ = residual(p, gamma * np.minimum(p / rho, q))
-    acc = accept_ratio(p[tuples], rho * q[tuples])
-    return SequentialPlan(tokens=tuples, accept=acc, residual=res), det
+    return SequentialPlan(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res), det
 
 
 def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
