@@ -22,6 +22,11 @@ def run_guarded(func: Callable[[Any], int], args: Any) -> int:
     except (OtspecInputError, CliError) as exc:
         print(f"otspec: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `otspec bound ... --json | head`: stop quietly, as Unix tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def print_json(obj: Any) -> None:

@@ -82,7 +82,7 @@ def _make_law(name: str, q: np.ndarray, k: int):
 
 def run(args) -> int:
     import otspec
-    from otspec._validation import check_same_vocab
+    from otspec._validation import InvalidDraftCountError, check_same_vocab
 
     p, q, meta = _load_pair(args)
     check_same_vocab(p, q)
@@ -90,12 +90,19 @@ def run(args) -> int:
     if args.memory_cap is not None and not args.memory_cap > 0:
         raise CliError(f"--memory-cap must be a positive number of GiB (got {args.memory_cap}); pass e.g. 8")
     cap = None if args.memory_cap is None else args.memory_cap * 1024**3
-    rows = []
+    rows, skipped = [], []
     show = not args.json and sys.stderr.isatty()
     with progress(show) as bar:
         task = bar.add_task("solving", total=len(laws))
         for name in laws:
-            law = _make_law(name, q, args.drafts)
+            try:
+                law = _make_law(name, q, args.drafts)
+            except InvalidDraftCountError as exc:
+                if args.law:  # asked for by name: an error
+                    raise
+                skipped.append((name, str(exc)))  # part of the default set: say why it is absent
+                bar.advance(task)
+                continue
             t0 = time.perf_counter()
             res = otspec.optimal_acceptance(p, law, method=args.method, memory_cap=cap)
             dt = time.perf_counter() - t0
@@ -119,6 +126,8 @@ def run(args) -> int:
                 {**res.to_dict(), "law": name, "law_repr": res.law, "k": int(law.k), "seconds": dt} for name, law, res, dt in rows
             ],
         }
+        if skipped:
+            out["not_applicable"] = [{"law": name, "reason": why} for name, why in skipped]
         if args.verifiers:
             out["verifiers"] = {name: [dataclasses.asdict(r) for r in vr] for name, vr in verifier_rows.items()}
         print_json(out)
@@ -128,7 +137,8 @@ def run(args) -> int:
         (name, law.k, f"{res.value:.10f}", res.cut.size, res.method, res.status, f"{res.error_bound:.1e}", f"{dt * 1e3:.1f}")
         for name, law, res, dt in rows
     ]
-    print_table(title, ["law", "k", "optimum", "|cut|", "method", "status", "error bound", "ms"], table_rows)
+    caption = "; ".join(f"{name}: not applicable ({why})" for name, why in skipped) or None
+    print_table(title, ["law", "k", "optimum", "|cut|", "method", "status", "error bound", "ms"], table_rows, caption=caption)
     for name, vr in verifier_rows.items():
         print_table(
             f"verifiers vs optimum, law = {name}",

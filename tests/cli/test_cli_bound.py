@@ -112,3 +112,24 @@ def test_verifiers_table_printed(capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "verifiers vs optimum, law = iid" in out and "kseq" in out and "% of optimum" in out
+
+
+def test_default_laws_that_do_not_apply_are_listed_not_fatal(capsys):
+    """k beyond the support: without replacement and greedy cannot draft k distinct tokens. In the
+    default table they are reported as not applicable; asked for by name they exit 2."""
+    rc = main(["bound", "--vocab", "3", "--drafts", "4", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["law"] for r in out["results"]] == ["iid", "k1"]
+    assert {r["law"] for r in out["not_applicable"]} == {"without_replacement", "greedy"}
+    assert all("support size" in r["reason"] for r in out["not_applicable"])
+    assert main(["bound", "--vocab", "3", "--drafts", "4", "--law", "greedy"]) == 2
+
+
+def test_broken_pipe_is_quiet():
+    r = subprocess.run(
+        f"{sys.executable} -m otspec bound --vocab 2000 --drafts 2 --json --verifiers | head -1",
+        shell=True, capture_output=True, text=True,
+    )
+    assert r.stdout.strip() == "{"
+    assert "Traceback" not in r.stderr
