@@ -82,8 +82,9 @@ def _make_law(name: str, q: np.ndarray, k: int):
 
 def run(args) -> int:
     import otspec
-    from otspec._validation import InvalidDraftCountError, check_same_vocab
+    from otspec._validation import InvalidDraftCountError, as_draft_count, check_same_vocab
 
+    as_draft_count(args.drafts, "k")  # a bad k is an error for every law, never "not applicable"
     p, q, meta = _load_pair(args)
     check_same_vocab(p, q)
     laws = args.law or list(LAWS)
