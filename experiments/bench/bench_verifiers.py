@@ -17,14 +17,16 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-import otspec
-from otspec.verifiers import ALL
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import command_line, git_revision  # noqa: E402
+
+import otspec  # noqa: E402
+from otspec.verifiers import ALL  # noqa: E402
 
 VS = (5000, 49152, 262144)
 KS = (2, 4, 8)
@@ -112,6 +114,11 @@ def bench_sampling(rng, n_batch=2000, n_single=200):
     return rows
 
 
+def _row_keys(acc):
+    """Distinct (verifier, law, k) rows of the acceptance results, in first-seen order."""
+    return list(dict.fromkeys((r["verifier"], r["law"], r["k"]) for r in acc))
+
+
 def _fmt(x, spec):
     return "n/a" if x is None else format(x, spec)
 
@@ -128,11 +135,7 @@ def markdown(result):
         "|---|---|---|" + "---|" * len(VS),
     ]
     acc = result["acceptance"]
-    keys = []
-    for r in acc:
-        key = (r["verifier"], r["law"], r["k"])
-        if key not in keys:
-            keys.append(key)
+    keys = _row_keys(acc)
     for key in keys:
         cells = []
         for V in VS:
@@ -155,11 +158,7 @@ def markdown(result):
 def rst(result):
     """The same two tables as reStructuredText grid-free ``list-table`` directives (for the docs)."""
     acc = result["acceptance"]
-    keys = []
-    for r in acc:
-        key = (r["verifier"], r["law"], r["k"])
-        if key not in keys:
-            keys.append(key)
+    keys = _row_keys(acc)
     out = [
         f"Command: ``{result['command']}``; revision ``{result['git_rev']}``; {result['machine']}.",
         "",
@@ -199,13 +198,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except Exception:  # pragma: no cover
-        rev = "unknown"
     result = {
-        "command": " ".join(["python"] + sys.argv),
-        "git_rev": rev,
+        "command": command_line(),
+        "git_rev": git_revision(),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}",
         "seed": args.seed,
         "acceptance": bench_acceptance(rng),
