@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec import laws as _laws
 from otspec import models as _models
 from otspec._validation import (
     InvalidDraftCountError,
@@ -196,8 +197,9 @@ def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -
                 distinct &= first[:, a] != first[:, b]
         combos, w, first = combos[distinct], w[distinct], first[distinct]
         q0 = table.q_cond[0][0]
-        before = np.cumsum(q0[first], axis=1) - q0[first]
-        w = w / np.prod(1.0 - before, axis=1)
+        # Successive-sampling denominators sum_{x not in first[:j]} q0(x), computed stably by the
+        # laws module (1 - cumsum cancels when one first token carries almost all the mass).
+        w = w / np.prod(_laws._successive_denominators(q0, first), axis=1)
     trees = paths[combos]
     trees.setflags(write=False)
     w.setflags(write=False)

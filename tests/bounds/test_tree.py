@@ -75,3 +75,12 @@ def test_refuses_large():
         tree_optimum(p, q, 2, 3, memory_cap=10_000)
     with pytest.raises(ProblemTooLargeError, match="draft trees"):
         tree_optimum(p, q, 5, 3)
+
+
+def test_tree_optimum_without_replacement_when_one_token_takes_almost_all_mass():
+    # Regression (issue 7, item 1): the unstable 1 - cumsum(q) denominators made the LP infeasible.
+    from otspec.bounds.tree import tree_optimum
+
+    p, q = models.context_free([0.5, 0.5]), models.context_free([1e-12, 1 - 1e-12])
+    res = tree_optimum(p, q, 2, 1, replacement=False)
+    assert res.status == "optimal" and res.value == pytest.approx(1.0, abs=1e-8)
