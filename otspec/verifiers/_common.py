@@ -28,6 +28,7 @@ from otspec._validation import (
     UnsupportedMethodError,
     as_distribution,
     as_generator,
+    as_supported_drafts,
     as_token_tuples,
     check_memory,
 )
@@ -576,18 +577,10 @@ def _validate_batch(law: DraftLaw, drafts: Any) -> np.ndarray:
         )
     kind = law.kind
     if kind in ("iid", "without_replacement"):
-        ok = np.all(law.q[d] > 0, axis=1)
-        if kind == "without_replacement" and law.k > 1:
-            s = np.sort(d, axis=1)
-            dup = np.any(s[:, 1:] == s[:, :-1], axis=1)
-            if dup.any():
-                bad = d[int(np.flatnonzero(dup)[0])]
-                raise InvalidDraftsError(
-                    f"drafts {bad.tolist()} repeat a token, which a without-replacement law never does; pass distinct tokens"
-                )
-    elif kind == "product":
-        ok = np.all(np.stack([qj[d[:, j]] > 0 for j, qj in enumerate(law.qs)], axis=1), axis=1)
-    elif kind == "greedy":
+        return as_supported_drafts(d, law.q, distinct=kind == "without_replacement")
+    if kind == "product":
+        return as_supported_drafts(d, np.stack(law.qs), q_name="qs")
+    if kind == "greedy":
         top, q_rest = greedy_parts(law)
         ok = np.all(d[:, :-1] == top[None, :], axis=1) & (q_rest[d[:, -1]] > 0)
     else:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import InvalidDraftsError, as_distribution, as_token_tuples, check_same_vocab
+from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers._common import SequentialPlan, Verifier, plan_rows, residual_rows
 
@@ -58,10 +58,7 @@ def rrs_wor_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     p = as_distribution(p, "p")
     q = as_distribution(q, "q")
     check_same_vocab(p, q)
-    t = as_token_tuples(np.asarray(drafts).reshape(1, -1) if np.ndim(drafts) == 1 else drafts, p.shape[0], name="drafts")
-    s = np.sort(t, axis=1)
-    if np.any(s[:, 1:] == s[:, :-1]):
-        raise InvalidDraftsError("drafts must be distinct within each tuple for RSD (got a repeated token); pass distinct tokens")
+    t = as_supported_drafts(drafts, q, distinct=True)
     return plan_rows(rrs_wor_plan(p, q, t), p.shape[0])
 
 

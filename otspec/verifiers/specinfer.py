@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import ShapeMismatchError, as_distribution, as_token_tuples, check_same_vocab
+from otspec._validation import ShapeMismatchError, as_distribution, as_supported_drafts, as_token_tuples, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, memo, plan_rows, residual, rrs_closed_form
 
@@ -70,6 +70,7 @@ def rrs_conditional(p: Any, qs: Any, drafts: Any) -> np.ndarray:
         qlist = [as_distribution(qj, f"qs[{j}]") for j, qj in enumerate(qarr)]
         for j, qj in enumerate(qlist):
             check_same_vocab(p, qj, ("p", f"qs[{j}]"))
+    t = as_supported_drafts(t, np.stack(qlist), q_name="qs" if qarr.ndim == 2 else "q")
     return plan_rows(rrs_plan(p, qlist, t), p.shape[0])
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import as_distribution, as_token_tuples, check_same_vocab
+from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers._common import (
     KSeqDetails,
@@ -72,7 +72,7 @@ def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     p = as_distribution(p, "p")
     q = as_distribution(q, "q")
     check_same_vocab(p, q)
-    t = as_token_tuples(np.asarray(drafts).reshape(1, -1) if np.ndim(drafts) == 1 else drafts, p.shape[0], name="drafts")
+    t = as_supported_drafts(drafts, q)
     plan, _ = kseq_plan(p, q, t)
     return plan_rows(plan, p.shape[0])
 

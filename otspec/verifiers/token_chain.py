@@ -26,6 +26,7 @@ from otspec._validation import (
     UnsupportedMethodError,
     as_draft_count,
     as_generator,
+    as_supported_drafts,
     as_token_tuples,
 )
 
@@ -154,12 +155,7 @@ def _check_row(row: np.ndarray, name: str, i: int) -> None:
 
 
 def _check_drafted(Qc: np.ndarray, x: np.ndarray) -> None:
-    qx = Qc[np.arange(x.shape[0]), x]
-    if np.any(qx <= 0):
-        i = int(np.flatnonzero(qx <= 0)[0])
-        raise InvalidDraftsError(
-            f"drafts[{i}] = {int(x[i])} has draft probability 0 (q_conds[{i}, {int(x[i])}] = 0); the draft could not have produced it"
-        )
+    as_supported_drafts(x, Qc, q_name="q_conds")
 
 
 def _check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

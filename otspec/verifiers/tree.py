@@ -53,6 +53,7 @@ from otspec._validation import (
     UnsupportedMethodError,
     as_draft_count,
     as_generator,
+    as_supported_drafts,
 )
 
 __all__ = [
@@ -374,6 +375,8 @@ def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise InvalidDraftsError(f"tree must have shape (k, gamma) (got {arr.shape}); pass one drafted sequence per row")
     paths = tuple(_models.as_prefix(row.tolist(), p_model.V) for row in arr)
+    for j, path in enumerate(paths):  # every drafted token must have positive draft probability at its node
+        as_supported_drafts(path, _models.conditionals_along(q_model, list(path), include_last=False), name=f"tree[{j}]", q_name="q_model conditionals")
     if verifier == "rrs_wor" and len({x[0] for x in paths}) < len(paths):
         raise InvalidDraftsError("tree's first tokens repeat, which drafting without replacement never does; pass distinct first tokens")
     return p_model, q_model, rng, paths

@@ -18,10 +18,17 @@ from otspec._validation import (
     ShapeMismatchError,
     UnsupportedMethodError,
 )
+from otspec import models
 from otspec.cli import main
+from otspec.verifiers import token_chain, tree
+from otspec.verifiers.rsd import rrs_wor_conditional
+from otspec.verifiers.specinfer import rrs_conditional
+from otspec.verifiers.spectr import kseq_conditional
 
 P = np.array([0.5, 0.3, 0.2])
 Q = np.array([0.2, 0.3, 0.5])
+P0 = np.array([0.5, 0.5, 0.0])  # the reproducer of issue 7 item 3: token 0 is never drafted
+Q0 = np.array([0.0, 0.5, 0.5])
 
 LIBRARY_CASES = [
     ("nan in p", lambda: otspec.optimal_acceptance([np.nan, 0.5, 0.5], otspec.iid(Q, 2)), InvalidDistributionError, "finite"),
@@ -57,6 +64,18 @@ LIBRARY_CASES = [
     ("drafts out of vocabulary", lambda: otspec.iid(Q, 2).validate_drafts([0, 3]), InvalidDraftsError, "< V = 3"),
     ("wrong number of drafts", lambda: otspec.iid(Q, 2).validate_drafts([0]), InvalidDraftsError, "exactly k = 2"),
     ("duplicate drafts WOR", lambda: otspec.without_replacement(Q, 2).validate_drafts([1, 1]), InvalidDraftsError, "repeat"),
+    # issue 7 item 3: a drafted token of draft probability 0, at every entry point that takes drafts
+    ("tree spectr, q = 0 draft", lambda: tree.sample(models.context_free(P0), models.context_free(Q0), [[0], [0]], verifier="spectr", rng=np.random.default_rng(0)), InvalidDraftsError, "tree[0]"),
+    ("tree rrs, q = 0 draft", lambda: tree.sample(models.context_free(P0), models.context_free(Q0), [[1], [0]], verifier="rrs", rng=np.random.default_rng(0)), InvalidDraftsError, "tree[1]"),
+    ("tree sample_many, q = 0 deep", lambda: tree.sample_many(models.context_free(P0), models.context_free(Q0), [[1, 0]], 2, verifier="rrs_wor", rng=np.random.default_rng(0)), InvalidDraftsError, "position 1"),
+    ("kseq_conditional, q = 0 draft", lambda: kseq_conditional(P0, Q0, [0, 0]), InvalidDraftsError, "drafts [0, 0]"),
+    ("rrs_conditional, q = 0 draft", lambda: rrs_conditional(P0, Q0, [1, 0]), InvalidDraftsError, "drafts [1, 0]"),
+    ("rrs_conditional per-position q", lambda: rrs_conditional(P0, [Q0, P0], [0, 2]), InvalidDraftsError, "qs[0, 0]"),
+    ("rrs_wor_conditional, q = 0 draft", lambda: rrs_wor_conditional(P0, Q0, [0, 1]), InvalidDraftsError, "drafts [0, 1]"),
+    ("rrs_wor_conditional repeat", lambda: rrs_wor_conditional(P0, Q0, [1, 1]), InvalidDraftsError, "repeat"),
+    ("sample_batch, q = 0 draft", lambda: otspec.verifiers.kseq.sample_batch(P0, otspec.iid(Q0, 2), [[1, 2], [0, 1]], rng=np.random.default_rng(0)), InvalidDraftsError, "drafts [0, 1]"),
+    ("sample, q = 0 draft", lambda: otspec.verifiers.rrs.sample(P0, otspec.iid(Q0, 2), [0, 1], rng=np.random.default_rng(0)), InvalidDraftsError, "drafts [0, 1]"),
+    ("token chain path, q = 0 draft", lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]), InvalidDraftsError, "q_conds[1, 0]"),
 ]
 
 
