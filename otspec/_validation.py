@@ -23,6 +23,7 @@ __all__ = [
     "ProblemTooLargeError",
     "InputFileError",
     "UnsupportedMethodError",
+    "InvalidOptionError",
     "as_distribution",
     "check_same_vocab",
     "as_draft_count",
@@ -31,6 +32,7 @@ __all__ = [
     "as_weights",
     "as_generator",
     "check_memory",
+    "as_memory_cap",
     "format_bytes",
 ]
 
@@ -65,6 +67,10 @@ class InputFileError(OtspecInputError):
 
 class UnsupportedMethodError(OtspecInputError):
     """A ``method=`` value is unknown or does not apply to the given law."""
+
+
+class InvalidOptionError(OtspecInputError):
+    """A keyword option (``memory_cap``, ``constraints``, ...) has a value of the wrong kind."""
 
 
 def _short(x: Any) -> str:
@@ -235,9 +241,20 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def as_memory_cap(cap: Any) -> float:
+    """``memory_cap`` in bytes: a positive real number, or ``None`` for the default (4 GiB)."""
+    if cap is None:
+        return float(DEFAULT_MEMORY_CAP_BYTES)
+    if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not cap > 0:
+        raise InvalidOptionError(
+            f"memory_cap must be a positive number of bytes or None (got {cap!r}); pass e.g. 8 * 1024**3, or None for the default"
+        )
+    return float(cap)
+
+
 def check_memory(estimate_bytes: float, cap: float | None, what: str, hint: str) -> None:
     """Refuse, before allocating, a computation whose estimated peak memory exceeds ``cap``."""
-    cap = DEFAULT_MEMORY_CAP_BYTES if cap is None else cap
+    cap = as_memory_cap(cap)
     if estimate_bytes > cap:
         raise ProblemTooLargeError(
             f"{what} would need about {format_bytes(estimate_bytes)}, above the memory cap of {format_bytes(cap)}; {hint}"

@@ -37,6 +37,7 @@ from otspec._validation import (
     OtspecInputError,
     as_distribution,
     as_draft_count,
+    check_memory,
     check_same_vocab,
 )
 
@@ -269,7 +270,12 @@ def _as_seed(seed: Any) -> int:
     return as_draft_count(seed, "seed", minimum=0)
 
 
-def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0) -> DirichletModel:
+#: Bytes budgeted per token for one conditional of a random model (the Dirichlet draw, its
+#: normalisation, the cached row and temporaries).
+_MODEL_BYTES_PER_TOKEN = 40
+
+
+def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0, memory_cap: float | None = None) -> DirichletModel:
     r"""A seeded random model with an independent Dirichlet conditional for every prefix.
 
     .. math:: M(\cdot \mid x^i) \sim \mathrm{Dirichlet}(a, \dots, a) \quad \text{independently per } x^i,
@@ -288,6 +294,9 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
     zero_prob : float in [0, 1)
         Each token is given probability exactly 0 with this chance (independently per prefix; at
         least one token is kept). Use it to exercise zero-probability tokens.
+    memory_cap : float, optional
+        Bytes (default 4 GiB); a V whose single conditional would exceed it raises
+        :class:`~otspec._validation.ProblemTooLargeError` here, before anything is drawn.
 
     Examples
     --------
@@ -297,6 +306,7 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
     (True, (3,))
     """
     V = as_draft_count(V, "V")
+    check_memory(_MODEL_BYTES_PER_TOKEN * V, memory_cap, f"one conditional of a random model over V = {V:,} tokens", "use a smaller V (or raise memory_cap)")
     return DirichletModel(V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False))
 
 

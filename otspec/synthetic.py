@@ -23,11 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from otspec._validation import OtspecInputError, as_draft_count
+from otspec._validation import OtspecInputError, as_draft_count, check_memory
 
 __all__ = ["FAMILIES", "SyntheticDefaults", "DEFAULTS", "synthetic_pair", "softmax"]
 
 FAMILIES = ("zipf", "dirichlet")
+
+#: Bytes budgeted per token while building a synthetic pair.
+_PAIR_BYTES_PER_TOKEN = 80
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,12 @@ def synthetic_pair(
     target_noise: float = DEFAULTS.target_noise,
     draft_noise: float = DEFAULTS.draft_noise,
     concentration: float = DEFAULTS.concentration,
+    memory_cap: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return a seeded ``(p, q)`` pair of float64 distributions over ``V`` tokens.
+
+    ``memory_cap`` (bytes, default 4 GiB): a V whose pair would need more raises
+    :class:`~otspec._validation.ProblemTooLargeError` before anything is allocated.
 
     Examples
     --------
@@ -81,6 +88,8 @@ def synthetic_pair(
     ((1000,), 1.0, 1.0)
     """
     V = as_draft_count(V, "vocab", minimum=1)
+    # the pair, the ranking, two logit vectors and the softmax temporaries: ~10 float64 per token
+    check_memory(_PAIR_BYTES_PER_TOKEN * V, memory_cap, f"a synthetic pair over V = {V:,} tokens", "use a smaller vocab (or raise memory_cap)")
     if family not in FAMILIES:
         raise OtspecInputError(f"family must be one of {', '.join(FAMILIES)} (got {family!r}); pick one of those")
     temperature = _positive("temperature", temperature)

@@ -159,7 +159,16 @@ def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraint
     extra: list = []
     if constraints is not None:
         model = MembershipLP(w=w, pair_set=pair_set, pair_token=pair_token, sets=sets, set_weights=weights, p=p)
-        extra = list(constraints(model) or [])
+        got = constraints(model)
+        extra = list(got) if isinstance(got, (list, tuple)) else ([got] if got is not None else [])
+        bad = [c for c in extra if not isinstance(c, cp.constraints.constraint.Constraint)]
+        if bad:
+            from otspec._validation import InvalidOptionError
+
+            raise InvalidOptionError(
+                f"constraints must return a list of cvxpy constraints (got {type(bad[0]).__name__}: {bad[0]!r:.60}); "
+                "build them from lp.w, e.g. [lp.w[0] <= 0.1]"
+            )
     prob = cp.Problem(cp.Maximize(cp.sum(w)), base + extra)
     chosen = solver or ("HIGHS" if "HIGHS" in cp.installed_solvers() else None)
     kwargs = {}

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from otspec._tolerances import CERTIFICATE_ATOL, ROUNDING_PER_TERM
-from otspec._validation import UnsupportedMethodError, as_distribution, check_memory
+from otspec._validation import InvalidOptionError, UnsupportedMethodError, as_distribution, as_memory_cap, check_memory
 from otspec.bounds.cuts import cut_value, ratio_order
 from otspec.bounds.lp import estimate_bytes, solve_tuple_level
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult
@@ -209,6 +209,11 @@ def optimal_acceptance(
         )
     p = as_distribution(p, "p")
     law.check_compatible(p)
+    as_memory_cap(memory_cap)
+    if constraints is not None and not callable(constraints):
+        raise InvalidOptionError(
+            f"constraints must be a callable f(lp) -> list of cvxpy constraints (got {type(constraints).__name__}); pass a function"
+        )
     if constraints is not None and method not in ("cvxpy",):
         raise UnsupportedMethodError(
             f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'"

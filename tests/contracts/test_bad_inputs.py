@@ -10,6 +10,7 @@ import pytest
 import otspec
 from otspec._validation import (
     InputFileError,
+    InvalidOptionError,
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,
@@ -20,6 +21,7 @@ from otspec._validation import (
 )
 from otspec import models
 from otspec.cli import main
+from otspec.synthetic import synthetic_pair
 from otspec.verifiers import token_chain, tree
 from otspec.verifiers.rsd import rrs_wor_conditional
 from otspec.verifiers.specinfer import rrs_conditional
@@ -75,6 +77,14 @@ LIBRARY_CASES = [
     ("rrs_wor_conditional repeat", lambda: rrs_wor_conditional(P0, Q0, [1, 1]), InvalidDraftsError, "repeat"),
     ("sample_batch, q = 0 draft", lambda: otspec.verifiers.kseq.sample_batch(P0, otspec.iid(Q0, 2), [[1, 2], [0, 1]], rng=np.random.default_rng(0)), InvalidDraftsError, "drafts [0, 1]"),
     ("sample, q = 0 draft", lambda: otspec.verifiers.rrs.sample(P0, otspec.iid(Q0, 2), [0, 1], rng=np.random.default_rng(0)), InvalidDraftsError, "drafts [0, 1]"),
+    # issue 7 items 5 and 7: memory cap on synthetic pairs / models, option types
+    ("synthetic pair too large", lambda: synthetic_pair(10**11), ProblemTooLargeError, "vocab"),
+    ("random model too large", lambda: models.dirichlet(10**11), ProblemTooLargeError, "memory_cap"),
+    ("non-numeric memory_cap", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), memory_cap="8GB"), InvalidOptionError, "memory_cap"),
+    ("negative memory_cap", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="lp", memory_cap=-1), InvalidOptionError, "memory_cap"),
+    ("memory_cap on kernel", lambda: otspec.verifiers.kseq.kernel(P, otspec.iid(Q, 2), memory_cap=[1]), InvalidOptionError, "memory_cap"),
+    ("constraints not callable", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="cvxpy", constraints=5), InvalidOptionError, "constraints"),
+    ("constraints return junk", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="cvxpy", constraints=lambda lp: [1, 2]), InvalidOptionError, "constraints"),
     ("token chain path, q = 0 draft", lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]), InvalidDraftsError, "q_conds[1, 0]"),
 ]
 
@@ -130,6 +140,16 @@ CLI_CASES = [
     ("LP too large", ["bound", "--vocab", "5000", "--drafts", "4", "--method", "lp", "--law", "iid"], "memory cap"),
     ("unknown family", ["bound", "--vocab", "10", "--drafts", "2", "--family", "bogus"], "invalid choice"),
     ("unknown law", ["bound", "--vocab", "10", "--drafts", "2", "--law", "bogus"], "invalid choice"),
+    ("bound: huge synthetic vocab", ["bound", "--vocab", "100000000000", "--drafts", "2"], "memory cap"),
+    ("bound: negative memory cap", ["bound", "--vocab", "100", "--drafts", "2", "--memory-cap", "-1"], "--memory-cap"),
+    ("block: huge vocab", ["block", "--vocab", "100000000000", "--gamma", "1"], "memory cap"),
+    ("block: zero vocab", ["block", "--vocab", "0", "--gamma", "1"], "--vocab must be >= 1"),
+    ("block: zero gamma", ["block", "--vocab", "3", "--gamma", "0"], "--gamma must be >= 1"),
+    ("block: zero drafts", ["block", "--vocab", "3", "--gamma", "1", "--drafts", "0"], "--drafts must be >= 1"),
+    ("block: negative seed", ["block", "--vocab", "3", "--gamma", "1", "--seed", "-1"], "--seed must be >= 0"),
+    ("block: enumeration too large", ["block", "--vocab", "2000", "--gamma", "3"], "--vocab"),
+    ("block: zero memory cap", ["block", "--vocab", "3", "--gamma", "1", "--memory-cap", "0"], "--memory-cap"),
+    ("block: bad concentration", ["block", "--vocab", "3", "--gamma", "1", "--concentration", "-1"], "concentration"),
 ]
 
 
