@@ -42,6 +42,7 @@ __all__ = [
     "plan_sample",
     "step_output",
     "greedy_top",
+    "gather",
 ]
 
 #: Row sums of p and q must be within this distance of 1, by input dtype (float32: a sum over
@@ -130,8 +131,11 @@ def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None
         )
     if not isinstance(drafts, torch.Tensor) or drafts.dtype != torch.long:
         raise InvalidDraftsError(f"drafts must be a torch.long tensor of shape [B, k] (got {getattr(drafts, 'dtype', type(drafts).__name__)}); build it with torch.as_tensor(..., dtype=torch.long)")
-    if drafts.ndim != 2 or drafts.shape[0] != p.shape[0] or drafts.device != p.device:
-        raise ShapeMismatchError(f"drafts must have shape [B, k] = [{p.shape[0]}, k] on {p.device} (got {tuple(drafts.shape)} on {drafts.device}); one row of drafts per row of p")
+    if drafts.ndim != 2 or (drafts.shape[0] != p.shape[0] and p.shape[0] != 1) or drafts.device != p.device:
+        raise ShapeMismatchError(
+            f"drafts must have shape [B, k] = [{p.shape[0]}, k] on {p.device} (got {tuple(drafts.shape)} on {drafts.device}); "
+            "one row of drafts per row of p (or p, q of shape [1, V], shared by every row of drafts)"
+        )
     k = drafts.shape[1]
     if k < k_min or (k_max is not None and k > k_max):
         rng = f"exactly {k_min}" if k_max == k_min else f"between {k_min} and {k_max if k_max is not None else 'any'}"
@@ -140,13 +144,18 @@ def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None
         V = p.shape[1]
         if bool(((drafts < 0) | (drafts >= V)).any()):
             raise InvalidDraftsError(f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary")
-        qd = q.gather(1, drafts)
+        qd = gather(q, drafts)
         if bool((qd <= 0).any()):
             b, j = (qd <= 0).nonzero()[0].tolist()
             raise InvalidDraftsError(
                 f"draft {int(drafts[b, j])} in row {b} has draft probability q = 0, so the drafter never proposes it; pass drafts sampled from q (otspec_gpu.drafting.sample_drafts)"
             )
     return p, q, drafts
+
+
+def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x[b, idx[b, j]]`` for ``x`` ``[B, V]`` or ``[1, V]`` (broadcast over the rows of ``idx``)."""
+    return x.expand(idx.shape[0], -1).gather(1, idx)
 
 
 def accept_ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
@@ -172,15 +181,20 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return normalize_or(torch.clamp(p64 - q.double(), min=0.0), p64)
 
 
-def categorical(w: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = None) -> torch.Tensor:
     """One draw per row of the non-negative weights ``w`` ``[B, V]`` (each row of positive mass),
-    by inverse CDF in float64 with one uniform per row from ``generator``."""
+    by inverse CDF in float64 with one uniform per row from ``generator``. With ``w`` of shape
+    ``[1, V]`` and ``n`` given, ``n`` independent draws from that one row (O(V + n log V))."""
     B, V = w.shape
+    n = B if n is None else int(n)
     cdf = torch.cumsum(w.double(), dim=-1)
-    u = torch.rand(B, dtype=torch.float64, device=w.device, generator=generator) * cdf[:, -1]
-    idx = torch.searchsorted(cdf, u[:, None], right=True).squeeze(1)
     # never step past the last token of positive weight because of rounding
     last = V - 1 - torch.argmax(torch.flip(w > 0, dims=[1]).to(torch.uint8), dim=1)
+    if B == 1 and n != 1:
+        u = torch.rand(n, dtype=torch.float64, device=w.device, generator=generator) * cdf[0, -1]
+        return torch.minimum(torch.searchsorted(cdf[0], u, right=True), last)
+    u = torch.rand(B, dtype=torch.float64, device=w.device, generator=generator) * cdf[:, -1]
+    idx = torch.searchsorted(cdf, u[:, None], right=True).squeeze(1)
     return torch.minimum(idx, last)
 
 
@@ -188,7 +202,7 @@ def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
     """Exact output law ``[B, V]`` of a :class:`Plan`, cast to ``dtype``."""
     tok, acc, res = plan
     surv = torch.ones(tok.shape[0], dtype=torch.float64, device=tok.device)
-    pi = torch.zeros_like(res)
+    pi = torch.zeros((tok.shape[0], res.shape[1]), dtype=torch.float64, device=res.device)
     for j in range(tok.shape[1]):  # loop over draft rounds only
         pi.scatter_add_(1, tok[:, j : j + 1], (surv * acc[:, j])[:, None])
         surv = surv * (1.0 - acc[:, j])
@@ -211,7 +225,7 @@ def plan_sample(plan: Plan, generator: torch.Generator, *, accept: torch.Tensor 
     acc = plan.accept if accept is None else accept
     B, R = tok.shape
     coins = torch.rand((B, R), dtype=torch.float64, device=tok.device, generator=generator)
-    res_tok = categorical(res, generator)  # separate call: residual uniforms never reuse a coin
+    res_tok = categorical(res, generator, n=B)  # separate call: residual uniforms never reuse a coin
     if R == 0:
         return res_tok
     hit = coins < acc

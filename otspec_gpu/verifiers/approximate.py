@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from otspec._validation import InvalidDistributionError, ShapeMismatchError
-from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, plan_conditional, plan_sample, residual, step_output
+from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
 
 __all__ = ["approximate", "plan", "pass_probabilities", "tv_to_target"]
 
@@ -32,19 +32,21 @@ def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, 
     a = torch.as_tensor(pass_prob, device=p.device).double()
     if a.ndim == 1:
         a = a[None, :]
-    if a.ndim != 2 or a.shape[1] != p.shape[1] or a.shape[0] not in (1, p.shape[0]):
+    if a.ndim != 2 or a.shape[1] != p.shape[1]:
         raise ShapeMismatchError(f"pass_prob must have shape [V] or [B, V] = [{p.shape[0]}, {p.shape[1]}] (got {tuple(a.shape)}); give one pass probability per token")
     if validate and (not bool(torch.isfinite(a).all()) or bool(((a < 0) | (a > 1)).any())):
         raise InvalidDistributionError("pass_prob must lie in [0, 1]; pass probabilities, not logits")
-    return a.expand(p.shape[0], -1)
+    return a
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> Plan:
     """Two rounds on the same token: the predicate's coin, then the exact rule's coin."""
     a = pass_probabilities(p, q, pass_prob, validate=validate)
+    if a.shape[0] not in (1, drafts.shape[0]):
+        raise ShapeMismatchError(f"pass_prob must have 1 or B = {drafts.shape[0]} rows (got {a.shape[0]}); give one row per row of drafts")
     x = drafts[:, :1]
     res, _ = residual(p, q)
-    return Plan(torch.cat([x, x], dim=1), torch.cat([a.gather(1, x), accept_ratio(p.gather(1, x), q.gather(1, x))], dim=1), res)
+    return Plan(torch.cat([x, x], dim=1), torch.cat([gather(a, x), accept_ratio(gather(p, x), gather(q, x))], dim=1), res)
 
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_prob: Any = None, validate: bool = True) -> torch.Tensor:

@@ -22,6 +22,7 @@ from otspec_gpu.verifiers._common import (
     accept_ratio,
     categorical,
     check_step,
+    gather,
     plan_conditional,
     plan_sample,
     residual,
@@ -44,20 +45,21 @@ def nss_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
     [[0.5, 0.5]]
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
-    return p.clone()
+    return p.expand(drafts.shape[0], -1).clone()
 
 
 def nss_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One draw from p per row (one ``rand`` call)."""
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
-    return step_output(categorical(p, generator), drafts)
+    return step_output(categorical(p, generator, n=drafts.shape[0]), drafts)
 
 
 def _first_marginal(q: torch.Tensor, drafts: torch.Tensor, law: str) -> torch.Tensor:
     if law not in _LAWS:
         raise UnsupportedMethodError(f"law must be one of {list(_LAWS)} (got {law!r}); pass the law the drafts came from")
     if law == "greedy" and drafts.shape[1] >= 2:
-        return torch.zeros_like(q, dtype=torch.float64).scatter(1, drafts[:, :1], 1.0)
+        top = drafts[:1, :1] if q.shape[0] == 1 else drafts[:, :1]  # shared q: one (shared) top token
+        return torch.zeros_like(q, dtype=torch.float64).scatter(1, top, 1.0)
     return q.double()
 
 
@@ -66,7 +68,7 @@ def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str 
     q1 = _first_marginal(q, drafts, law)
     x = drafts[:, :1]
     res, _ = residual(p, q1)
-    return Plan(x, accept_ratio(p.gather(1, x), q1.gather(1, x)), res)
+    return Plan(x, accept_ratio(gather(p, x), gather(q1, x)), res)
 
 
 def naive_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: str = "iid", validate: bool = True) -> torch.Tensor:

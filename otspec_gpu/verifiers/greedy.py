@@ -27,6 +27,7 @@ from otspec_gpu.verifiers._common import (
     TorchVerifier,
     accept_ratio,
     check_step,
+    gather,
     greedy_top,
     normalize_or,
     plan_conditional,
@@ -55,14 +56,14 @@ def _check_greedy(q: torch.Tensor, drafts: torch.Tensor) -> None:
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     """greedy_optimal's plan: one round on the random draft X = ``drafts[:, -1]``."""
-    top = drafts[:, :-1]
+    top = drafts[:1, :-1] if p.shape[0] == 1 else drafts[:, :-1]  # shared p, q: one (shared) top set
     qt = _q_rest(q, top)
     p64 = p.double()
     prem = torch.clamp(p64 - qt, min=0.0)
     prem = prem.scatter(1, top, p64.gather(1, top))
     res, _ = normalize_or(prem, p64)
     x = drafts[:, -1:]
-    return Plan(x, accept_ratio(p64.gather(1, x), qt.gather(1, x)), res)
+    return Plan(x, accept_ratio(gather(p64, x), gather(qt, x)), res)
 
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
@@ -93,16 +94,17 @@ def hub_plans(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[P
     """SpecHub's two plans: ``(plan with the (i, a) accept row, accept row of (a, i), q(a))``."""
     a = drafts[:, :1]
     i = drafts[:, 1:2]
+    a_rows = a[:1] if p.shape[0] == 1 else a  # shared p, q: one (shared) top token
     p64, q64 = p.double(), q.double()
-    qa = q64.gather(1, a)
-    qt = _q_rest(q64, a)
-    pi_, qi_ = p64.gather(1, i), q64.gather(1, i)
+    qa = gather(q64, a)
+    qt = _q_rest(q64, a_rows)
+    pi_, qi_ = gather(p64, i), gather(q64, i)
     a1 = accept_ratio(pi_, qi_)
-    a2 = accept_ratio(torch.clamp(pi_ - qi_, min=0.0), qa * qt.gather(1, i))
+    a2 = accept_ratio(torch.clamp(pi_ - qi_, min=0.0), qa * gather(qt, i))
     L = 1.0 - torch.minimum(p64, qt).sum(-1, keepdim=True)  # qt vanishes at a
-    pa = p64.gather(1, a)
-    c = torch.where(L > 0, torch.clamp(pa / torch.where(L > 0, L, torch.ones_like(L)), max=1.0), torch.zeros_like(L))
-    left = torch.clamp(p64 - qt, min=0.0).scatter(1, a, 0.0)
+    pa = gather(p64, a)
+    c = torch.where(L > 0, torch.clamp(pa / torch.where(L > 0, L, torch.ones_like(L)), max=1.0), torch.zeros_like(pa))
+    left = torch.clamp(p64 - qt, min=0.0).scatter(1, a_rows, 0.0)
     res, _ = normalize_or(left, p64)
     toks = torch.cat([i, a], dim=1)
     return Plan(toks, torch.cat([a1, c], dim=1), res), torch.cat([a2, c], dim=1), qa.squeeze(1)

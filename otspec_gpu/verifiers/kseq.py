@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, plan_conditional, plan_sample, residual, step_output
+from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
 
 __all__ = ["kseq", "sample", "conditional", "plan", "rho_star"]
 
@@ -107,7 +107,7 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     pos = beta > 0
     gamma = torch.where(pos, _one_minus_pow(beta, k) / torch.where(pos, beta, torch.ones_like(beta)), torch.zeros_like(beta))
     res, _ = residual(p64, gamma[:, None] * m)
-    acc = accept_ratio(p64.gather(1, drafts), rho[:, None] * q64.gather(1, drafts))
+    acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
     return Plan(drafts, acc, res)
 
 

@@ -26,8 +26,8 @@ from otspec_gpu.verifiers._common import (
     TorchVerifier,
     accept_ratio,
     check_step,
-    normalize_or,
-    plan_conditional,
+    gather,
+        plan_conditional,
     plan_sample,
     residual,
     step_output,
@@ -43,16 +43,16 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     acc = []
     for j in range(drafts.shape[1]):  # loop over draft rounds only
         x = drafts[:, j : j + 1]
-        acc.append(accept_ratio(pc.gather(1, x), q64.gather(1, x)))
+        acc.append(accept_ratio(gather(pc, x), gather(q64, x)))
         pc, _ = residual(pc, q64)
     return Plan(drafts, torch.cat(acc, dim=1), pc)
 
 
 def plan_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     """RSD plan for distinct drafts (per-row residuals and draft laws)."""
-    P = p.double()
-    Q = q.double()
-    k = drafts.shape[1]
+    B, k = drafts.shape
+    P = p.double().expand(B, -1)
+    Q = q.double().expand(B, -1)
     acc = []
     for j in range(k):
         x = drafts[:, j : j + 1]

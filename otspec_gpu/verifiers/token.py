@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, plan_conditional, plan_sample, residual, step_output
+from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
 
 __all__ = ["token", "sample", "conditional", "plan"]
 
@@ -18,7 +18,7 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     """One round on ``drafts[:, 0]`` against q; residual ``norm((p - q)_+)``."""
     x = drafts[:, :1]
     res, _ = residual(p, q)
-    return Plan(x, accept_ratio(p.gather(1, x), q.gather(1, x)), res)
+    return Plan(x, accept_ratio(gather(p, x), gather(q, x)), res)
 
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
