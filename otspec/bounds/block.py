@@ -302,7 +302,9 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     # algorithms (dual simplex after presolve, IPM with crossover, primal simplex without presolve,
     # dual simplex without scaling) and keep the first certified answer, else the last attempt.
     def attempt(options: dict) -> BlockOptimumResult:
-        h = highspy.Highs()
+        from otspec.bounds.lp import new_highs
+
+        h = new_highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
         h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)

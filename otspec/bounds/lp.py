@@ -100,6 +100,31 @@ class MembershipLP:
         return 1.0 - self.acceptance
 
 
+def new_highs():
+    """A silent ``highspy.Highs`` instance.
+
+    highspy 1.16 prints a two-line banner on stdout when the first instance of a process is built,
+    before any option can be set; that would corrupt ``otspec ... --json`` output. File descriptor 1
+    is pointed at ``os.devnull`` while the instance is built, then ``output_flag`` is turned off.
+    """
+    import os
+    import sys
+
+    import highspy
+
+    sys.stdout.flush()
+    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 def solve_highs(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     """Solve the membership LP with HiGHS. Returns ``(w, token_duals, ok, info)``."""
     import highspy
@@ -122,7 +147,7 @@ def solve_highs(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     idx[1::2] = S + pair_token
     lp.a_matrix_.index_ = idx
     lp.a_matrix_.value_ = np.ones(2 * n)
-    h = highspy.Highs()
+    h = new_highs()
     h.setOptionValue("output_flag", False)
     # Interior point + crossover beat dual simplex by ~1.4-2x and primal simplex by ~3x on these
     # bipartite membership LPs up to ~1e5 columns (90 000 columns: 5.4 s vs 7.5 s vs 16 s on the
