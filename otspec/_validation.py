@@ -84,6 +84,11 @@ def as_distribution(x: Any, name: str = "p") -> np.ndarray:
     Rules: one-dimensional, non-empty, finite, no negative entry, sum within
     :data:`~otspec._tolerances.SIMPLEX_SUM_ATOL` of 1. The array is copied and made read-only.
     """
+    if np.iscomplexobj(x):
+        raise InvalidDistributionError(
+            f"{name} must be real (got complex values, e.g. {_short(np.asarray(x).reshape(-1)[:3])}); "
+            "pass the real probabilities (casting would silently drop the imaginary part)"
+        )
     try:
         arr = np.array(x, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:

@@ -34,6 +34,8 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
     With ``logits=True`` the file holds logits and a float64 softmax is applied.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise InputFileError(f"{name} file {path!r} is a directory, not a file; pass the path of the file inside it")
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in SUFFIXES:
         raise InputFileError(f"{name} file {path!r} has an unsupported extension {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
@@ -57,8 +59,9 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
         raise InputFileError(f"{name} file {path!r} cannot be read as {suffix} ({type(exc).__name__}: {exc}); check its format") from None
     arr = np.asarray(arr)
     if arr.dtype.kind not in "fiu":
-        raise InputFileError(f"{name} file {path!r} holds {arr.dtype} data; it must hold numbers")
-    arr = np.squeeze(arr.astype(np.float64))
+        raise InputFileError(f"{name} file {path!r} holds {arr.dtype} data; it must hold real numbers")
+    # squeeze singleton axes (a (1, V) row is one vector), but a one-token file stays shape (1,)
+    arr = np.squeeze(arr.astype(np.float64)).reshape(-1) if arr.size == 1 else np.squeeze(arr.astype(np.float64))
     if arr.ndim != 1:
         raise InputFileError(f"{name} file {path!r} holds an array of shape {arr.shape}; it must hold one vector of shape (V,)")
     if logits:

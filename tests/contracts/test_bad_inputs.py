@@ -1,6 +1,7 @@
 """One table of bad inputs: each must raise a specific error whose message names the problem,
 from the library, and exit 2 with one line from the CLI."""
 
+import os
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ from otspec._validation import (
     ShapeMismatchError,
     UnsupportedMethodError,
 )
+from otspec import io as otspec_io
 from otspec import models
 from otspec.cli import main
 from otspec.synthetic import synthetic_pair
@@ -29,6 +31,17 @@ from otspec.verifiers.spectr import kseq_conditional
 
 P = np.array([0.5, 0.3, 0.2])
 Q = np.array([0.2, 0.3, 0.5])
+
+
+def _complex_file():
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="otspec-bad-")
+    path = os.path.join(d, "c.npy")
+    np.save(path, np.array([0.5 + 0.5j, 0.5]))
+    return path
+
+
 P0 = np.array([0.5, 0.5, 0.0])  # the reproducer of issue 7 item 3: token 0 is never drafted
 Q0 = np.array([0.0, 0.5, 0.5])
 
@@ -85,6 +98,10 @@ LIBRARY_CASES = [
     ("memory_cap on kernel", lambda: otspec.verifiers.kseq.kernel(P, otspec.iid(Q, 2), memory_cap=[1]), InvalidOptionError, "memory_cap"),
     ("constraints not callable", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="cvxpy", constraints=5), InvalidOptionError, "constraints"),
     ("constraints return junk", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="cvxpy", constraints=lambda lp: [1, 2]), InvalidOptionError, "constraints"),
+    ("complex p", lambda: otspec.optimal_acceptance(np.array([0.5 + 0.1j, 0.3, 0.2]), otspec.iid(Q, 2)), InvalidDistributionError, "p must be real"),
+    ("complex q with zero imaginary part", lambda: otspec.iid(Q.astype(complex), 2), InvalidDistributionError, "q must be real"),
+    ("complex file", lambda: otspec_io.load_distribution(_complex_file()), InputFileError, "real numbers"),
+    ("directory as a file", lambda: otspec_io.load_distribution(os.path.dirname(_complex_file())), InputFileError, "is a directory"),
     ("token chain path, q = 0 draft", lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]), InvalidDraftsError, "q_conds[1, 0]"),
 ]
 
@@ -116,7 +133,17 @@ def files(tmp_path):
     np.save(tmp_path / "nan.npy", np.array([np.nan, 0.5, 0.5]))
     np.save(tmp_path / "short.npy", np.array([0.5, 0.5]))
     (tmp_path / "words.txt").write_text("a b c\n")
+    (tmp_path / "dir.npy").mkdir()
+    np.save(tmp_path / "one.npy", np.array([1.0]))
     return tmp_path
+
+
+def test_one_token_file_is_a_distribution(files, capsys):
+    # Regression (issue 7, item 7): a (1,) file was squeezed to shape () and rejected
+    assert main(["bound", "--p", f"{files}/one.npy", "--q", f"{files}/one.npy", "--drafts", "1", "--law", "iid", "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["results"][0]["value"] == 1.0
 
 
 CLI_CASES = [
@@ -127,6 +154,8 @@ CLI_CASES = [
     ("only --p", ["bound", "--p", "{d}/p.npy", "--drafts", "2"], "together"),
     ("vocab and files", ["bound", "--vocab", "3", "--p", "{d}/p.npy", "--q", "{d}/q.npy", "--drafts", "2"], "cannot be combined"),
     ("missing file", ["bound", "--p", "{d}/nope.npy", "--q", "{d}/q.npy", "--drafts", "2"], "does not exist"),
+    ("directory as --p", ["bound", "--p", "{d}", "--q", "{d}/q.npy", "--drafts", "2"], "is a directory"),
+    ("directory named .npy", ["bound", "--p", "{d}/dir.npy", "--q", "{d}/q.npy", "--drafts", "2"], "is a directory"),
     ("bad extension", ["bound", "--p", "{d}/p.bin", "--q", "{d}/q.npy", "--drafts", "2"], "unsupported extension"),
     ("garbage npy", ["bound", "--p", "{d}/garbage.npy", "--q", "{d}/q.npy", "--drafts", "2"], "cannot be read"),
     ("npz with two arrays", ["bound", "--p", "{d}/two.npz", "--q", "{d}/q.npy", "--drafts", "2"], "exactly one"),
