@@ -25,7 +25,8 @@ def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
     Ties keep token-id order (stable sort), which is harmless: a tied block is optimally taken
     all-or-nothing and every block boundary is a prefix (MATH.md section 3.2)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # over: a denormal q (e.g. 5e-324) overflows p/q to +inf, which is the right order key
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
     return np.argsort(key, kind="stable")
 

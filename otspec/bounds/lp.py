@@ -239,7 +239,7 @@ def _repair(p: np.ndarray, weights: np.ndarray, pair_set: np.ndarray, pair_token
         tot = np.bincount(rows, weights=w, minlength=cap.size)
         excess = tot - cap
         violation = max(violation, float(excess.max(initial=0.0)))
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             scale = np.where(tot > cap, cap / np.where(tot > 0, tot, 1.0), 1.0)
         w = w * scale[rows]
     return w, violation

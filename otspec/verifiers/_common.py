@@ -231,7 +231,8 @@ def accept_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
     safe = np.where(den > 0.0, den, 1.0)
-    return np.where(den > 0.0, np.minimum(1.0, num / safe), 1.0)
+    with np.errstate(over="ignore"):  # a denormal den overflows num/den to +inf: min(1, inf) = 1 is exact
+        return np.where(den > 0.0, np.minimum(1.0, num / safe), 1.0)
 
 
 def membership_mask(tuples: np.ndarray, V: int) -> np.ndarray:
@@ -408,7 +409,7 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
     """
     if k == 1:
         return 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # over: denormal q, ratio +inf
         r = p / q  # q = 0: ratio inf (or nan when p = 0 too): such tokens sit on the q branch, adding 0
     lo, hi = 1.0, float(k)
     below = r <= lo

@@ -22,7 +22,7 @@ import numpy as np
 
 from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, plan_rows, residual_rows
+from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, plan_rows, residual_rows
 
 __all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_plan"]
 
@@ -37,7 +37,7 @@ def rrs_wor_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> Sequential
     for j in range(k):
         x = tuples[:, j]
         num, den = P[r, x], Q[r, x]
-        acc[:, j] = np.where(den > 0, np.minimum(1.0, num / np.where(den > 0, den, 1.0)), 1.0)
+        acc[:, j] = accept_ratio(num, den)
         P, _ = residual_rows(P, Q)
         if j + 1 < k:
             Q[r, x] = 0.0

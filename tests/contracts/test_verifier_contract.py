@@ -393,3 +393,25 @@ def test_per_tuple_acceptance_shortcuts_match_kernel(rng):
                     continue
                 K = v.kernel(p, law)
                 np.testing.assert_allclose(v._tuple_acceptance(p, law, K.tuples), K.per_tuple_acceptance(), atol=1e-13, err_msg=v.name)
+
+
+DENORMAL_Q = np.array([1 - 5e-324 - 1e-310, 5e-324, 1e-310])
+
+
+@pytest.mark.parametrize("make_law", [lambda q: otspec.iid(q, 2), lambda q: otspec.without_replacement(q, 2), lambda q: otspec.greedy(q, 2), lambda q: otspec.product([q, q[::-1]])], ids=["iid", "wor", "greedy", "product"])
+def test_denormal_draft_probabilities_raise_no_warning(make_law):
+    # Regression (issue 7, item 7): p / q overflowed to +inf with a RuntimeWarning for denormal q
+    # (the value, +inf, is the right limit; the warning leaked to users).
+    import warnings
+
+    p = np.array([0.5, 0.3, 0.2])
+    law = make_law(DENORMAL_Q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in ("auto", "lp", "flow"):
+            otspec.optimal_acceptance(p, law, method=method)
+        for v in ALL:
+            if v.applies_to(law):
+                v.acceptance(p, law)
+                K = v.kernel(p, law)
+                assert np.all(np.isfinite(K.pi)), v.name
