@@ -13,6 +13,7 @@ __all__ = [
     "ROUNDING_PER_TERM",
     "WOR_TARGET_ERROR",
     "DEFAULT_MEMORY_CAP_BYTES",
+    "ERROR_BOUND_MAX",
 ]
 
 #: A user distribution must sum to 1 within this. float64 softmax over 262 144 tokens is off by
@@ -51,3 +52,8 @@ WOR_TARGET_ERROR = 1e-11
 #: Tuple-level solvers refuse problems whose estimated peak memory exceeds this (4 GiB); pass
 #: ``memory_cap=`` to change it.
 DEFAULT_MEMORY_CAP_BYTES = 4 * 1024**3
+
+#: Largest numerical error bound a result may carry and still be reported ``optimal``. A dual
+#: (cut) method accepts its own re-check within twice its error bound, so a bound near 1 would make
+#: the check unable to fail; above this the status is downgraded to ``check_failed``.
+ERROR_BOUND_MAX = 1e-6

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from otspec._tolerances import CERTIFICATE_ATOL, ROUNDING_PER_TERM
+from otspec._tolerances import CERTIFICATE_ATOL, ERROR_BOUND_MAX, ROUNDING_PER_TERM
 from otspec._validation import InvalidOptionError, UnsupportedMethodError, as_distribution, as_memory_cap, check_memory
 from otspec.bounds.cuts import cut_value, ratio_order
 from otspec.bounds.lp import estimate_bytes, solve_tuple_level
@@ -82,6 +82,9 @@ def _cut_certified_result(p, law, value, cut, method, err, checks) -> Acceptance
     checks = {"cut_value_minus_value": cut_value(p, law, cut) - value, **checks}
     tol = CERTIFICATE_ATOL + 2 * err
     status = STATUS_OPTIMAL if all(abs(v) <= tol for v in checks.values()) else STATUS_CHECK_FAILED
+    if not err <= ERROR_BOUND_MAX:  # a check within 2 * err could not fail: the value is not certified
+        status = STATUS_CHECK_FAILED
+        checks["error_bound_above_max"] = float(err)
     return AcceptanceResult(
         value=min(value, 1.0),
         cut=cut,
