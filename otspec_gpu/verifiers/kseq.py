@@ -12,7 +12,9 @@ return :math:`X_i` (first i) with probability :math:`\min(1, p(X_i)/(\rho^* q(X_
 :func:`rho_star` mirrors the numpy core: :math:`f` is non-increasing, ``f(1) <= 0`` returns 1,
 ``f(k) > 0`` returns k (impossible in exact arithmetic), otherwise it bisects in float64 until the
 bracket cannot shrink and returns its *upper* end, where :math:`f \le 0` (the rule is lossless at
-the returned value). Every row bisects at once (a loop over iterations only); tokens whose ratio
+the returned value). Rows with :math:`p = q` get :math:`\rho^* = 1` exactly (there the root is
+ill-conditioned: summing :math:`\min(p, q)` leaves :math:`1-\beta \approx 10^{-16}` and moves the
+root by :math:`10^{-16/k}`). Every row bisects at once (a loop over iterations only); tokens whose ratio
 :math:`p/q` has left the bracket are folded into two per-row constants, and the working set is
 compacted every few iterations when it has shrunk by half.
 """
@@ -65,7 +67,10 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         b = (A + P_in) / rho + Bc + Q_out
         return _one_minus_pow(b, k) - rho * b
 
-    f_lo = f_at(lo, torch.zeros_like(lo), qb.sum(-1))
+    # p == q (on normalised rows): f(1) = t - t^k with t = sum (q - p)_+ = 0 exactly, so rho* = 1;
+    # summing min(p, q) instead would leave t ~ 1e-16 and move rho* by t^(1/k) (ill-conditioned)
+    same = torch.clamp(q - p, min=0.0).sum(-1) == 0.0
+    f_lo = torch.where(same, torch.zeros_like(lo), f_at(lo, torch.zeros_like(lo), qb.sum(-1)))
     f_hi = f_at(hi, pb.sum(-1), torch.zeros_like(hi))
     result = torch.where(f_lo <= 0.0, lo, hi)
     active = (f_lo > 0.0) & (f_hi <= 0.0)
@@ -100,7 +105,11 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     """The K-SEQ plan: rounds over every draft with accept ``min(1, p/(rho* q))``, one residual."""
     k = drafts.shape[1]
+    # the root is ill-conditioned near p == q (a 1e-8 error in sum(p) moves rho* by 1e-4 at k = 2),
+    # so the rows are renormalised in float64 first: the rule is exact for the normalised laws
     p64, q64 = p.double(), q.double()
+    p64 = p64 / p64.sum(-1, keepdim=True)
+    q64 = q64 / q64.sum(-1, keepdim=True)
     rho = rho_star(p64, q64, k)
     m = torch.minimum(p64 / rho[:, None], q64)
     beta = m.sum(-1)
