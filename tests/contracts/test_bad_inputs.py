@@ -102,6 +102,8 @@ LIBRARY_CASES = [
     ("complex q with zero imaginary part", lambda: otspec.iid(Q.astype(complex), 2), InvalidDistributionError, "q must be real"),
     ("complex file", lambda: otspec_io.load_distribution(_complex_file()), InputFileError, "real numbers"),
     ("directory as a file", lambda: otspec_io.load_distribution(os.path.dirname(_complex_file())), InputFileError, "is a directory"),
+    # issue 7 item 8: auto on a large product law refuses before starting, with the size and a hint
+    ("auto on a large product law", lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), otspec.product([np.full(600, 1 / 600)] * 2)), ProblemTooLargeError, "method='auto'"),
     ("token chain path, q = 0 draft", lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]), InvalidDraftsError, "q_conds[1, 0]"),
 ]
 
