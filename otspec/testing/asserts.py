@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from otspec._tolerances import EXACT_ATOL
 from otspec.laws import DraftLaw
@@ -243,6 +242,8 @@ def _power(alpha: float, df: int, n: float, tv: float) -> float:
     chi^2-divergence >= (2 TV)^2 (Cauchy-Schwarz), so the non-centrality is >= 4 n TV^2."""
     if df <= 0:
         return 1.0
+    from scipy import stats  # lazy: scipy.stats is slow to import
+
     crit = stats.chi2.isf(alpha, df)
     return float(stats.ncx2.sf(crit, df, 4.0 * n * tv * tv))
 
@@ -311,6 +312,8 @@ def assert_sampler_matches(
     per = int(n) // M
     if per < 1:
         raise UnsupportedMethodError(f"n = {n} draws cannot cover the {M} draft tuples of {law!r}; pass n >= {M * 100}")
+    from scipy import stats  # lazy: scipy.stats is slow to import
+
     ys = v.sample_batch(p, law, np.repeat(tuples, per, axis=0), rng=rng).reshape(M, per)
     counts = np.stack([np.bincount(row, minlength=V) for row in ys]).astype(np.float64)
     alpha = false_alarm / M
@@ -380,6 +383,8 @@ def assert_sampler_lossless(
     """
     v, p = _prepare(verifier, p, law)
     rng = np.random.default_rng(0) if rng is None else rng
+    from scipy import stats  # lazy: scipy.stats is slow to import
+
     n = int(n)
     drafts = law.sample(rng, n)
     ys = v.sample_batch(p, law, drafts, rng=rng)
