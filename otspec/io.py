@@ -18,13 +18,13 @@ __all__ = ["load_distribution", "SUFFIXES"]
 SUFFIXES = (".npy", ".npz", ".safetensors", ".txt", ".csv")
 
 
-def _pick(arrays: dict, path: str, key: str | None) -> np.ndarray:
+def _pick(arrays: dict, path: str, key: str | None, name: str = "p") -> np.ndarray:
     if key is not None:
         if key not in arrays:
-            raise InputFileError(f"{path} has no array named {key!r} (it has {sorted(arrays)}); pass one of those names")
+            raise InputFileError(f"{name} file {path!r} has no array named {key!r} (it has {sorted(arrays)}); pass one of those names")
         return arrays[key]
     if len(arrays) != 1:
-        raise InputFileError(f"{path} holds {len(arrays)} arrays ({sorted(arrays)[:5]}); it must hold exactly one, or name it with key=")
+        raise InputFileError(f"{name} file {path!r} holds {len(arrays)} arrays ({sorted(arrays)[:5]}); it must hold exactly one, or name it with key=")
     return next(iter(arrays.values()))
 
 
@@ -46,11 +46,11 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
             arr = np.load(path, allow_pickle=False)
         elif suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
-                arr = _pick({k: z[k] for k in z.files}, path, key)
+                arr = _pick({k: z[k] for k in z.files}, path, key, name)
         elif suffix == ".safetensors":
             from safetensors.numpy import load_file
 
-            arr = _pick(load_file(path), path, key)
+            arr = _pick(load_file(path), path, key, name)
         else:
             arr = np.loadtxt(path, delimiter="," if suffix == ".csv" else None, dtype=np.float64, ndmin=1)
     except InputFileError:

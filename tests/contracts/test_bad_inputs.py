@@ -108,12 +108,36 @@ LIBRARY_CASES = [
 ]
 
 
+#: The argument each library case must name in its message (by default the first word of it).
+ARGUMENT = {
+    "V mismatch p vs law": "p", "single_draft V mismatch": "q", "ragged explicit tuples": "tuples",
+    "negative explicit ids": "tuples", "non-integer explicit ids": "tuples", "explicit weight count": "weights",
+    "explicit ids beyond vocab_size": "vocab_size", "product V mismatch": "qs[1]", "product not a list": "qs",
+    "unknown method": "method", "prefix on product law": "method", "subsets on V = 25": "method",
+    "LP too large": "method", "memory cap": "memory cap", "constraints without cvxpy": "constraints",
+    "law is not a law": "law", "synthetic pair too large": "vocab", "random model too large": "V =",
+    "non-numeric memory_cap": "memory_cap", "negative memory_cap": "memory_cap", "memory_cap on kernel": "memory_cap",
+    "constraints not callable": "constraints", "constraints return junk": "constraints",
+    "complex file": "p file", "directory as a file": "p file", "auto on a large product law": "method",
+    "tree spectr, q = 0 draft": "tree[0]", "tree rrs, q = 0 draft": "tree[1]", "tree sample_many, q = 0 deep": "tree[0]",
+}
+
+
 @pytest.mark.parametrize("name,call,exc,fragment", LIBRARY_CASES, ids=[c[0] for c in LIBRARY_CASES])
 def test_library_rejects(name, call, exc, fragment):
-    with pytest.raises(exc) as info:
+    with pytest.raises(OtspecInputError) as info:
         call()
-    assert isinstance(info.value, (OtspecInputError, ValueError))
-    assert fragment in str(info.value), str(info.value)
+    assert type(info.value) is exc, f"{name}: raised {type(info.value).__name__}, expected exactly {exc.__name__}"
+    assert isinstance(info.value, ValueError)
+    msg = str(info.value)
+    assert fragment in msg, msg
+    arg = ARGUMENT.get(name, msg.split(" ")[0])
+    assert arg in msg and arg.split("[")[0] in ("p", "q", "k", "drafts", "tuples", "weights", "vocab_size", "qs", "method", "memory cap",
+                                                  "constraints", "law", "vocab", "V =", "memory_cap", "p file", "tree"), (name, arg, msg)
+
+
+def test_table_is_large_enough():
+    assert len(LIBRARY_CASES) + len(CLI_CASES) >= 40
 
 
 def test_sampler_requires_generator():
@@ -188,11 +212,15 @@ CLI_CASES = [
 def test_cli_exits_2_with_one_line(name, argv, fragment, files, capsys):
     argv = [a.replace("{d}", str(files)) for a in argv]
     rc = main(argv)
-    err = capsys.readouterr().err
+    cap = capsys.readouterr()
+    err = cap.err
     assert rc == 2
     assert fragment in err, err
-    if "invalid" not in fragment:  # our own errors are exactly one line
-        assert len(err.strip().splitlines()) == 1, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("otspec: error: "), err  # usage errors too
+    assert "Traceback" not in err and cap.out == "", (err, cap.out)
+    flags = [a for a in argv if a.startswith("--")]
+    assert any(f in err for f in flags) or any(w in err for w in ("vocab", "k must", "memory cap", "p file", "q file", "sum to 1", "finite",
+                                                                    "vocabulary", "support size")), err
 
 
 def test_cli_subprocess_exit_code():
