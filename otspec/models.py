@@ -35,6 +35,7 @@ from otspec._validation import (
     InvalidDistributionError,
     InvalidDraftsError,
     OtspecInputError,
+    ShapeMismatchError,
     as_distribution,
     as_draft_count,
     check_memory,
@@ -68,19 +69,20 @@ _SALT_DIRICHLET = 0x5EED_D1C7
 _SALT_NOISE = 0x5EED_0153
 
 
-def as_prefix(prefix: Any, V: int) -> tuple[int, ...]:
-    """Return ``prefix`` as a tuple of Python ints in ``[0, V)``, or raise :class:`InvalidDraftsError`."""
+def as_prefix(prefix: Any, V: int, name: str = "prefix") -> tuple[int, ...]:
+    """Return ``prefix`` as a tuple of Python ints in ``[0, V)``, or raise :class:`InvalidDraftsError`
+    (whose message calls the argument ``name``)."""
     try:
         items = tuple(prefix)
     except TypeError:
-        raise InvalidDraftsError(f"prefix must be a sequence of token ids (got {prefix!r}); pass a tuple such as (0, 2)") from None
+        raise InvalidDraftsError(f"{name} must be a sequence of token ids (got {prefix!r}); pass a tuple such as (0, 2)") from None
     out = []
     for x in items:
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Integral, np.integer)):
-            raise InvalidDraftsError(f"prefix must hold integer token ids (got {x!r} in {items!r}); cast them to int")
+            raise InvalidDraftsError(f"{name} must hold integer token ids (got {x!r} in {items!r}); cast them to int")
         xi = int(x)
         if not 0 <= xi < V:
-            raise InvalidDraftsError(f"prefix token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary")
+            raise InvalidDraftsError(f"{name} token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary")
         out.append(xi)
     return tuple(out)
 
@@ -437,7 +439,7 @@ def as_model(model: Any, *, V: int | None = None, name: str = "model") -> Model:
             "use otspec.models.context_free(p) for a fixed distribution"
         )
     if V is not None and out.V != V:
-        raise InvalidDistributionError(f"{name} has V = {out.V} but V = {V} was expected; models must share the vocabulary")
+        raise ShapeMismatchError(f"{name} has V = {out.V} but V = {V} was expected; models must share the vocabulary")
     out(())  # validate the root conditional now rather than deep inside a solver
     return out
 

@@ -24,6 +24,9 @@ from otspec import io as otspec_io
 from otspec import models
 from otspec.cli import main
 from otspec.synthetic import synthetic_pair
+from otspec.bounds.block import block_optimum
+from otspec.bounds.tree import tree_optimum
+from otspec.verifiers import block as block_verifier
 from otspec.verifiers import token_chain, tree
 from otspec.verifiers.rsd import rrs_wor_conditional
 from otspec.verifiers.specinfer import rrs_conditional
@@ -104,6 +107,19 @@ LIBRARY_CASES = [
     ("directory as a file", lambda: otspec_io.load_distribution(os.path.dirname(_complex_file())), InputFileError, "is a directory"),
     # issue 7 item 8: auto on a large product law refuses before starting, with the size and a hint
     ("auto on a large product law", lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), otspec.product([np.full(600, 1 / 600)] * 2)), ProblemTooLargeError, "method='auto'"),
+    # block / tree problems
+    ("block_optimum bad method", lambda: block_optimum(models.context_free(P), models.context_free(Q), 2, method="simplex"), UnsupportedMethodError, "simplex"),
+    ("block_optimum gamma = 0", lambda: block_optimum(models.context_free(P), models.context_free(Q), 0), InvalidDraftCountError, "got 0"),
+    ("block_optimum V mismatch", lambda: block_optimum(models.context_free(P), models.context_free([0.5, 0.5]), 2), ShapeMismatchError, "V = 2"),
+    ("tree_optimum k = 0", lambda: tree_optimum(models.context_free(P), models.context_free(Q), 0, 2), InvalidDraftCountError, "got 0"),
+    ("tree kernel bad verifier", lambda: tree.kernel(models.context_free(P), models.context_free(Q), 2, 1, verifier="magic"), UnsupportedMethodError, "magic"),
+    ("context_free not normalised", lambda: models.context_free([0.5, 0.6]), InvalidDistributionError, "1.1"),
+    ("block path length mismatch", lambda: block_verifier.expected_accepted_given_path([P, P], [Q], [0, 1]), ShapeMismatchError, "gamma = 1"),
+    ("block sample out of vocabulary", lambda: block_verifier.sample(models.context_free(P), models.context_free(Q), [0, 5], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
+    ("token sample out of vocabulary", lambda: token_chain.sample(models.context_free(P), models.context_free(Q), [7], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
+    ("tree sample out of vocabulary", lambda: tree.sample(models.context_free(P), models.context_free(Q), [[0], [9]], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
+    ("single_draft nan q", lambda: otspec.single_draft(P, [np.nan, 0.5, 0.5]), InvalidDistributionError, "finite"),
+    ("compare without a law", lambda: otspec.verifiers.compare(P, Q), UnsupportedMethodError, "draft law"),
     ("token chain path, q = 0 draft", lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]), InvalidDraftsError, "q_conds[1, 0]"),
 ]
 
@@ -119,6 +135,9 @@ ARGUMENT = {
     "non-numeric memory_cap": "memory_cap", "negative memory_cap": "memory_cap", "memory_cap on kernel": "memory_cap",
     "constraints not callable": "constraints", "constraints return junk": "constraints",
     "complex file": "p file", "directory as a file": "p file", "auto on a large product law": "method",
+    "block_optimum V mismatch": "q_model", "tree kernel bad verifier": "verifier", "block path length mismatch": "drafts",
+    "block sample out of vocabulary": "drafts", "token sample out of vocabulary": "drafts", "tree sample out of vocabulary": "tree[1]",
+    "compare without a law": "law", "block_optimum gamma = 0": "gamma",
     "tree spectr, q = 0 draft": "tree[0]", "tree rrs, q = 0 draft": "tree[1]", "tree sample_many, q = 0 deep": "tree[0]",
 }
 
@@ -133,7 +152,8 @@ def test_library_rejects(name, call, exc, fragment):
     assert fragment in msg, msg
     arg = ARGUMENT.get(name, msg.split(" ")[0])
     assert arg in msg and arg.split("[")[0] in ("p", "q", "k", "drafts", "tuples", "weights", "vocab_size", "qs", "method", "memory cap",
-                                                  "constraints", "law", "vocab", "V =", "memory_cap", "p file", "tree"), (name, arg, msg)
+                                                  "constraints", "law", "vocab", "V =", "memory_cap", "p file", "tree", "q_model",
+                                                  "verifier", "gamma"), (name, arg, msg)
 
 
 def test_table_is_large_enough():
