@@ -24,6 +24,7 @@ from otspec.verifiers.hub import spechub
 from otspec.verifiers.ignore_drafts import nss
 from otspec.verifiers.naive_tree import naive
 from otspec.verifiers.plan_sampler import optimal_plan
+from otspec.verifiers.optimal import optimal_iid
 from otspec.verifiers.rsd import rrs_wor, rrs_wor_conditional
 from otspec.verifiers.single_draft import token
 from otspec.verifiers.specinfer import rrs, rrs_conditional
@@ -51,6 +52,7 @@ __all__ = [
     "nss",
     "naive",
     "optimal_plan",
+    "optimal_iid",
     "approximate",
     "kseq_conditional",
     "rrs_conditional",
@@ -66,7 +68,7 @@ __all__ = [
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
-ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub, khisti, nss, naive, optimal_plan, approximate)
+ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub, khisti, nss, naive, optimal_plan, optimal_iid, approximate)
 
 
 def by_name(name: str) -> Verifier:
