@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from otspec import models
-from otspec._validation import InvalidDistributionError, InvalidDraftCountError, InvalidDraftsError, ProblemTooLargeError
+from otspec._validation import InvalidDistributionError, InvalidDraftCountError, InvalidDraftsError, ProblemTooLargeError, ShapeMismatchError
 
 
 def test_dirichlet_is_a_function_of_seed_and_prefix():
@@ -85,7 +85,7 @@ def test_as_model_validates_every_conditional():
         models.as_model(lambda prefix: [0.5, 0.5, 0.0] if prefix else [0.5, 0.5])((1,))
     with pytest.raises(InvalidDistributionError):
         models.as_model([0.5, 0.5])
-    with pytest.raises(InvalidDistributionError):
+    with pytest.raises(ShapeMismatchError):  # a vocabulary mismatch is a shape error
         models.as_model(models.context_free([0.5, 0.5]), V=3)
 
 
