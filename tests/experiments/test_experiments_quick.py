@@ -41,3 +41,30 @@ def test_exp5_bound_landscape(tmp_path):
     assert c["wor_minus_iid_min"] >= -1e-9 and c["sweep_wor_minus_iid_min"] >= -1e-9
     assert c["kseq_ratio_minus_guarantee_min"] >= -1e-9
     assert c["k1_equals_one_minus_tv"] < 1e-12
+
+
+def _needs_harness():
+    pytest.importorskip("torch", reason="install the [decode] extra (torch, transformers)")
+    pytest.importorskip("transformers", reason="install the [decode] extra (torch, transformers)")
+    pytest.importorskip("otspec_gpu.decode", reason="the decoding harness is not available")
+
+
+def test_exp1_verifiers_vs_optimum(tmp_path):
+    _needs_harness()
+    d = run("exp1_verifiers_vs_optimum.py", tmp_path)
+    c = d["checks"]
+    assert c["min_wor_minus_iid"] >= -1e-9  # alpha*_wor >= alpha*_iid on every step
+    assert c["max_abs_greedy_verifier_minus_optimum"] < 1e-9  # the greedy verifier attains its law's optimum
+    assert c["min_kseq_phase1_ratio_minus_guarantee"] >= -1e-9  # SpecTr's guarantee
+    assert c["max_verifier_above_optimum"] < 1e-9  # no exact acceptance above the optimum
+    s = d["summary"]["1.0"]
+    assert abs(s["opt_iid"]["mean"][0] - s["kseq"]["mean"][0]) < 1e-12  # k = 1: every rule is 1 - TV
+
+
+def test_exp2_block_vs_token(tmp_path):
+    _needs_harness()
+    d = run("exp2_block_vs_token.py", tmp_path)
+    assert d["realized"] and all(r["records"] > 0 for r in d["realized"])
+    for res in d["exact"].values():
+        for r in res.values():
+            assert r["paths"] > 0 and r["be_token"] >= 1 and r["be_block"] >= 1
