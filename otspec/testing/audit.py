@@ -516,7 +516,7 @@ def _tv(v, p, law) -> float:
 
 def _ratio(v, probs, get) -> PropertyResult:
     lo_all, lo_multi, where = math.inf, math.inf, ""
-    n = 0
+    n, total = 0, 0.0
     for pr in probs:
         try:
             r = ratio_from(get(pr, "acceptance"), get(pr, "optimum"))
@@ -525,36 +525,41 @@ def _ratio(v, probs, get) -> PropertyResult:
         if r.optimum <= 0:
             continue
         n += 1
+        total += r.ratio
         lo_all = min(lo_all, r.ratio)
         if pr.k >= 2 and r.ratio < lo_multi:
             lo_multi, where = r.ratio, pr.code().replace("\n", "; ")
     if n == 0:
         return PropertyResult("ratio", "skip", "no problem with a positive optimum")
-    text = f"acceptance / optimum >= {lo_all:.4f} over {n} problems"
+    text = f"acceptance / optimum: mean {total / n:.4f}, minimum {lo_all:.4f} over {n} problems"
     if lo_multi < math.inf:
         rel = ">=" if lo_multi >= ONE_MINUS_INV_E else "<"
-        text += f"; with k >= 2 its minimum {lo_multi:.4f} is {rel} 1 - 1/e = {ONE_MINUS_INV_E:.4f} (at {where})"
+        text += f"; minimum with k >= 2 {lo_multi:.4f} {rel} 1 - 1/e = {ONE_MINUS_INV_E:.4f} (at {where})"
     return PropertyResult("ratio", "info", text, n)
 
 
 def _sampler(v, probs, seed, draws, n_sampler, false_alarm, spec, get) -> PropertyResult:
-    picks, kinds = [], set()
-    cap = max(1, draws // 2000)  # at least 2000 draws per draft tuple
-    # one problem per law kind: the one with the most draft tuples under the cap whose kernel is
-    # random for most tuples (a one-hot row tests nothing but its support)
+    cap = max(1, draws // 5000)  # at least 5000 draws per draft tuple
+    # problems whose kernel is random for most tuples (a one-hot row tests nothing but its support),
+    # the largest under the cap first, one per law kind before a second of any kind
+    cands = []
     for pr in sorted(probs, key=lambda pr: -pr.size()[2]):
-        if pr.kind in kinds or pr.size()[2] > cap:
+        if pr.size()[2] > cap:
             continue
         try:
             pi = np.asarray(get(pr, "kernel").pi)
         except Exception:  # noqa: BLE001 - the kernel property reports it
             continue
-        if np.mean(np.count_nonzero(pi > 1e-9, axis=1) >= 2) < 0.5:
-            continue
-        picks.append(pr)
-        kinds.add(pr.kind)
-        if len(picks) >= n_sampler:
-            break
+        if np.mean(np.count_nonzero(pi > 1e-9, axis=1) >= 2) >= 0.5:
+            cands.append(pr)
+    picks, kinds = [], set()
+    for pr in cands:
+        if pr.kind not in kinds and len(picks) < n_sampler:
+            picks.append(pr)
+            kinds.add(pr.kind)
+    for pr in cands:
+        if pr not in picks and len(picks) < n_sampler:
+            picks.append(pr)
     if not picks:
         return PropertyResult("sampler", "skip", f"no problem small enough for {draws} draws")
     results = []
