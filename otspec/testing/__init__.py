@@ -7,7 +7,8 @@ Public checks, usable from pytest, a notebook or the ``otspec audit`` command:
   (chi-square, stated false-alarm rate and power); :func:`assert_sampler_lossless` -- a sampler
   alone against the target;
 * :func:`assert_within_optimum` and :func:`acceptance_ratio` -- acceptance against the optimal
-  transport bound :func:`otspec.optimal_acceptance`;
+  transport bound :func:`otspec.optimal_acceptance`; :func:`assert_acceptance_matches_kernel` --
+  a verifier's own acceptance (closed form, Monte Carlo) against its kernel;
 * :func:`assert_chain_lossless` / :func:`assert_chain_within_optimum` -- chain (block) verifiers;
 * :func:`audit` -- the whole battery with the smallest counterexample of every failed property;
 * :mod:`otspec.testing.strategies` -- hypothesis strategies for distributions and draft laws
@@ -45,6 +46,7 @@ from otspec.testing.asserts import (
     SamplerCheck,
     VerifierAssertionError,
     acceptance_ratio,
+    assert_acceptance_matches_kernel,
     assert_chain_lossless,
     assert_chain_within_optimum,
     assert_lossless,

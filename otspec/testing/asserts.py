@@ -176,6 +176,44 @@ def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_
     return None
 
 
+def assert_acceptance_matches_kernel(verifier: Any, p: Any, law: DraftLaw, *, method: str = "auto", atol: float = EXACT_ATOL, rng: np.random.Generator | None = None) -> Any:
+    r"""Assert that ``verifier.acceptance(p, law, method=method)`` equals the kernel's exact acceptance.
+
+    The kernel's value is :math:`\sum_{\bar x} Q(\bar x) \sum_{y \in \bar x} \pi(y \mid \bar x)`.
+    An exact answer (closed form or kernel) must agree within ``atol``; a Monte Carlo answer must
+    hold it in its 99% interval. Returns the acceptance estimate. ``method="closed_form"`` checks a
+    closed form (and raises ``UnsupportedMethodError`` where there is none).
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import kseq
+    >>> assert_acceptance_matches_kernel(kseq, [0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2), method="closed_form").how
+    'closed_form'
+    """
+    v, p = _prepare(verifier, p, law)
+    est = v.acceptance(p, law, method=method, rng=np.random.default_rng(0) if rng is None else rng)
+    finding = acceptance_finding(v.name, est, v.kernel(p, law), law, atol=atol)
+    if finding is not None:
+        raise finding
+    return est
+
+
+def acceptance_finding(name: str, est: Any, kernel: Any, law: Any, *, atol: float = EXACT_ATOL) -> VerifierAssertionError | None:
+    """The error :func:`assert_acceptance_matches_kernel` raises, or ``None``."""
+    exact = kernel.acceptance()
+    if est.how == "monte_carlo":
+        ok = est.ci_low - atol <= exact <= est.ci_high + atol
+    else:
+        ok = abs(est.value - exact) <= atol
+    if ok:
+        return None
+    return VerifierAssertionError(
+        f"acceptance() of {name!r} on {law!r} is {est.value:.12g} ({est.how}) but its kernel gives {exact:.12g} (atol {atol:g})",
+        {"property": "acceptance", "acceptance": float(est.value), "kernel": float(exact)},
+    )
+
+
 # ------------------------------------------------------------------------------------------------
 # Samplers
 

@@ -17,6 +17,7 @@ from otspec.testing import (
     VerifierOutputError,
     acceptance_ratio,
     as_verifier,
+    assert_acceptance_matches_kernel,
     assert_chain_lossless,
     assert_chain_within_optimum,
     assert_lossless,
@@ -192,3 +193,19 @@ def test_load_object_and_object_spec(tmp_path):
             load_object(bad)
     assert object_spec(kseq) == "otspec.verifiers:kseq"
     assert object_spec(bd.kseq_rho_one) == "tests.testing.broken_designs:kseq_rho_one"
+
+
+def test_acceptance_matches_kernel():
+    est = assert_acceptance_matches_kernel(rrs, P5, otspec.iid(Q5, 2), method="closed_form", atol=1e-12)
+    assert est.how == "closed_form"
+
+    class WrongClosedForm(type(token)):
+        name = "wrong_closed_form"
+
+        def _closed_form(self, p, law):  # 1 - TV plus a bit: the kernel says otherwise
+            return float(np.minimum(p, law.q).sum()) + 0.01, {}
+
+    with pytest.raises(VerifierAssertionError, match="its kernel gives"):
+        assert_acceptance_matches_kernel(WrongClosedForm(), P5, otspec.iid(Q5, 1))
+    report_row = __import__("otspec.testing", fromlist=["audit"]).audit(WrongClosedForm(), problems=15, draws=10_000)["acceptance"]
+    assert report_row.verdict == "fail" and "assert_acceptance_matches_kernel" in report_row.counterexample.snippet
