@@ -500,7 +500,7 @@ class AcceptanceRatio:
         return float(self.ratio)
 
 
-def _optimum(p: np.ndarray, law: DraftLaw) -> float:
+def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
     import otspec
 
     # brute force over the 2^V cuts is exact and cheap at the sizes tests use, and needs no solver
@@ -525,7 +525,7 @@ def acceptance_ratio(verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 2
     """
     v, p = _prepare(verifier, p, law)
     est = v.acceptance(p, law, n_samples=n_samples, rng=np.random.default_rng(0) if rng is None else rng)
-    return ratio_from(est, _optimum(p, law))
+    return ratio_from(est, reference_optimum(p, law))
 
 
 def assert_within_optimum(

@@ -53,8 +53,7 @@ from otspec.testing.adapters import (
 )
 from otspec.testing.asserts import (
     VerifierAssertionError,
-    _optimum,
-    acceptance_finding,
+    reference_optimum,
     assert_sampler_lossless,
     assert_sampler_matches,
     check_chain_lossless,
@@ -62,6 +61,7 @@ from otspec.testing.asserts import (
     optimum_finding,
     ratio_from,
 )
+from otspec.testing.asserts import acceptance_finding
 
 __all__ = ["ONE_MINUS_INV_E", "AuditReport", "Counterexample", "PropertyResult", "audit"]
 
@@ -418,7 +418,7 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
                 # a sampler's acceptance is a Monte Carlo estimate: a quarter of the draws suffice
                 memo[key] = v.acceptance(p, law, n_samples=draws if exact else max(2000, draws // 4), rng=np.random.default_rng(seed))
             else:
-                memo[key] = _optimum(p, law)
+                memo[key] = reference_optimum(p, law)
         return memo[key]
 
     def exact_property(prop: str, check: Callable[[_Problem], VerifierAssertionError | None], call: str, imports: str, ok: str, probs=chosen):
