@@ -2,7 +2,8 @@ r"""Test any speculative-decoding verifier the way otspec tests its own (see :do
 
 Public checks, usable from pytest, a notebook or the ``otspec audit`` command:
 
-* :func:`assert_lossless` -- exact, from the verifier's kernel;
+* :func:`assert_lossless` -- exact, from the verifier's kernel; :func:`assert_kernel_valid` -- the
+  kernel is a well-formed transport plan (lossy verifiers included);
 * :func:`assert_sampler_matches` -- the sampler against the kernel, draft tuple by draft tuple
   (chi-square, stated false-alarm rate and power); :func:`assert_sampler_lossless` -- a sampler
   alone against the target;
@@ -49,6 +50,7 @@ from otspec.testing.asserts import (
     assert_acceptance_matches_kernel,
     assert_chain_lossless,
     assert_chain_within_optimum,
+    assert_kernel_valid,
     assert_lossless,
     assert_sampler_lossless,
     assert_sampler_matches,

@@ -130,6 +130,62 @@ def assert_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT
         raise finding
 
 
+def assert_kernel_valid(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL) -> Any:
+    r"""Assert that ``verifier.kernel(p, law)`` is a well-formed transport plan; return the kernel.
+
+    The kernel must list every ordered draft tuple of positive probability once (``tuples``
+    ``(M, k)``) with its probability :math:`Q(\bar x)` (``weights`` ``(M,)``, as ``law.enumerate()``
+    gives it, within ``atol``), and one output law per tuple (``pi`` ``(M, V)``) that is a
+    distribution: entries :math:`\ge -\text{atol}`, sum within ``atol`` of 1. This holds for lossy
+    verifiers too; losslessness is :func:`assert_lossless`.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import nss
+    >>> assert_kernel_valid(nss, [0.5, 0.5], otspec.iid([0.9, 0.1], 2)).pi.shape
+    (4, 2)
+    """
+    v, p = _prepare(verifier, p, law)
+    K = v.kernel(p, law)
+    finding = kernel_finding(v.name, K, law, atol=atol)
+    if finding is not None:
+        raise finding
+    return K
+
+
+def kernel_finding(name: str, kernel: Any, law: DraftLaw, *, atol: float = EXACT_ATOL) -> VerifierAssertionError | None:
+    """The error :func:`assert_kernel_valid` raises for ``kernel``, or ``None``."""
+    tuples, weights, pi = np.asarray(kernel.tuples), np.asarray(kernel.weights), np.asarray(kernel.pi)
+    where = f"kernel of {name!r} on {law!r}"
+    M = tuples.shape[0] if tuples.ndim == 2 else -1
+    if tuples.shape != (M, law.k) or weights.shape != (M,) or pi.shape != (M, law.V):
+        return VerifierAssertionError(
+            f"{where} has tuples {tuples.shape}, weights {weights.shape}, pi {pi.shape}; expected (M, {law.k}), (M,), (M, {law.V})",
+            {"property": "kernel"},
+        )
+    ref_t, ref_w = law.enumerate()
+    ref = {tuple(int(x) for x in t): float(w) for t, w in zip(ref_t, ref_w)}
+    got = {tuple(int(x) for x in t): float(w) for t, w in zip(tuples, weights)}
+    if len(got) != M or set(got) != set(ref) or any(abs(got[t] - ref[t]) > atol for t in ref):
+        bad = next((t for t in sorted(set(ref) | set(got)) if abs(got.get(t, 0.0) - ref.get(t, 0.0)) > atol), None)
+        return VerifierAssertionError(
+            f"{where} does not list the law's draft tuples with their probabilities: x = {bad} has weight "
+            f"{got.get(bad, 0.0):.6g} in the kernel and {ref.get(bad, 0.0):.6g} in the law (or a tuple is repeated)",
+            {"property": "kernel", "tuples": [list(bad)] if bad else []},
+        )
+    sums = pi.sum(axis=1)
+    bad_rows = np.flatnonzero(~np.isfinite(sums) | (np.abs(sums - 1.0) > atol) | np.any(pi < -atol, axis=1))
+    if bad_rows.size:
+        b = int(bad_rows[0])
+        return VerifierAssertionError(
+            f"pi(.|x) of {name!r} for drafts x = {_tuple_text(tuples[b])} on {law!r} is not a distribution: "
+            f"sums to {_fmt(sums[b])}, smallest entry {pi[b].min():.3g} ({bad_rows.size} of {M} rows)",
+            {"property": "kernel", "tuples": [tuples[b].tolist()], "row_sum": float(sums[b])},
+        )
+    return None
+
+
 def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL, kernel: Any = None) -> VerifierAssertionError | None:
     """:func:`assert_lossless` returning the error instead of raising it (``None`` when it holds);
     ``kernel`` is the verifier's kernel for ``(p, law)`` when the caller already has it."""
@@ -508,12 +564,15 @@ def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
     return float(otspec.optimal_acceptance(p, law, method=method).value)
 
 
-def acceptance_ratio(verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 20_000, rng: np.random.Generator | None = None) -> AcceptanceRatio:
+def acceptance_ratio(
+    verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 20_000, rng: np.random.Generator | None = None, optimum: float | None = None
+) -> AcceptanceRatio:
     r"""The verifier's acceptance :math:`\alpha` divided by the optimum :math:`\alpha^*(p, Q)`.
 
     The acceptance is ``verifier.acceptance(p, law)`` (exact when the verifier has a closed form
     or a kernel; Monte Carlo with ``n_samples`` and ``rng`` for a sampler), the optimum
-    :func:`otspec.optimal_acceptance`.
+    :func:`otspec.optimal_acceptance` (brute force over the :math:`2^V` cuts for product and
+    explicit laws with V <= 12), or ``optimum`` when the caller has it from another method.
 
     Examples
     --------
@@ -525,12 +584,12 @@ def acceptance_ratio(verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 2
     """
     v, p = _prepare(verifier, p, law)
     est = v.acceptance(p, law, n_samples=n_samples, rng=np.random.default_rng(0) if rng is None else rng)
-    return ratio_from(est, reference_optimum(p, law))
+    return ratio_from(est, reference_optimum(p, law) if optimum is None else float(optimum))
 
 
 def assert_within_optimum(
     verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL, at_least: float | None = None, n_samples: int = 20_000,
-    rng: np.random.Generator | None = None,
+    rng: np.random.Generator | None = None, optimum: float | None = None,
 ) -> AcceptanceRatio:
     r"""Assert :math:`\alpha \le \alpha^*(p, Q)` (no lossless verifier beats the optimum), and
     optionally :math:`\alpha \ge \text{at\_least} \cdot \alpha^*`.
@@ -538,6 +597,7 @@ def assert_within_optimum(
     Exact acceptances are compared with ``atol`` slack; a Monte Carlo acceptance fails only when
     its whole 99% interval is on the wrong side. ``at_least=1`` asserts that the verifier attains
     the optimum; ``at_least=1 - 1/e`` is the guarantee of SpecTr's K-SEQ for i.i.d. drafts.
+    ``optimum`` replaces the computed optimum (e.g. one obtained from an independent LP).
 
     Returns the :class:`AcceptanceRatio`.
 
@@ -548,7 +608,7 @@ def assert_within_optimum(
     >>> round(assert_within_optimum(khisti, [0.5, 0.5], otspec.iid([0.9, 0.1], 2), at_least=1.0).ratio, 9)
     1.0
     """
-    r = acceptance_ratio(verifier, p, law, n_samples=n_samples, rng=rng)
+    r = acceptance_ratio(verifier, p, law, n_samples=n_samples, rng=rng, optimum=optimum)
     finding = optimum_finding(as_verifier(verifier).name, r, law, atol=atol, at_least=at_least)
     if finding is not None:
         raise finding

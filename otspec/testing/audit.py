@@ -61,7 +61,7 @@ from otspec.testing.asserts import (
     optimum_finding,
     ratio_from,
 )
-from otspec.testing.asserts import acceptance_finding
+from otspec.testing.asserts import acceptance_finding, kernel_finding
 
 __all__ = ["ONE_MINUS_INV_E", "AuditReport", "Counterexample", "PropertyResult", "audit"]
 
@@ -431,12 +431,8 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
         return PropertyResult(prop, "pass", ok.format(n=len(probs)), len(probs))
 
     if exact:
-        kernel_call = (
-            "K = verifier.kernel(p, law)\n"
-            "for x, row in zip(K.tuples, K.pi):\n"
-            f"    assert abs(row.sum() - 1) <= {atol!r} and row.min() >= -{atol!r}, (x.tolist(), row.sum(), row.min())"
-        )
-        out.append(exact_property("kernel", lambda pr: _kernel_rows(v, get(pr, "kernel"), pr.build()[1], atol), kernel_call, "",
+        kernel_call = f"assert_kernel_valid(verifier, p, law, atol={atol!r})"
+        out.append(exact_property("kernel", lambda pr: kernel_finding(v.name, get(pr, "kernel"), pr.build()[1], atol=atol), kernel_call, "assert_kernel_valid",
                                   "every pi(.|x) is a distribution on {n} problems"))
         if v.lossless:
             out.append(exact_property("lossless", lambda pr: check_lossless(v, *pr.build(), atol=atol, kernel=get(pr, "kernel")), f"assert_lossless(verifier, p, law, atol={atol!r})",
@@ -482,20 +478,6 @@ def _run_value(fn, default):
         return fn()
     except Exception:
         return default
-
-
-def _kernel_rows(v, K, law, atol) -> VerifierAssertionError | None:
-    pi = np.asarray(K.pi)
-    sums = pi.sum(axis=1)
-    bad = np.flatnonzero(~np.isfinite(sums) | (np.abs(sums - 1.0) > atol) | np.any(pi < -atol, axis=1))
-    if bad.size:
-        b = int(bad[0])
-        return VerifierAssertionError(
-            f"pi(.|x) of {v.name!r} for drafts x = {tuple(int(t) for t in K.tuples[b])} on {law!r} is not a distribution: "
-            f"sums to {sums[b]:.6g}, smallest entry {pi[b].min():.3g} ({bad.size} of {len(sums)} rows)",
-            {"tuples": [K.tuples[b].tolist()]},
-        )
-    return None
 
 
 def _tv(v, p, law) -> float:

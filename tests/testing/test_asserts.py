@@ -209,3 +209,31 @@ def test_acceptance_matches_kernel():
         assert_acceptance_matches_kernel(WrongClosedForm(), P5, otspec.iid(Q5, 1))
     report_row = __import__("otspec.testing", fromlist=["audit"]).audit(WrongClosedForm(), problems=15, draws=10_000)["acceptance"]
     assert report_row.verdict == "fail" and "assert_acceptance_matches_kernel" in report_row.counterexample.snippet
+
+
+def test_kernel_valid_checks_shapes_weights_and_rows():
+    from otspec.testing import assert_kernel_valid
+
+    law = otspec.iid(Q5, 2)
+    K = assert_kernel_valid(kseq, P5, law, atol=1e-12)
+    assert K.pi.shape == (16, 5)  # 4 tokens of positive q, two drafts
+    with pytest.raises(VerifierAssertionError, match=r"x = \(1\) .* sums to 0.75"):
+        assert_kernel_valid(bd.unnormalised_residual, [0.5, 0.5], otspec.iid([0.0, 1.0], 1))
+
+    class HalfWeights(type(token)):
+        name = "half_weights"
+
+        def kernel(self, p, law, **kw):
+            K = super().kernel(p, law, **kw)
+            return type(K)(tuples=K.tuples, weights=K.weights / 2, pi=K.pi, verifier=self.name)
+
+    with pytest.raises(VerifierAssertionError, match="does not list the law's draft tuples"):
+        assert_kernel_valid(HalfWeights(), P5, otspec.iid(Q5, 1))
+
+
+def test_optimum_can_come_from_the_caller():
+    law = otspec.iid([0.9, 0.1], 2)
+    lp = otspec.optimal_acceptance([0.5, 0.5], law, method="lp").value
+    assert acceptance_ratio(rrs, [0.5, 0.5], law, optimum=lp).optimum == lp
+    with pytest.raises(VerifierAssertionError, match="above the optimum 0.6"):
+        assert_within_optimum(rrs, [0.5, 0.5], law, optimum=0.6)  # a wrong "optimum" below RRS's 0.64
