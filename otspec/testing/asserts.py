@@ -362,6 +362,7 @@ def assert_sampler_matches(
     false_alarm: float = 1e-6,
     tv: float = 0.05,
     rng: np.random.Generator | None = None,
+    per_tuple: bool = True,
 ) -> SamplerCheck:
     r"""Assert that ``verifier.sample_batch`` draws from ``verifier.kernel``, draft tuple by draft tuple.
 
@@ -376,6 +377,11 @@ def assert_sampler_matches(
     non-centrality at least :math:`4 (n/M)\, \mathrm{tv}^2` (since
     :math:`\chi^2(P'\|P) \ge (2\,\mathrm{TV})^2`); the returned :class:`SamplerCheck` states this
     power and the TV error detectable with probability 0.99.
+
+    With ``per_tuple=False`` the test is instead one chi-square on the joint law of (draft tuple,
+    output): ``n`` tuples drawn from the law, one output each, cells
+    :math:`n\,Q(\bar x)\,\pi(y \mid \bar x)`, level ``false_alarm``; the power then refers to a TV
+    error ``tv`` of that joint law (non-centrality :math:`\ge 4 n\, \mathrm{tv}^2`).
 
     Parameters
     ----------
@@ -403,6 +409,8 @@ def assert_sampler_matches(
     K = v.kernel(p, law)
     pi, tuples = np.asarray(K.pi), np.asarray(K.tuples)
     M, V = pi.shape
+    if not per_tuple:
+        return _joint_sampler_test(v, p, law, K, int(n), false_alarm, tv, rng)
     per = int(n) // M
     if per < 1:
         raise UnsupportedMethodError(f"n = {n} draws cannot cover the {M} draft tuples of {law!r}; pass n >= {M * 100}")
@@ -444,6 +452,42 @@ def assert_sampler_matches(
         )
     return SamplerCheck(n=per * M, cells=M, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=min_power,
                         detectable_tv=detect, worst=tuple(int(t) for t in tuples[m]))
+
+
+def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
+    """Pearson's chi-square on the joint law of (draft tuple, output) (see assert_sampler_matches)."""
+    from scipy import stats  # lazy: scipy.stats is slow to import
+
+    pi, w, tuples = np.asarray(K.pi), np.asarray(K.weights), np.asarray(K.tuples)
+    M, V = pi.shape
+    draw_rng = rng.spawn(1)[0]  # the sampler's own stream, independent of the tuple draws
+    m = rng.choice(M, size=n, p=w / w.sum())
+    ys = v.sample_batch(p, law, tuples[m], rng=draw_rng)
+    observed = np.bincount(m * V + ys, minlength=M * V).astype(np.float64)
+    expected = n * (w[:, None] * np.clip(pi, 0.0, None)).ravel()
+    impossible = expected < _IMPOSSIBLE_COUNT
+    if observed[impossible].sum() > 0:
+        cell = int(np.flatnonzero(impossible & (observed > 0))[0])
+        x, y = tuples[cell // V], cell % V
+        raise VerifierAssertionError(
+            f"sampler of {v.name!r} on {law!r} output token {y} given drafts x = {_tuple_text(x)}, but the kernel gives pi({y}|x) = {_fmt(pi[cell // V, y])}",
+            {"property": "sampler", "tuples": [x.tolist()], "token": int(y)},
+        )
+    stat, df, _, _ = _pooled_chi_square(observed[~impossible], expected[~impossible])
+    pval = float(stats.chi2.sf(stat, df)) if df > 0 else 1.0
+    if pval < false_alarm:
+        z = np.where(impossible, 0.0, (observed - expected) / np.sqrt(np.maximum(expected, 1.0)))
+        cell = int(np.argmax(np.abs(z)))
+        x, y = tuples[cell // V], cell % V
+        seen = max(float(np.sum(m == cell // V)), 1.0)
+        raise VerifierAssertionError(
+            f"sampler of {v.name!r} disagrees with its kernel on {law!r} (joint chi-square p-value {pval:.3g} < {false_alarm:g}, "
+            f"{n} draws); largest deviation given drafts x = {_tuple_text(x)}: token {y} sampled with frequency "
+            f"{_fmt(observed[cell] / seen)} vs kernel pi({y}|x) = {_fmt(pi[cell // V, y])}",
+            {"property": "sampler", "tuples": [x.tolist()], "token": int(y), "p_value": pval},
+        )
+    return SamplerCheck(n=n, cells=1, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=_power(false_alarm, df, n, tv),
+                        detectable_tv=_detectable_tv(false_alarm, df, n))
 
 
 def assert_sampler_lossless(

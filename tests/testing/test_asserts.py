@@ -237,3 +237,15 @@ def test_optimum_can_come_from_the_caller():
     assert acceptance_ratio(rrs, [0.5, 0.5], law, optimum=lp).optimum == lp
     with pytest.raises(VerifierAssertionError, match="above the optimum 0.6"):
         assert_within_optimum(rrs, [0.5, 0.5], law, optimum=0.6)  # a wrong "optimum" below RRS's 0.64
+
+
+def test_joint_sampler_test_has_the_stated_power_and_catches_coin_reuse():
+    law = otspec.iid(Q5, 1)
+    chk = assert_sampler_matches(token, P5, law, n=300_000, false_alarm=1e-6, tv=0.02, per_tuple=False)
+    # joint cells of positive mass: x in {0, 1, 2, 4} with their outputs; df = cells - 1, recomputed here
+    K = token.kernel(P5, law)
+    df = int(np.count_nonzero(K.weights[:, None] * K.pi > 0)) - 1
+    assert chk.power == pytest.approx(stats.ncx2.sf(stats.chi2.isf(1e-6, df), df, 4 * 300_000 * 0.02**2), rel=1e-9)
+    assert chk.power >= 0.99
+    with pytest.raises(VerifierAssertionError, match="joint chi-square"):
+        assert_sampler_matches(bd.ReusedUniformToken(), P5, law, n=300_000, per_tuple=False)
