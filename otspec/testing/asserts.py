@@ -298,6 +298,9 @@ class SamplerCheck:
         Smallest TV error detected with probability at least 0.99 in every group.
     worst : tuple
         The draft tuple with the smallest p-value (empty for :func:`assert_sampler_lossless`).
+    pooled : int
+        Number of cells (over all groups) merged because their expected count was below
+        :data:`EXPECTED_COUNT_MIN`; the power refers to the merged partition.
     """
 
     n: int
@@ -308,6 +311,7 @@ class SamplerCheck:
     power: float
     detectable_tv: float
     worst: tuple = field(default=())
+    pooled: int = 0
 
 
 def _pooled_chi_square(observed: np.ndarray, expected: np.ndarray) -> tuple[float, int, np.ndarray, np.ndarray]:
@@ -420,7 +424,7 @@ def assert_sampler_matches(
     counts = np.stack([np.bincount(row, minlength=V) for row in ys]).astype(np.float64)
     alpha = false_alarm / M
     worst = (1.0, 0, 0)
-    min_power, detect = 1.0, 0.0
+    min_power, detect, pooled = 1.0, 0.0, 0
     for m in range(M):
         e = per * np.clip(pi[m], 0.0, None)
         impossible = e < _IMPOSSIBLE_COUNT
@@ -432,6 +436,7 @@ def assert_sampler_matches(
                 {"property": "sampler", "tuples": [tuples[m].tolist()], "token": y},
             )
         stat, df, _, _ = _pooled_chi_square(counts[m, ~impossible], e[~impossible])
+        pooled += int(np.count_nonzero(~impossible)) - (df + 1)
         pval = float(stats.chi2.sf(stat, df)) if df > 0 else 1.0
         if pval < worst[0]:
             worst = (pval, m, df)
@@ -451,7 +456,7 @@ def assert_sampler_matches(
              "expected": float(pi[m, y]), "actual": float(freq[y])},
         )
     return SamplerCheck(n=per * M, cells=M, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=min_power,
-                        detectable_tv=detect, worst=tuple(int(t) for t in tuples[m]))
+                        detectable_tv=detect, worst=tuple(int(t) for t in tuples[m]), pooled=pooled)
 
 
 def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
@@ -474,6 +479,7 @@ def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
             {"property": "sampler", "tuples": [x.tolist()], "token": int(y)},
         )
     stat, df, _, _ = _pooled_chi_square(observed[~impossible], expected[~impossible])
+    pooled = int(np.count_nonzero(~impossible)) - (df + 1)
     pval = float(stats.chi2.sf(stat, df)) if df > 0 else 1.0
     if pval < false_alarm:
         z = np.where(impossible, 0.0, (observed - expected) / np.sqrt(np.maximum(expected, 1.0)))
@@ -487,7 +493,7 @@ def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
             {"property": "sampler", "tuples": [x.tolist()], "token": int(y), "p_value": pval},
         )
     return SamplerCheck(n=n, cells=1, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=_power(false_alarm, df, n, tv),
-                        detectable_tv=_detectable_tv(false_alarm, df, n))
+                        detectable_tv=_detectable_tv(false_alarm, df, n), pooled=pooled)
 
 
 def assert_sampler_lossless(
@@ -541,6 +547,7 @@ def assert_sampler_lossless(
             {"property": "lossless", "token": y, "expected": float(p[y]), "actual": float(freq[y]), "tuples": [list(t) for t in top]},
         )
     stat, df, _, _ = _pooled_chi_square(counts[~impossible], e[~impossible])
+    pooled = int(np.count_nonzero(~impossible)) - (df + 1)
     pval = float(stats.chi2.sf(stat, df)) if df > 0 else 1.0
     if pval < false_alarm:
         z = (freq - p) / np.sqrt(np.maximum(p, 1.0 / n))
@@ -565,7 +572,7 @@ def assert_sampler_lossless(
              "tuples": [rows[m].tolist() for m in order], "contributions": [float(contrib[m]) for m in order]},
         )
     return SamplerCheck(n=n, cells=1, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=_power(false_alarm, df, n, tv),
-                        detectable_tv=_detectable_tv(false_alarm, df, n))
+                        detectable_tv=_detectable_tv(false_alarm, df, n), pooled=pooled)
 
 
 def _most_common_rows(rows: np.ndarray, top: int) -> list:
