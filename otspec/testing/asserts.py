@@ -38,12 +38,15 @@ __all__ = [
     "SamplerCheck",
     "VerifierAssertionError",
     "acceptance_ratio",
+    "assert_acceptance_matches_kernel",
     "assert_chain_lossless",
     "assert_chain_within_optimum",
+    "assert_kernel_valid",
     "assert_lossless",
     "assert_sampler_lossless",
     "assert_sampler_matches",
     "assert_within_optimum",
+    "reference_optimum",
 ]
 
 #: Cells of a chi-square test with expected count below this are pooled (the usual rule of thumb
