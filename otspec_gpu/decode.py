@@ -311,11 +311,12 @@ def decode(
 
     # Prompts left-padded to one width; every prompt is repeated k times (its k draft rows).
     width = max(len(p) for p in prompts)
-    ids = torch.zeros(B, width, dtype=torch.long)
-    valid = torch.zeros(B, width, dtype=torch.bool)
+    ids_np = np.zeros((B, width), dtype=np.int64)
+    valid_np = np.zeros((B, width), dtype=bool)
     for b, pr in enumerate(prompts):
-        ids[b, width - len(pr):] = torch.tensor(pr)
-        valid[b, width - len(pr):] = True
+        ids_np[b, width - len(pr):] = pr
+        valid_np[b, width - len(pr):] = True
+    ids, valid = torch.from_numpy(ids_np), torch.from_numpy(valid_np)
     ids, valid = ids.repeat_interleave(k, 0).to(device), valid.repeat_interleave(k, 0).to(device)
     tgt, drf = _KV(target, R, device), _KV(draft, R, device)
     t_start = time.perf_counter()
@@ -378,10 +379,8 @@ def decode(
         t3 = time.perf_counter()
         # ---- emit and roll back ------------------------------------------------------------------
         chosen = rows0 + path  # [B]
-        Xc = X[chosen]  # [B, gamma]
-        emitted = []
-        for b in range(B):
-            emitted.append(Xc[b, : int(tau[b])].tolist() + [int(y[b])])
+        Xc, tau_l, y_l = X[chosen].tolist(), tau.tolist(), y.tolist()  # python lists: one conversion per round
+        emitted = [Xc[b][: tau_l[b]] + [y_l[b]] for b in range(B)]
         sel = chosen.repeat_interleave(k)
         if k > 1:
             tgt.select(sel)
