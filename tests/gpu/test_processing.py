@@ -9,7 +9,12 @@ import torch
 from scipy import stats
 
 import otspec
-from otspec._validation import InvalidDistributionError, InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
+from otspec._validation import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    UnsupportedMethodError,
+)
 from otspec_gpu.drafting import sample_drafts
 from otspec_gpu.processing import probs_from_logits
 
