@@ -573,7 +573,8 @@ class OptimalIIDState:
         if i.size:
             a, b = tr.left[i], tr.right[i]
             dur = np.minimum(G[a], G[b]) - G[i]
-            dens = dur * (phi[b] - phi[a]) / (geo.T[b] - geo.T[a])
+            dT = geo.T[b] - geo.T[a]  # 0 only for blocks whose q-mass is below float64 resolution near t = 1
+            dens = np.divide(dur * (phi[b] - phi[a]), dT, out=np.zeros_like(dT), where=dT > 0)
             np.add.at(diff, a + 1, dens)
             np.add.at(diff, b + 1, -dens)
         # leaves: super-token j = (j-1, j] for the levels above both its boundaries
