@@ -337,25 +337,37 @@ def decode(
         # ---- draft ---------------------------------------------------------------------------
         t0 = time.perf_counter()
         n_draft_fed = pend.shape[1]
-        q_list, x_list = [], []
-        q_t = _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)  # [R, V]
-        if plan.mode == "single":
-            x = sample_drafts(q_t[rows0], k, plan.draft_law, generator=g_draft)  # [B, k]
-            x_t = x.reshape(R)
-        elif plan.mode == "tree" and plan.draft_law == "without_replacement":
-            x_t = sample_drafts(q_t[rows0], k, "without_replacement", generator=g_draft).reshape(R)
+        if plan.mode == "tree":
+            # The tree module's drafting: i.i.d. sequences, or first tokens without replacement.
+            fed = [0]
+
+            def next_q(prefix: torch.Tensor) -> torch.Tensor:
+                if prefix.shape[1] == 0:
+                    return _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)
+                fed[0] += 1
+                return _probs(drf.feed(prefix[:, -1:], torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
+
+            Xt, Qt = _tree.draft_sequences(next_q, B, k, g, replacement=plan.draft_law == "iid", generator=g_draft)
+            X, Q = Xt.reshape(R, g), Qt.reshape(R, g, V)
+            n_draft_fed += fed[0]
         else:
-            x_t = _multinomial(q_t, g_draft)
-        q_list.append(q_t)
-        x_list.append(x_t)
-        for _ in range(1, g):
-            q_t = _probs(drf.feed(x_t.unsqueeze(1), torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
-            n_draft_fed += 1
-            x_t = _multinomial(q_t, g_draft)
+            q_list, x_list = [], []
+            q_t = _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)  # [R, V]
+            if plan.mode == "single":
+                x = sample_drafts(q_t[rows0], k, plan.draft_law, generator=g_draft)  # [B, k]
+                x_t = x.reshape(R)
+            else:
+                x_t = _multinomial(q_t, g_draft)
             q_list.append(q_t)
             x_list.append(x_t)
-        Q = torch.stack(q_list, 1)  # [R, gamma, V]
-        X = torch.stack(x_list, 1)  # [R, gamma]
+            for _ in range(1, g):
+                q_t = _probs(drf.feed(x_t.unsqueeze(1), torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
+                n_draft_fed += 1
+                x_t = _multinomial(q_t, g_draft)
+                q_list.append(q_t)
+                x_list.append(x_t)
+            Q = torch.stack(q_list, 1)  # [R, gamma, V]
+            X = torch.stack(x_list, 1)  # [R, gamma]
         t1 = time.perf_counter()
         # ---- target: one forward scoring every drafted token ------------------------------------
         P = _probs(tgt.feed(torch.cat([last.unsqueeze(1), X], 1), torch.ones(R, g + 1, dtype=torch.bool, device=device)), **sampling)  # [R, gamma+1, V]
