@@ -12,7 +12,7 @@ from typing import Any
 
 from otspec.cli._common import CliError, print_json, print_table, progress
 
-__all__ = ["register", "run", "DEFAULTS"]
+__all__ = ["DEFAULTS", "register", "run"]
 
 #: The library defaults of :func:`otspec_gpu.decode.decode` (kept equal by a test).
 DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_tokens=64, seed=0)
