@@ -215,7 +215,7 @@ def load_verifier(path: str | Path, threshold: float | None = None) -> Classifie
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = (f.metadata() or {}).get("otspec_sprinter_verifier")
-            state = {k: f.get_tensor(k) for k in f}
+            state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open is not iterable
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a corrupt file
         raise SprinterInputError(f"cannot read verifier weights {str(path)!r} ({exc}); pass a file written by save_verifier") from None
     if meta is None:
