@@ -39,6 +39,30 @@ def loglik_per_token(target, prompt_ids, tokens, temperature=1.0):
     return float(torch.log(p[torch.arange(len(tokens)), torch.tensor(tokens)].clamp_min(1e-300)).sum())
 
 
+def rst_tables(payload: dict) -> str:
+    """The experiment's two tables as reStructuredText (docs/sprinter.rst includes them)."""
+
+    def table(header, rows):
+        out = [".. list-table::", "   :header-rows: 1", ""]
+        for row in [header, *rows]:
+            out.append("   * - " + str(row[0]))
+            out += [f"     - {c}" for c in row[1:]]
+        return "\n".join(out) + "\n"
+
+    meta = payload.get("meta", {})
+    clf = [[k.split("@")[0], k.split("@")[1], fmt(m["accuracy"], 3), fmt(m["majority_accuracy"], 3), fmt(m["false_accept_rate"], 3),
+            fmt(m["true_pass_rate"], 3), fmt(m["auc"], 3), fmt(m["ece"], 3)] for k, m in payload["classifier"].items()]
+    runs = [[r["method"], "-" if r["threshold"] is None else f"{r['threshold']:g}", fmt(r["target_calls_per_token"], 3),
+             fmt(r["certified_tv_mean"], 3), fmt(r["certified_tv_max"], 3), fmt(r["loglik_per_token"], 3)] for r in payload["runs"]]
+    head = (f"Target ``{payload['target']}``, draft ``{payload['draft']}``, temperature 1, cap 20; {payload['n_train']} training "
+            f"positions, {payload['n_test']} held-out positions (held-out topics: {', '.join(payload['test_topics']) or '-'}). "
+            f"Command ``{meta.get('command', '')}`` at revision ``{payload.get('git_revision_at_start', '')}``.\n\n")
+    return (head + "Verifier on held-out prompts (false accept = share of positions with :math:`p < q` that pass):\n\n"
+            + table(["model", "threshold", "accuracy", "majority", "false accept", "true pass", "AUC", "ECE"], clf)
+            + "\nThreshold trade-off on other held-out prompts (certified TV = per-sequence sum of the exact per-token terms):\n\n"
+            + table(["method", "threshold", "target calls / token", "certified TV (mean)", "certified TV (max)", "log-lik / token"], runs))
+
+
 def main(argv=None):
     ap = parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=48, help="tokens generated per decoded prompt (default 48)")
@@ -176,6 +200,12 @@ def main(argv=None):
     payload = {"target": target.name, "draft": draft.name, "train_topics": list(train_topics), "test_topics": list(test_topics), "n_train": len(ds_train),
                    "n_test": len(ds_test), "data_s": t_data, "train_s": t_train, "classifier": clf_json, "runs": runs, "total_s": time.perf_counter() - t_start}
     write(args.out, NAME, args, payload, tables, notes)
+    import json
+
+    with open(os.path.join(args.out, f"{NAME}.json")) as f:
+        full = json.load(f)
+    with open(os.path.join(args.out, f"{NAME}_results.rst"), "w") as f:
+        f.write(rst_tables(full))
     return payload
 
 
