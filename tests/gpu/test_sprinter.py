@@ -231,3 +231,20 @@ def test_bad_inputs(pair, tmp_path):
     with pytest.raises(SprinterInputError, match="cannot read"):
         classifier.load_verifier(tmp_path / "bad.safetensors")
     assert issubclass(SprinterInputError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        ([], "needs --verifier-weights"),
+        (["--verifier-weights", "/nonexistent/v.safetensors"], "do not exist"),
+        (["--verifier-weights", "x.safetensors", "--gamma", "3"], "--gamma does not apply"),
+        (["--verifier-weights", "x.safetensors", "--threshold", "2"], "--threshold must lie in"),
+    ],
+)
+def test_cli_errors_one_line_exit_2(extra, needle, capsys):
+    from otspec.cli import main
+
+    rc = main(["decode", "--verifier", "sprinter", "--prompt", "hi", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
