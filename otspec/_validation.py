@@ -13,57 +13,25 @@ from typing import Any
 import numpy as np
 
 from otspec._tolerances import DEFAULT_MEMORY_CAP_BYTES, SIMPLEX_SUM_ATOL
+from otspec.errors import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    OtspecTypeError,
+    ProblemTooLargeError,
+    ShapeMismatchError,
+)
 
 __all__ = [
-    "OtspecInputError",
-    "InvalidDistributionError",
-    "ShapeMismatchError",
-    "InvalidDraftCountError",
-    "InvalidDraftsError",
-    "ProblemTooLargeError",
-    "InputFileError",
-    "UnsupportedMethodError",
     "as_distribution",
     "check_same_vocab",
-    "as_draft_count",
+    "as_int_in_range",
     "as_token_tuples",
     "as_weights",
     "as_generator",
     "check_memory",
     "format_bytes",
 ]
-
-
-class OtspecInputError(ValueError):
-    """Base class of every input error raised by otspec."""
-
-
-class InvalidDistributionError(OtspecInputError):
-    """A probability vector is not a finite, non-negative float vector summing to 1."""
-
-
-class ShapeMismatchError(OtspecInputError):
-    """Arrays that must agree in shape (e.g. p and q) do not."""
-
-
-class InvalidDraftCountError(OtspecInputError):
-    """The number of drafts k (or block length gamma) is not a valid integer for the law."""
-
-
-class InvalidDraftsError(OtspecInputError):
-    """A drafted token tuple is not one the law can produce (out of vocabulary, wrong length...)."""
-
-
-class ProblemTooLargeError(OtspecInputError):
-    """A tuple-level computation would need more memory than the configured cap."""
-
-
-class InputFileError(OtspecInputError):
-    """A distribution file cannot be read, or holds something other than one vector."""
-
-
-class UnsupportedMethodError(OtspecInputError):
-    """A ``method=`` value is unknown or does not apply to the given law."""
 
 
 def _short(x: Any) -> str:
@@ -119,8 +87,32 @@ def check_same_vocab(a: np.ndarray, b: np.ndarray, names: tuple[str, str] = ("p"
         )
 
 
-def as_draft_count(k: Any, name: str = "k", *, minimum: int = 1, maximum: int | None = None, why_max: str = "") -> int:
-    """Return ``k`` as a Python int in ``[minimum, maximum]``, or raise :class:`InvalidDraftCountError`."""
+def as_int_in_range(k: Any, name: str = "k", *, minimum: int = 1, maximum: int | None = None, why_max: str = "") -> int:
+    """Return ``k`` as a Python int in ``[minimum, maximum]``, or raise.
+
+    Used for every whole-number argument: draft counts ``k``, block lengths ``gamma``, vocabulary
+    sizes, seeds and sample sizes. Booleans and non-integral numbers are refused.
+
+    Parameters
+    ----------
+    k : object
+        The value to check.
+    name : str
+        Its name in the error message.
+    minimum, maximum : int, optional
+        Inclusive bounds (``maximum=None``: no upper bound).
+    why_max : str
+        Text appended to the message when ``k > maximum``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    InvalidDraftCountError
+        If ``k`` is not an integer or lies outside ``[minimum, maximum]``.
+    """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         if isinstance(k, numbers.Real) and float(k).is_integer():
             hint = f"pass the integer {int(k)}"
@@ -171,7 +163,7 @@ def as_weights(w: Any, M: int, name: str = "weights") -> np.ndarray:
 def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     """Require an explicit ``numpy.random.Generator`` (never a seed, never the global state)."""
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(
+        raise OtspecTypeError(
             f"{name} must be a numpy.random.Generator (got {type(rng).__name__}); "
             "create one with numpy.random.default_rng(seed) and pass it explicitly"
         )

@@ -10,7 +10,8 @@ import os
 
 import numpy as np
 
-from otspec._validation import InputFileError, as_distribution
+from otspec._validation import as_distribution
+from otspec.errors import InputFileError
 from otspec.synthetic import softmax
 
 __all__ = ["load_distribution", "SUFFIXES"]

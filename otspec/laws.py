@@ -18,27 +18,26 @@ Laws are immutable. Token ids are ``0..V-1``; tuples are int64 arrays of shape `
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 from otspec import _race
 from otspec._tolerances import ROUNDING_PER_TERM
 from otspec._validation import (
-    InvalidDraftCountError,
-    InvalidDraftsError,
-    ShapeMismatchError,
     as_distribution,
-    as_draft_count,
     as_generator,
+    as_int_in_range,
     as_token_tuples,
     as_weights,
     check_memory,
     check_same_vocab,
 )
+from otspec.errors import InvalidDraftCountError, InvalidDraftsError, ShapeMismatchError
 
 __all__ = [
     "DraftLaw",
@@ -53,6 +52,7 @@ __all__ = [
     "product",
     "explicit",
     "as_token_mask",
+    "ratio_order",
 ]
 
 #: Bytes per enumerated tuple entry we budget for (int64 ids + float64 weight + temporaries).
@@ -70,6 +70,23 @@ def as_token_mask(H: Any, V: int) -> np.ndarray:
     mask = np.zeros(V, dtype=bool)
     mask[ids[:, 0]] = True
     return mask
+
+
+def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Token order by :math:`p/q` ascending; q = 0 < p goes last (ratio +inf), p = q = 0 first.
+
+    Ties keep token-id order (stable sort), which is harmless: a tied block is optimally taken
+    all-or-nothing and every block boundary is a prefix (:doc:`math`, the sorted-prefix dual).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ratio_order(np.array([0.2, 0.5, 0.3]), np.array([0.4, 0.1, 0.5])).tolist()
+    [0, 2, 1]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
+    return np.argsort(key, kind="stable")
 
 
 def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarray, V: int) -> np.ndarray:
@@ -104,6 +121,11 @@ class DraftLaw:
     k: int
     V: int
     kind: str = field(init=False, default="law")
+    #: Per-law cache of derived quantities (see :meth:`cached`); not part of the law's value.
+    _cache: dict = field(init=False, default_factory=dict, repr=False, compare=False)
+
+    #: Most entries :meth:`cached` keeps per law (oldest dropped first).
+    CACHE_SIZE: ClassVar[int] = 32
 
     # -- to be provided by subclasses -------------------------------------------------------
     def num_tuples(self) -> int:
@@ -138,6 +160,33 @@ class DraftLaw:
         vals = _prefix_by_max_rank(tuples, weights, order, self.V)
         return vals, ROUNDING_PER_TERM * max(len(weights), 1)
 
+    def prefix_cut_order(self, p: np.ndarray) -> np.ndarray | None:
+        """The token order whose prefixes contain an optimal cut of the dual, or ``None`` when the
+        sorted-prefix method is not exact for this law (then the optimum needs an LP or a flow)."""
+        return None
+
+    def first_draft_marginal(self) -> np.ndarray:
+        """The marginal law of the first draft :math:`X_1`, shape ``(V,)`` (generic: by enumeration)."""
+        tuples, weights = self.enumerate()
+        return np.bincount(tuples[:, 0], weights=weights, minlength=self.V)
+
+    def cached(self, tag: str, p: np.ndarray | None, build: Callable[[], Any]) -> Any:
+        """``build()``, computed once per ``(tag, p)`` for this law and kept on the law object.
+
+        Verifiers store their per-(law, target) precomputations here (K-SEQ's :math:`\rho^*`,
+        residual sequences, LP solutions), so repeated ``sample`` calls and chunked
+        ``sample_batch`` do the O(V) (or LP) work once. Laws are immutable, so the cache lives and
+        dies with the law; ``p`` is keyed by a 128-bit hash of its bytes; at most
+        :attr:`CACHE_SIZE` entries are kept per law."""
+        key = (tag, None if p is None else hashlib.blake2b(np.ascontiguousarray(p).view(np.uint8), digest_size=16).digest())
+        if key in self._cache:
+            return self._cache[key]
+        value = build()
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = value
+        return value
+
     def enumerate(self, *, memory_cap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every ordered draft tuple with positive probability, shape ``(M, k)``, and the
         probabilities ``(M,)`` (summing to 1). Refuses, before allocating, laws whose
@@ -171,6 +220,28 @@ class DraftLaw:
         if self.tuple_probability(d) <= 0:
             raise InvalidDraftsError(f"drafts {d.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
         return d
+
+    def validate_draft_batch(self, drafts: Any) -> np.ndarray:
+        """Vectorised :meth:`validate_drafts`: ``drafts`` ``(N, k)`` (or one ``(k,)`` tuple) as an
+        int64 ``(N, k)`` array, or raise :class:`~otspec.errors.InvalidDraftsError` naming the
+        first tuple the law cannot produce."""
+        arr = np.asarray(drafts)
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        d = as_token_tuples(arr, self.V, name="drafts")
+        if d.shape[1] != self.k:
+            raise InvalidDraftsError(
+                f"drafts must hold exactly k = {self.k} token ids per tuple for {self!r} (got {d.shape[1]}); pass tuples of k drafts"
+            )
+        ok = self._possible_rows(d)
+        if not np.all(ok):
+            bad = d[int(np.flatnonzero(~ok)[0])]
+            raise InvalidDraftsError(f"drafts {bad.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
+        return d
+
+    def _possible_rows(self, d: np.ndarray) -> np.ndarray:
+        """Boolean ``(N,)``: which (validated, in-vocabulary) tuples have positive probability."""
+        return np.array([self.tuple_probability(row) > 0 for row in d], dtype=bool)
 
     def tuple_probability(self, drafts: Any) -> float:
         """Probability of one ordered draft tuple (generic: by enumeration)."""
@@ -254,6 +325,15 @@ class IIDLaw(DraftLaw):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         return float(np.prod(self._q[d]))
 
+    def _possible_rows(self, d):
+        return np.all(self._q[d] > 0, axis=1)
+
+    def prefix_cut_order(self, p):
+        return ratio_order(p, self._q)
+
+    def first_draft_marginal(self):
+        return np.asarray(self._q)
+
     def sample(self, rng, size):
         rng = as_generator(rng)
         return rng.choice(self.V, size=(int(size), self.k), p=self._q)
@@ -295,6 +375,24 @@ class WithoutReplacementLaw(DraftLaw):
             )
         return super().validate_drafts(drafts)
 
+    def _possible_rows(self, d):
+        ok = np.all(self._q[d] > 0, axis=1)
+        if self.k > 1:
+            s = np.sort(d, axis=1)
+            dup = np.any(s[:, 1:] == s[:, :-1], axis=1)
+            if dup.any():
+                bad = d[int(np.flatnonzero(dup)[0])]
+                raise InvalidDraftsError(
+                    f"drafts {bad.tolist()} repeat a token, which a without-replacement law never does; pass distinct tokens"
+                )
+        return ok
+
+    def prefix_cut_order(self, p):
+        return ratio_order(p, self._q)
+
+    def first_draft_marginal(self):
+        return np.asarray(self._q)
+
     def prob_all_in(self, H):
         mask = as_token_mask(H, self.V)
         order = np.concatenate([np.flatnonzero(mask), np.flatnonzero(~mask)])
@@ -330,8 +428,15 @@ class GreedyLaw(DraftLaw):
 
     @functools.cached_property
     def top(self) -> np.ndarray:
-        """The k-1 deterministic drafts G, in draft order (computed once; read-only)."""
-        g = np.argsort(-self._q, kind="stable")[: self.k - 1].astype(np.int64)
+        """The k-1 deterministic drafts G, in draft order (larger q first, then lower id; computed
+        once with a partial sort; read-only)."""
+        q, m = self._q, self.k - 1
+        if m == 0:
+            g = np.zeros(0, dtype=np.int64)
+        else:
+            part = np.argpartition(-q, m - 1)[:m]
+            cand = np.flatnonzero(q >= q[part].min())  # every token tied with the m-th largest
+            g = cand[np.argsort(-q[cand], kind="stable")][:m].astype(np.int64)
         g.setflags(write=False)
         return g
 
@@ -358,6 +463,23 @@ class GreedyLaw(DraftLaw):
         if not np.array_equal(d[:-1], self.top):
             return 0.0
         return float(self.q_rest[d[-1]])
+
+    def _possible_rows(self, d):
+        return np.all(d[:, :-1] == self.top[None, :], axis=1) & (self.q_rest[d[:, -1]] > 0)
+
+    def prefix_cut_order(self, p):
+        # G is in every tuple, so a useful cut contains G: put it first, then the rest by p / q~.
+        order_rest = ratio_order(p, self.q_rest)
+        in_top = np.zeros(self.V, dtype=bool)
+        in_top[self.top] = True
+        return np.concatenate([self.top, order_rest[~in_top[order_rest]]])
+
+    def first_draft_marginal(self):
+        if self.k == 1:
+            return self.q_rest
+        m = np.zeros(self.V)
+        m[int(self.top[0])] = 1.0
+        return m
 
     def prob_all_in(self, H):
         mask = as_token_mask(H, self.V)
@@ -402,6 +524,12 @@ class ProductLaw(DraftLaw):
     def tuple_probability(self, drafts):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         return float(np.prod([qj[x] for qj, x in zip(self.qs, d)]))
+
+    def _possible_rows(self, d):
+        return np.all(np.stack([qj[d[:, j]] > 0 for j, qj in enumerate(self.qs)], axis=1), axis=1)
+
+    def first_draft_marginal(self):
+        return np.asarray(self.qs[0])
 
     def prob_all_in(self, H):
         mask = as_token_mask(H, self.V)
@@ -470,7 +598,7 @@ def iid(q: Any, k: int) -> IIDLaw:
     0.25
     """
     q = as_distribution(q, "q")
-    k = as_draft_count(k, "k")
+    k = as_int_in_range(k, "k")
     return IIDLaw(k=k, V=q.shape[0], _q=q)
 
 
@@ -490,7 +618,7 @@ def without_replacement(q: Any, k: int) -> WithoutReplacementLaw:
     0.25
     """
     q = as_distribution(q, "q")
-    k = as_draft_count(k, "k")
+    k = as_int_in_range(k, "k")
     support = int(np.count_nonzero(q))
     if k > support:
         raise InvalidDraftCountError(
@@ -514,7 +642,7 @@ def greedy(q: Any, k: int) -> GreedyLaw:
     [1]
     """
     q = as_distribution(q, "q")
-    k = as_draft_count(k, "k")
+    k = as_int_in_range(k, "k")
     support = int(np.count_nonzero(q))
     if k > support:
         raise InvalidDraftCountError(
@@ -565,7 +693,7 @@ def explicit(tuples: Any, weights: Any, *, vocab_size: int | None = None) -> Exp
     w = as_weights(weights, t.shape[0])
     V = int(t.max()) + 1
     if vocab_size is not None:
-        vocab_size = as_draft_count(vocab_size, "vocab_size")
+        vocab_size = as_int_in_range(vocab_size, "vocab_size")
         if vocab_size < V:
             raise InvalidDraftsError(f"tuples hold token id {V - 1} but vocab_size = {vocab_size}; ids must be < vocab_size")
         V = vocab_size

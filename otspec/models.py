@@ -31,16 +31,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from otspec._validation import (
-    InvalidDistributionError,
-    InvalidDraftsError,
-    OtspecInputError,
-    as_distribution,
-    as_draft_count,
-    check_same_vocab,
-)
+from otspec._validation import as_distribution, as_int_in_range, check_same_vocab
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError
 
 __all__ = [
+    "prefix_weights",
     "Model",
     "DirichletModel",
     "CloseDraftModel",
@@ -266,7 +261,7 @@ def _as_unit(x: Any, name: str, *, closed_right: bool = True) -> float:
 
 
 def _as_seed(seed: Any) -> int:
-    return as_draft_count(seed, "seed", minimum=0)
+    return as_int_in_range(seed, "seed", minimum=0)
 
 
 def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0) -> DirichletModel:
@@ -296,7 +291,7 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
     >>> bool((m((0, 2)) == m((0, 2))).all()), m(()).shape
     (True, (3,))
     """
-    V = as_draft_count(V, "V")
+    V = as_int_in_range(V, "V")
     return DirichletModel(V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False))
 
 
@@ -316,8 +311,8 @@ def markov(V: int, *, order: int = 1, concentration: float = 1.0, seed: int = 0,
     >>> bool((m((1, 2)) == m((0, 2))).all())
     True
     """
-    V = as_draft_count(V, "V")
-    order = as_draft_count(order, "order", minimum=0)
+    V = as_int_in_range(V, "V")
+    order = as_int_in_range(order, "order", minimum=0)
     return DirichletModel(
         V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), order=order,
         zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False),
@@ -420,7 +415,7 @@ def as_model(model: Any, *, V: int | None = None, name: str = "model") -> Model:
     elif callable(model):
         if V is None:
             V = as_distribution(model(()), f"{name}(())").shape[0]
-        out = CallableModel(V=as_draft_count(V, "V"), fn=model, name=name)
+        out = CallableModel(V=as_int_in_range(V, "V"), fn=model, name=name)
     else:
         raise InvalidDistributionError(
             f"{name} must be a callable prefix -> (V,) distribution or an otspec.models.Model (got {type(model).__name__}); "
@@ -511,11 +506,12 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
     >>> t.p_cond[2].shape, round(float(t.q_joint[2].sum()), 12)
     ((9, 3), 1.0)
     """
-    from otspec._validation import ProblemTooLargeError, check_memory
+    from otspec._validation import check_memory
+    from otspec.errors import ProblemTooLargeError
 
     p_model = as_model(p_model, name="p_model")
     q_model = as_model(q_model, V=p_model.V, name="q_model")
-    gamma = as_draft_count(gamma, "gamma")
+    gamma = as_int_in_range(gamma, "gamma")
     V = p_model.V
     n_prefixes = enumeration_size(V, gamma)
     if n_prefixes > MAX_ENUMERATED_PREFIXES:
@@ -544,6 +540,18 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
     return PrefixTable(V=V, gamma=gamma, p_cond=tuple(p_cond), q_cond=tuple(q_cond), p_joint=tuple(p_joint), q_joint=tuple(q_joint))
 
 
+def prefix_weights(table: PrefixTable) -> list:
+    r"""``[W_0, ..., W_gamma]``, :math:`W(x^i) = \min\{W(x^{i-1}) M_b(x_i \mid x^{i-1}), M_s(x^i)\} = M_s(x^i) p_i(x^i)`.
+
+    :math:`W(x^i) = P(\tau \ge i, X^i = x^i)` under block verification (:doc:`block`); works on
+    float arrays and on object arrays of :class:`fractions.Fraction` alike.
+    """
+    out = [np.ones(1, dtype=table.q_joint[0].dtype)]
+    for i in range(1, table.gamma + 1):
+        out.append(np.minimum(out[-1][:, None] * table.p_cond[i - 1], table.q_joint[i].reshape(-1, table.V)).ravel())
+    return out
+
+
 def sample_path(model: Any, length: int, *, rng: np.random.Generator, prefix: Any = ()) -> tuple[int, ...]:
     """Draw ``length`` tokens autoregressively from ``model`` after ``prefix`` (explicit generator).
 
@@ -558,7 +566,7 @@ def sample_path(model: Any, length: int, *, rng: np.random.Generator, prefix: An
 
     model = as_model(model)
     rng = as_generator(rng)
-    length = as_draft_count(length, "length", minimum=0)
+    length = as_int_in_range(length, "length", minimum=0)
     out = list(as_prefix(prefix, model.V))
     start = len(out)
     for _ in range(length):

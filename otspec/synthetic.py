@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from otspec._validation import OtspecInputError, as_draft_count
+from otspec._validation import as_int_in_range
+from otspec.errors import OtspecInputError
 
 __all__ = ["FAMILIES", "SyntheticDefaults", "DEFAULTS", "synthetic_pair", "softmax"]
 
@@ -80,11 +81,11 @@ def synthetic_pair(
     >>> p.shape, round(float(p.sum()), 12), round(float(q.sum()), 12)
     ((1000,), 1.0, 1.0)
     """
-    V = as_draft_count(V, "vocab", minimum=1)
+    V = as_int_in_range(V, "vocab", minimum=1)
     if family not in FAMILIES:
         raise OtspecInputError(f"family must be one of {', '.join(FAMILIES)} (got {family!r}); pick one of those")
     temperature = _positive("temperature", temperature)
-    rng = np.random.default_rng(as_draft_count(seed, "seed", minimum=0))
+    rng = np.random.default_rng(as_int_in_range(seed, "seed", minimum=0))
     if family == "zipf":
         rank = rng.permutation(V) + 1.0
         logits = -_positive("zipf_exponent", zipf_exponent) * np.log(rank) + target_noise * rng.standard_normal(V)

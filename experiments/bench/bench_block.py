@@ -68,7 +68,7 @@ def exact_scaling(seed: int, quick: bool) -> list[dict]:
             "enumerate_first_s": t_enum, "enumerate_cached_s": t_enum_cached,
             "token_closed_form_s": t_tok, "block_closed_form_s": t_cf, "block_kernel_loop_s": t_kernel,
             "block_optimum_s": t_opt, "block_lp_s": t_lp,
-            "E_token": e_tok, "E_block": e_blk, "E_block_kernel": e_kernel, "optimum": opt.value, "naive": opt.naive_bound,
+            "E_token": e_tok, "E_block": e_blk, "E_block_kernel": e_kernel, "optimum": opt.value, "naive": opt.joint_coupling_bound,
             "lp_value": lp_val, "lp_status": lp_status, "lp_gap": lp_gap,
             "lp_minus_closed_form": None if lp_val is None else lp_val - opt.value,
         }

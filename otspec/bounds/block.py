@@ -22,15 +22,27 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from otspec import models as _models
-from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL, ROUNDING_PER_TERM
-from otspec._validation import UnsupportedMethodError, as_draft_count, check_memory
+from otspec._tolerances import (
+    CERTIFICATE_ATOL,
+    DUAL_BOUND_SLACK,
+    HIGHS_SMALL_MATRIX_VALUE,
+    LP_FEASIBILITY_TOL,
+    LP_MAX_ROW_SCALE,
+    LP_OPTIMALITY_TOL,
+    POLISH_NEGATIVE_ATOL,
+    POLISH_RESIDUAL_SLACK,
+    ROUNDING_PER_TERM,
+)
+from otspec._validation import as_int_in_range, check_memory
+from otspec.errors import UnsupportedMethodError
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 
 __all__ = [
     "BlockOptimumResult",
     "block_optimum",
-    "naive_bound",
+    "joint_coupling_bound",
     "lp_size",
+    "solve_path_lp",
     "METHODS",
     "LP_BYTES_PER_NONZERO",
 ]
@@ -54,7 +66,7 @@ class BlockOptimumResult:
         ``"closed_form"`` or ``"lp"``.
     status : str
         ``"optimal"``; ``"check_failed"`` or ``"solver_failed"`` when the value must not be trusted.
-    naive_bound : float
+    joint_coupling_bound : float
         :math:`\sum_{i=1}^{\gamma} \sum_{x^i} \min\{M_s(x^i), M_b(x^i)\}` (not achievable).
     gamma, V, k : int
         Block length, vocabulary size, number of drafts (1 for a single chain).
@@ -73,7 +85,7 @@ class BlockOptimumResult:
     value: float
     method: str
     status: str
-    naive_bound: float
+    joint_coupling_bound: float
     gamma: int
     V: int
     k: int = 1
@@ -95,7 +107,7 @@ class BlockOptimumResult:
     def __repr__(self) -> str:
         return (
             f"BlockOptimumResult(value={self.value:.12g}, method={self.method!r}, status={self.status!r}, "
-            f"naive_bound={self.naive_bound:.12g}, gamma={self.gamma}, V={self.V}, k={self.k}, gap={self.gap:.2e})"
+            f"joint_coupling_bound={self.joint_coupling_bound:.12g}, gamma={self.gamma}, V={self.V}, k={self.k}, gap={self.gap:.2e})"
         )
 
     def to_dict(self) -> dict:
@@ -104,7 +116,7 @@ class BlockOptimumResult:
             "block_efficiency": float(self.value + 1.0),
             "method": self.method,
             "status": self.status,
-            "naive_bound": float(self.naive_bound),
+            "joint_coupling_bound": float(self.joint_coupling_bound),
             "gamma": self.gamma,
             "V": self.V,
             "k": self.k,
@@ -115,11 +127,11 @@ class BlockOptimumResult:
 
 
 # ------------------------------------------------------------------------------------------------
-def _naive(table: "_models.PrefixTable") -> float:
+def _joint_coupling(table: "_models.PrefixTable") -> float:
     return float(sum(np.minimum(table.p_joint[i], table.q_joint[i]).sum() for i in range(1, table.gamma + 1)))
 
 
-def naive_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None) -> float:
+def joint_coupling_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None) -> float:
     r"""The naive joint-coupling bound :math:`\sum_{i=1}^{\gamma} (1 - d_{TV}(M_b^{(i)}, M_s^{(i)}))`.
 
     .. math:: \sum_{i=1}^{\gamma} \sum_{x^i} \min\{M_s(x^i), M_b(x^i)\} \;\ge\; \sum_i \sum_{x^i} W(x^i).
@@ -131,12 +143,12 @@ def naive_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | N
     Examples
     --------
     >>> from otspec import models
-    >>> from otspec.bounds.block import naive_bound
+    >>> from otspec.bounds.block import joint_coupling_bound
     >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
-    >>> round(naive_bound(p, q, 2) * 9, 9)
+    >>> round(joint_coupling_bound(p, q, 2) * 9, 9)
     12.0
     """
-    return _naive(_models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
+    return _joint_coupling(_models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
 
 
 def _suffix_tables(table: "_models.PrefixTable") -> list:
@@ -187,7 +199,7 @@ def _polish(A, b: np.ndarray, c: np.ndarray, basis, highspy):
         return None
 
 
-def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str) -> BlockOptimumResult:
+def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str) -> BlockOptimumResult:
     r"""Solve the full-information LP over (drafted outcome, emitted block).
 
     ``weights[o]`` is the draft probability of outcome ``o`` (a path, or a tree); ``nodes[o][t]``
@@ -267,7 +279,7 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     row_max[row_max == 0] = 1.0
     # divide each draft row by its right-hand side Q(o) (rhs 1, like the target rows), unless that
     # makes entries larger than 1e9 (HiGHS refuses entries above 1e15 and loses accuracy well before)
-    row_max = np.maximum(np.asarray(weights, dtype=np.float64), row_max * 1e-9)
+    row_max = np.maximum(np.asarray(weights, dtype=np.float64), row_max * LP_MAX_ROW_SCALE)
     value_s = np.ones(index.size)
     # target-row entries: M_b(z_{t+2..} | z^{t+1}) M_b(z^{t+1}) / M_b(z) = 1 exactly (not computed
     # as a product of scales, which could overflow near the float64 floor)
@@ -294,7 +306,7 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)
     # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them (1e-12 is
     # the smallest value the option accepts).
-    h.setOptionValue("small_matrix_value", 1e-12)
+    h.setOptionValue("small_matrix_value", HIGHS_SMALL_MATRIX_VALUE)
     h.passModel(lp)
     h.run()
     ok = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
@@ -312,13 +324,13 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
         if polish is not None:
             x_p, y_p = polish
             # keep the polished basic solution only if it is at least as feasible as HiGHS' one
-            if x_p.min() >= -1e-14 and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + 1e-16:
+            if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
                 x, polished = np.maximum(x_p, 0.0), True
             duals.append(y_p)
-    naive = _naive(table)
+    naive = _joint_coupling(table)
     labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
     if not ok:
-        return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, naive_bound=naive, gamma=g, V=V, k=k,
+        return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, joint_coupling_bound=naive, gamma=g, V=V, k=k,
                                   checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0})
 
     # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
@@ -342,7 +354,7 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     for yv in duals:
         slack = float(col_scale @ np.maximum(tau - A.T @ yv, 0.0))
         bound = float(b @ yv) + slack
-        if bound < primal - 1e-12:
+        if bound < primal - DUAL_BOUND_SLACK:
             continue
         if best is None or bound < best[1]:
             best = (slack, bound)
@@ -354,7 +366,7 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     good = all(v <= CERTIFICATE_ATOL for v in checks.values())
     x.setflags(write=False)
     return BlockOptimumResult(
-        value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, naive_bound=naive,
+        value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, joint_coupling_bound=naive,
         gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
         checks={**checks, "polished": float(polished)}, plan=x, columns=labels,
     )
@@ -391,7 +403,7 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
     Returns
     -------
     BlockOptimumResult
-        ``value``, ``method``, ``status`` and the (unachievable) ``naive_bound``.
+        ``value``, ``method``, ``status`` and the (unachievable) ``joint_coupling_bound``.
 
     References
     ----------
@@ -405,25 +417,23 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
     >>> from otspec import models
     >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
     >>> r = otspec.block_optimum(p, q, 2)
-    >>> round(r.value * 9, 9), round(r.naive_bound * 9, 9)
+    >>> round(r.value * 9, 9), round(r.joint_coupling_bound * 9, 9)
     (11.0, 12.0)
     """
     if method not in METHODS:
         raise UnsupportedMethodError(f"method must be one of {METHODS} (got {method!r}); 'closed_form' is exact and fastest")
-    gamma = as_draft_count(gamma, "gamma")
+    gamma = as_int_in_range(gamma, "gamma")
     table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
     if method == "closed_form":
-        from otspec.verifiers.block import prefix_weights
-
-        W = prefix_weights(table)
+        W = _models.prefix_weights(table)
         value = float(sum(w.sum() for w in W[1:]))
         n_terms = sum(w.size for w in W)
         return BlockOptimumResult(
-            value=value, method="closed_form", status=STATUS_OPTIMAL, naive_bound=_naive(table), gamma=gamma, V=table.V,
+            value=value, method="closed_form", status=STATUS_OPTIMAL, joint_coupling_bound=_joint_coupling(table), gamma=gamma, V=table.V,
             error_bound=ROUNDING_PER_TERM * n_terms * (gamma + 1),
         )
     keep = np.flatnonzero(table.q_joint[gamma] > 0)
     anc = table.ancestors(gamma)[keep]
     nodes = [[anc[o, t : t + 1] for t in range(gamma + 1)] for o in range(keep.size)]
-    return _solve_path_lp(table, table.q_joint[gamma][keep], nodes, k=1, memory_cap=memory_cap,
+    return solve_path_lp(table, table.q_joint[gamma][keep], nodes, k=1, memory_cap=memory_cap,
                           what=f"the block LP at V = {table.V}, gamma = {gamma}")

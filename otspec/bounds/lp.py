@@ -24,13 +24,15 @@ the two is the certificate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
 from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
-from otspec._validation import UnsupportedMethodError, check_memory
-from otspec.bounds.cuts import prefix_cut_values_from_sets, ratio_order
+from otspec._validation import check_memory
+from otspec.errors import UnsupportedMethodError
+from otspec.bounds.cuts import prefix_cut_values_from_sets
+from otspec.laws import ratio_order
 from otspec.bounds.result import (
     STATUS_CHECK_FAILED,
     STATUS_CONSTRAINED,

@@ -14,12 +14,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from otspec import _race
 from otspec._tolerances import CERTIFICATE_ATOL, ROUNDING_PER_TERM
-from otspec._validation import UnsupportedMethodError, as_distribution, check_memory
-from otspec.bounds.cuts import cut_value, ratio_order
+from otspec._validation import as_distribution, check_memory
+from otspec.errors import UnsupportedMethodError
+from otspec.bounds.cuts import cut_value
+from otspec.laws import DraftLaw
 from otspec.bounds.lp import estimate_bytes, solve_tuple_level
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult
-from otspec.laws import DraftLaw
 
 __all__ = ["optimal_acceptance", "METHODS", "SUBSETS_MAX_V"]
 
@@ -31,30 +33,14 @@ SUBSETS_MAX_V = 20
 #: ``auto`` uses the dense network simplex up to this many (draft set x token) arcs, HiGHS above.
 _FLOW_MAX_ARCS = 25_000_000
 
-_PREFIX_KINDS = ("iid", "without_replacement", "greedy")
-
-
-def _prefix_order(p: np.ndarray, law: DraftLaw) -> np.ndarray:
-    if law.kind == "greedy":
-        # G is in every tuple, so a useful cut contains G: put it first, then the rest by p / q~.
-        q_rest = law.q_rest
-        order_rest = ratio_order(p, q_rest)
-        in_top = np.zeros(law.V, dtype=bool)
-        in_top[law.top] = True
-        return np.concatenate([law.top, order_rest[~in_top[order_rest]]])
-    return ratio_order(p, law.q)
-
-
 def _solve_prefix(p: np.ndarray, law: DraftLaw) -> AcceptanceResult:
-    if law.kind not in _PREFIX_KINDS:
+    order = law.prefix_cut_order(p)
+    if order is None:
         raise UnsupportedMethodError(
             f"method='prefix' is exact only for iid, without_replacement and greedy laws (got {law.kind}); "
             "use method='lp', 'flow' or 'subsets'"
         )
-    order = _prefix_order(p, law)
     if law.kind == "without_replacement":
-        from otspec import _race
-
         # Integrates only the prefixes that cheap rigorous bounds cannot exclude; its error bound
         # already covers the rounding of P's prefix sums (accumulated in extended precision).
         res = _race.wor_dual_minimum(p[order], law.q[order], law.k)
@@ -132,7 +118,7 @@ def _solve_subsets(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> Ac
 
 
 def _auto_method(law: DraftLaw) -> str:
-    if law.kind in _PREFIX_KINDS:
+    if type(law).prefix_cut_order is not DraftLaw.prefix_cut_order:  # the sorted-prefix dual is exact
         return "prefix"
     arcs = float(law.num_tuples()) * law.V
     return "flow" if arcs <= _FLOW_MAX_ARCS else "lp"

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from otspec._validation import InvalidDraftsError
+from otspec.errors import InvalidDraftsError
 
 __all__ = ["AcceptanceResult", "TransportPlan", "STATUS_OPTIMAL", "STATUS_CONSTRAINED", "STATUS_CHECK_FAILED", "STATUS_SOLVER_FAILED"]
 

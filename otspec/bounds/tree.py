@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
-from otspec._validation import as_draft_count
-from otspec.bounds.block import BlockOptimumResult, _solve_path_lp
+from otspec._validation import as_int_in_range
+from otspec.bounds.block import BlockOptimumResult, solve_path_lp
+from otspec.trees import draft_trees
 
 __all__ = ["tree_optimum"]
 
@@ -54,7 +55,7 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
     -------
     BlockOptimumResult
         ``method="lp"``, ``k``, ``value`` (certified in numpy: draft marginal, target law, dual
-        feasibility, duality gap), ``naive_bound`` of the single chain (for reference only).
+        feasibility, duality gap), ``joint_coupling_bound`` of the single chain (for reference only).
 
     References
     ----------
@@ -69,10 +70,8 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
     >>> round(tree_optimum(p, q, 1, 2).value * 9, 9)
     11.0
     """
-    from otspec.verifiers.tree import draft_trees
-
-    k = as_draft_count(k, "k")
-    gamma = as_draft_count(gamma, "gamma")
+    k = as_int_in_range(k, "k")
+    gamma = as_int_in_range(gamma, "gamma")
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     trees, weights = draft_trees(q_model, k, gamma, replacement=bool(replacement))
@@ -88,5 +87,5 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
     for row in uniq:
         leaves = np.unique(row)
         nodes.append([np.unique(leaves // V ** (gamma - t)) for t in range(gamma + 1)])
-    return _solve_path_lp(table, w, nodes, k=k, memory_cap=memory_cap,
+    return solve_path_lp(table, w, nodes, k=k, memory_cap=memory_cap,
                           what=f"the tree LP at V = {V}, k = {k}, gamma = {gamma} ({uniq.shape[0]:,} distinct tries)")

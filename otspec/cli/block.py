@@ -70,17 +70,18 @@ def _float(value: Any, flag: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from otspec import models
-    from otspec._validation import as_draft_count
+    from otspec._validation import as_int_in_range
     from otspec.bounds.block import block_optimum, lp_size
     from otspec.bounds.tree import tree_optimum
     from otspec.verifiers import block as bv
     from otspec.verifiers import token_chain as tc
+    from otspec.trees import check_tree_enumeration
     from otspec.verifiers import tree as tv
 
-    V = as_draft_count(_int(args.vocab, "--vocab"), "--vocab")
-    gamma = as_draft_count(_int(args.gamma, "--gamma"), "--gamma")
-    k = as_draft_count(_int(args.drafts, "--drafts"), "--drafts")
-    seed = as_draft_count(_int(args.seed, "--seed"), "--seed", minimum=0)
+    V = as_int_in_range(_int(args.vocab, "--vocab"), "--vocab")
+    gamma = as_int_in_range(_int(args.gamma, "--gamma"), "--gamma")
+    k = as_int_in_range(_int(args.drafts, "--drafts"), "--drafts")
+    seed = as_int_in_range(_int(args.seed, "--seed"), "--seed", minimum=0)
     cap = None if args.memory_cap is None else _float(args.memory_cap, "--memory-cap") * 1024**3
     if cap is not None and not cap > 0:
         raise CliError(f"--memory-cap must be > 0 GiB (got {args.memory_cap!r})")
@@ -90,14 +91,14 @@ def run(args: argparse.Namespace) -> int:
     # Refuse before any work: the chain enumeration and (k > 1) the tree enumeration.
     n_prefixes = models.enumeration_size(V, gamma)
     if n_prefixes > models.MAX_ENUMERATED_PREFIXES:
-        from otspec._validation import ProblemTooLargeError
+        from otspec.errors import ProblemTooLargeError
 
         raise ProblemTooLargeError(
             f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
             f"{models.MAX_ENUMERATED_PREFIXES:,}; use a smaller --vocab or --gamma"
         )
     if k > 1:
-        tv._enumeration_guard(V, k, gamma)
+        check_tree_enumeration(V, k, gamma)
 
     rows: list[dict] = []
 
@@ -126,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
         add("block optimum", "block LP (HiGHS, certified)", lambda: block_optimum(target, draft, gamma, method="lp", memory_cap=cap))
     else:
         skipped.append(f"block LP ({nnz:,} nonzeros; pass --lp yes to force)")
-    rows.append({"verifier": "naive joint bound", "how": "sum_i (1 - TV of i-token joints); NOT achievable", "expected_accepted": opt.naive_bound,
-                 "block_efficiency": opt.naive_bound + 1.0, "status": None, "seconds": None})
+    rows.append({"verifier": "naive joint bound", "how": "sum_i (1 - TV of i-token joints); NOT achievable", "expected_accepted": opt.joint_coupling_bound,
+                 "block_efficiency": opt.joint_coupling_bound + 1.0, "status": None, "seconds": None})
     if k > 1:
         add(f"SpecTr sequence (k={k})", "exact enumeration of draft trees", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="spectr"))
         add(f"RRS tree (k={k})", "exact enumeration, with replacement", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="rrs"))

@@ -82,9 +82,10 @@ def _make_law(name: str, q: np.ndarray, k: int):
 
 def run(args) -> int:
     import otspec
-    from otspec._validation import InvalidDraftCountError, as_draft_count, check_same_vocab
+    from otspec._validation import as_int_in_range, check_same_vocab
+    from otspec.errors import InvalidDraftCountError
 
-    as_draft_count(args.drafts, "k")  # a bad k is an error for every law, never "not applicable"
+    as_int_in_range(args.drafts, "k")  # a bad k is an error for every law, never "not applicable"
     p, q, meta = _load_pair(args)
     check_same_vocab(p, q)
     laws = args.law or list(LAWS)

@@ -21,7 +21,7 @@ criterion of MATH.md 0.1 holds (:func:`otspec.verifiers.token_chain.lossless_vio
 Verifiers (``verifier=``):
 
 * ``"spectr"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
-  :func:`otspec.verifiers.spectr.kseq_plan`), drafts with replacement;
+  :func:`otspec.verifiers.step.kseq.kseq_plan`), drafts with replacement;
 * ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, MATH.md 5.1);
 * ``"rrs_wor"`` -- recursive rejection without replacement (RSD, MATH.md 5.2), drafts without
   replacement.
@@ -37,42 +37,31 @@ multi-step speculative sampling; Jeon et al., "Recursive Speculative Decoding" (
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from otspec import models as _models
-from otspec._validation import (
-    InvalidDraftCountError,
+from otspec.trees import draft_trees
+from otspec._validation import as_generator, as_int_in_range
+from otspec.errors import (
     InvalidDraftsError,
-    ProblemTooLargeError,
     UnsupportedMethodError,
-    as_draft_count,
-    as_generator,
 )
 
 __all__ = [
     "VERIFIERS",
     "TreeKernel",
-    "draft_trees",
-    "num_draft_trees",
     "kernel",
     "block_law",
     "expected_accepted",
     "sample",
     "sample_many",
-    "sample_tree",
     "node_plan",
-    "MAX_ENUMERATED_TREES",
 ]
 
 VERIFIERS = ("spectr", "rrs", "rrs_wor")
-
-#: Most drafted trees an exact enumeration visits (each is walked in Python: ~0.1-1 ms).
-MAX_ENUMERATED_TREES = 300_000
 
 
 def _check_verifier(verifier: str) -> bool:
@@ -109,7 +98,7 @@ def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tup
     k = len(drafts)
     d = np.asarray(drafts, dtype=np.int64)
     if verifier == "spectr" and k > 1:
-        from otspec.verifiers.spectr import kseq_plan
+        from otspec.verifiers.step.kseq import kseq_plan
 
         plan, _ = kseq_plan(p, q, d[None, :])
         return np.asarray(plan.accept, dtype=np.float64).reshape(-1), np.asarray(plan.residual, dtype=np.float64).reshape(-1)
@@ -141,69 +130,6 @@ def _plan_law(acc: np.ndarray, res: np.ndarray, drafts: tuple) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
-def num_draft_trees(V: int, k: int, gamma: int) -> int:
-    """Upper bound on the number of ordered draft tuples an exact enumeration visits: :math:`V^{k\\gamma}`."""
-    return int(V) ** (int(k) * int(gamma))
-
-
-def _enumeration_guard(V: int, k: int, gamma: int) -> None:
-    n = num_draft_trees(V, k, gamma)
-    if n > MAX_ENUMERATED_TREES:
-        raise ProblemTooLargeError(
-            f"exact enumeration of k = {k} drafts of length gamma = {gamma} over V = {V} visits up to {n:,} draft trees, "
-            f"above the cap of {MAX_ENUMERATED_TREES:,}; use a smaller V, k or gamma (or sample())"
-        )
-
-
-def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    r"""Every drafted tree of positive probability: ``(trees, weights)``, ``trees`` of shape ``(M, k, gamma)``.
-
-    With replacement: :math:`Q(x^{(1)}, \dots, x^{(k)}) = \prod_j M_s(x^{(j)})`. Without replacement
-    (distinct first tokens by successive sampling, then independent chains):
-
-    .. math:: Q = \prod_{j=1}^{k} \frac{M_s(x^{(j)})}{1 - \sum_{l<j} M_s(x^{(l)}_1)}.
-
-    Examples
-    --------
-    >>> from otspec import models
-    >>> from otspec.verifiers.tree import draft_trees
-    >>> trees, w = draft_trees(models.context_free([0.5, 0.5]), 2, 1)
-    >>> trees.shape, float(w.sum())
-    ((4, 2, 1), 1.0)
-    """
-    q_model = _models.as_model(q_model, name="q_model")
-    k = as_draft_count(k, "k")
-    gamma = as_draft_count(gamma, "gamma")
-    V = q_model.V
-    _enumeration_guard(V, k, gamma)
-    table = _models.enumerate_prefixes(q_model, q_model, gamma)
-    paths = table.paths(gamma)
-    pw = table.q_joint[gamma]
-    keep = np.flatnonzero(pw > 0)
-    if not replacement:
-        support = int(np.count_nonzero(table.q_cond[0][0]))
-        if k > support:
-            raise InvalidDraftCountError(
-                f"k must be <= the number of first tokens with positive draft probability ({support}) to draft without replacement (got k = {k}); lower k"
-            )
-    combos = np.array(list(itertools.product(keep.tolist(), repeat=k)), dtype=np.int64).reshape(-1, k)
-    w = np.prod(pw[combos], axis=1)
-    if not replacement:
-        first = paths[combos][:, :, 0]  # (M, k)
-        distinct = np.ones(combos.shape[0], dtype=bool)
-        for a in range(k):
-            for b in range(a + 1, k):
-                distinct &= first[:, a] != first[:, b]
-        combos, w, first = combos[distinct], w[distinct], first[distinct]
-        q0 = table.q_cond[0][0]
-        before = np.cumsum(q0[first], axis=1) - q0[first]
-        w = w / np.prod(1.0 - before, axis=1)
-    trees = paths[combos]
-    trees.setflags(write=False)
-    w.setflags(write=False)
-    return trees, w
-
-
 @dataclass(frozen=True, eq=False)
 class TreeKernel:
     r"""Exact law of the emitted block :math:`O = (Y^\tau, Y_{\tau+1})` given every drafted tree.
@@ -331,38 +257,6 @@ def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifie
     return kernel(p_model, q_model, k, gamma, verifier=verifier).expected_accepted()
 
 
-def sample_tree(q_model: Any, k: int, gamma: int, *, replacement: bool = True, rng: np.random.Generator) -> np.ndarray:
-    """Draw one draft tree ``(k, gamma)`` (first tokens without replacement when ``replacement=False``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from otspec import models
-    >>> from otspec.verifiers.tree import sample_tree
-    >>> sample_tree(models.dirichlet(4), 3, 2, replacement=False, rng=np.random.default_rng(0)).shape
-    (3, 2)
-    """
-    q_model = _models.as_model(q_model, name="q_model")
-    rng = as_generator(rng)
-    k = as_draft_count(k, "k")
-    gamma = as_draft_count(gamma, "gamma")
-    out = np.empty((k, gamma), dtype=np.int64)
-    if replacement:
-        for j in range(k):
-            out[j] = _models.sample_path(q_model, gamma, rng=rng)
-        return out
-    q0 = q_model(())
-    if k > np.count_nonzero(q0):
-        raise InvalidDraftCountError(f"k must be <= the number of first tokens with positive draft probability (got k = {k}); lower k")
-    cur = q0.copy()
-    for j in range(k):
-        x = int(rng.choice(q_model.V, p=cur / cur.sum()))
-        cur[x] = 0.0
-        out[j, 0] = x
-        out[j, 1:] = _models.sample_path(q_model, gamma - 1, rng=rng, prefix=(x,))
-    return out
-
-
 def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
     _check_verifier(verifier)
     p_model = _models.as_model(p_model, name="p_model")
@@ -442,7 +336,7 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
     5
     """
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
-    size = as_draft_count(size, "size", minimum=0)
+    size = as_int_in_range(size, "size", minimum=0)
     coins, draws = rng.spawn(2)
     plans: dict = {}
     return [_sample_one(p_model, q_model, paths, verifier, plans, coins, draws) for _ in range(size)]

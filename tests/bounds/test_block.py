@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import otspec
 from otspec import models
 from otspec._tolerances import EXACT_ATOL
-from otspec._validation import ProblemTooLargeError, UnsupportedMethodError
-from otspec.bounds.block import BlockOptimumResult, block_optimum, naive_bound
+from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
+from otspec.bounds.block import BlockOptimumResult, block_optimum, joint_coupling_bound
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
 from tests._oracles import criterion_violation, make_pair
@@ -56,8 +56,8 @@ def test_block_equals_closed_form_equals_lp(inst, gamma):
     assert abs(cf.value - e_block) <= LP_ATOL
     assert abs(cf.value - brute_W(p, q, gamma)) <= EXACT_ATOL
     assert tc.expected_accepted(p, q, gamma) <= lp.value + LP_ATOL
-    assert cf.value <= cf.naive_bound + EXACT_ATOL
-    assert abs(cf.naive_bound - lp.naive_bound) <= EXACT_ATOL
+    assert cf.value <= cf.joint_coupling_bound + EXACT_ATOL
+    assert abs(cf.joint_coupling_bound - lp.joint_coupling_bound) <= EXACT_ATOL
 
 
 @given(inst=extreme, gamma=st.integers(2, 3))
@@ -97,16 +97,16 @@ def test_toy_values():
         r = block_optimum(p, q, 2, method=method)
         assert Fraction(r.value).limit_denominator(100) == Fraction(11, 9)
         assert abs(r.value - 11 / 9) <= LP_ATOL
-        assert Fraction(r.naive_bound).limit_denominator(100) == Fraction(12, 9)
-    assert abs(naive_bound(p, q, 2) - 12 / 9) <= EXACT_ATOL
+        assert Fraction(r.joint_coupling_bound).limit_denominator(100) == Fraction(12, 9)
+    assert abs(joint_coupling_bound(p, q, 2) - 12 / 9) <= EXACT_ATOL
 
 
-def test_naive_bound_strictly_above_somewhere_and_token_strictly_below():
+def test_joint_coupling_bound_strictly_above_somewhere_and_token_strictly_below():
     gaps_naive, gaps_token = [], []
     for s in range(4):
         p, q = make_pair(s, 3, 1.0, False)
         r = block_optimum(p, q, 3, method="lp")
-        gaps_naive.append(r.naive_bound - r.value)
+        gaps_naive.append(r.joint_coupling_bound - r.value)
         gaps_token.append(r.value - tc.expected_accepted(p, q, 3))
     assert min(gaps_naive) > 1e-4 and min(gaps_token) > 1e-4
 

@@ -8,9 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otspec
-from otspec import models
-from otspec._tolerances import EXACT_ATOL
-from otspec._validation import ProblemTooLargeError
+from otspec.errors import ProblemTooLargeError
 from otspec.bounds.block import block_optimum
 from otspec.bounds.tree import tree_optimum
 from otspec.verifiers import tree

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import otspec
-from otspec._validation import (
-    InputFileError,
+from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,

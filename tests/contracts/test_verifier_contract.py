@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import otspec
-from otspec._validation import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
+from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec.verifiers import ALL, ApproximateVerifier, VerifierKernel
-from otspec.verifiers.single_draft import TokenVerifier
+from otspec.verifiers.step.token import TokenVerifier
 
 LOSSLESS_ATOL = 1e-12
 FALSE_ALARM = 1e-6
@@ -238,8 +238,8 @@ def test_negative_control_coin_reuse_is_detected():
 def test_negative_control_invalid_kseq_factor_is_not_lossless():
     """K-SEQ at rho = 1 < rho* over-accepts: the kernel's output law misses p (so the losslessness
     check can fail)."""
-    from otspec.verifiers.spectr import kseq_plan
-    from otspec.verifiers._common import plan_rows
+    from otspec.verifiers.step.kseq import kseq_plan
+    from otspec.verifiers.plan import plan_rows
 
     law = otspec.iid(Q5, 3)
     tuples, weights = law.enumerate()
@@ -261,7 +261,7 @@ def test_accept_and_residual_streams_are_separate():
     """The residual draw must not depend on the coin stream's next values: with the residual child
     stream fixed, the token verifier's rejected outputs follow the residual law (checked by the
     chi-square test above); here we check the mechanism directly."""
-    from otspec.verifiers._common import split_streams
+    from otspec.sampling import split_streams
 
     a, b = split_streams(np.random.default_rng(0))
     assert a is not b

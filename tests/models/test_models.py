@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from otspec import models
-from otspec._validation import InvalidDistributionError, InvalidDraftCountError, InvalidDraftsError, ProblemTooLargeError
+from otspec.errors import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    ProblemTooLargeError,
+)
 
 
 def test_dirichlet_is_a_function_of_seed_and_prefix():

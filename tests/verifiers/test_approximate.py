@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import otspec
-from otspec._validation import InvalidDistributionError, ShapeMismatchError, UnsupportedMethodError
+from otspec.errors import InvalidDistributionError, ShapeMismatchError, UnsupportedMethodError
 from otspec.verifiers import ALL, ApproximateVerifier, approximate
 
 P = np.array([0.3, 0.3, 0.1, 0.3, 0.0])

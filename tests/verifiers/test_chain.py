@@ -19,7 +19,13 @@ from scipy.stats import chi2, ncx2
 
 from otspec import models
 from otspec._tolerances import EXACT_ATOL
-from otspec._validation import InvalidDistributionError, InvalidDraftsError, ProblemTooLargeError, ShapeMismatchError, UnsupportedMethodError
+from otspec.errors import (
+    InvalidDistributionError,
+    InvalidDraftsError,
+    ProblemTooLargeError,
+    ShapeMismatchError,
+    UnsupportedMethodError,
+)
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
 from tests._oracles import criterion_violation
@@ -186,7 +192,7 @@ def test_prefix_weights_run_on_fractions():
         pj.append((pj[-1][:, None] * p_cond[i - 1]).ravel())
         qj.append((qj[-1][:, None] * q_cond[i - 1]).ravel())
     table = models.PrefixTable(V=V, gamma=gamma, p_cond=p_cond, q_cond=q_cond, p_joint=tuple(pj), q_joint=tuple(qj))
-    W = bv.prefix_weights(table)
+    W = models.prefix_weights(table)
     T = tc.token_prefix_mass(table)
     assert sum(w.sum() for w in W[1:]) == exact_twin(list(Mb), list(Ms), 2, "block") == Fraction(11, 9)
     assert sum(t.sum() for t in T[1:]) == exact_twin(list(Mb), list(Ms), 2, "token") == Fraction(10, 9)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import otspec
-from otspec._validation import InvalidDraftsError, ShapeMismatchError
+from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import rrs, rrs_conditional, rrs_wor, rrs_wor_conditional, token
-from otspec.verifiers.rsd import rrs_wor_plan
+from otspec.verifiers.step.rrs_wor import rrs_wor_plan
 
 
 def test_rrs_hand_example():

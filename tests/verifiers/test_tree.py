@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
@@ -11,8 +10,14 @@ from hypothesis import strategies as st
 from scipy.stats import chi2
 
 from otspec import models
+from otspec.trees import draft_trees, sample_tree
 from otspec._tolerances import EXACT_ATOL
-from otspec._validation import InvalidDraftCountError, InvalidDraftsError, ProblemTooLargeError, UnsupportedMethodError
+from otspec.errors import (
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    ProblemTooLargeError,
+    UnsupportedMethodError,
+)
 from otspec.verifiers import token_chain as tc
 from otspec.verifiers import tree
 from tests._oracles import criterion_violation, make_pair
@@ -51,7 +56,7 @@ def test_criterion_catches_ignoring_rejected_mass(monkeypatch):
 
     monkeypatch.setattr(tree, "node_plan", broken_plan)
     walker = tree._Walker(p, q, "spectr")
-    trees, w = tree.draft_trees(q, 2, 2)
+    trees, w = draft_trees(q, 2, 2)
     law: dict = {}
     for t, wt in zip(trees, w):
         for o, pr in walker.tree_law(tuple(tuple(int(v) for v in path) for path in t)).items():
@@ -73,7 +78,7 @@ def test_single_draft_is_token_verification(verifier, inst, gamma):
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 3))
 def test_depth_one_spectr_is_kseq_membership(seed, k):
     """gamma = 1: E[tau] = P(Y in drafts) = K-SEQ's membership acceptance (MATH.md 2.2)."""
-    from otspec.verifiers._common import kseq_details
+    from otspec.verifiers.step.kseq import kseq_details
 
     p, q = make_pair(seed, 3, 1.0, False)
     got = tree.expected_accepted(p, q, k, 1, verifier="spectr")
@@ -106,7 +111,7 @@ def test_more_drafts_help_on_average():
 
 def test_draft_trees_laws():
     q = models.dirichlet(3, seed=3, concentration=0.5, zero_prob=0.2)
-    trees, w = tree.draft_trees(q, 2, 2, replacement=True)
+    trees, w = draft_trees(q, 2, 2, replacement=True)
     assert abs(w.sum() - 1) <= EXACT_ATOL and trees.shape[1:] == (2, 2)
     # i.i.d.: weight = product of path probabilities (recomputed from the model)
     for t, wt in list(zip(trees, w))[:10]:
@@ -115,7 +120,7 @@ def test_draft_trees_laws():
             for i, x in enumerate(path):
                 prob *= q(tuple(int(v) for v in path[:i]))[x]
         assert abs(prob - wt) <= 1e-15
-    trees, w = tree.draft_trees(q, 2, 2, replacement=False)
+    trees, w = draft_trees(q, 2, 2, replacement=False)
     assert abs(w.sum() - 1) <= EXACT_ATOL
     assert np.all(trees[:, 0, 0] != trees[:, 1, 0])
 
@@ -123,13 +128,13 @@ def test_draft_trees_laws():
 def test_sample_tree_matches_draft_law():
     """First-token pairs drawn without replacement follow draft_trees' weights (chi-square, 1e-6)."""
     q = models.dirichlet(4, seed=5, concentration=1.0)
-    trees, w = tree.draft_trees(q, 2, 1, replacement=False)
+    trees, w = draft_trees(q, 2, 1, replacement=False)
     index = {tuple(int(v) for v in t[:, 0]): i for i, t in enumerate(trees)}
     rng = np.random.default_rng(3)
     counts = np.zeros(len(w))
     n = 20_000
     for _ in range(n):
-        t = tree.sample_tree(q, 2, 1, replacement=False, rng=rng)
+        t = sample_tree(q, 2, 1, replacement=False, rng=rng)
         counts[index[tuple(int(v) for v in t[:, 0])]] += 1
     stat = float(((counts - n * w) ** 2 / (n * w)).sum())
     assert chi2.sf(stat, len(w) - 1) > 1e-6
@@ -178,7 +183,7 @@ def test_bad_inputs():
     with pytest.raises(TypeError):
         tree.sample(p, q, [[0, 1]], verifier="rrs", rng=1)
     with pytest.raises(InvalidDraftCountError):
-        tree.draft_trees(models.context_free([1.0, 0.0]), 2, 1, replacement=False)
+        draft_trees(models.context_free([1.0, 0.0]), 2, 1, replacement=False)
 
 
 def test_kernel_repr():
@@ -191,9 +196,9 @@ def test_kernel_repr():
 @given(seed=st.integers(0, 10_000), k=st.integers(1, 3), zeros=st.booleans())
 def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
     """Each node's rule equals the single-step verifier's exact conditional law (cross-module check)."""
-    from otspec.verifiers.rsd import rrs_wor_conditional
-    from otspec.verifiers.specinfer import rrs_conditional
-    from otspec.verifiers.spectr import kseq_conditional
+    from otspec.verifiers.step.rrs_wor import rrs_wor_conditional
+    from otspec.verifiers.step.rrs import rrs_conditional
+    from otspec.verifiers.step.kseq import kseq_conditional
 
     rng = np.random.default_rng(seed)
     V = 4

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import InvalidDistributionError, ShapeMismatchError
+from otspec.errors import InvalidDistributionError, ShapeMismatchError
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, residual
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
 
 __all__ = ["ApproximateVerifier", "approximate", "exact_rule_predicate"]
 
@@ -95,7 +96,7 @@ class ApproximateVerifier(Verifier):
         return a
 
     def _plan(self, p, law, tuples):
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
         x = tuples[:, :1]
         res, _ = residual(p, q)
@@ -103,7 +104,7 @@ class ApproximateVerifier(Verifier):
         return SequentialPlan(tokens=np.concatenate([x, x], axis=1), accept=np.concatenate([a[x], accept_ratio(p[x], q[x])], axis=1), residual=res)
 
     def _closed_form(self, p, law):
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
         value = float(q @ (a + (1.0 - a) * accept_ratio(p, q)))
         return value, {"tv_to_target": float(a @ np.maximum(q - p, 0.0))}
@@ -111,7 +112,7 @@ class ApproximateVerifier(Verifier):
     def output_law(self, p: Any, law: DraftLaw) -> np.ndarray:
         r"""The exact output law :math:`P` (closed form, any V)."""
         p = self._check(p, law)
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
         res, _ = residual(p, q)
         R = float((1.0 - a) @ np.maximum(q - p, 0.0))
@@ -120,7 +121,7 @@ class ApproximateVerifier(Verifier):
     def tv_to_target(self, p: Any, law: DraftLaw) -> float:
         r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, MATH 4.3)."""
         p = self._check(p, law)
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         return float(self.pass_probabilities(p, q) @ np.maximum(q - p, 0.0))
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import Verifier, sample_categorical, set_index
+from otspec.sampling import sample_categorical
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.tuples import set_index
 
 __all__ = ["OptimalPlanVerifier", "optimal_plan", "CleanPlan"]
 

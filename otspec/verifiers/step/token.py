@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, residual
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
 
 __all__ = ["TokenVerifier", "token"]
 
@@ -35,12 +36,12 @@ class TokenVerifier(Verifier):
         return law.k == 1
 
     def _plan(self, p, law, tuples):
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         res, _ = residual(p, q)
         return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q[tuples[:, :1]]), residual=res)
 
     def _closed_form(self, p, law):
-        return float(np.minimum(p, first_draft_marginal(law)).sum()), {}
+        return float(np.minimum(p, law.first_draft_marginal()).sum()), {}
 
 
 token = TokenVerifier()

@@ -32,7 +32,10 @@ from otspec._tolerances import LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
 from otspec._validation import as_distribution, check_same_vocab
 from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import Verifier, accept_ratio, residual, sample_categorical, set_index
+from otspec.sampling import sample_categorical
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import accept_ratio, residual
+from otspec.verifiers.tuples import set_index
 
 __all__ = ["KhistiVerifier", "khisti", "khisti_k2_closed_form", "selection_weights", "SelectionWeights"]
 
@@ -129,7 +132,7 @@ class KhistiVerifier(Verifier):
     >>> import otspec
     >>> from otspec.verifiers import khisti
     >>> est = khisti.acceptance([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2))
-    >>> est.how, round(est.value, 9) == round(otspec.verifiers.canonical.khisti_k2_closed_form([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]), 9)
+    >>> est.how, round(est.value, 9) == round(otspec.verifiers.step.khisti.khisti_k2_closed_form([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]), 9)
     ('closed_form', True)
     """
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, distinct_mask, greedy_parts
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan
+from otspec.verifiers.tuples import distinct_mask
 
 __all__ = ["NSSVerifier", "nss"]
 
@@ -48,7 +50,7 @@ class NSSVerifier(Verifier):
         elif kind == "product":
             hit = 1.0 - np.prod([1.0 - qj for qj in law.qs], axis=0)
         elif kind == "greedy":
-            top, q_rest = greedy_parts(law)
+            top, q_rest = (law.top, law.q_rest)
             hit = q_rest.copy()
             hit[top] = 1.0
         else:

@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import InvalidDraftsError, as_distribution, as_token_tuples, check_same_vocab
+from otspec._validation import as_distribution, as_token_tuples, check_same_vocab
+from otspec.errors import InvalidDraftsError
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, plan_rows, residual_rows
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, plan_rows, residual_rows
 
 __all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_plan"]
 
