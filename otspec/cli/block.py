@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     rows.append({"verifier": "naive joint bound", "how": "sum_i (1 - TV of i-token joints); NOT achievable", "expected_accepted": opt.joint_coupling_bound,
                  "block_efficiency": opt.joint_coupling_bound + 1.0, "status": None, "seconds": None})
     if k > 1:
-        add(f"SpecTr sequence (k={k})", "exact enumeration of draft trees", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="spectr"))
+        add(f"SpecTr sequence (k={k})", "exact enumeration of draft trees", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="kseq"))
         add(f"RRS tree (k={k})", "exact enumeration, with replacement", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="rrs"))
         wor_ok = k <= int((draft(()) > 0).sum())
         if wor_ok:

@@ -20,7 +20,7 @@ criterion of MATH.md 0.1 holds (:func:`otspec.verifiers.token_chain.lossless_vio
 
 Verifiers (``verifier=``):
 
-* ``"spectr"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
+* ``"kseq"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
   :func:`otspec.verifiers.step.kseq.kseq_plan`), drafts with replacement;
 * ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, MATH.md 5.1);
 * ``"rrs_wor"`` -- recursive rejection without replacement (RSD, MATH.md 5.2), drafts without
@@ -44,6 +44,10 @@ import numpy as np
 
 from otspec import models as _models
 from otspec.trees import draft_trees
+from otspec.verifiers.plan import SequentialPlan, plan_rows
+from otspec.verifiers.step.kseq import kseq_plan
+from otspec.verifiers.step.rrs import rrs_plan
+from otspec.verifiers.step.rrs_wor import rrs_wor_plan
 from otspec._validation import as_generator, as_int_in_range
 from otspec.errors import (
     InvalidDraftsError,
@@ -61,7 +65,7 @@ __all__ = [
     "node_plan",
 ]
 
-VERIFIERS = ("spectr", "rrs", "rrs_wor")
+VERIFIERS = ("kseq", "rrs", "rrs_wor")
 
 
 def _check_verifier(verifier: str) -> bool:
@@ -80,12 +84,15 @@ def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tup
     r"""``(accept, residual)`` of one node's single-step rule for the ordered draft tokens ``drafts``.
 
     The output law is :math:`\sum_j [\prod_{l<j}(1-a_l)]\, a_j\, \delta_{d_j} + [\prod_l (1-a_l)]\, r`.
+    Each rule is the single-step verifier's own plan (one implementation per rule):
 
-    * ``"spectr"``: K-SEQ, :math:`a_j = \min(1, p(d_j)/(\rho^* q(d_j)))`,
-      :math:`r = \mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)` (SpecTr Algorithm 2);
-    * ``"rrs"``: :math:`a_j = \min(1, p_{j-1}(d_j)/q(d_j))`, :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`;
+    * ``"kseq"``: K-SEQ, :math:`a_j = \min(1, p(d_j)/(\rho^* q(d_j)))`,
+      :math:`r = \mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)` (SpecTr Algorithm 2;
+      :func:`otspec.verifiers.step.kseq.kseq_plan`);
+    * ``"rrs"``: :math:`a_j = \min(1, p_{j-1}(d_j)/q(d_j))`, :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`
+      (:func:`otspec.verifiers.step.rrs.rrs_plan`);
     * ``"rrs_wor"``: the same with :math:`q_{j+1} = \mathrm{norm}(q_j` without :math:`d_j)` and
-      :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)`.
+      :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)` (:func:`otspec.verifiers.step.rrs_wor.rrs_wor_plan`).
 
     Examples
     --------
@@ -95,38 +102,24 @@ def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tup
     >>> a.tolist()
     [1.0]
     """
-    k = len(drafts)
-    d = np.asarray(drafts, dtype=np.int64)
-    if verifier == "spectr" and k > 1:
-        from otspec.verifiers.step.kseq import kseq_plan
-
-        plan, _ = kseq_plan(p, q, d[None, :])
-        return np.asarray(plan.accept, dtype=np.float64).reshape(-1), np.asarray(plan.residual, dtype=np.float64).reshape(-1)
-    cur_p, cur_q = p.copy(), q.copy()
-    acc = np.empty(k)
-    for j in range(k):
-        x = d[j]
-        if cur_q[x] <= 0:
-            raise InvalidDraftsError(f"draft token {int(x)} has draft probability 0 at this node; the draft could not have produced it")
-        acc[j] = min(1.0, cur_p[x] / cur_q[x])
-        res = np.maximum(cur_p - cur_q, 0.0)
-        mass = res.sum()
-        # When mass == 0 the rejection has probability 0 (cur_p == cur_q): keep cur_p as a placeholder.
-        cur_p = res / mass if mass > 0 else cur_p
-        if verifier == "rrs_wor" and j < k - 1:
-            cur_q = cur_q.copy()
-            cur_q[x] = 0.0
-            cur_q = cur_q / cur_q.sum()
-    return acc, cur_p
+    d = np.asarray(drafts, dtype=np.int64)[None, :]
+    k = d.shape[1]
+    if verifier == "kseq" and k > 1:
+        plan, _ = kseq_plan(p, q, d)
+    else:
+        zero = np.flatnonzero(q[d[0]] <= 0)
+        if zero.size:
+            raise InvalidDraftsError(
+                f"draft token {int(d[0, zero[0]])} has draft probability 0 at this node; the draft could not have produced it"
+            )
+        plan = rrs_wor_plan(p, q, d) if verifier == "rrs_wor" else rrs_plan(p, [q] * k, d)
+    return np.asarray(plan.accept, dtype=np.float64).reshape(-1), np.asarray(plan.residual, dtype=np.float64).reshape(-1)
 
 
-def _plan_law(acc: np.ndarray, res: np.ndarray, drafts: tuple) -> np.ndarray:
-    out = np.zeros(res.shape[0])
-    left = 1.0
-    for a, x in zip(acc, drafts):
-        out[x] += left * a
-        left *= 1.0 - a
-    return out + left * res
+def _node_law(acc: np.ndarray, res: np.ndarray, drafts: tuple) -> np.ndarray:
+    """The node's exact output law, shape ``(V,)``."""
+    plan = SequentialPlan(tokens=np.asarray(drafts, dtype=np.int64)[None, :], accept=acc[None, :], residual=res)
+    return plan_rows(plan, res.shape[0])[0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -178,7 +171,7 @@ class _Walker:
         if hit is None:
             p, q = self.p_model(prefix), self.q_model(prefix)
             acc, res = node_plan(p, q, drafts, self.verifier)
-            hit = _plan_law(acc, res, drafts)
+            hit = _node_law(acc, res, drafts)
             self.cache[key] = hit
         return hit
 
@@ -209,7 +202,7 @@ class _Walker:
         return out
 
 
-def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> TreeKernel:
+def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> TreeKernel:
     r"""Exact law of the emitted block for every drafted tree (see the module docstring).
 
     Examples
@@ -229,7 +222,7 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "s
     return TreeKernel(trees=trees, weights=weights, laws=laws, verifier=verifier)
 
 
-def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> dict:
+def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> dict:
     """The exact law ``{O: P(O)}`` of the emitted block, over drafted trees and verification coins.
 
     Examples
@@ -237,13 +230,13 @@ def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str =
     >>> from otspec import models
     >>> from otspec.verifiers import tree
     >>> p = models.context_free([0.5, 0.5])
-    >>> sorted((o, round(float(w), 12)) for o, w in tree.block_law(p, p, 2, 1, verifier="spectr").items())
+    >>> sorted((o, round(float(w), 12)) for o, w in tree.block_law(p, p, 2, 1, verifier="kseq").items())
     [((0, 0), 0.25), ((0, 1), 0.25), ((1, 0), 0.25), ((1, 1), 0.25)]
     """
     return kernel(p_model, q_model, k, gamma, verifier=verifier).output_law()
 
 
-def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> float:
+def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> float:
     r"""Exact :math:`E[\tau]` of a tree verifier by enumeration over drafted trees.
 
     Examples
@@ -300,7 +293,7 @@ def _sample_one(p_model, q_model, paths: tuple, verifier: str, plans: dict, coin
             return t, prefix
 
 
-def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", rng: np.random.Generator) -> tuple[int, tuple]:
+def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng: np.random.Generator) -> tuple[int, tuple]:
     r"""Verify one drafted tree ``(k, gamma)``; returns ``(tau, block)`` with ``block`` the emitted tokens.
 
     Top-down walk (module docstring): at each node the surviving drafts' next tokens go through the
@@ -321,7 +314,7 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", r
     return _sample_one(p_model, q_model, paths, verifier, {}, coins, draws)
 
 
-def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "spectr", rng: np.random.Generator) -> list:
+def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "kseq", rng: np.random.Generator) -> list:
     """``size`` independent verifications of the same drafted tree (node plans computed once).
 
     Returns a list of ``(tau, block)`` pairs, as :func:`sample` would.
@@ -332,7 +325,7 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
     >>> from otspec import models
     >>> from otspec.verifiers import tree
     >>> p = models.context_free([0.5, 0.5])
-    >>> len(tree.sample_many(p, p, [[0], [1]], 5, verifier="spectr", rng=np.random.default_rng(0)))
+    >>> len(tree.sample_many(p, p, [[0], [1]], 5, verifier="kseq", rng=np.random.default_rng(0)))
     5
     """
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)

@@ -39,7 +39,7 @@ def test_tree_lp_dominates_every_tree_verifier(inst, gamma):
     block = block_optimum(p, q, gamma).value
     tol = LP_ATOL + iid.gap  # the certified gap (peaky models: see tests/bounds/test_block.py)
     assert iid.value >= block - tol
-    for v in ("spectr", "rrs"):
+    for v in ("kseq", "rrs"):
         assert iid.value >= tree.expected_accepted(p, q, k, gamma, verifier=v) - tol
     if np.count_nonzero(q(())) >= k:
         wor = tree_optimum(p, q, k, gamma, replacement=False)
@@ -63,7 +63,7 @@ def test_depth_one_is_the_multidraft_optimum(seed, k, sparse):
 def test_strict_gap_to_verifiers_on_a_small_case():
     p, q = make_pair(0, 3, 1.0, False)
     r = tree_optimum(p, q, 2, 3)
-    best = max(tree.expected_accepted(p, q, 2, 3, verifier=v) for v in ("spectr", "rrs"))
+    best = max(tree.expected_accepted(p, q, 2, 3, verifier=v) for v in ("kseq", "rrs"))
     assert r.value - best > 1e-3
 
 

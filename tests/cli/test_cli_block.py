@@ -34,7 +34,7 @@ def test_json_matches_library(capsys):
     lp = by[("block optimum", "block LP (HiGHS, certified)")]
     assert lp["status"] == "optimal" and lp["expected_accepted"] == pytest.approx(block_optimum(p, q, 2).value, abs=1e-9)
     assert by[("SpecTr sequence (k=2)", "exact enumeration of draft trees")]["expected_accepted"] == pytest.approx(
-        tree.expected_accepted(p, q, 2, 2, verifier="spectr"), abs=1e-12)
+        tree.expected_accepted(p, q, 2, 2, verifier="kseq"), abs=1e-12)
     t = [r for r in out["results"] if r["verifier"].startswith("tree optimum (k=2, iid)")][0]
     assert t["expected_accepted"] == pytest.approx(tree_optimum(p, q, 2, 2).value, abs=1e-9)
     for r in out["results"]:

@@ -55,7 +55,7 @@ def test_criterion_catches_ignoring_rejected_mass(monkeypatch):
         return acc, pv
 
     monkeypatch.setattr(tree, "node_plan", broken_plan)
-    walker = tree._Walker(p, q, "spectr")
+    walker = tree._Walker(p, q, "kseq")
     trees, w = draft_trees(q, 2, 2)
     law: dict = {}
     for t, wt in zip(trees, w):
@@ -76,12 +76,12 @@ def test_single_draft_is_token_verification(verifier, inst, gamma):
 
 
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 3))
-def test_depth_one_spectr_is_kseq_membership(seed, k):
+def test_depth_one_kseq_tree_is_kseq_membership(seed, k):
     """gamma = 1: E[tau] = P(Y in drafts) = K-SEQ's membership acceptance (MATH.md 2.2)."""
     from otspec.verifiers.step.kseq import kseq_details
 
     p, q = make_pair(seed, 3, 1.0, False)
-    got = tree.expected_accepted(p, q, k, 1, verifier="spectr")
+    got = tree.expected_accepted(p, q, k, 1, verifier="kseq")
     assert abs(got - kseq_details(p(()), q(()), k).membership) <= 1e-9
 
 
@@ -104,7 +104,7 @@ def test_depth_one_rrs_is_mss_membership(seed, k):
 
 def test_more_drafts_help_on_average():
     p, q = make_pair(8, 3, 1.0, False)
-    one = tree.expected_accepted(p, q, 1, 3, verifier="spectr")
+    one = tree.expected_accepted(p, q, 1, 3, verifier="kseq")
     for v in tree.VERIFIERS:
         assert tree.expected_accepted(p, q, 2, 3, verifier=v) > one
 
@@ -143,7 +143,7 @@ def test_sample_tree_matches_draft_law():
 N_SAMPLES = 60_000
 
 
-@pytest.mark.parametrize("verifier, drafted", [("spectr", [[0, 1], [0, 2]]), ("rrs", [[1, 1], [1, 1]]), ("rrs_wor", [[0, 2], [1, 0]])])
+@pytest.mark.parametrize("verifier, drafted", [("kseq", [[0, 1], [0, 2]]), ("rrs", [[1, 1], [1, 1]]), ("rrs_wor", [[0, 2], [1, 0]])])
 def test_sampler_matches_kernel(verifier, drafted):
     """Chi-square (false alarm 1e-6) of N = 60 000 verifications of one drafted tree against its exact
     block law; N detects a TV error of 0.02 with power >= 0.999 (4 N d^2 = 96 noncentrality, at most
@@ -210,9 +210,9 @@ def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
     iid_drafts = tuple(int(x) for x in rng.choice(V, size=k, p=q))
     wor_drafts = tuple(int(x) for x in rng.choice(V, size=k, replace=False, p=q))
     for verifier, drafts, ref in (
-        ("spectr", iid_drafts, kseq_conditional),
+        ("kseq", iid_drafts, kseq_conditional),
         ("rrs", iid_drafts, rrs_conditional),
         ("rrs_wor", wor_drafts, rrs_wor_conditional),
     ):
         acc, res = tree.node_plan(p, q, drafts, verifier)
-        assert np.allclose(tree._plan_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=1e-12)
+        assert np.allclose(tree._node_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=1e-12)
