@@ -3,7 +3,7 @@ r"""Exponential-race computation of :math:`Q_{WOR}(H^k)` for successive sampling
 Successive sampling proportional to q is the order in which independent exponential clocks
 :math:`E_x \sim \mathrm{Exp}(q(x))` ring. The first k drafts all lie in H iff the k-th clock of H
 rings before the first clock of :math:`H^c`, whose ringing time is :math:`\mathrm{Exp}(\lambda)`,
-:math:`\lambda = q(H^c)`. Hence (MATH.md section 3.2)
+:math:`\lambda = q(H^c)`. Hence (:doc:`math`, sorted prefixes)
 
 .. math:: Q(H^k) = \int_0^\infty \lambda e^{-\lambda t}\, P\big(N_H(t) \ge k\big)\, dt,
           \qquad N_H(t) = \sum_{x \in H} \mathrm{Bernoulli}(1 - e^{-q(x) t}).
@@ -89,7 +89,7 @@ def _reference_prefix_values(q_sorted: np.ndarray, k: int, *, n_nodes: int = 400
 
     This is the original slow implementation, kept as the named baseline of
     ``experiments/bench/bench_wor.py`` and as an independent oracle in the tests. It has no error
-    control: accuracy depends on the node count and range (MATH.md section 10).
+    control: accuracy depends on the node count and range (:doc:`wor_integral`, error bound).
     """
     q_sorted = np.asarray(q_sorted, dtype=np.float64)
     V = q_sorted.size
@@ -565,7 +565,7 @@ def wor_prefix_all_in(q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, float]:
 
     References
     ----------
-    MATH.md section 3.2; L. N. Trefethen and J. A. C. Weideman, "The exponentially convergent
+    :doc:`math`, sorted prefixes; L. N. Trefethen and J. A. C. Weideman, "The exponentially convergent
     trapezoidal rule", SIAM Review 56 (2014), Theorem 5.1.
 
     Examples
@@ -612,7 +612,7 @@ def wor_dual_minimum(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> WorM
     ----------
     p_sorted, q_sorted : (V,) float64
         Target and draft distributions permuted into the prefix order (by p/q ascending, q = 0
-        tokens last, for the optimum; MATH.md section 3.2). Validated by the caller.
+        tokens last, for the optimum; :doc:`math`, sorted prefixes). Validated by the caller.
     k : int
         Number of drafts without replacement.
 

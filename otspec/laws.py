@@ -1,6 +1,6 @@
 r"""Draft laws: the joint law :math:`Q` of the :math:`k` tokens a drafter proposes.
 
-Every law offers the same small interface (DESIGN.md section 2):
+Every law offers the same small interface (:doc:`verifiers`, the verifier contract):
 
 * ``k``, ``V``, ``kind`` and, when the law is built from one draft distribution, ``q``;
 * ``prob_all_in(H)`` -- :math:`Q(H^k) = P(\text{every draft lies in } H)`;
@@ -173,7 +173,7 @@ class DraftLaw:
     def cached(self, tag: str, p: np.ndarray | None, build: Callable[[], Any]) -> Any:
         """``build()``, computed once per ``(tag, p)`` for this law and kept on the law object.
 
-        Verifiers store their per-(law, target) precomputations here (K-SEQ's :math:`\rho^*`,
+        Verifiers store their per-(law, target) precomputations here (K-SEQ's division factor,
         residual sequences, LP solutions), so repeated ``sample`` calls and chunked
         ``sample_batch`` do the O(V) (or LP) work once. Laws are immutable, so the cache lives and
         dies with the law; ``p`` is keyed by a 128-bit hash of its bytes; at most

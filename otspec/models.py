@@ -366,7 +366,7 @@ def tabulated(table: Mapping, *, default: Any = None) -> TabulatedModel:
     r"""A model given by an explicit table ``{prefix tuple: (V,) distribution}``.
 
     Every entry is validated; prefixes missing from the table raise
-    :class:`~otspec._validation.InvalidDraftsError` unless ``default`` (a distribution) is given.
+    :class:`~otspec.errors.InvalidDraftsError` unless ``default`` (a distribution) is given.
 
     Examples
     --------
@@ -497,7 +497,7 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
 
     The size is estimated first: more than :data:`MAX_ENUMERATED_PREFIXES` prefixes, or more than
     ``memory_cap`` bytes (with ``extra_bytes`` for what the caller will allocate on top), raises
-    :class:`~otspec._validation.ProblemTooLargeError` with the size and a hint.
+    :class:`~otspec.errors.ProblemTooLargeError` with the size and a hint.
 
     Examples
     --------

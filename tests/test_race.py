@@ -68,7 +68,7 @@ def subset_minimum(p, q, k):
 
 
 def ratio_order(p, q):
-    """Tokens by p/q ascending, q = 0 last (MATH.md 3.2)."""
+    """Tokens by p/q ascending, q = 0 last (docs/math.rst, sorted prefixes)."""
     with np.errstate(divide="ignore"):
         ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
     return np.argsort(ratio, kind="stable")

@@ -1,17 +1,17 @@
 r"""The block optimum: the largest :math:`E[\tau]` of any lossless one-iteration chain verifier.
 
 For a drafted block :math:`X^\gamma \sim M_s` and a target :math:`M_b`, any verifier that emits
-:math:`O = (X^\tau, Y)` and is lossless in the "as-is" speculative loop satisfies (MATH.md 1.4)
+:math:`O = (X^\tau, Y)` and is lossless in the "as-is" speculative loop satisfies (:doc:`block`, the block optimum)
 :math:`P(\tau \ge i, X^i = x^i) \le W(x^i)` with
 
 .. math:: W(\emptyset) = 1, \qquad W(x^i) = \min\{W(x^{i-1})\, M_b(x_i \mid x^{i-1}),\ M_s(x^i)\},
 
 so :math:`E[\tau] \le \sum_{i=1}^{\gamma} \sum_{x^i} W(x^i)`, and block verification attains it.
 :func:`block_optimum` computes this value two ways: the closed form, and (``method="lp"``) the
-full-information block LP over couplings :math:`\pi(x^\gamma, \tau, y)` (MATH.md section 10),
+full-information block LP over couplings :math:`\pi(x^\gamma, \tau, y)` (:doc:`block`, the block optimum),
 solved by HiGHS and re-checked in plain numpy. It also reports the *naive* joint-coupling bound
 :math:`\sum_i (1 - d_{TV}(M_b^{(i)}, M_s^{(i)}))`, which is not achievable: emitting the prefix of a
-maximally coupled target block breaks the stream law (MATH.md 1.4, the toy gives 12/9 vs 11/9).
+maximally coupled target block breaks the stream law (:doc:`block`, the block optimum, the toy gives 12/9 vs 11/9).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def joint_coupling_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: 
 
     It is an upper bound on the block optimum but is **not achievable** by a lossless verifier in
     the as-is loop: emitting the accepted prefix of a maximally coupled target block changes the law
-    of the decoded stream (MATH.md 1.4; in Sun et al.'s toy it is 12/9 against the optimum 11/9).
+    of the decoded stream (:doc:`block`, the block optimum; in Sun et al.'s toy it is 12/9 against the optimum 11/9).
 
     Examples
     --------
@@ -380,7 +380,7 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
 
     over verifiers that see one drafted block :math:`X^\gamma \sim M_s` (and every conditional of
     both models), emit :math:`O = (X^\tau, Y)` and keep the decoded stream's law equal to the
-    target's when decoding restarts from the target after every block (MATH.md 1.4).
+    target's when decoding restarts from the target after every block (:doc:`block`, the block optimum).
 
     Parameters
     ----------
@@ -397,7 +397,7 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
         target's joint law :math:`M_b(z^{\gamma+1})`; maximise :math:`E[\tau]`. Solved with HiGHS
         (tolerances 1e-10) and certified in numpy (marginals, objective, dual feasibility, gap).
     memory_cap : float, optional
-        Bytes; larger problems raise :class:`~otspec._validation.ProblemTooLargeError` (the size is
+        Bytes; larger problems raise :class:`~otspec.errors.ProblemTooLargeError` (the size is
         estimated before anything is built).
 
     Returns

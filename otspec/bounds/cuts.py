@@ -1,7 +1,7 @@
 r"""The min-cut dual of the membership transport problem, evaluated in plain numpy.
 
 For any token set :math:`H`, weak duality gives :math:`\alpha^*(p, Q) \le P(H) + 1 - Q(H^k)`
-(MATH.md section 3.1), with equality at the optimal :math:`H^*`. These helpers evaluate that cut
+(:doc:`math`, the min-cut dual), with equality at the optimal :math:`H^*`. These helpers evaluate that cut
 value independently of any solver; they are the re-check of every answer.
 """
 

@@ -1,6 +1,6 @@
 r"""Tuple-level exact solvers of the membership transport problem and their certificate.
 
-The problem (MATH.md section 2.1, relaxed form): with draft sets :math:`s` of probability
+The problem (:doc:`math`, the relaxed LP, relaxed form): with draft sets :math:`s` of probability
 :math:`Q(s)` and variables :math:`w(s, y) \ge 0` for :math:`y \in s`,
 
 .. math:: \max \sum_{s, y} w(s, y) \quad \text{s.t.} \quad
@@ -188,7 +188,7 @@ def solve_flow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     cost = np.ones((S, V))
     cost[pair_set, pair_token] = 0.0
     # numItermax: POT's default (1e5) silently returns a non-optimal plan on large instances
-    # (DESIGN.md section 5); network simplex needs O(nodes * arcs) pivots at worst.
+    # (docs/benchmarks.rst, tooling measurements); network simplex needs O(nodes * arcs) pivots at worst.
     iters = int(max(10 * S * V, 10_000_000))
     b = p / p.sum() * weights.sum()  # POT demands equal totals bit-for-bit; both are 1 +- 1e-9
     G, log = ot.emd(weights, b, cost, numItermax=iters, log=True)

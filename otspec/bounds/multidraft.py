@@ -4,7 +4,7 @@ r"""The optimal multi-draft acceptance :math:`\alpha^*(p, Q)` (Hu et al., ICLR 2
           = \min_{H \subseteq \Omega} \big[ P(H) + 1 - Q(H^k) \big]
 
 (max-flow/min-cut on source -> draft tuple (cap Q) -> its tokens (cap inf) -> sink (cap p);
-MATH.md section 3.1). For i.i.d. and without-replacement drafts the minimum is attained on a prefix
+:doc:`math`, the min-cut dual). For i.i.d. and without-replacement drafts the minimum is attained on a prefix
 of the tokens sorted by p/q (section 3.2), which gives O(V log V) closed forms.
 """
 

@@ -14,7 +14,7 @@ trie at depth :math:`\tau`). The full-information *tree LP* optimises over the j
     \ \ \forall z^{\gamma+1},
 
 i.e. the emitted block extended by the target to :math:`\gamma + 1` tokens has the target's joint
-law, which is equivalent to the losslessness criterion of MATH.md 0.1 (marginalise the extension
+law, which is equivalent to the losslessness criterion of :doc:`block` (marginalise the extension
 one position at a time). Trees with the same trie are merged (constraints and objective depend on
 the trie only). With ``k = 1`` this is exactly the block LP of :func:`otspec.block_optimum`.
 
@@ -49,7 +49,7 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
         i.i.d. drafts (``True``) or distinct first tokens drawn without replacement (``False``).
     memory_cap : float, optional
         Bytes; the LP size is estimated first and larger problems raise
-        :class:`~otspec._validation.ProblemTooLargeError` with the size.
+        :class:`~otspec.errors.ProblemTooLargeError` with the size.
 
     Returns
     -------

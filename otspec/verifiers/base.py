@@ -79,7 +79,7 @@ class Verifier:
     def kernel(self, p: Any, law: DraftLaw, *, memory_cap: float | None = None) -> VerifierKernel:
         r"""Exact conditional output law :math:`\pi(y \mid \bar x)` for every draft tuple of ``law``.
 
-        Refuses (:class:`~otspec._validation.ProblemTooLargeError`) laws whose enumeration, or
+        Refuses (:class:`~otspec.errors.ProblemTooLargeError`) laws whose enumeration, or
         whose ``(M, V)`` kernel, would exceed ``memory_cap`` bytes.
         """
         p = self._check(p, law)

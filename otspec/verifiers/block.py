@@ -1,4 +1,4 @@
-r"""Block verification of a drafted block (Sun et al., Algorithm 2), exactly as in MATH.md section 1.2.
+r"""Block verification of a drafted block (Sun et al., Algorithm 2), exactly as in :doc:`block`, token and block verification.
 
 For a draft :math:`X^\gamma \sim M_s`, with :math:`r_i = M_b(X_i \mid X^{i-1}) / M_s(X_i \mid X^{i-1})`:
 
@@ -12,7 +12,7 @@ Every position draws its own coin :math:`\eta_i \sim U(0, 1)`; :math:`\tau` is t
 :math:`Y \sim \mathrm{norm}((p_\tau M_b(\cdot \mid X^\tau) - M_s(\cdot \mid X^\tau))_+)` for
 :math:`\tau < \gamma`, :math:`Y \sim M_b(\cdot \mid X^\gamma)` for :math:`\tau = \gamma`.
 
-Key facts (MATH.md 1.3): :math:`P(\tau \ge i \mid X^i) = p_i`, :math:`P(\tau = i \mid X^i) = Z_{i+1}`,
+Key facts (:doc:`block`, key identities): :math:`P(\tau \ge i \mid X^i) = p_i`, :math:`P(\tau = i \mid X^i) = Z_{i+1}`,
 and :math:`E[\tau] = \sum_i \sum_{x^i} W(x^i)` with
 :math:`W(x^i) = \min\{W(x^{i-1}) M_b(x_i \mid x^{i-1}),\ M_s(x^i)\}`, the optimum over all lossless
 "as-is" chain verifiers (:func:`otspec.block_optimum`).
@@ -67,7 +67,7 @@ def _log_running_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> np.ndarr
     idx = np.arange(g)
     with np.errstate(divide="ignore"):
         logr = np.log(P[idx, x]) - np.log(Qc[idx, x])
-    # log p_i = min(log p_{i-1} + log r_i, 0): p_i = R_i / max_{j<=i} R_j (MATH 1.3(3)), so with
+    # log p_i = min(log p_{i-1} + log r_i, 0): p_i = R_i / max_{j<=i} R_j (docs/block.rst, key identity 3), so with
     # L_i = log R_i: log p_i = L_i - max(0, max_{j<=i} L_j). Vectorised, and exact in log space.
     L = np.cumsum(logr)
     return L - np.maximum.accumulate(np.maximum(L, 0.0))

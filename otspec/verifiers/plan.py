@@ -9,7 +9,7 @@ conditional output law is
           + \Big[\prod_{l \le R} (1 - a_l)\Big]\, r(y),
 
 and its sampler draws one accept coin per round from one random stream and the residual token from
-a *separate* child stream (DESIGN.md section 4: reusing the accept uniform biases the residual).
+a *separate* child stream (:doc:`verifiers`, the verifier contract: separate streams: reusing the accept uniform biases the residual).
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     r"""Run token verification once on a drafted path; returns ``(tau, y)``.
 
     The accept coins and the residual / bonus draw use two independent streams spawned from
-    ``rng`` (reusing one uniform for both biases the output, DESIGN.md section 4).
+    ``rng`` (reusing one uniform for both biases the output, :doc:`verifiers`, the verifier contract: separate streams).
 
     Examples
     --------

@@ -8,7 +8,7 @@ r"""Multi-draft sequence (tree) verifiers: SpecTr over sequences and recursive r
   draft then continues as its own chain :math:`\sim M_s(\cdot \mid x_1)`. At every node, the drafts
   that pass through it have distinct next tokens, so the tree branches only at the root.
 
-**Verification** walks the tree top-down (MATH.md 2.4): at depth :math:`t` the drafts that agree
+**Verification** walks the tree top-down (:doc:`block`, trees): at depth :math:`t` the drafts that agree
 with the emitted prefix :math:`y^{t-1}` propose their next tokens, whose law given the past is the
 node's draft law (i.i.d. :math:`M_s(\cdot \mid y^{t-1})` with replacement; successive sampling at
 the root without replacement); a single-step multi-draft verifier maps them to
@@ -16,14 +16,14 @@ the root without replacement); a single-step multi-draft verifier maps them to
 stops when none survives (:math:`Y_t` is then the correction token) or, after :math:`\gamma`
 matched positions, with a bonus token :math:`\sim M_b(\cdot \mid y^\gamma)`. Each step is a
 lossless coupling of the surviving drafts' next-token law with the target conditional, so the
-criterion of MATH.md 0.1 holds (:func:`otspec.verifiers.token_chain.lossless_violation` checks it).
+losslessness criterion of :doc:`block` holds (:func:`otspec.verifiers.chain.lossless_violation` checks it).
 
 Verifiers (``verifier=``):
 
 * ``"kseq"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
   :func:`otspec.verifiers.step.kseq.kseq_plan`), drafts with replacement;
-* ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, MATH.md 5.1);
-* ``"rrs_wor"`` -- recursive rejection without replacement (RSD, MATH.md 5.2), drafts without
+* ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, :doc:`verifiers`, rrs);
+* ``"rrs_wor"`` -- recursive rejection without replacement (RSD, :doc:`verifiers`, rrs_wor), drafts without
   replacement.
 
 With ``k = 1`` all three are token verification (:mod:`otspec.verifiers.token_chain`).

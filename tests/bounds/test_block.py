@@ -29,7 +29,7 @@ extreme = st.builds(make_pair, st.integers(0, 10_000), st.just(3), st.just(0.3),
 
 
 def brute_W(p, q, gamma):
-    """sum_i sum_{x^i} min_{0<=j<=i} M_s(x^j) M_b(x_{j+1..i} | x^j), straight from MATH 1.3(3)."""
+    """sum_i sum_{x^i} min_{0<=j<=i} M_s(x^j) M_b(x_{j+1..i} | x^j), straight from docs/block.rst, key identity 3."""
     import itertools
 
     V = p.V
@@ -70,7 +70,7 @@ def test_lp_on_peaky_models_agrees_within_its_certified_gap(inst, gamma):
 
 @given(inst=instances, gamma=st.integers(1, 3))
 def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
-    """The LP's optimal coupling satisfies the MATH 0.1 criterion (checked here, independently of the
+    """The LP's optimal coupling satisfies the losslessness criterion of docs/block.rst (checked here, independently of the
     LP's own extended-law constraints) and its E[tau] is the reported value."""
     p, q = inst
     r = block_optimum(p, q, gamma, method="lp")

@@ -42,7 +42,7 @@ def test_tv_formula_matches_kernel_and_closed_form_law(rng):
         assert abs(v.tv_to_target(p, law) - tv_kernel) < 1e-12
         np.testing.assert_allclose(v.output_law(p, law), K.output_law(), atol=1e-12)
         assert abs(v.acceptance(p, law).value - K.acceptance()) < 1e-12
-        # a context-only predicate a == c scales the TV: c * d_TV(p, q)  (MATH 4.3)
+        # a context-only predicate a == c scales the TV: c * d_TV(p, q)  (docs/verifiers.rst, approximate)
         c = float(rng.random())
         assert abs(ApproximateVerifier(np.full(V, c)).tv_to_target(p, law) - c * 0.5 * np.abs(p - q).sum()) < 1e-12
 

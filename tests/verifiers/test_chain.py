@@ -1,8 +1,8 @@
 """Token-level (Algorithm 1) and block (Algorithm 2) verification of a drafted chain.
 
 Oracles used here are derived independently of the library code: the losslessness criterion of
-MATH.md 0.1 is re-implemented below, the toy example is recomputed with an exact-rational twin
-that follows the pseudo-code of MATH.md 1.1/1.2 line by line, and p_i is recomputed from its
+docs/block.rst, losslessness criterion is re-implemented below, the toy example is recomputed with an exact-rational twin
+that follows the pseudo-code of docs/block.rst, token and block verification line by line, and p_i is recomputed from its
 closed form R_i / max_j R_j.
 """
 
@@ -237,7 +237,7 @@ def test_draft_equals_target(gamma):
 
 
 def _p_i_closed_form(p, q, path):
-    """p_i = R_i / max_{j <= i} R_j with R the cumulative likelihood ratio (MATH.md 1.3(3))."""
+    """p_i = R_i / max_{j <= i} R_j with R the cumulative likelihood ratio (docs/block.rst, key identity 3)."""
     R, best, out = 1.0, 1.0, []
     for i, x in enumerate(path):
         R *= p(path[:i])[x] / q(path[:i])[x]
@@ -248,7 +248,7 @@ def _p_i_closed_form(p, q, path):
 
 @given(inst=instances, gamma=st.integers(1, 3))
 def test_p_i_is_acceptance_probability_given_prefix(inst, gamma):
-    """P(tau >= i | X^i) = p_i and P(tau = i | X^i) = Z_{i+1} (MATH.md 1.3 (1), (2))."""
+    """P(tau >= i | X^i) = p_i and P(tau = i | X^i) = Z_{i+1} (docs/block.rst, key identities 1-2)."""
     p, q = inst
     K = bv.kernel(p, q, gamma)
     tau = K.tau_law()

@@ -52,7 +52,7 @@ def test_rrs_conditional_rejects_wrong_number_of_drafters():
 
 
 def _rsd_round_acceptance(p, q, k):
-    """MATH 5.2 recursion, written independently of the library:
+    """docs/verifiers.rst, rrs_wor recursion, written independently of the library:
     A(p, q, k) = beta(p, q) + sum_x (q(x) - p(x))_+ A(norm((p - q)_+), q with x removed, k - 1)."""
     if k == 0:
         return 0.0

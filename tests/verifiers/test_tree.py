@@ -77,7 +77,7 @@ def test_single_draft_is_token_verification(verifier, inst, gamma):
 
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 3))
 def test_depth_one_kseq_tree_is_kseq_membership(seed, k):
-    """gamma = 1: E[tau] = P(Y in drafts) = K-SEQ's membership acceptance (MATH.md 2.2)."""
+    """gamma = 1: E[tau] = P(Y in drafts) = K-SEQ's membership acceptance (docs/verifiers.rst, kseq)."""
     from otspec.verifiers.step.kseq import kseq_details
 
     p, q = make_pair(seed, 3, 1.0, False)
@@ -87,7 +87,7 @@ def test_depth_one_kseq_tree_is_kseq_membership(seed, k):
 
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 3))
 def test_depth_one_rrs_is_mss_membership(seed, k):
-    """gamma = 1: E[tau] = the SpecInfer MSS membership formula of MATH.md 5.1, recomputed here."""
+    """gamma = 1: E[tau] = the SpecInfer MSS membership formula of docs/verifiers.rst, rrs, recomputed here."""
     p, q = make_pair(seed, 3, 1.0, False)
     pv, qv = p(()), q(())
     cur, prej, notin = pv.copy(), 1.0, np.ones(3)

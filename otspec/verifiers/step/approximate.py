@@ -1,4 +1,4 @@
-r"""A lossy verifier in the spirit of SPRINTER (Zhong, Teku, Tandon 2025; MATH.md sections 4.1, 4.3).
+r"""A lossy verifier in the spirit of SPRINTER (Zhong, Teku, Tandon 2025; :doc:`verifiers`, approximate).
 
 One draft :math:`X \sim q`. A cheap predicate passes it with probability :math:`a(X)` and a passed
 token is kept without consulting the target; a flagged token goes through the exact rule
@@ -14,7 +14,7 @@ and its distance to the target is exactly
 The predicate ``a = 1{p >= q}`` (the label SPRINTER's classifier is trained on) gives TV 0.
 
 Deviation from SPRINTER: the paper chains up to 20 passed tokens and checks only the last one with
-the target; this is the single-token analysis of MATH 4.3 (one draft, k = 1), which is what a
+the target; this is the single-token analysis of :doc:`verifiers`, approximate (one draft, k = 1), which is what a
 single-step verifier can express.
 """
 
@@ -61,7 +61,7 @@ class ApproximateVerifier(Verifier):
     lossless = False
     rule = "the approximate verifier handles exactly one draft (k = 1)"
     fix = "use a law with k = 1"
-    reference = "SPRINTER (Zhong, Teku, Tandon 2025), single-token analysis of MATH 4.3"
+    reference = "SPRINTER (Zhong, Teku, Tandon 2025), single-token analysis in docs/verifiers.rst"
 
     def __init__(self, pass_prob: Any = None, *, name: str = "approximate"):
         if pass_prob is not None and not callable(pass_prob):
@@ -119,7 +119,7 @@ class ApproximateVerifier(Verifier):
         return q * a + q * (1.0 - a) * accept_ratio(p, q) + R * res
 
     def tv_to_target(self, p: Any, law: DraftLaw) -> float:
-        r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, MATH 4.3)."""
+        r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, :doc:`verifiers`, approximate)."""
         p = self._check(p, law)
         q = law.first_draft_marginal()
         return float(self.pass_probabilities(p, q) @ np.maximum(q - p, 0.0))

@@ -1,4 +1,4 @@
-r"""The verifier that attains the optimum of Hu et al.'s greedy draft law (MATH.md section 3.3).
+r"""The verifier that attains the optimum of Hu et al.'s greedy draft law (:doc:`math`, greedy drafts).
 
 Drafts are the top-(k-1) tokens G of q plus :math:`X \sim \tilde q = q 1_{G^c}/q(G^c)`. Accept
 :math:`X` with probability :math:`\min(1, p(X)/\tilde q(X))`; otherwise draw
@@ -21,7 +21,7 @@ __all__ = ["GreedyOptimalVerifier", "greedy_optimal", "greedy_closed_form"]
 
 
 def greedy_closed_form(p: np.ndarray, law: DraftLaw) -> float:
-    r""":math:`\alpha^*_{greedy} = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` (MATH.md 3.3)."""
+    r""":math:`\alpha^*_{greedy} = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` (:doc:`math`, greedy drafts)."""
     top, q_rest = (law.top, law.q_rest)
     # q_rest vanishes on G, so the second sum may run over every token.
     return float(min(p[top].sum() + np.minimum(p, q_rest).sum(), 1.0))

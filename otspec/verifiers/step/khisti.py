@@ -1,4 +1,4 @@
-r"""Khisti et al.'s canonical two-step multi-draft scheme (ICLR 2025; MATH.md section 5.3).
+r"""Khisti et al.'s canonical two-step multi-draft scheme (ICLR 2025; :doc:`verifiers`, khisti).
 
 Step 1 (importance-weighted selection): from the drafts :math:`\bar x` pick one of their distinct
 tokens, y, with probability :math:`\beta_y(\bar x)` (:math:`\sum_{y \in \bar x} \beta_y(\bar x) = 1`).
@@ -141,9 +141,6 @@ class KhistiVerifier(Verifier):
     reference = "Khisti, Ebrahimi, Dbouk, Behboodi, Memisevic, Louizos, ICLR 2025"
     monte_carlo_ok = False
 
-    def __init__(self):
-        self._cache: dict = {}
-
     def applies_to(self, law: DraftLaw) -> bool:
         return True
 
@@ -153,15 +150,7 @@ class KhistiVerifier(Verifier):
         return self._weights(p, law)
 
     def _weights(self, p, law) -> SelectionWeights:
-        key = (id(law), p.tobytes())
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is law:
-            return hit[1]
-        sw = selection_weights(p, law)
-        if len(self._cache) >= 8:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[key] = (law, sw)
-        return sw
+        return law.cached("khisti.weights", p, lambda: selection_weights(p, law))
 
     def _prepare(self, p, law):
         self._weights(p, law)

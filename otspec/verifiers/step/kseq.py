@@ -1,4 +1,4 @@
-r"""SpecTr's K-SEQ draft selection (Sun et al., NeurIPS 2023, Algorithm 2; MATH.md section 2.2).
+r"""SpecTr's K-SEQ draft selection (Sun et al., NeurIPS 2023, Algorithm 2; :doc:`verifiers`, kseq).
 
 With i.i.d. drafts :math:`X_1..X_k \sim q` and the division factor :math:`\rho^*`:
 
@@ -38,7 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class KSeqDetails:
-    r"""SpecTr K-SEQ quantities at the optimal division factor (MATH.md section 2.2).
+    r"""SpecTr K-SEQ quantities at the optimal division factor (:doc:`verifiers`, kseq).
 
     ``rho_star`` :math:`\rho^*\in[1,k]`; ``beta`` :math:`\beta(\rho^*) = \sum_x \min(p/\rho^*, q)`;
     ``phase1`` :math:`1-(1-\beta)^k` (some draft accepted in the loop); ``gamma`` = phase1 / beta;
@@ -104,7 +104,7 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
 
     if f_at(lo, 0.0, float(qb.sum())) <= 0.0:
         return lo
-    if f_at(hi, float(pb.sum()), 0.0) > 0.0:  # impossible in exact arithmetic (MATH 2.2: clamp)
+    if f_at(hi, float(pb.sum()), 0.0) > 0.0:  # impossible in exact arithmetic (docs/verifiers.rst, kseq: clamp)
         return hi
     while True:
         mid = 0.5 * (lo + hi)
@@ -126,7 +126,7 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
 
 
 def kseq_details(p: np.ndarray, q: np.ndarray, k: int) -> KSeqDetails:
-    r"""K-SEQ's division factor, phase-1 and membership acceptance (MATH.md section 2.2).
+    r"""K-SEQ's division factor, phase-1 and membership acceptance (:doc:`verifiers`, kseq).
 
     .. math::
         \alpha_{\text{K-SEQ}} = p_{acc} + (1-p_{acc}) \sum_t p_{res}(t)\big(1-(1-r(t))^k\big),

@@ -1,5 +1,5 @@
 r"""NaiveTree: single-draft speculative sampling on :math:`X_1` only, whose residual may land on
-:math:`X_2..X_k` (Thomas et al. 2026 App. B; MATH.md section 5.6).
+:math:`X_2..X_k` (Thomas et al. 2026 App. B; :doc:`verifiers`, nss and naive).
 
 Lossless for every law (only :math:`X_1`'s marginal :math:`q_1` matters). A rejected :math:`X_1`
 has :math:`p(X_1) < q_1(X_1)`, so the residual never lands on it; for independent drafts

@@ -1,4 +1,4 @@
-r"""NSS: ignore the drafts and sample :math:`Y \sim p` (Miao et al.; MATH.md section 5.6).
+r"""NSS: ignore the drafts and sample :math:`Y \sim p` (Miao et al.; :doc:`verifiers`, nss and naive).
 
 Trivially lossless; acceptance is :math:`\sum_y p(y)\, P(y \in \bar X)`:
 :math:`\sum_y p(y)(1-(1-q(y))^k)` for i.i.d. drafts, :math:`\sum_y p(y)(1-\prod_j(1-q_j(y)))` for a

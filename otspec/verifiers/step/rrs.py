@@ -1,5 +1,5 @@
 r"""Recursive rejection sampling with replacement (SpecInfer's multi-step speculative sampling;
-Miao et al., ASPLOS 2024; MATH.md section 5.1).
+Miao et al., ASPLOS 2024; :doc:`verifiers`, rrs).
 
 With independent drafts :math:`X_j \sim q_j` (``iid``: all :math:`q_j = q`; ``product``: each
 draft's own drafter):
@@ -28,7 +28,7 @@ __all__ = ["RRSVerifier", "rrs", "rrs_conditional", "rrs_plan", "rrs_closed_form
 
 def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
     r"""Membership and round acceptance of recursive rejection sampling with independent drafts
-    :math:`X_j \sim q_j` (MATH.md section 5.1).
+    :math:`X_j \sim q_j` (:doc:`verifiers`, rrs).
 
     Round j accepts with :math:`\beta_j = \sum\min(p_{j-1}, q_j)`, :math:`p_j =
     \mathrm{norm}((p_{j-1}-q_j)_+)`. A rejected :math:`X_j` has law :math:`(q_j-p_{j-1})_+/(1-\beta_j)`,

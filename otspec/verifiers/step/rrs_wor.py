@@ -1,5 +1,5 @@
 r"""Recursive rejection sampling without replacement (Recursive Speculative Decoding, Jeon et al.
-2024; MATH.md section 5.2).
+2024; :doc:`verifiers`, rrs_wor).
 
 Drafts come by successive sampling proportional to q. After each rejection the target becomes the
 residual against the *current* draft law, and the rejected token is removed from the draft law:

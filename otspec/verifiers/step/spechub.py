@@ -1,4 +1,4 @@
-r"""SpecHub's hub verifier for its two-draft law (Sun, Zhou, Chen, Sun, EMNLP 2024; MATH.md 5.4).
+r"""SpecHub's hub verifier for its two-draft law (Sun, Zhou, Chen, Sun, EMNLP 2024; :doc:`verifiers`, spechub).
 
 SpecHub drafts with :math:`a = \arg\max q`: the first draft is :math:`F \sim q`; if :math:`F = a`
 the second is drawn from q on :math:`\Omega\setminus\{a\}`, otherwise it is a. The ordered pairs

@@ -2,7 +2,7 @@ r"""Single-draft speculative sampling (Leviathan et al. 2023; Chen et al. 2023):
 
 Draw :math:`X \sim q`, return it with probability :math:`\min(1, p(X)/q(X))`, otherwise draw
 :math:`Y \sim \mathrm{norm}((p-q)_+)`. Acceptance :math:`\sum_x \min(p, q) = 1 - d_{TV}(p, q)`, the
-optimum for one draft (MATH.md section 0).
+optimum for one draft (:doc:`math`, single-draft facts).
 """
 
 from __future__ import annotations
