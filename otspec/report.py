@@ -23,7 +23,8 @@ class ComparisonRow:
 
     ``how`` is ``"closed_form"``, ``"kernel"``, ``"monte_carlo"`` or ``"unavailable"`` (the law is
     too large for a verifier that needs enumeration; numbers are NaN then).
-    ``gap = optimum - acceptance``; ``percent_of_optimum = 100 * acceptance / optimum``.
+    ``shortfall = optimum - acceptance`` (how far the verifier is from the optimum; not a
+    duality gap); ``percent_of_optimum = 100 * acceptance / optimum``.
     """
 
     name: str
@@ -32,7 +33,7 @@ class ComparisonRow:
     ci_low: float
     ci_high: float
     optimum: float
-    gap: float
+    shortfall: float
     percent_of_optimum: float
     lossless: bool = True
 
@@ -53,7 +54,7 @@ def compare(
     >>> rows = compare([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2))
     >>> [r.name for r in rows][:3]
     ['kseq', 'rrs', 'khisti']
-    >>> all(r.gap > -1e-9 for r in rows)
+    >>> all(r.shortfall > -1e-9 for r in rows)
     True
     """
     if optimum is None:

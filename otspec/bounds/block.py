@@ -71,7 +71,8 @@ class BlockOptimumResult:
     gamma, V, k : int
         Block length, vocabulary size, number of drafts (1 for a single chain).
     gap : float
-        Primal objective minus the dual bound re-computed in numpy (LP only; 0 for the closed form).
+        The certified duality gap: the dual bound re-computed in numpy minus the primal objective
+        (LP only; 0 for the closed form). The same meaning as :attr:`otspec.AcceptanceResult.gap`.
     error_bound : float
         Bound on the numerical error of ``value``.
     checks : mapping
@@ -80,6 +81,8 @@ class BlockOptimumResult:
         The LP's optimal :math:`\pi` (one entry per column; see ``columns``), LP only.
     columns : mapping or None
         Column labels of ``plan``: arrays ``outcome``, ``tau``, ``node``, ``y`` (LP only).
+    solver_info : str
+        HiGHS' model status (LP only; empty for the closed form).
     """
 
     value: float
@@ -94,6 +97,7 @@ class BlockOptimumResult:
     checks: Mapping[str, float] = field(default_factory=dict)
     plan: np.ndarray | None = None
     columns: Mapping[str, np.ndarray] | None = None
+    solver_info: str = ""
 
     @property
     def ok(self) -> bool:
@@ -331,7 +335,8 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
     labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
     if not ok:
         return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, joint_coupling_bound=naive, gamma=g, V=V, k=k,
-                                  checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0})
+                                  checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
+                                  solver_info=h.modelStatusToString(h.getModelStatus()))
 
     # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
     xc = np.maximum(x, 0.0)
@@ -369,6 +374,7 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
         value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, joint_coupling_bound=naive,
         gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
         checks={**checks, "polished": float(polished)}, plan=x, columns=labels,
+        solver_info=h.modelStatusToString(h.getModelStatus()),
     )
 
 

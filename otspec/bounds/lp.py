@@ -268,6 +268,7 @@ def certify(
         plan=plan,
         law=repr(law),
         checks=checks,
+        solver_info=str(info),
     )
 
 

@@ -144,7 +144,7 @@ def run(args) -> int:
     for name, vr in verifier_rows.items():
         print_table(
             f"verifiers vs optimum, law = {name}",
-            ["verifier", "acceptance", "how", "optimum", "gap", "% of optimum"],
-            [(r.name, f"{r.acceptance:.8f}", r.how, f"{r.optimum:.8f}", f"{r.gap:.2e}", f"{r.percent_of_optimum:.2f}") for r in vr],
+            ["verifier", "acceptance", "how", "optimum", "shortfall", "% of optimum"],
+            [(r.name, f"{r.acceptance:.8f}", r.how, f"{r.optimum:.8f}", f"{r.shortfall:.2e}", f"{r.percent_of_optimum:.2f}") for r in vr],
         )
     return 0

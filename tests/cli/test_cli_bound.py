@@ -103,7 +103,7 @@ def test_verifiers_table_json_matches_library(capsys):
     for r in rows.values():
         assert abs(r["optimum"] - opt) <= 1e-12
         assert r["acceptance"] <= opt + 1e-9
-        assert abs(r["gap"] - (opt - r["acceptance"])) <= 1e-12
+        assert abs(r["shortfall"] - (opt - r["acceptance"])) <= 1e-12
     assert abs(rows["optimal_plan"]["acceptance"] - opt) <= 1e-8
 
 
