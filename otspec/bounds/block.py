@@ -26,15 +26,14 @@ from otspec._tolerances import (
     CERTIFICATE_ATOL,
     DUAL_BOUND_SLACK,
     HIGHS_SMALL_MATRIX_VALUE,
-    LP_FEASIBILITY_TOL,
     LP_MAX_ROW_SCALE,
-    LP_OPTIMALITY_TOL,
     POLISH_NEGATIVE_ATOL,
     POLISH_RESIDUAL_SLACK,
     ROUNDING_PER_TERM,
 )
 from otspec._validation import as_int_in_range, check_memory
 from otspec.errors import UnsupportedMethodError
+from otspec.bounds.highs import solve_colwise
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 
 __all__ = [
@@ -174,9 +173,10 @@ def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: fl
     return cols, rows, nnz
 
 
-def _polish(A, b: np.ndarray, c: np.ndarray, basis, highspy):
+def _polish(A, b: np.ndarray, c: np.ndarray, basis):
     """Re-solve the final simplex basis in float64 (LU of the basis matrix): exact basic primal and
     dual solutions instead of HiGHS' tolerance-level ones. Returns ``(x, y)`` or None."""
+    import highspy
     import scipy.sparse as sp
     from scipy.sparse.linalg import splu
 
@@ -214,8 +214,6 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
     :math:`\sum \pi(o,t,n,y)\, M_b(z_{t+2..\gamma+1} \mid z^{t+1}) = M_b(z)` over the columns whose
     block :math:`(n, y)` is the prefix :math:`z^{t+1}`. Objective: maximise :math:`\sum t\,\pi`.
     """
-    import highspy
-
     V, g = table.V, table.gamma
     n_out = len(weights)
     per_depth = [sum(len(nodes[o][t]) for o in range(n_out)) for t in range(g + 1)]
@@ -290,30 +288,16 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
     value_s[draft_entry] = scaled_draft / row_max[index[draft_entry]]
     row_scale = np.concatenate([1.0 / row_max, np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), 1.0)])
     rhs = np.concatenate([b[:n_out] / row_max, (target > 0).astype(np.float64)])
-    lp = highspy.HighsLp()
-    lp.num_col_ = ncol
-    lp.num_row_ = nrow
-    lp.col_cost_ = tau * col_scale
-    lp.col_lower_ = np.zeros(ncol)
-    lp.col_upper_ = np.full(ncol, highspy.kHighsInf)
-    lp.row_lower_ = rhs
-    lp.row_upper_ = rhs
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = start.astype(np.int32)
-    lp.a_matrix_.index_ = index.astype(np.int32)
-    lp.a_matrix_.value_ = value_s
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
-    h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)
-    h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)
-    # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them (1e-12 is
-    # the smallest value the option accepts).
-    h.setOptionValue("small_matrix_value", HIGHS_SMALL_MATRIX_VALUE)
-    h.passModel(lp)
-    h.run()
-    ok = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them.
+    h, ok, info = solve_colwise(
+        cost=tau * col_scale,
+        row_lower=rhs,
+        row_upper=rhs,
+        start=start,
+        index=index,
+        value=value_s,
+        options={"small_matrix_value": HIGHS_SMALL_MATRIX_VALUE},
+    )
     sol = h.getSolution()
     x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
     ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
@@ -324,7 +308,7 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
 
         A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
         basis = h.getBasis()
-        polish = _polish(A, b, tau, basis, highspy)
+        polish = _polish(A, b, tau, basis)
         if polish is not None:
             x_p, y_p = polish
             # keep the polished basic solution only if it is at least as feasible as HiGHS' one
@@ -336,7 +320,7 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
     if not ok:
         return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, joint_coupling_bound=naive, gamma=g, V=V, k=k,
                                   checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
-                                  solver_info=h.modelStatusToString(h.getModelStatus()))
+                                  solver_info=info)
 
     # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
     xc = np.maximum(x, 0.0)
@@ -374,7 +358,7 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
         value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, joint_coupling_bound=naive,
         gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
         checks={**checks, "polished": float(polished)}, plan=x, columns=labels,
-        solver_info=h.modelStatusToString(h.getModelStatus()),
+        solver_info=info,
     )
 
 
