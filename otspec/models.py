@@ -31,10 +31,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from otspec._validation import as_distribution, as_int_in_range, check_same_vocab
-from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError
+from otspec._validation import as_distribution, as_generator, as_int_in_range, check_memory, check_same_vocab
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError, ProblemTooLargeError
 
 __all__ = [
+    "check_prefix_enumeration",
     "prefix_weights",
     "Model",
     "DirichletModel",
@@ -458,6 +459,18 @@ def enumeration_size(V: int, gamma: int) -> int:
     return sum(V**i for i in range(gamma + 1))
 
 
+def check_prefix_enumeration(V: int, gamma: int) -> int:
+    """Return the number of prefixes an exact enumeration over ``V`` tokens and depth ``gamma``
+    visits, or raise :class:`~otspec.errors.ProblemTooLargeError` above :data:`MAX_ENUMERATED_PREFIXES`."""
+    n_prefixes = enumeration_size(V, gamma)
+    if n_prefixes > MAX_ENUMERATED_PREFIXES:
+        raise ProblemTooLargeError(
+            f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
+            f"{MAX_ENUMERATED_PREFIXES:,}; use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)"
+        )
+    return n_prefixes
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class PrefixTable:
     r"""Every prefix :math:`x^i` (``i = 0..gamma``) of a target/draft pair, in lexicographic order.
@@ -506,19 +519,11 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
     >>> t.p_cond[2].shape, round(float(t.q_joint[2].sum()), 12)
     ((9, 3), 1.0)
     """
-    from otspec._validation import check_memory
-    from otspec.errors import ProblemTooLargeError
-
     p_model = as_model(p_model, name="p_model")
     q_model = as_model(q_model, V=p_model.V, name="q_model")
     gamma = as_int_in_range(gamma, "gamma")
     V = p_model.V
-    n_prefixes = enumeration_size(V, gamma)
-    if n_prefixes > MAX_ENUMERATED_PREFIXES:
-        raise ProblemTooLargeError(
-            f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
-            f"{MAX_ENUMERATED_PREFIXES:,}; use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)"
-        )
+    n_prefixes = check_prefix_enumeration(V, gamma)
     check_memory(
         2.0 * 8 * V * n_prefixes + extra_bytes,
         memory_cap,
@@ -562,8 +567,6 @@ def sample_path(model: Any, length: int, *, rng: np.random.Generator, prefix: An
     >>> len(models.sample_path(models.dirichlet(3), 4, rng=np.random.default_rng(0)))
     4
     """
-    from otspec._validation import as_generator
-
     model = as_model(model)
     rng = as_generator(rng)
     length = as_int_in_range(length, "length", minimum=0)

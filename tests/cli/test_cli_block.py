@@ -33,7 +33,7 @@ def test_json_matches_library(capsys):
     assert by[("block", "closed form (sum of W)")]["expected_accepted"] == pytest.approx(bv.expected_accepted(p, q, 2), abs=1e-12)
     lp = by[("block optimum", "block LP (HiGHS, certified)")]
     assert lp["status"] == "optimal" and lp["expected_accepted"] == pytest.approx(block_optimum(p, q, 2).value, abs=1e-9)
-    assert by[("SpecTr sequence (k=2)", "exact enumeration of draft trees")]["expected_accepted"] == pytest.approx(
+    assert by[("K-SEQ sequence (k=2)", "exact enumeration of draft trees")]["expected_accepted"] == pytest.approx(
         tree.expected_accepted(p, q, 2, 2, verifier="kseq"), abs=1e-12)
     t = [r for r in out["results"] if r["verifier"].startswith("tree optimum (k=2, iid)")][0]
     assert t["expected_accepted"] == pytest.approx(tree_optimum(p, q, 2, 2).value, abs=1e-9)
@@ -53,7 +53,7 @@ def test_defaults_match_library(capsys):
 def test_table(capsys):
     assert main(["block", "--vocab", "3", "--gamma", "2", "--lp", "no"]) == 0
     out = capsys.readouterr().out
-    assert "otspec block: V=3, gamma=2, k=1" in out and "naive joint bound" in out
+    assert "otspec block: V=3, gamma=2, k=1" in out and "joint-coupling bound" in out
     assert "block LP" in out  # listed among the skipped computations
 
 
