@@ -18,15 +18,11 @@ def split_streams(rng: np.random.Generator) -> tuple[np.random.Generator, np.ran
     """Two independent generators derived from ``rng``: (coins, residual draws).
 
     The coin stream is ``rng`` itself; the residual stream is a child spawned from it
-    (``Generator.spawn``; on numpy < 1.25 a child seeded from one draw of ``rng``). Accept uniforms
-    are therefore never reused for residual draws.
+    (``Generator.spawn``, numpy >= 1.25). Accept uniforms are therefore never reused for residual
+    draws.
     """
     rng = as_generator(rng)
-    try:
-        child = rng.spawn(1)[0]
-    except AttributeError:  # numpy < 1.25
-        child = np.random.default_rng(int(rng.integers(0, 2**63 - 1)))
-    return rng, child
+    return rng, rng.spawn(1)[0]
 
 
 def sample_categorical(rng: np.random.Generator, w: np.ndarray, size: int) -> np.ndarray:
