@@ -298,7 +298,9 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     tau = min(50.0, 650.0 / max(k - 1, 1) - math.log(n_tok + 1.0))
     loop = tau < 36.0
     # -- left end: the geometric bound on the omitted P(N >= k) part ---------------------------
-    lqk = lam_idx * (Q_idx**k) / math.factorial(k)  # lambda q(H)^k / k!
+    # lambda q(H)^k / k!, in logs: k! overflows a float from k = 171 on
+    with np.errstate(divide="ignore"):
+        lqk = lam_idx * np.exp(k * np.log(Q_idx) - math.lgamma(k + 1))
     kk1 = (k + 1) * h
     geo = h * math.exp(-kk1) / (-math.expm1(-kk1))
     cmax = float(lqk.max())

@@ -21,6 +21,7 @@ __all__ = [
     "KERNEL_AUTO_MAX_ENTRIES",
     "SAMPLE_CHUNK_ENTRIES",
     "MC_CONFIDENCE_Z",
+    "ERROR_BOUND_MAX",
 ]
 
 #: A user distribution must sum to 1 within this. float64 softmax over 262 144 tokens is off by
@@ -90,3 +91,7 @@ SAMPLE_CHUNK_ENTRIES = 2**22
 
 #: Two-sided 99% normal quantile used for Monte Carlo confidence intervals.
 MC_CONFIDENCE_Z = 2.5758293035489004
+#: Largest numerical error bound a result may carry and still be reported ``optimal``. A dual
+#: (cut) method accepts its own re-check within twice its error bound, so a bound near 1 would make
+#: the check unable to fail; above this the status is downgraded to ``check_failed``.
+ERROR_BOUND_MAX = 1e-6

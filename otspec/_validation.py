@@ -17,6 +17,7 @@ from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,
+    InvalidOptionError,
     OtspecTypeError,
     ProblemTooLargeError,
     ShapeMismatchError,
@@ -27,9 +28,11 @@ __all__ = [
     "check_same_vocab",
     "as_int_in_range",
     "as_token_tuples",
+    "as_supported_drafts",
     "as_weights",
     "as_generator",
     "check_memory",
+    "as_memory_cap",
     "format_bytes",
 ]
 
@@ -45,6 +48,11 @@ def as_distribution(x: Any, name: str = "p") -> np.ndarray:
     Rules: one-dimensional, non-empty, finite, no negative entry, sum within
     :data:`~otspec._tolerances.SIMPLEX_SUM_ATOL` of 1. The array is copied and made read-only.
     """
+    if np.iscomplexobj(x):
+        raise InvalidDistributionError(
+            f"{name} must be real (got complex values, e.g. {_short(np.asarray(x).reshape(-1)[:3])}); "
+            "pass the real probabilities (casting would silently drop the imaginary part)"
+        )
     try:
         arr = np.array(x, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:
@@ -152,6 +160,54 @@ def as_token_tuples(tuples: Any, V: int | None = None, name: str = "tuples") -> 
     return arr
 
 
+def as_supported_drafts(drafts: Any, q: Any, *, name: str = "drafts", q_name: str = "q", distinct: bool = False) -> np.ndarray:
+    """The one check of drafted tokens, shared by every entry point that takes drafts.
+
+    Parameters
+    ----------
+    drafts : array_like of int, shape (k,) or (M, k)
+        Draft tuples (one drafted token per position).
+    q : array_like, shape (V,) or (k, V)
+        The draft law that proposed them: one distribution shared by every position, or one row per
+        position (a product law's drafters, or the conditionals along a drafted path).
+    distinct : bool
+        Require distinct tokens within each tuple (drafting without replacement).
+
+    Returns
+    -------
+    ndarray of int64, shape (M, k)
+
+    Rules: integer ids in ``[0, V)``; every drafted token has positive draft probability at its
+    position (a token the drafter gives probability 0 cannot have been drafted, and verifying it
+    would divide by 0); with ``distinct``, no tuple repeats a token. Raises
+    :class:`InvalidDraftsError` naming the tuple, the token and the position.
+    """
+    Q = np.asarray(q, dtype=np.float64)
+    arr = np.asarray(drafts)
+    t = as_token_tuples(arr.reshape(1, -1) if arr.ndim <= 1 else arr, Q.shape[-1], name=name)
+    if Q.ndim == 2 and Q.shape[0] != t.shape[1]:
+        raise ShapeMismatchError(
+            f"{name} must hold one token per row of {q_name} ({Q.shape[0]}) (got {t.shape[1]} per tuple); pass tuples of that length"
+        )
+    qx = Q[t] if Q.ndim == 1 else Q[np.arange(t.shape[1])[None, :], t]
+    if np.any(~(qx > 0)):
+        m, j = (int(v) for v in np.argwhere(~(qx > 0))[0])
+        tok = int(t[m, j])
+        where = f"{q_name}[{tok}]" if Q.ndim == 1 else f"{q_name}[{j}, {tok}]"
+        raise InvalidDraftsError(
+            f"{name} {t[m].tolist()} hold token {tok} at position {j}, which has draft probability 0 ({where} = 0); "
+            "the drafter could not have produced it: pass drafts sampled from the draft law"
+        )
+    if distinct and t.shape[1] > 1:
+        s = np.sort(t, axis=1)
+        dup = np.flatnonzero(np.any(s[:, 1:] == s[:, :-1], axis=1))
+        if dup.size:
+            raise InvalidDraftsError(
+                f"{name} {t[int(dup[0])].tolist()} repeat a token, which drafting without replacement never does; pass distinct tokens"
+            )
+    return t
+
+
 def as_weights(w: Any, M: int, name: str = "weights") -> np.ndarray:
     """Probability weights of M enumerated objects (same rules as :func:`as_distribution`)."""
     arr = as_distribution(w, name)
@@ -178,9 +234,20 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def as_memory_cap(cap: Any) -> float:
+    """``memory_cap`` in bytes: a positive real number, or ``None`` for the default (4 GiB)."""
+    if cap is None:
+        return float(DEFAULT_MEMORY_CAP_BYTES)
+    if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not cap > 0:
+        raise InvalidOptionError(
+            f"memory_cap must be a positive number of bytes or None (got {cap!r}); pass e.g. 8 * 1024**3, or None for the default"
+        )
+    return float(cap)
+
+
 def check_memory(estimate_bytes: float, cap: float | None, what: str, hint: str) -> None:
     """Refuse, before allocating, a computation whose estimated peak memory exceeds ``cap``."""
-    cap = DEFAULT_MEMORY_CAP_BYTES if cap is None else cap
+    cap = as_memory_cap(cap)
     if estimate_bytes > cap:
         raise ProblemTooLargeError(
             f"{what} would need about {format_bytes(estimate_bytes)}, above the memory cap of {format_bytes(cap)}; {hint}"

@@ -26,6 +26,7 @@ __all__ = [
     "ProblemTooLargeError",
     "InputFileError",
     "UnsupportedMethodError",
+    "InvalidOptionError",
 ]
 
 
@@ -59,6 +60,10 @@ class InputFileError(OtspecInputError):
 
 class UnsupportedMethodError(OtspecInputError):
     """A ``method=`` value is unknown or does not apply to the given law."""
+
+
+class InvalidOptionError(OtspecInputError):
+    """A keyword option (``memory_cap``, ``constraints``, ...) has a value of the wrong kind."""
 
 
 class OtspecTypeError(TypeError):

@@ -19,13 +19,13 @@ __all__ = ["load_distribution", "SUFFIXES"]
 SUFFIXES = (".npy", ".npz", ".safetensors", ".txt", ".csv")
 
 
-def _pick(arrays: dict, path: str, key: str | None) -> np.ndarray:
+def _pick(arrays: dict, path: str, key: str | None, name: str = "p") -> np.ndarray:
     if key is not None:
         if key not in arrays:
-            raise InputFileError(f"{path} has no array named {key!r} (it has {sorted(arrays)}); pass one of those names")
+            raise InputFileError(f"{name} file {path!r} has no array named {key!r} (it has {sorted(arrays)}); pass one of those names")
         return arrays[key]
     if len(arrays) != 1:
-        raise InputFileError(f"{path} holds {len(arrays)} arrays ({sorted(arrays)[:5]}); it must hold exactly one, or name it with key=")
+        raise InputFileError(f"{name} file {path!r} holds {len(arrays)} arrays ({sorted(arrays)[:5]}); it must hold exactly one, or name it with key=")
     return next(iter(arrays.values()))
 
 
@@ -35,6 +35,8 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
     With ``logits=True`` the file holds logits and a float64 softmax is applied.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise InputFileError(f"{name} file {path!r} is a directory, not a file; pass the path of the file inside it")
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in SUFFIXES:
         raise InputFileError(f"{name} file {path!r} has an unsupported extension {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
@@ -45,11 +47,11 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
             arr = np.load(path, allow_pickle=False)
         elif suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
-                arr = _pick({k: z[k] for k in z.files}, path, key)
+                arr = _pick({k: z[k] for k in z.files}, path, key, name)
         elif suffix == ".safetensors":
             from safetensors.numpy import load_file
 
-            arr = _pick(load_file(path), path, key)
+            arr = _pick(load_file(path), path, key, name)
         else:
             arr = np.loadtxt(path, delimiter="," if suffix == ".csv" else None, dtype=np.float64, ndmin=1)
     except InputFileError:
@@ -58,8 +60,9 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
         raise InputFileError(f"{name} file {path!r} cannot be read as {suffix} ({type(exc).__name__}: {exc}); check its format") from None
     arr = np.asarray(arr)
     if arr.dtype.kind not in "fiu":
-        raise InputFileError(f"{name} file {path!r} holds {arr.dtype} data; it must hold numbers")
-    arr = np.squeeze(arr.astype(np.float64))
+        raise InputFileError(f"{name} file {path!r} holds {arr.dtype} data; it must hold real numbers")
+    # squeeze singleton axes (a (1, V) row is one vector), but a one-token file stays shape (1,)
+    arr = np.squeeze(arr.astype(np.float64)).reshape(-1) if arr.size == 1 else np.squeeze(arr.astype(np.float64))
     if arr.ndim != 1:
         raise InputFileError(f"{name} file {path!r} holds an array of shape {arr.shape}; it must hold one vector of shape (V,)")
     if logits:

@@ -32,6 +32,7 @@ from otspec._validation import (
     as_distribution,
     as_generator,
     as_int_in_range,
+    as_supported_drafts,
     as_token_tuples,
     as_weights,
     check_memory,
@@ -53,6 +54,7 @@ __all__ = [
     "explicit",
     "as_token_mask",
     "ratio_order",
+    "successive_denominators",
 ]
 
 #: Bytes per enumerated tuple entry we budget for (int64 ids + float64 weight + temporaries).
@@ -84,7 +86,8 @@ def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     >>> ratio_order(np.array([0.2, 0.5, 0.3]), np.array([0.4, 0.1, 0.5])).tolist()
     [0, 2, 1]
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # over: a denormal q (e.g. 5e-324) overflows p/q to +inf, which is the right order key
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
     return np.argsort(key, kind="stable")
 
@@ -233,15 +236,15 @@ class DraftLaw:
             raise InvalidDraftsError(
                 f"drafts must hold exactly k = {self.k} token ids per tuple for {self!r} (got {d.shape[1]}); pass tuples of k drafts"
             )
-        ok = self._possible_rows(d)
+        return self._check_possible(d)
+
+    def _check_possible(self, d: np.ndarray) -> np.ndarray:
+        """Return ``d`` (validated, in-vocabulary tuples) or raise if one has probability 0."""
+        ok = np.array([self.tuple_probability(row) > 0 for row in d], dtype=bool)
         if not np.all(ok):
             bad = d[int(np.flatnonzero(~ok)[0])]
             raise InvalidDraftsError(f"drafts {bad.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
         return d
-
-    def _possible_rows(self, d: np.ndarray) -> np.ndarray:
-        """Boolean ``(N,)``: which (validated, in-vocabulary) tuples have positive probability."""
-        return np.array([self.tuple_probability(row) > 0 for row in d], dtype=bool)
 
     def tuple_probability(self, drafts: Any) -> float:
         """Probability of one ordered draft tuple (generic: by enumeration)."""
@@ -268,7 +271,7 @@ class DraftLaw:
         return f"{self.kind}(V={self.V}, k={self.k})"
 
 
-def _successive_denominators(q: np.ndarray, tuples: np.ndarray) -> np.ndarray:
+def successive_denominators(q: np.ndarray, tuples: np.ndarray) -> np.ndarray:
     """``out[m, j] = sum of q over tokens not among tuples[m, :j]`` (successive sampling).
 
     ``total - chosen`` cancels catastrophically when the chosen tokens carry almost all the mass
@@ -325,8 +328,8 @@ class IIDLaw(DraftLaw):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         return float(np.prod(self._q[d]))
 
-    def _possible_rows(self, d):
-        return np.all(self._q[d] > 0, axis=1)
+    def _check_possible(self, d):
+        return as_supported_drafts(d, self._q)
 
     def prefix_cut_order(self, p):
         return ratio_order(p, self._q)
@@ -358,14 +361,14 @@ class WithoutReplacementLaw(DraftLaw):
     def _enumerate(self):
         supp = np.flatnonzero(self._q)
         tuples = np.array(list(itertools.permutations(supp.tolist(), self.k)), dtype=np.int64).reshape(-1, self.k)
-        weights = np.prod(self._q[tuples] / _successive_denominators(self._q, tuples), axis=1)
+        weights = np.prod(self._q[tuples] / successive_denominators(self._q, tuples), axis=1)
         return tuples, weights
 
     def tuple_probability(self, drafts):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         if len(set(d.tolist())) < d.size:
             return 0.0
-        return float(np.prod(self._q[d] / _successive_denominators(self._q, d[None, :])[0]))
+        return float(np.prod(self._q[d] / successive_denominators(self._q, d[None, :])[0]))
 
     def validate_drafts(self, drafts):
         arr = np.asarray(drafts)
@@ -375,17 +378,8 @@ class WithoutReplacementLaw(DraftLaw):
             )
         return super().validate_drafts(drafts)
 
-    def _possible_rows(self, d):
-        ok = np.all(self._q[d] > 0, axis=1)
-        if self.k > 1:
-            s = np.sort(d, axis=1)
-            dup = np.any(s[:, 1:] == s[:, :-1], axis=1)
-            if dup.any():
-                bad = d[int(np.flatnonzero(dup)[0])]
-                raise InvalidDraftsError(
-                    f"drafts {bad.tolist()} repeat a token, which a without-replacement law never does; pass distinct tokens"
-                )
-        return ok
+    def _check_possible(self, d):
+        return as_supported_drafts(d, self._q, distinct=True)
 
     def prefix_cut_order(self, p):
         return ratio_order(p, self._q)
@@ -464,8 +458,12 @@ class GreedyLaw(DraftLaw):
             return 0.0
         return float(self.q_rest[d[-1]])
 
-    def _possible_rows(self, d):
-        return np.all(d[:, :-1] == self.top[None, :], axis=1) & (self.q_rest[d[:, -1]] > 0)
+    def _check_possible(self, d):
+        ok = np.all(d[:, :-1] == self.top[None, :], axis=1) & (self.q_rest[d[:, -1]] > 0)
+        if not np.all(ok):
+            bad = d[int(np.flatnonzero(~ok)[0])]
+            raise InvalidDraftsError(f"drafts {bad.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
+        return d
 
     def prefix_cut_order(self, p):
         # G is in every tuple, so a useful cut contains G: put it first, then the rest by p / q~.
@@ -525,8 +523,8 @@ class ProductLaw(DraftLaw):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         return float(np.prod([qj[x] for qj, x in zip(self.qs, d)]))
 
-    def _possible_rows(self, d):
-        return np.all(np.stack([qj[d[:, j]] > 0 for j, qj in enumerate(self.qs)], axis=1), axis=1)
+    def _check_possible(self, d):
+        return as_supported_drafts(d, np.stack(self.qs), q_name="qs")
 
     def first_draft_marginal(self):
         return np.asarray(self.qs[0])

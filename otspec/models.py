@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from otspec._validation import as_distribution, as_generator, as_int_in_range, check_memory, check_same_vocab
-from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError, ProblemTooLargeError
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError, ProblemTooLargeError, ShapeMismatchError
 
 __all__ = [
     "check_prefix_enumeration",
@@ -63,19 +63,20 @@ _SALT_DIRICHLET = 0x5EED_D1C7
 _SALT_NOISE = 0x5EED_0153
 
 
-def as_prefix(prefix: Any, V: int) -> tuple[int, ...]:
-    """Return ``prefix`` as a tuple of Python ints in ``[0, V)``, or raise :class:`InvalidDraftsError`."""
+def as_prefix(prefix: Any, V: int, name: str = "prefix") -> tuple[int, ...]:
+    """Return ``prefix`` as a tuple of Python ints in ``[0, V)``, or raise :class:`InvalidDraftsError`
+    (whose message calls the argument ``name``)."""
     try:
         items = tuple(prefix)
     except TypeError:
-        raise InvalidDraftsError(f"prefix must be a sequence of token ids (got {prefix!r}); pass a tuple such as (0, 2)") from None
+        raise InvalidDraftsError(f"{name} must be a sequence of token ids (got {prefix!r}); pass a tuple such as (0, 2)") from None
     out = []
     for x in items:
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Integral, np.integer)):
-            raise InvalidDraftsError(f"prefix must hold integer token ids (got {x!r} in {items!r}); cast them to int")
+            raise InvalidDraftsError(f"{name} must hold integer token ids (got {x!r} in {items!r}); cast them to int")
         xi = int(x)
         if not 0 <= xi < V:
-            raise InvalidDraftsError(f"prefix token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary")
+            raise InvalidDraftsError(f"{name} token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary")
         out.append(xi)
     return tuple(out)
 
@@ -265,7 +266,12 @@ def _as_seed(seed: Any) -> int:
     return as_int_in_range(seed, "seed", minimum=0)
 
 
-def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0) -> DirichletModel:
+#: Bytes budgeted per token for one conditional of a random model (the Dirichlet draw, its
+#: normalisation, the cached row and temporaries).
+_MODEL_BYTES_PER_TOKEN = 40
+
+
+def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0, memory_cap: float | None = None) -> DirichletModel:
     r"""A seeded random model with an independent Dirichlet conditional for every prefix.
 
     .. math:: M(\cdot \mid x^i) \sim \mathrm{Dirichlet}(a, \dots, a) \quad \text{independently per } x^i,
@@ -284,6 +290,9 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
     zero_prob : float in [0, 1)
         Each token is given probability exactly 0 with this chance (independently per prefix; at
         least one token is kept). Use it to exercise zero-probability tokens.
+    memory_cap : float, optional
+        Bytes (default 4 GiB); a V whose single conditional would exceed it raises
+        :class:`~otspec.errors.ProblemTooLargeError` here, before anything is drawn.
 
     Examples
     --------
@@ -293,6 +302,7 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
     (True, (3,))
     """
     V = as_int_in_range(V, "V")
+    check_memory(_MODEL_BYTES_PER_TOKEN * V, memory_cap, f"one conditional of a random model over V = {V:,} tokens", "use a smaller V (or raise memory_cap)")
     return DirichletModel(V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False))
 
 
@@ -423,7 +433,7 @@ def as_model(model: Any, *, V: int | None = None, name: str = "model") -> Model:
             "use otspec.models.context_free(p) for a fixed distribution"
         )
     if V is not None and out.V != V:
-        raise InvalidDistributionError(f"{name} has V = {out.V} but V = {V} was expected; models must share the vocabulary")
+        raise ShapeMismatchError(f"{name} has V = {out.V} but V = {V} was expected; models must share the vocabulary")
     out(())  # validate the root conditional now rather than deep inside a solver
     return out
 

@@ -48,6 +48,8 @@ class ComparisonRow:
     shortfall: float
     percent_of_optimum: float
     lossless: bool = True
+    #: why the numbers are NaN (``how == "unavailable"``), else empty
+    reason: str = ""
 
 
 def compare(
@@ -78,9 +80,9 @@ def compare(
             continue
         try:
             est = v.acceptance(p, law, n_samples=n_samples, rng=rng)
-        except ProblemTooLargeError:
+        except ProblemTooLargeError as exc:
             nan = math.nan
-            rows.append(ComparisonRow(v.name, nan, "unavailable", nan, nan, optimum, nan, nan, v.lossless))
+            rows.append(ComparisonRow(v.name, nan, "unavailable", nan, nan, optimum, nan, nan, v.lossless, str(exc)))
             continue
         pct = 100.0 * est.value / optimum if optimum > 0 else math.nan
         rows.append(ComparisonRow(v.name, est.value, est.how, est.ci_low, est.ci_high, optimum, optimum - est.value, pct, v.lossless))

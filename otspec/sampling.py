@@ -11,7 +11,36 @@ import numpy as np
 
 from otspec._validation import as_generator
 
-__all__ = ["split_streams", "sample_categorical", "sample_categorical_rows"]
+__all__ = ["spawn_streams", "split_streams", "sample_categorical", "sample_categorical_rows"]
+
+
+def spawn_streams(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
+    """``n`` independent child generators spawned from ``rng`` (``Generator.spawn``, numpy >= 1.25).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The caller's generator (never a seed).
+    n : int
+        Number of streams (e.g. accept coins, residual draws, ...).
+
+    Returns
+    -------
+    list of numpy.random.Generator
+
+    Raises
+    ------
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> coins, draws = spawn_streams(np.random.default_rng(0), 2)
+    >>> bool(coins.random() != draws.random())
+    True
+    """
+    return as_generator(rng).spawn(n)
 
 
 def split_streams(rng: np.random.Generator) -> tuple[np.random.Generator, np.random.Generator]:
@@ -22,7 +51,7 @@ def split_streams(rng: np.random.Generator) -> tuple[np.random.Generator, np.ran
     draws.
     """
     rng = as_generator(rng)
-    return rng, rng.spawn(1)[0]
+    return rng, spawn_streams(rng, 1)[0]
 
 
 def sample_categorical(rng: np.random.Generator, w: np.ndarray, size: int) -> np.ndarray:

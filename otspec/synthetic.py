@@ -23,12 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from otspec._validation import as_int_in_range
+from otspec._validation import as_int_in_range, check_memory
 from otspec.errors import OtspecInputError
 
 __all__ = ["FAMILIES", "SyntheticDefaults", "DEFAULTS", "synthetic_pair", "softmax"]
 
 FAMILIES = ("zipf", "dirichlet")
+
+#: Bytes budgeted per token while building a synthetic pair.
+_PAIR_BYTES_PER_TOKEN = 80
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,12 @@ def synthetic_pair(
     target_noise: float = DEFAULTS.target_noise,
     draft_noise: float = DEFAULTS.draft_noise,
     concentration: float = DEFAULTS.concentration,
+    memory_cap: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return a seeded ``(p, q)`` pair of float64 distributions over ``V`` tokens.
+
+    ``memory_cap`` (bytes, default 4 GiB): a V whose pair would need more raises
+    :class:`~otspec.errors.ProblemTooLargeError` before anything is allocated.
 
     Examples
     --------
@@ -82,6 +89,8 @@ def synthetic_pair(
     ((1000,), 1.0, 1.0)
     """
     V = as_int_in_range(V, "vocab", minimum=1)
+    # the pair, the ranking, two logit vectors and the softmax temporaries: ~10 float64 per token
+    check_memory(_PAIR_BYTES_PER_TOKEN * V, memory_cap, f"a synthetic pair over V = {V:,} tokens", "use a smaller vocab (or raise memory_cap)")
     if family not in FAMILIES:
         raise OtspecInputError(f"family must be one of {', '.join(FAMILIES)} (got {family!r}); pick one of those")
     temperature = _positive("temperature", temperature)

@@ -18,6 +18,7 @@ import numpy as np
 
 from otspec import models as _models
 from otspec._validation import as_generator, as_int_in_range
+from otspec.laws import successive_denominators
 from otspec.errors import InvalidDraftCountError, ProblemTooLargeError
 
 __all__ = ["draft_trees", "num_draft_trees", "check_tree_enumeration", "sample_tree", "MAX_ENUMERATED_TREES"]
@@ -83,8 +84,9 @@ def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -
                 distinct &= first[:, a] != first[:, b]
         combos, w, first = combos[distinct], w[distinct], first[distinct]
         q0 = table.q_cond[0][0]
-        before = np.cumsum(q0[first], axis=1) - q0[first]
-        w = w / np.prod(1.0 - before, axis=1)
+        # Successive-sampling denominators sum_{x not in first[:j]} q0(x), computed stably by the
+        # laws module (1 - cumsum cancels when one first token carries almost all the mass).
+        w = w / np.prod(successive_denominators(q0, first), axis=1)
     trees = paths[combos]
     trees.setflags(write=False)
     w.setflags(write=False)

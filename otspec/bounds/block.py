@@ -16,6 +16,7 @@ maximally coupled target block breaks the stream law (:doc:`block`, the block op
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -203,6 +204,15 @@ def _polish(A, b: np.ndarray, c: np.ndarray, basis):
         return None
 
 
+#: HiGHS option sets tried in turn by the block / tree LP until one gives a certified answer.
+_HIGHS_LADDER = (
+    {},
+    {"solver": "ipm", "run_crossover": "on"},
+    {"solver": "simplex", "simplex_strategy": 4, "presolve": "off"},
+    {"solver": "simplex", "simplex_strategy": 1, "presolve": "off", "simplex_scale_strategy": 0},
+)
+
+
 def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str) -> BlockOptimumResult:
     r"""Solve the full-information LP over (drafted outcome, emitted block).
 
@@ -288,78 +298,90 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
     value_s[draft_entry] = scaled_draft / row_max[index[draft_entry]]
     row_scale = np.concatenate([1.0 / row_max, np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), 1.0)])
     rhs = np.concatenate([b[:n_out] / row_max, (target > 0).astype(np.float64)])
-    # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them.
-    h, ok, info = solve_colwise(
-        cost=tau * col_scale,
-        row_lower=rhs,
-        row_upper=rhs,
-        start=start,
-        index=index,
-        value=value_s,
-        options={"small_matrix_value": HIGHS_SMALL_MATRIX_VALUE},
-    )
-    sol = h.getSolution()
-    x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
-    ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
-    polished = False
-    duals = [ydual, -ydual]
-    if ok:
-        import scipy.sparse as sp
+    # Small LPs on peaked models can end with HiGHS model status "unknown" or a plan that fails the
+    # certificate under one algorithm and solve cleanly under another: try a short ladder of
+    # algorithms (dual simplex after presolve, IPM with crossover, primal simplex without presolve,
+    # dual simplex without scaling) and keep the first certified answer, else the last attempt.
+    def attempt(options: dict) -> BlockOptimumResult:
+        # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them.
+        h, ok, info = solve_colwise(
+            cost=tau * col_scale,
+            row_lower=rhs,
+            row_upper=rhs,
+            start=start,
+            index=index,
+            value=value_s,
+            options={"small_matrix_value": HIGHS_SMALL_MATRIX_VALUE, **options},
+        )
+        sol = h.getSolution()
+        x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
+        ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
+        polished = False
+        duals = [ydual, -ydual]
+        if ok:
+            import scipy.sparse as sp
 
-        A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
-        basis = h.getBasis()
-        polish = _polish(A, b, tau, basis)
-        if polish is not None:
-            x_p, y_p = polish
-            # keep the polished basic solution only if it is at least as feasible as HiGHS' one
-            if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
-                x, polished = np.maximum(x_p, 0.0), True
-            duals.append(y_p)
-    naive = _joint_coupling(table)
-    labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
-    if not ok:
-        return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, joint_coupling_bound=naive, gamma=g, V=V, k=k,
-                                  checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
-                                  solver_info=info)
+            A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
+            basis = h.getBasis()
+            polish = _polish(A, b, tau, basis)
+            if polish is not None:
+                x_p, y_p = polish
+                # keep the polished basic solution only if it is at least as feasible as HiGHS' one
+                if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
+                    x, polished = np.maximum(x_p, 0.0), True
+                duals.append(y_p)
+        joint = _joint_coupling(table)
+        labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
+        if not ok:
+            return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, joint_coupling_bound=joint, gamma=g, V=V, k=k,
+                                      checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
+                                      solver_info=info)
 
-    # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
-    xc = np.maximum(x, 0.0)
-    primal = float(tau @ xc)
-    checks = {
-        "negative_mass": float(max(0.0, -x.min())),
-        "draft_marginal": float(np.abs(A[:n_out] @ xc - b[:n_out]).max()),
-        "target_law": float(np.abs(A[n_out:] @ xc - b[n_out:]).max()),
-        "objective": abs(primal - float(h.getInfo().objective_function_value)),
-    }
-    # Dual of max c.x, Ax = b, x >= 0 is min b.y, A^T y >= c. Every feasible plan has
-    # x_j <= M_b(z^{t+1}) = col_scale_j (sum the target rows of column j's block), so for ANY y
-    #     optimum <= b.y + sum_j col_scale_j * max(0, c_j - (A^T y)_j),
-    # a rigorous upper bound even when y is slightly infeasible. We try HiGHS' row duals (either sign: its
-    # convention for a maximisation is not ours to rely on) and the polished basis duals, and keep
-    # the smallest bound.
-    # A bound below the value of our (feasible to rounding) plan can only come from a numerically
-    # meaningless y (huge multipliers times rounding): such candidates are skipped.
-    best = None
-    for yv in duals:
-        slack = float(col_scale @ np.maximum(tau - A.T @ yv, 0.0))
-        bound = float(b @ yv) + slack
-        if bound < primal - DUAL_BOUND_SLACK:
-            continue
-        if best is None or bound < best[1]:
-            best = (slack, bound)
-    if best is None:
-        best = (float("inf"), float("inf"))
-    checks["dual_feasibility"] = best[0]
-    gap = best[1] - primal
-    checks["gap"] = abs(gap)
-    good = all(v <= CERTIFICATE_ATOL for v in checks.values())
-    x.setflags(write=False)
-    return BlockOptimumResult(
-        value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, joint_coupling_bound=naive,
-        gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
-        checks={**checks, "polished": float(polished)}, plan=x, columns=labels,
-        solver_info=info,
-    )
+        # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
+        xc = np.maximum(x, 0.0)
+        primal = float(tau @ xc)
+        checks = {
+            "negative_mass": float(max(0.0, -x.min())),
+            "draft_marginal": float(np.abs(A[:n_out] @ xc - b[:n_out]).max()),
+            "target_law": float(np.abs(A[n_out:] @ xc - b[n_out:]).max()),
+            "objective": abs(primal - float(h.getInfo().objective_function_value)),
+        }
+        # Dual of max c.x, Ax = b, x >= 0 is min b.y, A^T y >= c. Every feasible plan has
+        # x_j <= M_b(z^{t+1}) = col_scale_j (sum the target rows of column j's block), so for ANY y
+        #     optimum <= b.y + sum_j col_scale_j * max(0, c_j - (A^T y)_j),
+        # a rigorous upper bound even when y is slightly infeasible. We try HiGHS' row duals (either sign: its
+        # convention for a maximisation is not ours to rely on) and the polished basis duals, and keep
+        # the smallest bound.
+        # A bound below the value of our (feasible to rounding) plan can only come from a numerically
+        # meaningless y (huge multipliers times rounding): such candidates are skipped.
+        best = None
+        for yv in duals:
+            slack = float(col_scale @ np.maximum(tau - A.T @ yv, 0.0))
+            bound = float(b @ yv) + slack
+            if bound < primal - DUAL_BOUND_SLACK:
+                continue
+            if best is None or bound < best[1]:
+                best = (slack, bound)
+        if best is None:
+            best = (float("inf"), float("inf"))
+        checks["dual_feasibility"] = best[0]
+        gap = best[1] - primal
+        checks["gap"] = abs(gap)
+        good = all(v <= CERTIFICATE_ATOL for v in checks.values())
+        x.setflags(write=False)
+        return BlockOptimumResult(
+            value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, joint_coupling_bound=joint,
+            gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
+            checks={**checks, "polished": float(polished)}, plan=x, columns=labels, solver_info=info,
+        )
+
+    result = None
+    for n_attempt, options in enumerate(_HIGHS_LADDER, start=1):
+        result = attempt(options)
+        result = dataclasses.replace(result, checks={**result.checks, "highs_attempts": float(n_attempt)})
+        if result.ok:
+            break
+    return result
 
 
 def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None) -> BlockOptimumResult:

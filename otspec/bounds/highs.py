@@ -14,7 +14,32 @@ import numpy as np
 
 from otspec._tolerances import LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
 
-__all__ = ["solve_colwise"]
+__all__ = ["solve_colwise", "new_highs"]
+
+
+def new_highs():
+    """A silent ``highspy.Highs`` instance.
+
+    highspy 1.16 prints a two-line banner on stdout when the first instance of a process is built,
+    before any option can be set; that would corrupt ``otspec ... --json`` output. File descriptor 1
+    is pointed at ``os.devnull`` while the instance is built, then ``output_flag`` is turned off.
+    """
+    import os
+    import sys
+
+    import highspy
+
+    sys.stdout.flush()
+    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def solve_colwise(
@@ -65,8 +90,7 @@ def solve_colwise(
     lp.a_matrix_.start_ = np.asarray(start, dtype=np.int32)
     lp.a_matrix_.index_ = np.asarray(index, dtype=np.int32)
     lp.a_matrix_.value_ = value
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
     h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)
     h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)

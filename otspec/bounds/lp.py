@@ -146,7 +146,16 @@ def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraint
     extra: list = []
     if constraints is not None:
         model = MembershipLP(w=w, pair_set=pair_set, pair_token=pair_token, sets=sets, set_weights=weights, p=p)
-        extra = list(constraints(model) or [])
+        got = constraints(model)
+        extra = list(got) if isinstance(got, (list, tuple)) else ([got] if got is not None else [])
+        bad = [c for c in extra if not isinstance(c, cp.constraints.constraint.Constraint)]
+        if bad:
+            from otspec._validation import InvalidOptionError
+
+            raise InvalidOptionError(
+                f"constraints must return a list of cvxpy constraints (got {type(bad[0]).__name__}: {bad[0]!r:.60}); "
+                "build them from lp.w, e.g. [lp.w[0] <= 0.1]"
+            )
     prob = cp.Problem(cp.Maximize(cp.sum(w)), base + extra)
     chosen = solver or ("HIGHS" if "HIGHS" in cp.installed_solvers() else None)
     kwargs = {}
@@ -192,7 +201,7 @@ def _repair(p: np.ndarray, weights: np.ndarray, pair_set: np.ndarray, pair_token
         tot = np.bincount(rows, weights=w, minlength=cap.size)
         excess = tot - cap
         violation = max(violation, float(excess.max(initial=0.0)))
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             scale = np.where(tot > cap, cap / np.where(tot > 0, tot, 1.0), 1.0)
         w = w * scale[rows]
     return w, violation

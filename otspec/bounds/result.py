@@ -53,11 +53,17 @@ class TransportPlan:
         return index
 
     def conditional(self, drafts: Any) -> np.ndarray:
-        """The output law :math:`\\pi(\\cdot \\mid \\text{drafts})`, shape ``(V,)``."""
+        """The output law :math:`\\pi(\\cdot \\mid \\text{drafts})`, shape ``(V,)``.
+
+        A draft set whose probability :math:`Q(s)` is 0 in float64 (e.g. it underflowed) carries no
+        mass, so any row keeps the plan lossless; its row is defined as the residual law :math:`r`
+        (never ``0/0``)."""
         key = tuple(sorted(set(int(x) for x in np.asarray(drafts).reshape(-1))))
         s = self._set_index().get(key)
         if s is None:
             raise InvalidDraftsError(f"drafts {list(key)} form a set the plan never sees (probability 0); pass drafts from the plan's law")
+        if not self.set_weights[s] > 0:
+            return np.array(self.residual, dtype=np.float64, copy=True)
         out = self.residual * (self.set_weights[s] - self.accept[s].sum())
         row = self.sets[s]
         ok = row >= 0

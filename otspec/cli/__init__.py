@@ -14,11 +14,19 @@ from otspec.cli._common import CliError, run_guarded
 __all__ = ["main", "build_parser"]
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse with usage errors on one stderr line (``otspec: error: ...``), exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sub = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
+        self.exit(2, f"otspec: error: {sub}{message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from otspec import __version__
-    from otspec.cli import block, bound
+    from otspec.cli import audit, block, bound
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="otspec",
         description="Exact optimal-transport bounds and verifiers for speculative decoding.",
     )
@@ -27,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     bound.register(sub)
     block.register(sub)
+    audit.register(sub)
     return parser
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 from otspec.errors import OtspecInputError
 
-__all__ = ["CliError", "run_guarded", "print_json", "print_table", "progress"]
+__all__ = ["CliError", "run_guarded", "print_json", "strict_json", "print_table", "progress"]
 
 
 class CliError(Exception):
@@ -30,8 +30,44 @@ def run_guarded(func: Callable[[Any], int], args: Any) -> int:
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=_json_default)
+    """Print strict JSON (RFC 8259): a NaN or infinite number becomes ``null`` and its object gets a
+    ``"<key>_reason"`` string saying why (never the bare ``NaN`` / ``Infinity`` of Python's json)."""
+    json.dump(strict_json(obj), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def _non_finite_reason(key: str, x: float, owner: dict) -> str:
+    what = "not a number" if x != x else ("+infinity" if x > 0 else "-infinity")
+    if owner.get("how") == "unavailable":
+        return f"{what}: the verifier needs an enumerable draft law and this one is too large"
+    if owner.get("status") not in (None, "optimal", "optimal_constrained"):
+        return f"{what}: the solver did not certify a value (status {owner['status']})"
+    return f"{what}: {key} is undefined for this input"
+
+
+def strict_json(obj: Any) -> Any:
+    """``obj`` with numpy scalars/arrays made plain and every non-finite float replaced by ``None``
+    (plus a ``"<key>_reason"`` entry in the enclosing object)."""
+    import math
+
+    if isinstance(obj, dict):
+        out: dict = {}
+        for key, val in obj.items():
+            val = strict_json(val)
+            if isinstance(val, float) and not math.isfinite(val):
+                out[key] = None
+                if not obj.get("reason"):  # an object that already says why needs no per-key reason
+                    out[f"{key}_reason"] = _non_finite_reason(str(key), val, obj)
+            else:
+                out[key] = val
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [None if isinstance(v, float) and not math.isfinite(v) else v for v in (strict_json(x) for x in obj)]
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    if isinstance(obj, float):
+        return obj
+    return strict_json(_json_default(obj))
 
 
 def _json_default(x: Any) -> Any:
@@ -39,6 +75,8 @@ def _json_default(x: Any) -> Any:
 
     if isinstance(x, np.generic):
         return x.item()
+    if isinstance(x, float):
+        return x
     if isinstance(x, np.ndarray):
         return x.tolist()
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")

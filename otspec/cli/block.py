@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     cap = None if args.memory_cap is None else _float(args.memory_cap, "--memory-cap") * 1024**3
     if cap is not None and not cap > 0:
         raise CliError(f"--memory-cap must be > 0 GiB (got {args.memory_cap!r})")
-    target = models.dirichlet(V, concentration=_float(args.concentration, "--concentration"), seed=seed)
+    target = models.dirichlet(V, concentration=_float(args.concentration, "--concentration"), seed=seed, memory_cap=cap)
     draft = models.close_draft(target, temperature=_float(args.temperature, "--temperature"), noise=_float(args.noise, "--noise"), seed=seed)
 
     rep = block_report(target, draft, gamma, k, lp=args.lp, memory_cap=cap)

@@ -68,6 +68,7 @@ def _load_pair(args) -> tuple[np.ndarray, np.ndarray, dict]:
         temperature=args.temperature,
         draft_noise=args.draft_noise,
         concentration=args.concentration,
+        memory_cap=None if args.memory_cap is None else args.memory_cap * 1024**3,
     )
     return p, q, {"source": "synthetic", "family": args.family, "seed": args.seed, "temperature": args.temperature}
 
@@ -86,11 +87,11 @@ def run(args) -> int:
     from otspec.errors import InvalidDraftCountError
 
     as_int_in_range(args.drafts, "k")  # a bad k is an error for every law, never "not applicable"
+    if args.memory_cap is not None and not args.memory_cap > 0:
+        raise CliError(f"--memory-cap must be a positive number of GiB (got {args.memory_cap}); pass e.g. 8")
     p, q, meta = _load_pair(args)
     check_same_vocab(p, q)
     laws = args.law or list(LAWS)
-    if args.memory_cap is not None and not args.memory_cap > 0:
-        raise CliError(f"--memory-cap must be a positive number of GiB (got {args.memory_cap}); pass e.g. 8")
     cap = None if args.memory_cap is None else args.memory_cap * 1024**3
     rows, skipped = [], []
     show = not args.json and sys.stderr.isatty()

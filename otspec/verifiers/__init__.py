@@ -32,6 +32,7 @@ from otspec.verifiers.step.khisti import khisti
 from otspec.verifiers.step.kseq import KSeqDetails, kseq, kseq_conditional
 from otspec.verifiers.step.naive import naive
 from otspec.verifiers.step.nss import nss
+from otspec.verifiers.step.optimal_iid import optimal_iid
 from otspec.verifiers.step.optimal_plan import optimal_plan
 from otspec.verifiers.step.rrs import rrs, rrs_conditional
 from otspec.verifiers.step.rrs_wor import rrs_wor, rrs_wor_conditional
@@ -54,6 +55,7 @@ __all__ = [
     "nss",
     "naive",
     "optimal_plan",
+    "optimal_iid",
     "approximate",
     "kseq_conditional",
     "rrs_conditional",
@@ -69,7 +71,7 @@ __all__ = [
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
-ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub, khisti, nss, naive, optimal_plan, approximate)
+ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub, khisti, nss, naive, optimal_plan, optimal_iid, approximate)
 
 
 def by_name(name: str) -> Verifier:

@@ -11,8 +11,8 @@ import numpy as np
 
 from otspec import models as _models
 from otspec._tolerances import PATH_ROW_SUM_ATOL
-from otspec._validation import as_int_in_range, as_token_tuples
-from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
+from otspec._validation import as_int_in_range, as_supported_drafts, as_token_tuples
+from otspec.errors import InvalidDistributionError, ShapeMismatchError
 
 __all__ = [
     "ChainKernel",
@@ -140,12 +140,7 @@ def check_path_row(row: np.ndarray, name: str, i: int) -> None:
 
 def check_drafted(Qc: np.ndarray, x: np.ndarray) -> None:
     """Raise unless every drafted token had positive draft probability at its position."""
-    qx = Qc[np.arange(x.shape[0]), x]
-    if np.any(qx <= 0):
-        i = int(np.flatnonzero(qx <= 0)[0])
-        raise InvalidDraftsError(
-            f"drafts[{i}] = {int(x[i])} has draft probability 0 (q_conds[{i}, {int(x[i])}] = 0); the draft could not have produced it"
-        )
+    as_supported_drafts(x, Qc, q_name="q_conds")
 
 
 def check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -71,7 +71,8 @@ def accept_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
     safe = np.where(den > 0.0, den, 1.0)
-    return np.where(den > 0.0, np.minimum(1.0, num / safe), 1.0)
+    with np.errstate(over="ignore"):  # a denormal den overflows num/den to +inf: min(1, inf) = 1 is exact
+        return np.where(den > 0.0, np.minimum(1.0, num / safe), 1.0)
 
 
 def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:

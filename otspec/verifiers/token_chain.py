@@ -30,6 +30,7 @@ __all__ = [
     "token_prefix_mass",
 ]
 
+
 def _ratios(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     g = x.shape[0]
     return P[np.arange(g), x], Qc[np.arange(g), x]
@@ -167,7 +168,7 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     rng = as_generator(rng)
-    x = _models.as_prefix(np.asarray(drafts).reshape(-1).tolist(), p_model.V)
+    x = _models.as_prefix(np.asarray(drafts).reshape(-1).tolist(), p_model.V, name="drafts")
     g = as_int_in_range(len(x), "gamma (len(drafts))")
     coins, draws = rng.spawn(2)
     for i in range(g):

@@ -48,7 +48,7 @@ from otspec.verifiers.plan import SequentialPlan, plan_rows
 from otspec.verifiers.step.kseq import kseq_plan
 from otspec.verifiers.step.rrs import rrs_plan
 from otspec.verifiers.step.rrs_wor import rrs_wor_plan
-from otspec._validation import as_generator, as_int_in_range
+from otspec._validation import as_generator, as_int_in_range, as_supported_drafts
 from otspec.errors import (
     InvalidDraftsError,
     UnsupportedMethodError,
@@ -258,7 +258,9 @@ def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
     arr = np.asarray(tree)
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise InvalidDraftsError(f"tree must have shape (k, gamma) (got {arr.shape}); pass one drafted sequence per row")
-    paths = tuple(_models.as_prefix(row.tolist(), p_model.V) for row in arr)
+    paths = tuple(_models.as_prefix(row.tolist(), p_model.V, name=f"tree[{j}]") for j, row in enumerate(arr))
+    for j, path in enumerate(paths):  # every drafted token must have positive draft probability at its node
+        as_supported_drafts(path, _models.conditionals_along(q_model, list(path), include_last=False), name=f"tree[{j}]", q_name="q_model conditionals")
     if verifier == "rrs_wor" and len({x[0] for x in paths}) < len(paths):
         raise InvalidDraftsError("tree's first tokens repeat, which drafting without replacement never does; pass distinct first tokens")
     return p_model, q_model, rng, paths

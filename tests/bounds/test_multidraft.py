@@ -205,3 +205,30 @@ def test_large_vocab_prefix_runs():
     r = otspec.optimal_acceptance(p, otspec.iid(q, 4))
     assert r.ok and 0 < r.value <= 1
     assert abs(cut_value(p, otspec.iid(q, 4), r.cut) - r.value) <= 1e-9
+
+
+def test_error_bound_above_max_is_never_optimal():
+    # Regression (issue 7, item 7): the cut re-check accepts within 2 * error_bound, so a bound
+    # past ERROR_BOUND_MAX (reported past 1 for very large k without replacement) made it
+    # unable to fail while status stayed "optimal".
+    from otspec._tolerances import ERROR_BOUND_MAX
+    from otspec.bounds.multidraft import _cut_certified_result
+
+    p, law = np.array([0.5, 0.3, 0.2]), otspec.iid([0.2, 0.3, 0.5], 2)
+    exact = otspec.optimal_acceptance(p, law)
+    ok = _cut_certified_result(p, law, exact.value, exact.cut, "prefix", 0.0, {})
+    assert ok.status == "optimal"
+    bad = _cut_certified_result(p, law, exact.value, exact.cut, "prefix", 10 * ERROR_BOUND_MAX, {})
+    assert bad.status == "check_failed" and not bad.ok
+
+
+def test_without_replacement_k_beyond_170_does_not_overflow():
+    # Regression (issue 7, item 7 class): k! overflowed a float in the race quadrature (k >= 171).
+    # No independent oracle exists at this size: the check is the cut certificate (status) and
+    # the trivial bounds 1 - TV <= value <= 1.
+    rng = np.random.default_rng(3)
+    V, k = 200, 180
+    p, q = rng.dirichlet(np.full(V, 0.1)), rng.dirichlet(np.full(V, 1.0))
+    r = otspec.optimal_acceptance(p, otspec.without_replacement(q, k))
+    assert r.ok, r.checks
+    assert otspec.optimal_acceptance(p, otspec.iid(q, 1)).value - 1e-12 <= r.value <= 1.0

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otspec
+from otspec import models
 from otspec.errors import ProblemTooLargeError
 from otspec.bounds.block import block_optimum
 from otspec.bounds.tree import tree_optimum
@@ -73,3 +74,24 @@ def test_refuses_large():
         tree_optimum(p, q, 2, 3, memory_cap=10_000)
     with pytest.raises(ProblemTooLargeError, match="draft trees"):
         tree_optimum(p, q, 5, 3)
+
+
+def test_tree_optimum_without_replacement_when_one_token_takes_almost_all_mass():
+    # Regression (issue 7, item 1): the unstable 1 - cumsum(q) denominators made the LP infeasible.
+    from otspec.bounds.tree import tree_optimum
+
+    p, q = models.context_free([0.5, 0.5]), models.context_free([1e-12, 1 - 1e-12])
+    res = tree_optimum(p, q, 2, 1, replacement=False)
+    assert res.status == "optimal" and res.value == pytest.approx(1.0, abs=1e-8)
+
+
+@pytest.mark.parametrize("seed,a,replacement", [(61, 0.1, True), (23, 0.1, False), (57, 0.03, True), (93, 0.03, False)])
+def test_tree_lp_certifies_on_peaked_models_that_defeated_one_highs_run(seed, a, replacement):
+    # Regression (issue 7, item 4); found by experiments/bench/bench_lp_robustness.py (odd seeds: sparse pairs)
+    from tests._oracles import make_pair
+
+    p, q = make_pair(seed, 3, a, bool(seed % 2))
+    res = tree_optimum(p, q, 2, 2, replacement=replacement)
+    assert res.ok, res.checks
+    # two drafts can always ignore the second one (its first-token marginal is q either way)
+    assert res.value >= block_optimum(p, q, 2).value - res.gap - 1e-10

@@ -133,3 +133,31 @@ def test_broken_pipe_is_quiet():
     )
     assert r.stdout.strip() == "{"
     assert "Traceback" not in r.stderr
+
+
+def _strict_loads(text):
+    """json.loads that refuses NaN / Infinity (what strict RFC 8259 parsers do)."""
+    def refuse(token):
+        raise ValueError(f"non-standard JSON constant {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_with_unavailable_verifiers(capsys):
+    # Regression (issue 7, item 6): unavailable verifiers printed bare NaN.
+    assert main(["bound", "--vocab", "300", "--drafts", "4", "--law", "iid", "--verifiers", "--json"]) == 0
+    out = _strict_loads(capsys.readouterr().out)
+    rows = [r for r in out["verifiers"]["iid"] if r["how"] == "unavailable"]
+    assert rows, "the case must exercise an unavailable verifier"
+    for r in rows:
+        assert r["acceptance"] is None and r["gap"] is None and "enumerable" in r["reason"]
+
+
+def test_strict_json_reason_fields():
+    from otspec.cli._common import strict_json
+
+    got = strict_json({"value": float("nan"), "status": "solver_failed", "xs": [1.0, float("inf")], "e": np.float64(-np.inf)})
+    text = json.dumps(got, allow_nan=False)
+    back = _strict_loads(text)
+    assert back["value"] is None and "solver_failed" in back["value_reason"]
+    assert back["xs"] == [1.0, None] and back["e"] is None and "-infinity" in back["e_reason"]

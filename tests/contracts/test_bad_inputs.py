@@ -1,6 +1,7 @@
 """One table of bad inputs: each must raise a specific error whose message names the problem,
 from the library, and exit 2 with one line from the CLI."""
 
+import os
 import subprocess
 import sys
 
@@ -9,6 +10,8 @@ import pytest
 
 import otspec
 from otspec.errors import (
+    InputFileError,
+    InvalidOptionError,
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,
@@ -17,10 +20,33 @@ from otspec.errors import (
     ShapeMismatchError,
     UnsupportedMethodError,
 )
+from otspec import io as otspec_io
+from otspec import models
 from otspec.cli import main
+from otspec.synthetic import synthetic_pair
+from otspec.bounds.block import block_optimum
+from otspec.bounds.tree import tree_optimum
+from otspec.verifiers import block as block_verifier
+from otspec.verifiers import token_chain, tree
+from otspec.verifiers.step.rrs_wor import rrs_wor_conditional
+from otspec.verifiers.step.rrs import rrs_conditional
+from otspec.verifiers.step.kseq import kseq_conditional
 
 P = np.array([0.5, 0.3, 0.2])
 Q = np.array([0.2, 0.3, 0.5])
+
+
+def _complex_file():
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="otspec-bad-")
+    path = os.path.join(d, "c.npy")
+    np.save(path, np.array([0.5 + 0.5j, 0.5]))
+    return path
+
+
+P0 = np.array([0.5, 0.5, 0.0])  # the reproducer of issue 7 item 3: token 0 is never drafted
+Q0 = np.array([0.0, 0.5, 0.5])
 
 LIBRARY_CASES = [
     ("nan in p", lambda: otspec.optimal_acceptance([np.nan, 0.5, 0.5], otspec.iid(Q, 2)), InvalidDistributionError, "finite"),
@@ -56,15 +82,82 @@ LIBRARY_CASES = [
     ("drafts out of vocabulary", lambda: otspec.iid(Q, 2).validate_drafts([0, 3]), InvalidDraftsError, "< V = 3"),
     ("wrong number of drafts", lambda: otspec.iid(Q, 2).validate_drafts([0]), InvalidDraftsError, "exactly k = 2"),
     ("duplicate drafts WOR", lambda: otspec.without_replacement(Q, 2).validate_drafts([1, 1]), InvalidDraftsError, "repeat"),
+    # issue 7 item 3: a drafted token of draft probability 0, at every entry point that takes drafts
+    ("tree kseq, q = 0 draft", lambda: tree.sample(models.context_free(P0), models.context_free(Q0), [[0], [0]], verifier="kseq", rng=np.random.default_rng(0)), InvalidDraftsError, "tree[0]"),
+    ("tree rrs, q = 0 draft", lambda: tree.sample(models.context_free(P0), models.context_free(Q0), [[1], [0]], verifier="rrs", rng=np.random.default_rng(0)), InvalidDraftsError, "tree[1]"),
+    ("tree sample_many, q = 0 deep", lambda: tree.sample_many(models.context_free(P0), models.context_free(Q0), [[1, 0]], 2, verifier="rrs_wor", rng=np.random.default_rng(0)), InvalidDraftsError, "position 1"),
+    ("kseq_conditional, q = 0 draft", lambda: kseq_conditional(P0, Q0, [0, 0]), InvalidDraftsError, "drafts [0, 0]"),
+    ("rrs_conditional, q = 0 draft", lambda: rrs_conditional(P0, Q0, [1, 0]), InvalidDraftsError, "drafts [1, 0]"),
+    ("rrs_conditional per-position q", lambda: rrs_conditional(P0, [Q0, P0], [0, 2]), InvalidDraftsError, "qs[0, 0]"),
+    ("rrs_wor_conditional, q = 0 draft", lambda: rrs_wor_conditional(P0, Q0, [0, 1]), InvalidDraftsError, "drafts [0, 1]"),
+    ("rrs_wor_conditional repeat", lambda: rrs_wor_conditional(P0, Q0, [1, 1]), InvalidDraftsError, "repeat"),
+    ("sample_batch, q = 0 draft", lambda: otspec.verifiers.kseq.sample_batch(P0, otspec.iid(Q0, 2), [[1, 2], [0, 1]], rng=np.random.default_rng(0)), InvalidDraftsError, "drafts [0, 1]"),
+    ("sample, q = 0 draft", lambda: otspec.verifiers.rrs.sample(P0, otspec.iid(Q0, 2), [0, 1], rng=np.random.default_rng(0)), InvalidDraftsError, "drafts [0, 1]"),
+    # issue 7 items 5 and 7: memory cap on synthetic pairs / models, option types
+    ("synthetic pair too large", lambda: synthetic_pair(10**11), ProblemTooLargeError, "vocab"),
+    ("random model too large", lambda: models.dirichlet(10**11), ProblemTooLargeError, "memory_cap"),
+    ("non-numeric memory_cap", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), memory_cap="8GB"), InvalidOptionError, "memory_cap"),
+    ("negative memory_cap", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="lp", memory_cap=-1), InvalidOptionError, "memory_cap"),
+    ("memory_cap on kernel", lambda: otspec.verifiers.kseq.kernel(P, otspec.iid(Q, 2), memory_cap=[1]), InvalidOptionError, "memory_cap"),
+    ("constraints not callable", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="cvxpy", constraints=5), InvalidOptionError, "constraints"),
+    ("constraints return junk", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="cvxpy", constraints=lambda lp: [1, 2]), InvalidOptionError, "constraints"),
+    ("complex p", lambda: otspec.optimal_acceptance(np.array([0.5 + 0.1j, 0.3, 0.2]), otspec.iid(Q, 2)), InvalidDistributionError, "p must be real"),
+    ("complex q with zero imaginary part", lambda: otspec.iid(Q.astype(complex), 2), InvalidDistributionError, "q must be real"),
+    ("complex file", lambda: otspec_io.load_distribution(_complex_file()), InputFileError, "real numbers"),
+    ("directory as a file", lambda: otspec_io.load_distribution(os.path.dirname(_complex_file())), InputFileError, "is a directory"),
+    # issue 7 item 8: auto on a large product law refuses before starting, with the size and a hint
+    ("auto on a large product law", lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), otspec.product([np.full(600, 1 / 600)] * 2)), ProblemTooLargeError, "method='auto'"),
+    # block / tree problems
+    ("block_optimum bad method", lambda: block_optimum(models.context_free(P), models.context_free(Q), 2, method="simplex"), UnsupportedMethodError, "simplex"),
+    ("block_optimum gamma = 0", lambda: block_optimum(models.context_free(P), models.context_free(Q), 0), InvalidDraftCountError, "got 0"),
+    ("block_optimum V mismatch", lambda: block_optimum(models.context_free(P), models.context_free([0.5, 0.5]), 2), ShapeMismatchError, "V = 2"),
+    ("tree_optimum k = 0", lambda: tree_optimum(models.context_free(P), models.context_free(Q), 0, 2), InvalidDraftCountError, "got 0"),
+    ("tree kernel bad verifier", lambda: tree.kernel(models.context_free(P), models.context_free(Q), 2, 1, verifier="magic"), UnsupportedMethodError, "magic"),
+    ("context_free not normalised", lambda: models.context_free([0.5, 0.6]), InvalidDistributionError, "1.1"),
+    ("block path length mismatch", lambda: block_verifier.expected_accepted_given_path([P, P], [Q], [0, 1]), ShapeMismatchError, "gamma = 1"),
+    ("block sample out of vocabulary", lambda: block_verifier.sample(models.context_free(P), models.context_free(Q), [0, 5], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
+    ("token sample out of vocabulary", lambda: token_chain.sample(models.context_free(P), models.context_free(Q), [7], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
+    ("tree sample out of vocabulary", lambda: tree.sample(models.context_free(P), models.context_free(Q), [[0], [9]], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
+    ("single_draft nan q", lambda: otspec.single_draft(P, [np.nan, 0.5, 0.5]), InvalidDistributionError, "finite"),
+    ("compare without a law", lambda: otspec.verifiers.compare(P, Q), UnsupportedMethodError, "draft law"),
+    ("token chain path, q = 0 draft", lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]), InvalidDraftsError, "q_conds[1, 0]"),
 ]
+
+
+#: The argument each library case must name in its message (by default the first word of it).
+ARGUMENT = {
+    "V mismatch p vs law": "p", "single_draft V mismatch": "q", "ragged explicit tuples": "tuples",
+    "negative explicit ids": "tuples", "non-integer explicit ids": "tuples", "explicit weight count": "weights",
+    "explicit ids beyond vocab_size": "vocab_size", "product V mismatch": "qs[1]", "product not a list": "qs",
+    "unknown method": "method", "prefix on product law": "method", "subsets on V = 25": "method",
+    "LP too large": "method", "memory cap": "memory cap", "constraints without cvxpy": "constraints",
+    "law is not a law": "law", "synthetic pair too large": "vocab", "random model too large": "V =",
+    "non-numeric memory_cap": "memory_cap", "negative memory_cap": "memory_cap", "memory_cap on kernel": "memory_cap",
+    "constraints not callable": "constraints", "constraints return junk": "constraints",
+    "complex file": "p file", "directory as a file": "p file", "auto on a large product law": "method",
+    "block_optimum V mismatch": "q_model", "tree kernel bad verifier": "verifier", "block path length mismatch": "drafts",
+    "block sample out of vocabulary": "drafts", "token sample out of vocabulary": "drafts", "tree sample out of vocabulary": "tree[1]",
+    "compare without a law": "law", "block_optimum gamma = 0": "gamma",
+    "tree spectr, q = 0 draft": "tree[0]", "tree rrs, q = 0 draft": "tree[1]", "tree sample_many, q = 0 deep": "tree[0]",
+}
 
 
 @pytest.mark.parametrize("name,call,exc,fragment", LIBRARY_CASES, ids=[c[0] for c in LIBRARY_CASES])
 def test_library_rejects(name, call, exc, fragment):
-    with pytest.raises(exc) as info:
+    with pytest.raises(OtspecInputError) as info:
         call()
-    assert isinstance(info.value, (OtspecInputError, ValueError))
-    assert fragment in str(info.value), str(info.value)
+    assert type(info.value) is exc, f"{name}: raised {type(info.value).__name__}, expected exactly {exc.__name__}"
+    assert isinstance(info.value, ValueError)
+    msg = str(info.value)
+    assert fragment in msg, msg
+    arg = ARGUMENT.get(name, msg.split(" ")[0])
+    assert arg in msg and arg.split("[")[0] in ("p", "q", "k", "drafts", "tuples", "weights", "vocab_size", "qs", "method", "memory cap",
+                                                  "constraints", "law", "vocab", "V =", "memory_cap", "p file", "tree", "q_model",
+                                                  "verifier", "gamma"), (name, arg, msg)
+
+
+def test_table_is_large_enough():
+    assert len(LIBRARY_CASES) + len(CLI_CASES) >= 40
 
 
 def test_sampler_requires_generator():
@@ -86,7 +179,17 @@ def files(tmp_path):
     np.save(tmp_path / "nan.npy", np.array([np.nan, 0.5, 0.5]))
     np.save(tmp_path / "short.npy", np.array([0.5, 0.5]))
     (tmp_path / "words.txt").write_text("a b c\n")
+    (tmp_path / "dir.npy").mkdir()
+    np.save(tmp_path / "one.npy", np.array([1.0]))
     return tmp_path
+
+
+def test_one_token_file_is_a_distribution(files, capsys):
+    # Regression (issue 7, item 7): a (1,) file was squeezed to shape () and rejected
+    assert main(["bound", "--p", f"{files}/one.npy", "--q", f"{files}/one.npy", "--drafts", "1", "--law", "iid", "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["results"][0]["value"] == 1.0
 
 
 CLI_CASES = [
@@ -97,6 +200,8 @@ CLI_CASES = [
     ("only --p", ["bound", "--p", "{d}/p.npy", "--drafts", "2"], "together"),
     ("vocab and files", ["bound", "--vocab", "3", "--p", "{d}/p.npy", "--q", "{d}/q.npy", "--drafts", "2"], "cannot be combined"),
     ("missing file", ["bound", "--p", "{d}/nope.npy", "--q", "{d}/q.npy", "--drafts", "2"], "does not exist"),
+    ("directory as --p", ["bound", "--p", "{d}", "--q", "{d}/q.npy", "--drafts", "2"], "is a directory"),
+    ("directory named .npy", ["bound", "--p", "{d}/dir.npy", "--q", "{d}/q.npy", "--drafts", "2"], "is a directory"),
     ("bad extension", ["bound", "--p", "{d}/p.bin", "--q", "{d}/q.npy", "--drafts", "2"], "unsupported extension"),
     ("garbage npy", ["bound", "--p", "{d}/garbage.npy", "--q", "{d}/q.npy", "--drafts", "2"], "cannot be read"),
     ("npz with two arrays", ["bound", "--p", "{d}/two.npz", "--q", "{d}/q.npy", "--drafts", "2"], "exactly one"),
@@ -110,6 +215,16 @@ CLI_CASES = [
     ("LP too large", ["bound", "--vocab", "5000", "--drafts", "4", "--method", "lp", "--law", "iid"], "memory cap"),
     ("unknown family", ["bound", "--vocab", "10", "--drafts", "2", "--family", "bogus"], "invalid choice"),
     ("unknown law", ["bound", "--vocab", "10", "--drafts", "2", "--law", "bogus"], "invalid choice"),
+    ("bound: huge synthetic vocab", ["bound", "--vocab", "100000000000", "--drafts", "2"], "memory cap"),
+    ("bound: negative memory cap", ["bound", "--vocab", "100", "--drafts", "2", "--memory-cap", "-1"], "--memory-cap"),
+    ("block: huge vocab", ["block", "--vocab", "100000000000", "--gamma", "1"], "memory cap"),
+    ("block: zero vocab", ["block", "--vocab", "0", "--gamma", "1"], "--vocab must be >= 1"),
+    ("block: zero gamma", ["block", "--vocab", "3", "--gamma", "0"], "--gamma must be >= 1"),
+    ("block: zero drafts", ["block", "--vocab", "3", "--gamma", "1", "--drafts", "0"], "--drafts must be >= 1"),
+    ("block: negative seed", ["block", "--vocab", "3", "--gamma", "1", "--seed", "-1"], "--seed must be >= 0"),
+    ("block: enumeration too large", ["block", "--vocab", "2000", "--gamma", "3"], "--vocab"),
+    ("block: zero memory cap", ["block", "--vocab", "3", "--gamma", "1", "--memory-cap", "0"], "--memory-cap"),
+    ("block: bad concentration", ["block", "--vocab", "3", "--gamma", "1", "--concentration", "-1"], "concentration"),
 ]
 
 
@@ -117,11 +232,15 @@ CLI_CASES = [
 def test_cli_exits_2_with_one_line(name, argv, fragment, files, capsys):
     argv = [a.replace("{d}", str(files)) for a in argv]
     rc = main(argv)
-    err = capsys.readouterr().err
+    cap = capsys.readouterr()
+    err = cap.err
     assert rc == 2
     assert fragment in err, err
-    if "invalid" not in fragment:  # our own errors are exactly one line
-        assert len(err.strip().splitlines()) == 1, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("otspec: error: "), err  # usage errors too
+    assert "Traceback" not in err and cap.out == "", (err, cap.out)
+    flags = [a for a in argv if a.startswith("--")]
+    assert any(f in err for f in flags) or any(w in err for w in ("vocab", "k must", "memory cap", "p file", "q file", "sum to 1", "finite",
+                                                                    "vocabulary", "support size")), err
 
 
 def test_cli_subprocess_exit_code():

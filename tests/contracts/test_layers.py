@@ -23,7 +23,7 @@ LAYERS = [
     ("otspec.bounds",),
     ("otspec.verifiers",),
     ("otspec.report",),
-    ("otspec.cli", "otspec.__main__", "otspec"),
+    ("otspec.cli", "otspec.plot", "otspec.testing", "otspec.__main__", "otspec"),
 ]
 
 #: Deliberate upward references, each with its reason.

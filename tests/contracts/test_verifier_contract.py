@@ -284,7 +284,7 @@ def test_large_law_falls_back_to_monte_carlo():
     p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
     est = otspec.verifiers.rrs_wor.acceptance(p, otspec.without_replacement(q, 4), n_samples=200)
     assert est.how == "monte_carlo" and est.ci_low <= est.value <= est.ci_high
-    with pytest.raises(otspec._validation.ProblemTooLargeError):
+    with pytest.raises(otspec.errors.ProblemTooLargeError):
         otspec.verifiers.optimal_plan.kernel(p, otspec.iid(q, 4))
 
 
@@ -339,7 +339,7 @@ def test_p_q_mismatch():
 
 def test_not_a_distribution():
     law = otspec.iid(Q5, 2)
-    with pytest.raises(otspec._validation.InvalidDistributionError, match="0.9"):
+    with pytest.raises(otspec.errors.InvalidDistributionError, match="0.9"):
         otspec.verifiers.kseq.acceptance(P5 * 0.9, law)
 
 
@@ -378,7 +378,7 @@ def test_kernel_refuses_laws_too_large_to_enumerate():
             continue
         if not v.applies_to(law):
             continue
-        with pytest.raises(otspec._validation.ProblemTooLargeError, match="memory cap"):
+        with pytest.raises(otspec.errors.ProblemTooLargeError, match="memory cap"):
             v.kernel(p, law)
 
 
@@ -393,3 +393,25 @@ def test_per_tuple_acceptance_shortcuts_match_kernel(rng):
                     continue
                 K = v.kernel(p, law)
                 np.testing.assert_allclose(v._tuple_acceptance(p, law, K.tuples), K.per_tuple_acceptance(), atol=1e-13, err_msg=v.name)
+
+
+DENORMAL_Q = np.array([1 - 5e-324 - 1e-310, 5e-324, 1e-310])
+
+
+@pytest.mark.parametrize("make_law", [lambda q: otspec.iid(q, 2), lambda q: otspec.without_replacement(q, 2), lambda q: otspec.greedy(q, 2), lambda q: otspec.product([q, q[::-1]])], ids=["iid", "wor", "greedy", "product"])
+def test_denormal_draft_probabilities_raise_no_warning(make_law):
+    # Regression (issue 7, item 7): p / q overflowed to +inf with a RuntimeWarning for denormal q
+    # (the value, +inf, is the right limit; the warning leaked to users).
+    import warnings
+
+    p = np.array([0.5, 0.3, 0.2])
+    law = make_law(DENORMAL_Q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in ("auto", "lp", "flow"):
+            otspec.optimal_acceptance(p, law, method=method)
+        for v in ALL:
+            if v.applies_to(law):
+                v.acceptance(p, law)
+                K = v.kernel(p, law)
+                assert np.all(np.isfinite(K.pi)), v.name

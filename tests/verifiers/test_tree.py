@@ -216,3 +216,16 @@ def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
     ):
         acc, res = tree.node_plan(p, q, drafts, verifier)
         assert np.allclose(tree._node_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=1e-12)
+
+
+def test_wor_draft_law_stable_when_one_first_token_takes_almost_all_mass():
+    # Regression (issue 7, item 1): 1 - cumsum(q) cancelled, the draft-tree law summed to 1.0000221
+    # and E[tau] exceeded gamma. The law is the explicit two-tree law: (1, 0) w.p. (1 - e) * 1 and
+    # (0, 1) w.p. e * 1 (the second draft is forced), e = 1e-12.
+    p, q = models.context_free([0.5, 0.5]), models.context_free([1e-12, 1 - 1e-12])
+    trees, w = draft_trees(q, 2, 1, replacement=False)
+    assert abs(float(w.sum()) - 1.0) <= EXACT_ATOL
+    got = {tuple(t[:, 0].tolist()): float(x) for t, x in zip(trees, w)}
+    assert got[(1, 0)] == pytest.approx(1 - 1e-12, abs=1e-15) and got[(0, 1)] == pytest.approx(1e-12, rel=1e-9)
+    # both tokens are always drafted at gamma = 1, so the first position is always accepted
+    assert tree.expected_accepted(p, q, 2, 1, verifier="rrs_wor") == pytest.approx(1.0, abs=EXACT_ATOL)

@@ -14,6 +14,7 @@ module                    rule
 ``nss``                   ignore the drafts, sample p
 ``naive``                 single-draft sampling on X_1 with a residual that may hit other drafts
 ``optimal_plan``          sample the optimal transport plan of the LP
+``optimal_iid``           the exact optimal verifier for i.i.d. drafts at any V
 ``approximate``           a lossy SPRINTER-style rule
 ========================  =====================================================================
 

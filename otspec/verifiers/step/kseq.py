@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import as_distribution, as_token_tuples, check_same_vocab
+from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual
@@ -88,7 +88,7 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
     """
     if k == 1:
         return 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # over: denormal q, ratio +inf
         r = p / q  # q = 0: ratio inf (or nan when p = 0 too): such tokens sit on the q branch, adding 0
     lo, hi = 1.0, float(k)
     below = r <= lo
@@ -190,7 +190,7 @@ def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     p = as_distribution(p, "p")
     q = as_distribution(q, "q")
     check_same_vocab(p, q)
-    t = as_token_tuples(np.asarray(drafts).reshape(1, -1) if np.ndim(drafts) == 1 else drafts, p.shape[0], name="drafts")
+    t = as_supported_drafts(drafts, q)
     plan, _ = kseq_plan(p, q, t)
     return plan_rows(plan, p.shape[0])
 
@@ -217,7 +217,7 @@ class KSeqVerifier(Verifier):
     :math:`1-(1-\beta(\rho))^k = \rho\beta(\rho)`).
 
     Acceptance (closed form, any V): phase-1 :math:`1-(1-\beta(\rho^*))^k` and the membership value
-    of :func:`otspec.verifiers._common.kseq_details`; phase-1 is at least
+    of :func:`kseq_details`; phase-1 is at least
     :math:`(1-(1-1/k)^k)\,\alpha^*_{WR}`.
 
     References

@@ -4,6 +4,8 @@ Given drafts with set s, output token y of s with probability :math:`a_s(y)/Q(s)
 accepted mass), otherwise draw from the plan's residual
 :math:`r = (p - \sum_s a_s)_+ / (1-\alpha)`. This attains :math:`\alpha^*(p, Q)` on every
 enumerable law.
+A draft set whose probability :math:`Q(s)` is 0 in float64 (an underflowed product) carries no
+mass; its row is defined as the residual :math:`r` (nothing accepted), so kernels never hold NaN.
 
 Deviation from ``TransportPlan.conditional``: the LP solution is feasible only up to HiGHS'
 tolerance (1e-10), so before use we scale down, token by token, any column whose accepted mass
@@ -89,7 +91,10 @@ class OptimalPlanVerifier(Verifier):
     def _parts(self, p, law, tuples):
         cp = self._plan_for(p, law)
         s = set_index(cp.sets, tuples)
-        return cp, s, cp.accept[s] / cp.set_weights[s][:, None]
+        # A set of probability 0 (its weight underflowed) carries no mass: its row is defined as
+        # the residual law (accept nothing), never 0/0.
+        Qs = cp.set_weights[s][:, None]
+        return cp, s, np.divide(cp.accept[s], Qs, out=np.zeros(cp.accept[s].shape), where=Qs > 0)
 
     def _rows(self, p, law, tuples):
         cp, s, a = self._parts(p, law, tuples)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import as_distribution, as_token_tuples, check_same_vocab
+from otspec._validation import as_distribution, as_supported_drafts, as_token_tuples, check_same_vocab
 from otspec.errors import ShapeMismatchError
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
@@ -111,13 +111,14 @@ def rrs_conditional(p: Any, qs: Any, drafts: Any) -> np.ndarray:
         qlist = [as_distribution(qj, f"qs[{j}]") for j, qj in enumerate(qarr)]
         for j, qj in enumerate(qlist):
             check_same_vocab(p, qj, ("p", f"qs[{j}]"))
+    t = as_supported_drafts(t, np.stack(qlist), q_name="qs" if qarr.ndim == 2 else "q")
     return plan_rows(rrs_plan(p, qlist, t), p.shape[0])
 
 
 class RRSVerifier(Verifier):
     r"""Recursive rejection sampling with replacement (SpecInfer).
 
-    Acceptance (closed form, any V): :func:`otspec.verifiers._common.rrs_closed_form`; ``extras``
+    Acceptance (closed form, any V): :func:`rrs_closed_form`; ``extras``
     holds ``round_acceptance`` :math:`1-\prod_j(1-\beta_j)`. Not optimal in general.
 
     References

@@ -20,11 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import as_distribution, as_token_tuples, check_same_vocab
-from otspec.errors import InvalidDraftsError
+from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, plan_rows, residual_rows
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual_rows
 
 __all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_plan"]
 
@@ -39,7 +38,7 @@ def rrs_wor_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> Sequential
     for j in range(k):
         x = tuples[:, j]
         num, den = P[r, x], Q[r, x]
-        acc[:, j] = np.where(den > 0, np.minimum(1.0, num / np.where(den > 0, den, 1.0)), 1.0)
+        acc[:, j] = accept_ratio(num, den)
         P, _ = residual_rows(P, Q)
         if j + 1 < k:
             Q[r, x] = 0.0
@@ -60,10 +59,7 @@ def rrs_wor_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     p = as_distribution(p, "p")
     q = as_distribution(q, "q")
     check_same_vocab(p, q)
-    t = as_token_tuples(np.asarray(drafts).reshape(1, -1) if np.ndim(drafts) == 1 else drafts, p.shape[0], name="drafts")
-    s = np.sort(t, axis=1)
-    if np.any(s[:, 1:] == s[:, :-1]):
-        raise InvalidDraftsError("drafts must be distinct within each tuple for RSD (got a repeated token); pass distinct tokens")
+    t = as_supported_drafts(drafts, q, distinct=True)
     return plan_rows(rrs_wor_plan(p, q, t), p.shape[0])
 
 

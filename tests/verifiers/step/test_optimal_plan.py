@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import otspec
+from otspec._tolerances import EXACT_ATOL
 from otspec.verifiers import optimal_plan
 
 
@@ -30,3 +32,18 @@ def test_sampling_reuses_one_lp_solve():
     a = optimal_plan.plan(p, law)
     optimal_plan.sample(p, law, [0, 1], rng=np.random.default_rng(0))
     assert optimal_plan.plan(p, law) is a
+
+
+def test_zero_weight_draft_set_has_a_defined_row():
+    # Regression (issue 7, item 2): the set {1} has Q = (1e-200)^2 = 0 in float64; its row was 0/0.
+    p = np.array([0.5, 0.5])
+    law = otspec.iid([1 - 1e-200, 1e-200], 2)
+    K = optimal_plan.kernel(p, law)
+    assert np.all(np.isfinite(K.pi))
+    np.testing.assert_allclose(K.pi.sum(axis=1), 1.0, atol=EXACT_ATOL)
+    # drafts {0} w.p. 1: the optimum accepts p(0) = 0.5 (the cut H = {0} certifies it)
+    assert optimal_plan.acceptance(p, law).value == pytest.approx(0.5, abs=EXACT_ATOL)
+    res = otspec.optimal_acceptance(p, law, method="lp")
+    row = res.plan.conditional([1, 1])
+    assert np.all(np.isfinite(row)) and row.sum() == pytest.approx(1.0, abs=EXACT_ATOL)
+    np.testing.assert_allclose(row, res.plan.residual)  # the documented row of a zero-weight set

@@ -1,0 +1,66 @@
+"""Shared command line and output of the experiment scripts.
+
+Every experiment takes ``--seed``, ``--out`` (default ``experiments/out/<name>``, gitignored) and
+``--quick`` (tiny sizes, seconds: what CI runs), and writes ``<name>.json``, ``<name>.md`` (tables
+with the exact command and git revision) and one or more PNG plots into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: experiments never open a window
+
+import matplotlib.pyplot as plt
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from bench._report import command_line, git_revision, markdown_table, write_report
+
+__all__ = ["parser", "parse", "write", "save_figure", "markdown_table", "command_line", "git_revision", "fmt"]
+
+
+def parser(name: str, description: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=name, description=description)
+    ap.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    ap.add_argument("--out", default=os.path.join(_HERE, "out", name), help="output folder (default experiments/out/%(prog)s)")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes for CI (seconds); not a result")
+    return ap
+
+
+def parse(ap: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    return args
+
+
+def save_figure(fig: Any, out_dir: str, name: str, dpi: int = 110) -> str:
+    """Save ``fig`` as ``out_dir/name.png`` and close it (pyplot keeps figures alive otherwise)."""
+    path = os.path.join(out_dir, f"{name}.png")
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def write(out_dir: str, name: str, args: argparse.Namespace, payload: dict, tables: dict[str, str], notes: list[str] | None = None) -> None:
+    """``name.json`` + ``name.md`` with the command, revision, seed and quick flag."""
+    payload = {"seed": args.seed, "quick": bool(args.quick), **payload}
+    write_report(out_dir, name, payload, tables)
+    if notes:
+        with open(os.path.join(out_dir, f"{name}.md"), "a") as f:
+            f.write("\n## Notes\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+
+
+def fmt(x: float, digits: int = 4) -> str:
+    """A table cell: fixed digits, '-' for NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}f}"

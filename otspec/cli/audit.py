@@ -1,0 +1,110 @@
+"""``otspec audit MODULE:OBJECT``: the whole verifier battery of :func:`otspec.testing.audit`.
+
+Prints a verdict table (or JSON), saves the smallest counterexample of every failed property as a
+runnable Python snippet, and exits with status 1 when a property fails (a lossless claim above
+all), 2 on bad input (an object that cannot be imported or is not a verifier).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from otspec.cli._common import CliError, print_json, print_table
+
+__all__ = ["register", "run"]
+
+_KINDS = ("iid", "without_replacement", "greedy", "product", "explicit")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from otspec.testing.audit import audit
+
+    defaults = audit.__kwdefaults__
+    ap = sub.add_parser(
+        "audit",
+        help="test a verifier: exact losslessness, sampler, acceptance vs the optimum, bad inputs",
+        description=(
+            "Run otspec's verifier checks on MODULE:OBJECT -- a conditional law pi(p, q, drafts), a sampler "
+            "sample(p, law, drafts, rng), an otspec.verifiers.Verifier (class or instance) or a chain "
+            "verifier conditional_law(p_model, q_model, drafts) -- on random and adversarial small problems. "
+            "MODULE may be a dotted module name or a path to a .py file. Exit status: 0 all properties hold, "
+            "1 a property failed, 2 bad input."
+        ),
+    )
+    ap.add_argument("target", metavar="MODULE:OBJECT", help="the verifier to audit, e.g. mypkg.rules:my_rule or rules.py:my_rule")
+    ap.add_argument("--seed", type=int, default=defaults["seed"], help=f"seed of the problems and sampler draws (default {defaults['seed']})")
+    ap.add_argument("--problems", type=int, default=defaults["problems"], help=f"number of small problems (default {defaults['problems']})")
+    ap.add_argument("--draws", type=int, default=defaults["draws"], help=f"sampler draws per sampled problem (default {defaults['draws']})")
+    ap.add_argument("--false-alarm", type=float, default=defaults["false_alarm"],
+                    help=f"false-alarm probability of each sampler test (default {defaults['false_alarm']:g})")
+    ap.add_argument("--kinds", action="append", choices=_KINDS, help="for a plain function: draft-law kinds it is defined for (repeatable; default all)")
+    ap.add_argument("-k", "--k", dest="k", type=int, action="append", help="for a plain function: draft counts it is defined for (repeatable; default all)")
+    ap.add_argument("--lossy", action="store_true", help="for a plain function: it is not claimed lossless (skip the lossless verdict)")
+    ap.add_argument("--out", default="otspec-audit", help="folder for counterexample snippets (default ./otspec-audit; written only on failure)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from otspec.testing import as_verifier, audit, load_object
+
+    if args.problems < 1:
+        raise CliError(f"--problems must be >= 1 (got {args.problems}); pass e.g. 120")
+    if args.draws < 100:
+        raise CliError(f"--draws must be >= 100 (got {args.draws}); pass e.g. 60000")
+    if not 0.0 < args.false_alarm < 1.0:
+        raise CliError(f"--false-alarm must be in (0, 1) (got {args.false_alarm}); pass e.g. 1e-6")
+    obj = load_object(args.target)
+    options = {}
+    if args.kinds:
+        options["kinds"] = tuple(args.kinds)
+    if args.k:
+        options["k"] = tuple(args.k)
+    if args.lossy:
+        options["lossless"] = False
+    verifier = as_verifier(obj, **options)
+    report = audit(verifier, seed=args.seed, problems=args.problems, draws=args.draws, false_alarm=args.false_alarm, spec=args.target)
+    report = _save_counterexamples(report, Path(args.out))
+    if args.json:
+        print_json(report.to_dict())
+        return report.exit_code
+    rows = [(r.name, _verdict(r.verdict), r.checked or "", r.summary) for r in report.properties]
+    claim = "claims lossless" if report.lossless_claim else "declared lossy"
+    print_table(f"otspec audit {args.target} ({report.form}, {claim})", ["property", "verdict", "checked", "result"], rows,
+                caption=None if report.ok else "FAIL: see the counterexamples below")
+    for r in report.properties:
+        if r.counterexample is not None:
+            print(f"\n[{r.name}] smallest counterexample:\n{r.counterexample.problem}\n{r.counterexample.message}")
+            if r.counterexample.path:
+                print(f"reproduce with: python {r.counterexample.path}")
+    if not report.ok:
+        print(f"\n{sum(r.verdict == 'fail' for r in report.properties)} propert{'y' if sum(r.verdict == 'fail' for r in report.properties) == 1 else 'ies'} failed")
+    return report.exit_code
+
+
+def _verdict(v: str) -> str:
+    return {"pass": "pass", "fail": "FAIL", "skip": "-", "info": "info"}[v]
+
+
+def _save_counterexamples(report, out: Path):
+    """Write each counterexample's snippet under ``out`` and record its path in the report."""
+    import dataclasses
+
+    props = []
+    for r in report.properties:
+        if r.counterexample is None:
+            props.append(r)
+            continue
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            path = out / f"{re.sub(r'[^A-Za-z0-9_]+', '_', report.verifier)}_{r.name}.py"
+            path.write_text(r.counterexample.snippet)
+        except OSError as exc:
+            print(f"otspec: warning: cannot save the counterexample of {r.name!r} under {out} ({exc})", file=sys.stderr)
+            props.append(r)
+            continue
+        props.append(dataclasses.replace(r, counterexample=dataclasses.replace(r.counterexample, path=str(path))))
+    return dataclasses.replace(report, properties=tuple(props))

@@ -1,0 +1,34 @@
+"""The otspec internals that :mod:`otspec.testing` builds on, imported in this one place.
+
+When otspec's core moves these names (the verifier base class, its kernel type, the input-error
+classes), only this module changes.
+"""
+
+from __future__ import annotations
+
+from otspec.verifiers import AcceptanceEstimate, Verifier, VerifierKernel
+
+try:  # the public home of the error classes
+    from otspec.errors import (
+        InvalidDistributionError,
+        InvalidDraftsError,
+        OtspecInputError,
+        UnsupportedMethodError,
+    )
+except ImportError:  # before otspec.errors existed
+    from otspec.errors import (
+        InvalidDistributionError,
+        InvalidDraftsError,
+        OtspecInputError,
+        UnsupportedMethodError,
+    )
+
+__all__ = [
+    "AcceptanceEstimate",
+    "InvalidDistributionError",
+    "InvalidDraftsError",
+    "OtspecInputError",
+    "UnsupportedMethodError",
+    "Verifier",
+    "VerifierKernel",
+]

@@ -1,0 +1,125 @@
+r"""Draft laws in torch: the sampler twins of ``otspec.iid``, ``otspec.without_replacement`` and
+``otspec.greedy``.
+
+:func:`sample_drafts` draws ``[B, k]`` drafts from ``q`` ``[B, V]`` under one of these laws, so that
+the exact numpy law of a row is ``getattr(otspec, law)(q_row_float64, k)``:
+
+* ``"iid"``: k independent draws from q (inverse CDF in float64);
+* ``"without_replacement"``: successive sampling proportional to q, in drawing order (Gumbel-top-k
+  on ``log q`` in float64, which has exactly the successive-sampling law);
+* ``"greedy"``: the top-(k-1) tokens of q (larger q first, ties to the lower id), then one token
+  from q restricted to the other tokens.
+
+With ``q`` of shape ``[1, V]`` and ``n`` given, ``n`` rows are drawn from that one law in
+O(V + n k^2 log V) work: each successive (or greedy) draw is an inverse-CDF draw on the shared
+cumulative sum that skips the tokens already drawn in its row.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
+from otspec_gpu.verifiers._common import categorical, check_probs, greedy_top
+
+__all__ = ["sample_drafts", "LAWS"]
+
+#: Names of the draft laws (the otspec law constructors of the same names).
+LAWS = ("iid", "without_replacement", "greedy")
+
+
+def _skip_draw(cdf: torch.Tensor, q64: torch.Tensor, taken: torch.Tensor, last: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One draw per row from the shared law ``q64`` ``[V]`` with the tokens ``taken`` ``[n, j]``
+    (distinct, positive q) removed: a uniform on the remaining mass, mapped past every removed token
+    that lies below it (in increasing token order), then through the shared CDF ``cdf`` ``[V]``."""
+    n, j = taken.shape
+    removed = q64[taken].sum(1) if j else torch.zeros(n, dtype=torch.float64, device=cdf.device)
+    t = torch.rand(n, dtype=torch.float64, device=cdf.device, generator=generator) * (cdf[-1] - removed)
+    if j:
+        srt = torch.sort(taken, dim=1).values
+        below = torch.where(srt > 0, cdf[torch.clamp(srt - 1, min=0)], torch.zeros_like(srt, dtype=torch.float64))
+        gap = cdf[srt] - below  # the removed token's own slice of the CDF
+        for c in range(j):  # loop over the few drawn tokens only
+            t = torch.where(t >= below[:, c], t + gap[:, c], t)
+    return torch.minimum(torch.searchsorted(cdf, t, right=True), last)
+
+
+def _shared(q: torch.Tensor, k: int, law: str, n: int, generator: torch.Generator) -> torch.Tensor:
+    q64 = q[0].double()
+    cdf = torch.cumsum(q64, 0)
+    last = q.shape[1] - 1 - torch.argmax(torch.flip(q[0] > 0, dims=[0]).to(torch.uint8))
+    if law == "iid":
+        u = torch.rand((n, k), dtype=torch.float64, device=q.device, generator=generator) * cdf[-1]
+        return torch.minimum(torch.searchsorted(cdf, u, right=True), last)
+    if law == "without_replacement":
+        out = torch.zeros((n, 0), dtype=torch.long, device=q.device)
+        for _ in range(k):  # successive sampling: one draw per slot
+            out = torch.cat([out, _skip_draw(cdf, q64, out, last, generator)[:, None]], dim=1)
+        return out
+    top = greedy_top(q, k - 1).expand(n, -1)
+    return torch.cat([top, _skip_draw(cdf, q64, top, last, generator)[:, None]], dim=1)
+
+
+def sample_drafts(q: torch.Tensor, k: int, law: str, *, generator: torch.Generator, n: int | None = None, validate: bool = True) -> torch.Tensor:
+    r"""Draw ``k`` drafts per row of ``q`` under the draft law ``law``.
+
+    Parameters
+    ----------
+    q : Tensor, shape (B, V), float32 or float64 probability rows
+    k : int >= 1
+    law : {"iid", "without_replacement", "greedy"}
+    generator : torch.Generator
+        The only source of randomness (one ``torch.rand`` call per law draw).
+    n : int, optional
+        Only with ``q`` of shape ``[1, V]``: the number of rows to draw from that shared law
+        (default: one row per row of q).
+    validate : bool
+        Check q's values and that the law can produce k drafts (a synchronising check on CUDA).
+
+    Returns
+    -------
+    LongTensor, shape (B, k) (or (n, k))
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
+    >>> sample_drafts(q, 2, "greedy", generator=g)[0, 0].item()
+    0
+    >>> sorted(set(sample_drafts(q, 3, "without_replacement", generator=g)[0].tolist()))
+    [0, 1, 2]
+    """
+    q = check_probs(q, "q", validate=validate)
+    if int(k) != k or k < 1:
+        raise InvalidDraftCountError(f"k must be an integer >= 1 (got {k}); draft at least one token")
+    k = int(k)
+    B, V = q.shape
+    if law not in LAWS:
+        raise UnsupportedMethodError(f"law must be one of {list(LAWS)} (got {law!r}); pick one of those")
+    if validate and law == "without_replacement" and bool(((q > 0).sum(dim=1) < k).any()):
+        raise InvalidDraftsError(f"k = {k} drafts without replacement need at least k tokens of positive q in every row; lower k")
+    if law == "greedy":
+        if k > V:
+            raise InvalidDraftCountError(f"greedy drafts need k <= V (got k = {k}, V = {V}); lower k")
+        if validate and bool((q.double().scatter(1, greedy_top(q, k - 1), 0.0).sum(dim=1) <= 0).any()):
+            raise InvalidDraftsError(f"greedy drafts need positive q outside the top-{k - 1} tokens in every row; lower k")
+    if n is not None:
+        if B != 1:
+            raise InvalidDraftCountError(f"n is only for a shared law q of shape [1, V] (got {B} rows); drop n to draw one row per row of q")
+        return _shared(q, k, law, int(n), generator)
+    q64 = q.double()
+    if law == "iid":
+        cdf = torch.cumsum(q64, dim=-1)
+        u = torch.rand((B, k), dtype=torch.float64, device=q.device, generator=generator) * cdf[:, -1:]
+        idx = torch.searchsorted(cdf, u, right=True)
+        last = V - 1 - torch.argmax(torch.flip(q > 0, dims=[1]).to(torch.uint8), dim=1, keepdim=True)
+        return torch.minimum(idx, last)
+    if law == "without_replacement":
+        u = torch.rand((B, V), dtype=torch.float64, device=q.device, generator=generator)
+        # Gumbel keys log q - log(-log U); U = 0 gives -inf (never chosen), q = 0 gives -inf too
+        keys = torch.log(q64) - torch.log(-torch.log(u))
+        return torch.topk(keys, k, dim=1).indices
+    top = greedy_top(q, k - 1)
+    rest = q64.scatter(1, top, 0.0)
+    return torch.cat([top, categorical(rest, generator)[:, None]], dim=1)

@@ -1,0 +1,148 @@
+r"""Theory vs practice over a decoding run, recomputed from a :class:`~otspec_gpu.trace.Trace` alone.
+
+For records :math:`r = 1..n` with realized accepted count :math:`\tau_r` and the exact expectation
+:math:`e_r` of the same round (:mod:`otspec_gpu.theory`), :math:`E[\tau_r - e_r] = 0` when the
+implementation is right, whatever the contexts were; the report gives the mean difference with a
+99% normal confidence interval :math:`\bar d \pm z_{0.995}\, s_d / \sqrt{n}` and says whether it
+contains 0. Conditioning on the drafted path (chains, trees) or tuple (single-step) makes
+:math:`e_r` integrate out only the accept coins, so the interval is narrow.
+
+Efficiency: ``target_calls_per_token`` = records / generated tokens (each record is one target
+forward for its prompt); ``mean_accepted_length`` = its inverse (vLLM's metric, bonus included);
+``tokens_per_s`` = generated tokens / (prefill + draft + target + verify + rollback time), the
+theory computation excluded; ``verify_share`` = verify time / (draft + target + verify + rollback).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from otspec_gpu.trace import Trace
+
+__all__ = ["Report", "Agreement", "summarize", "Z99"]
+
+#: Two-sided 99% standard normal quantile.
+Z99 = 2.5758293035489004
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Realized mean vs exact expected mean over ``n`` records, with a 99% CI of the difference."""
+
+    label: str
+    realized: float
+    expected: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+    @property
+    def agrees(self) -> bool:
+        return bool(self.ci_low <= 0.0 <= self.ci_high)
+
+
+def _agreement(label: str, realized: np.ndarray, expected: np.ndarray) -> Agreement:
+    ok = np.isfinite(expected)
+    r, e = realized[ok].astype(np.float64), expected[ok]
+    n = int(r.size)
+    if n == 0:
+        nan = math.nan
+        return Agreement(label, nan, nan, nan, nan, nan, 0)
+    d = r - e
+    sd = float(d.std(ddof=1)) if n > 1 else math.inf
+    half = Z99 * sd / math.sqrt(n)
+    m = float(d.mean())
+    return Agreement(label, float(r.mean()), float(e.mean()), m, m - half, m + half, n)
+
+
+@dataclass(frozen=True)
+class Report:
+    """Summary of one run (see the module docstring); ``theory`` maps column -> mean over records."""
+
+    config: dict
+    records: int
+    rounds: int
+    tokens: int
+    target_calls_per_token: float
+    mean_accepted_length: float
+    tokens_per_s: float
+    verify_share: float
+    time_s: dict
+    agreement: tuple
+    theory: dict = field(default_factory=dict)
+    optimum: float = math.nan
+    optimum_how: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["agreement"] = [dict(asdict(a), agrees=a.agrees) for a in self.agreement]
+        return d
+
+    def table(self) -> list[tuple[str, str]]:
+        """(label, value) rows for printing."""
+        rows = [
+            ("verifier", f"{self.config.get('verifier')} ({self.config.get('mode')}, k={self.config.get('drafts')}, gamma={self.config.get('gamma')})"),
+            ("records / tokens", f"{self.records} / {self.tokens}"),
+        ]
+        for a in self.agreement:
+            verdict = "agree" if a.agrees else "DISAGREE"
+            rows.append((f"{a.label}: realized vs expected", f"{a.realized:.4f} vs {a.expected:.4f}  diff {a.diff:+.4f} [99% CI {a.ci_low:+.4f}, {a.ci_high:+.4f}] {verdict}"))
+        for name, v in sorted(self.theory.items()):
+            rows.append((f"mean {name}", f"{v:.4f}"))
+        if not math.isnan(self.optimum):
+            rows.append((f"optimum ({self.optimum_how})", f"{self.optimum:.4f}"))
+        rows += [
+            ("target calls / token", f"{self.target_calls_per_token:.4f}"),
+            ("mean accepted length", f"{self.mean_accepted_length:.4f}"),
+            ("tokens / s", f"{self.tokens_per_s:.2f}"),
+            ("verification share of round", f"{100 * self.verify_share:.2f}%"),
+        ]
+        return rows
+
+
+def summarize(trace: Trace) -> Report:
+    """The :class:`Report` of a trace (in memory or reloaded with :func:`otspec_gpu.trace.load`)."""
+    c, cfg = trace.columns, trace.config
+    tau = c["tau"].astype(np.float64)
+    n = int(tau.size)
+    tokens = int(c["n_emit"].sum())
+    t = {p: float(c[f"round_t_{p}"].sum()) for p in ("draft", "target", "verify", "rollback", "theory")}
+    t["prefill"] = float(cfg.get("prefill_s", 0.0))
+    work = t["draft"] + t["target"] + t["verify"] + t["rollback"]
+    mode = cfg.get("mode")
+    agreement = []
+    theory = {}
+    optimum, how = math.nan, ""
+    if "th_expected" in c:
+        if mode == "single":
+            agreement.append(_agreement("acceptance | drafts", tau, c["th_expected_cond"]))
+            agreement.append(_agreement("acceptance", tau, c["th_expected"]))
+        else:
+            agreement.append(_agreement("accepted tokens | path", tau, c["th_expected"]))
+        for name in trace.theory_columns():
+            if name.startswith("exp_"):
+                theory[name[4:]] = float(np.nanmean(c[f"th_{name}"])) if np.isfinite(c[f"th_{name}"]).any() else math.nan
+        if mode == "single":
+            optimum, how = float(c["th_optimum"].mean()), "alpha*(p, Q) exact per round"
+        elif mode == "chain":
+            optimum, how = float(c["th_exp_block"].mean()), "block optimum: mean of block E[tau|path], unbiased"
+            theory["opt_first (max P(tau>=1))"] = float(c["th_opt_first"].mean())
+    return Report(
+        config=dict(cfg),
+        records=n,
+        rounds=int(c["round_t_draft"].size),
+        tokens=tokens,
+        target_calls_per_token=n / tokens if tokens else math.nan,
+        mean_accepted_length=tokens / n if n else math.nan,
+        tokens_per_s=tokens / (work + t["prefill"]) if work > 0 else math.nan,
+        verify_share=t["verify"] / work if work > 0 else math.nan,
+        time_s=t,
+        agreement=tuple(agreement),
+        theory=theory,
+        optimum=optimum,
+        optimum_how=how,
+    )

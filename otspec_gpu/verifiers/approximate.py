@@ -1,0 +1,80 @@
+r"""A lossy single-draft verifier with a predicate tensor (twin of
+``otspec.verifiers.ApproximateVerifier``; SPRINTER-style, single-token analysis).
+
+One draft :math:`X \sim q`. A cheap predicate passes it with probability :math:`a(X)`
+(``pass_prob``, a ``[B, V]`` or ``[V]`` tensor in [0, 1]) and a passed token is kept without the
+target; a flagged token goes through the exact rule (keep w.p. :math:`\min(1, p/q)`, else draw
+from :math:`\mathrm{norm}((p-q)_+)`). The exact output law is
+
+.. math:: P(x) = q(x)a(x) + q(x)(1-a(x))\min\big(1, \tfrac{p(x)}{q(x)}\big) + R\,\mathrm{norm}((p-q)_+)(x),
+          \quad R = \sum_y (1-a(y))(q(y)-p(y))_+,
+
+at total-variation distance :math:`\sum_x a(x)(q(x)-p(x))_+` from p. ``pass_prob=None`` is the
+exact-rule predicate :math:`a = 1\{p \ge q\}` (TV 0), the numpy registry's default instance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from otspec.errors import InvalidDistributionError, ShapeMismatchError
+from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
+
+__all__ = ["approximate", "plan", "pass_probabilities", "tv_to_target"]
+
+
+def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> torch.Tensor:
+    """The ``[B, V]`` float64 pass probabilities (default ``1{p >= q}``)."""
+    if pass_prob is None:
+        return (p >= q).double()
+    a = torch.as_tensor(pass_prob, device=p.device).double()
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[1] != p.shape[1]:
+        raise ShapeMismatchError(f"pass_prob must have shape [V] or [B, V] = [{p.shape[0]}, {p.shape[1]}] (got {tuple(a.shape)}); give one pass probability per token")
+    if validate and (not bool(torch.isfinite(a).all()) or bool(((a < 0) | (a > 1)).any())):
+        raise InvalidDistributionError("pass_prob must lie in [0, 1]; pass probabilities, not logits")
+    return a
+
+
+def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> Plan:
+    """Two rounds on the same token: the predicate's coin, then the exact rule's coin."""
+    a = pass_probabilities(p, q, pass_prob, validate=validate)
+    if a.shape[0] not in (1, drafts.shape[0]):
+        raise ShapeMismatchError(f"pass_prob must have 1 or B = {drafts.shape[0]} rows (got {a.shape[0]}); give one row per row of drafts")
+    x = drafts[:, :1]
+    res, _ = residual(p, q)
+    return Plan(torch.cat([x, x], dim=1), torch.cat([gather(a, x), accept_ratio(gather(p, x), gather(q, x))], dim=1), res)
+
+
+def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_prob: Any = None, validate: bool = True) -> torch.Tensor:
+    r"""Exact output law ``[B, V]`` given the draft (lossy unless ``pass_prob`` vanishes where q > p).
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.5, 0.5]], dtype=torch.float64); q = torch.tensor([[0.75, 0.25]], dtype=torch.float64)
+    >>> conditional(p, q, torch.tensor([[0]]), pass_prob=torch.ones(2)).tolist()
+    [[1.0, 0.0]]
+    """
+    p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
+    return plan_conditional(plan(p, q, drafts, pass_prob, validate=validate), p.dtype)
+
+
+def sample(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, pass_prob: Any = None, validate: bool = True
+) -> StepOutput:
+    """One output token per row (predicate and accept coins from one ``rand`` call, residual from another)."""
+    p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
+    return step_output(plan_sample(plan(p, q, drafts, pass_prob, validate=validate), generator), drafts)
+
+
+def tv_to_target(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None) -> torch.Tensor:
+    r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` per row ``[B]`` (float64)."""
+    a = pass_probabilities(p, q, pass_prob)
+    return (a * torch.clamp(q.double() - p.double(), min=0.0)).sum(-1)
+
+
+approximate = TorchVerifier("approximate", "iid", False, sample, conditional, k_min=1, k_max=1, reference="SPRINTER (Zhong et al. 2025), single-token analysis")

@@ -1,0 +1,106 @@
+r"""Baseline verifiers in torch: NSS (twin of ``otspec.verifiers.nss``) and NaiveTree (twin of
+``otspec.verifiers.naive``).
+
+*nss* ignores the drafts and outputs :math:`Y \sim p` (any draft law).
+
+*naive* runs single-draft speculative sampling on :math:`X_1` against the marginal law
+:math:`q_1` of the first draft, and its residual :math:`\mathrm{norm}((p-q_1)_+)` may land on the
+other drafts. :math:`q_1 = q` for ``"iid"`` and ``"without_replacement"`` drafts; for ``"greedy"``
+drafts with k >= 2 the first draft is the top token, so :math:`q_1` is a point mass there (pass
+``law="greedy"``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from otspec.errors import UnsupportedMethodError
+from otspec_gpu.verifiers._common import (
+    Plan,
+    StepOutput,
+    TorchVerifier,
+    accept_ratio,
+    categorical,
+    check_step,
+    gather,
+    plan_conditional,
+    plan_sample,
+    residual,
+    step_output,
+)
+
+__all__ = ["nss", "naive", "VERIFIERS", "naive_plan"]
+
+_LAWS = ("iid", "without_replacement", "greedy")
+
+
+def nss_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    """Output law ``[B, V]`` of NSS: p itself, whatever the drafts.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.5, 0.5]]); q = torch.tensor([[1.0, 0.0]])
+    >>> nss_conditional(p, q, torch.tensor([[0, 0]])).tolist()
+    [[0.5, 0.5]]
+    """
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
+    return p.expand(drafts.shape[0], -1).clone()
+
+
+def nss_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
+    """One draw from p per row (one ``rand`` call)."""
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
+    return step_output(categorical(p, generator, n=drafts.shape[0]), drafts)
+
+
+def _first_marginal(q: torch.Tensor, drafts: torch.Tensor, law: str) -> torch.Tensor:
+    if law not in _LAWS:
+        raise UnsupportedMethodError(f"law must be one of {list(_LAWS)} (got {law!r}); pass the law the drafts came from")
+    if law == "greedy" and drafts.shape[1] >= 2:
+        top = drafts[:1, :1] if q.shape[0] == 1 else drafts[:, :1]  # shared q: one (shared) top token
+        return torch.zeros_like(q, dtype=torch.float64).scatter(1, top, 1.0)
+    return q.double()
+
+
+def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = "iid") -> Plan:
+    """One round on ``drafts[:, 0]`` against its marginal :math:`q_1`; residual ``norm((p - q_1)_+)``."""
+    q1 = _first_marginal(q, drafts, law)
+    x = drafts[:, :1]
+    res, _ = residual(p, q1)
+    return Plan(x, accept_ratio(gather(p, x), gather(q1, x)), res)
+
+
+def naive_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: str = "iid", validate: bool = True) -> torch.Tensor:
+    r"""Exact NaiveTree output law ``[B, V]`` (``law``: how the drafts were drawn).
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.5, 0.5]], dtype=torch.float64); q = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
+    >>> [round(v, 6) for v in naive_conditional(p, q, torch.tensor([[0, 1]]))[0].tolist()]
+    [0.555556, 0.444444]
+    """
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="naive")
+    if validate and law == "greedy":
+        from otspec_gpu.verifiers.greedy import _check_greedy
+
+        _check_greedy(q, drafts)
+    return plan_conditional(naive_plan(p, q, drafts, law), p.dtype)
+
+
+def naive_sample(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, law: str = "iid", validate: bool = True
+) -> StepOutput:
+    """One NaiveTree output token per row (coins and residual draws from separate ``rand`` calls)."""
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="naive")
+    if validate and law == "greedy":
+        from otspec_gpu.verifiers.greedy import _check_greedy
+
+        _check_greedy(q, drafts)
+    return step_output(plan_sample(naive_plan(p, q, drafts, law), generator), drafts)
+
+
+nss = TorchVerifier("nss", "iid", True, nss_sample, nss_conditional, reference="Miao et al. (SpecInfer) naive sampling")
+naive = TorchVerifier("naive", "iid", True, naive_sample, naive_conditional, reference="Thomas et al. 2026, App. B (NaiveTree)")
+VERIFIERS = (nss, naive)

@@ -1,0 +1,145 @@
+r"""Verifiers for greedy drafts in torch: Hu et al.'s optimal rule (twin of
+``otspec.verifiers.greedy_optimal``) and SpecHub's hub rule (twin of ``otspec.verifiers.spechub``).
+
+Greedy drafts (``otspec.greedy(q, k)``): the top-(k-1) tokens G of q, then
+:math:`X \sim \tilde q = q 1_{G^c} / q(G^c)`.
+
+*greedy_optimal*: accept X w.p. :math:`\min(1, p(X)/\tilde q(X))`, else draw from
+:math:`p_{rem} \propto p` on G and :math:`(p-\tilde q)_+` off G. Acceptance
+:math:`P(G) + \sum_{x \notin G}\min(p, \tilde q)`, the optimum for this law.
+
+*spechub* (k = 2, drafts ``(a, i)``, a the top token): the drafter's latent order is redrawn from
+its exact conditional law (``(i, a)`` w.p. :math:`1-q(a)`, a separate ``rand`` call); from
+``(i, a)`` accept i w.p. :math:`\min(1, p_i/q_i)`, from ``(a, i)`` w.p.
+:math:`\min(1, (p_i-q_i)_+/(q(a)\tilde q_i))`; then a w.p. :math:`\min(1, p_a/L)`,
+:math:`L = 1-\sum\min(p, \tilde q)`; else the residual :math:`(p-\tilde q)_+` off a. Its
+conditional law equals greedy_optimal's (the numpy core tests the same identity).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from otspec.errors import InvalidDraftsError
+from otspec_gpu.verifiers._common import (
+    Plan,
+    StepOutput,
+    TorchVerifier,
+    accept_ratio,
+    check_step,
+    gather,
+    greedy_top,
+    normalize_or,
+    plan_conditional,
+    plan_sample,
+    step_output,
+)
+
+__all__ = ["greedy_optimal", "spechub", "VERIFIERS", "plan", "hub_plans"]
+
+
+def _q_rest(q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """:math:`\\tilde q`: q with the greedy top set removed, renormalised (float64)."""
+    rest = q.double().scatter(1, top, 0.0)
+    tot = rest.sum(-1, keepdim=True)
+    return rest / torch.where(tot > 0, tot, torch.ones_like(tot))
+
+
+def _check_greedy(q: torch.Tensor, drafts: torch.Tensor) -> None:
+    k = drafts.shape[1]
+    top = greedy_top(q, k - 1)
+    if not bool((drafts[:, :-1] == top).all()):
+        raise InvalidDraftsError(
+            f"greedy drafts must start with the top-{k - 1} tokens of q (larger q first, ties to the lower id); draw them with sample_drafts(q, k, 'greedy')"
+        )
+
+
+def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
+    """greedy_optimal's plan: one round on the random draft X = ``drafts[:, -1]``."""
+    top = drafts[:1, :-1] if p.shape[0] == 1 else drafts[:, :-1]  # shared p, q: one (shared) top set
+    qt = _q_rest(q, top)
+    p64 = p.double()
+    prem = torch.clamp(p64 - qt, min=0.0)
+    prem = prem.scatter(1, top, p64.gather(1, top))
+    res, _ = normalize_or(prem, p64)
+    x = drafts[:, -1:]
+    return Plan(x, accept_ratio(gather(p64, x), gather(qt, x)), res)
+
+
+def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    r"""Exact output law ``[B, V]`` of the greedy-optimal rule.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64); q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
+    >>> conditional(p, q, torch.tensor([[0, 2]])).tolist()
+    [[0.2, 0.5, 0.3]]
+    """
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
+    if validate:
+        _check_greedy(q, drafts)
+    return plan_conditional(plan(p, q, drafts), p.dtype)
+
+
+def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
+    """One output token per row (coins and residual draws from separate ``rand`` calls)."""
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
+    if validate:
+        _check_greedy(q, drafts)
+    return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
+
+
+def hub_plans(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[Plan, torch.Tensor, torch.Tensor]:
+    """SpecHub's two plans: ``(plan with the (i, a) accept row, accept row of (a, i), q(a))``."""
+    a = drafts[:, :1]
+    i = drafts[:, 1:2]
+    a_rows = a[:1] if p.shape[0] == 1 else a  # shared p, q: one (shared) top token
+    p64, q64 = p.double(), q.double()
+    qa = gather(q64, a)
+    qt = _q_rest(q64, a_rows)
+    pi_, qi_ = gather(p64, i), gather(q64, i)
+    a1 = accept_ratio(pi_, qi_)
+    a2 = accept_ratio(torch.clamp(pi_ - qi_, min=0.0), qa * gather(qt, i))
+    L = 1.0 - torch.minimum(p64, qt).sum(-1, keepdim=True)  # qt vanishes at a
+    pa = gather(p64, a)
+    c = torch.where(L > 0, torch.clamp(pa / torch.where(L > 0, L, torch.ones_like(L)), max=1.0), torch.zeros_like(pa))
+    left = torch.clamp(p64 - qt, min=0.0).scatter(1, a_rows, 0.0)
+    res, _ = normalize_or(left, p64)
+    toks = torch.cat([i, a], dim=1)
+    return Plan(toks, torch.cat([a1, c], dim=1), res), torch.cat([a2, c], dim=1), qa.squeeze(1)
+
+
+def conditional_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    r"""Exact SpecHub output law ``[B, V]``, averaged over the latent drafting order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64); q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
+    >>> [round(v, 12) for v in conditional_hub(p, q, torch.tensor([[0, 2]]))[0].tolist()]
+    [0.2, 0.5, 0.3]
+    """
+    p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
+    if validate:
+        _check_greedy(q, drafts)
+    pl, acc_ai, qa = hub_plans(p, q, drafts)
+    pi_ia = plan_conditional(pl, torch.float64)
+    pi_ai = plan_conditional(Plan(pl.tokens, acc_ai, pl.residual), torch.float64)
+    return ((1.0 - qa)[:, None] * pi_ia + qa[:, None] * pi_ai).to(p.dtype)
+
+
+def sample_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
+    """One SpecHub output token per row: order coin, accept coins and residual draw, each from its own ``rand`` call."""
+    p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
+    if validate:
+        _check_greedy(q, drafts)
+    pl, acc_ai, qa = hub_plans(p, q, drafts)
+    order_ai = torch.rand(qa.shape, dtype=torch.float64, device=qa.device, generator=generator) < qa
+    acc = torch.where(order_ai[:, None], acc_ai, pl.accept)
+    return step_output(plan_sample(pl, generator, accept=acc), drafts)
+
+
+greedy_optimal = TorchVerifier("greedy_optimal", "greedy", True, sample, conditional, k_min=1, reference="Hu et al., ICLR 2025")
+spechub = TorchVerifier("spechub", "greedy", True, sample_hub, conditional_hub, k_min=2, k_max=2, reference="SpecHub (Sun et al., EMNLP 2024)")
+VERIFIERS = (greedy_optimal, spechub)

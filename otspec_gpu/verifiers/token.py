@@ -1,0 +1,44 @@
+r"""Single-draft speculative sampling in torch (twin of ``otspec.verifiers.token``).
+
+Draw :math:`X \sim q`; return it with probability :math:`\min(1, p(X)/q(X))`, otherwise draw
+:math:`Y \sim \mathrm{norm}((p-q)_+)`. Output law :math:`\min(p, q) + \ldots = p`; acceptance
+:math:`\sum \min(p, q)`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
+
+__all__ = ["token", "sample", "conditional", "plan"]
+
+
+def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
+    """One round on ``drafts[:, 0]`` against q; residual ``norm((p - q)_+)``."""
+    x = drafts[:, :1]
+    res, _ = residual(p, q)
+    return Plan(x, accept_ratio(gather(p, x), gather(q, x)), res)
+
+
+def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    r"""Exact output law ``[B, V]`` given one draft per row ``drafts`` ``[B, 1]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.5, 0.5]], dtype=torch.float64); q = torch.tensor([[0.75, 0.25]], dtype=torch.float64)
+    >>> conditional(p, q, torch.tensor([[0]])).tolist()
+    [[0.6666666666666666, 0.33333333333333337]]
+    """
+    p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
+    return plan_conditional(plan(p, q, drafts), p.dtype)
+
+
+def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
+    """One output token per row (accept coins and residual draws from separate ``rand`` calls)."""
+    p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
+    return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
+
+
+token = TorchVerifier("token", "iid", True, sample, conditional, k_min=1, k_max=1, reference="Leviathan et al. 2023; Chen et al. 2023")
