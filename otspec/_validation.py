@@ -18,6 +18,7 @@ from otspec.errors import (
     InvalidDraftCountError,
     InvalidDraftsError,
     InvalidOptionError,
+    NotAnIntegerError,
     OtspecTypeError,
     ProblemTooLargeError,
     ShapeMismatchError,
@@ -118,15 +119,17 @@ def as_int_in_range(k: Any, name: str = "k", *, minimum: int = 1, maximum: int |
 
     Raises
     ------
+    NotAnIntegerError
+        If ``k`` is not an integer (an :class:`InvalidDraftCountError` and a ``TypeError``).
     InvalidDraftCountError
-        If ``k`` is not an integer or lies outside ``[minimum, maximum]``.
+        If ``k`` lies outside ``[minimum, maximum]``.
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         if isinstance(k, numbers.Real) and float(k).is_integer():
             hint = f"pass the integer {int(k)}"
         else:
             hint = "pass a whole number"
-        raise InvalidDraftCountError(f"{name} must be an integer (got {k!r}); {hint}")
+        raise NotAnIntegerError(f"{name} must be an integer (got {k!r}); {hint}")
     k = int(k)
     if k < minimum:
         raise InvalidDraftCountError(f"{name} must be >= {minimum} (got {k}); pass at least {minimum}")

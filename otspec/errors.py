@@ -19,6 +19,8 @@ p must sum to 1 within 1e-09 (got 0.9)
 __all__ = [
     "OtspecInputError",
     "OtspecTypeError",
+    "NotADraftLawError",
+    "NotAnIntegerError",
     "InvalidDistributionError",
     "ShapeMismatchError",
     "InvalidDraftCountError",
@@ -66,5 +68,16 @@ class InvalidOptionError(OtspecInputError):
     """A keyword option (``memory_cap``, ``constraints``, ...) has a value of the wrong kind."""
 
 
-class OtspecTypeError(TypeError):
-    """An argument has the wrong type (e.g. a seed where a ``numpy.random.Generator`` is required)."""
+class OtspecTypeError(OtspecInputError, TypeError):
+    """An argument has the wrong type (e.g. a seed where a ``numpy.random.Generator`` is required).
+
+    It is a ``TypeError`` and, like every otspec input error, an :class:`OtspecInputError` (so the
+    CLI reports it as one line with exit status 2)."""
+
+
+class NotADraftLawError(UnsupportedMethodError, OtspecTypeError):
+    """A ``law`` argument is not a draft law (build one with :func:`otspec.iid` and friends)."""
+
+
+class NotAnIntegerError(InvalidDraftCountError, OtspecTypeError):
+    """A whole-number argument (k, gamma, V, a seed, a size) is not an integer."""

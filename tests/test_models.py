@@ -9,6 +9,7 @@ from otspec.errors import (
     InvalidDraftCountError,
     InvalidDraftsError,
     ProblemTooLargeError,
+    ShapeMismatchError,
 )
 
 
@@ -90,7 +91,7 @@ def test_as_model_validates_every_conditional():
         models.as_model(lambda prefix: [0.5, 0.5, 0.0] if prefix else [0.5, 0.5])((1,))
     with pytest.raises(InvalidDistributionError):
         models.as_model([0.5, 0.5])
-    with pytest.raises(InvalidDistributionError):
+    with pytest.raises(ShapeMismatchError):  # a vocabulary mismatch is a shape error
         models.as_model(models.context_free([0.5, 0.5]), V=3)
 
 

@@ -18,7 +18,7 @@ from otspec import _race
 from otspec._tolerances import CERTIFICATE_ATOL, ERROR_BOUND_MAX, ROUNDING_PER_TERM
 from otspec._validation import as_distribution, as_memory_cap, check_memory
 from otspec.bounds.cuts import cut_value
-from otspec.errors import InvalidOptionError, ProblemTooLargeError, UnsupportedMethodError
+from otspec.errors import InvalidOptionError, NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.bounds.lp import estimate_bytes, solve_tuple_level
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult
@@ -200,7 +200,7 @@ def optimal_acceptance(
     if method not in METHODS:
         raise UnsupportedMethodError(f"method must be one of {', '.join(METHODS)} (got {method!r}); pick one of those")
     if not isinstance(law, DraftLaw):
-        raise UnsupportedMethodError(
+        raise NotADraftLawError(
             f"law must be a draft law such as otspec.iid(q, k) (got {type(law).__name__}); build one with the law constructors"
         )
     p = as_distribution(p, "p")

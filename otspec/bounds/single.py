@@ -54,5 +54,5 @@ def single_draft(p: Any, q: Any) -> AcceptanceResult:
         error_bound=ROUNDING_PER_TERM * p.size,
         plan=plan,
         law=f"iid(V={p.size}, k=1)",
-        checks={"cut_minus_value": check},
+        checks={"cut_value_minus_value": check},
     )

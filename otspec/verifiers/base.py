@@ -9,7 +9,7 @@ import numpy as np
 
 from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, MC_CONFIDENCE_Z, SAMPLE_CHUNK_ENTRIES
 from otspec._validation import as_distribution, as_generator, check_memory
-from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
+from otspec.errors import NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.sampling import split_streams
 from otspec.verifiers.kernel import AcceptanceEstimate, VerifierKernel
@@ -63,7 +63,7 @@ class Verifier:
     # -- boundary checks -------------------------------------------------------------------
     def _check(self, p: Any, law: Any) -> np.ndarray:
         if not isinstance(law, DraftLaw):
-            raise UnsupportedMethodError(
+            raise NotADraftLawError(
                 f"law must be a draft law (got {type(law).__name__}); build one with otspec.iid, otspec.without_replacement, "
                 "otspec.greedy, otspec.product or otspec.explicit"
             )

@@ -150,7 +150,7 @@ def test_json_is_strict_with_unavailable_verifiers(capsys):
     rows = [r for r in out["verifiers"]["iid"] if r["how"] == "unavailable"]
     assert rows, "the case must exercise an unavailable verifier"
     for r in rows:
-        assert r["acceptance"] is None and r["gap"] is None and "enumerable" in r["reason"]
+        assert r["acceptance"] is None and r["shortfall"] is None and "enumerable" in r["reason"]
 
 
 def test_strict_json_reason_fields():
