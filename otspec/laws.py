@@ -588,6 +588,24 @@ def iid(q: Any, k: int) -> IIDLaw:
 
     .. math:: Q(x_1, \dots, x_k) = \prod_{j=1}^k q(x_j), \qquad Q(H^k) = q(H)^k.
 
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Draft distribution (float64, sums to 1).
+    k : int
+        Number of drafts, ``k >= 1``.
+
+    Returns
+    -------
+    IIDLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``q`` is not a distribution.
+    InvalidDraftCountError
+        If ``k`` is not an integer >= 1.
+
     Examples
     --------
     >>> import otspec
@@ -607,6 +625,24 @@ def without_replacement(q: Any, k: int) -> WithoutReplacementLaw:
               \quad (x_j \text{ distinct}).
 
     ``k`` must not exceed the number of tokens with ``q > 0``.
+
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Draft distribution.
+    k : int
+        Number of drafts, at most the support size of ``q``.
+
+    Returns
+    -------
+    WithoutReplacementLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``q`` is not a distribution.
+    InvalidDraftCountError
+        If ``k`` is not an integer in ``[1, support size]``.
 
     Examples
     --------
@@ -633,6 +669,24 @@ def greedy(q: Any, k: int) -> GreedyLaw:
     :math:`Q(G, x) = \tilde q(x)`. ``k = 2`` is SpecHub's draft law. Ties in q are broken by the
     lower token id. Requires at least k tokens with ``q > 0`` so that the last draft has mass.
 
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Draft distribution.
+    k : int
+        Number of drafts (``k - 1`` deterministic, one random), at most the support size of ``q``.
+
+    Returns
+    -------
+    GreedyLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``q`` is not a distribution.
+    InvalidDraftCountError
+        If ``k`` is not an integer in ``[1, support size]``.
+
     Examples
     --------
     >>> import otspec
@@ -654,6 +708,24 @@ def product(qs: Sequence[Any]) -> ProductLaw:
     r"""Independent drafts from different drafters ``qs = [q_1, ..., q_k]`` (with replacement).
 
     .. math:: Q(x_1, \dots, x_k) = \prod_{j=1}^k q_j(x_j).
+
+    Parameters
+    ----------
+    qs : sequence of array_like, each shape (V,)
+        One draft distribution per drafter (``k = len(qs)``).
+
+    Returns
+    -------
+    ProductLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If some ``qs[j]`` is not a distribution.
+    ShapeMismatchError
+        If the drafters do not share the vocabulary.
+    InvalidDraftCountError
+        If ``qs`` is empty or not a sequence.
 
     Examples
     --------
@@ -679,6 +751,26 @@ def explicit(tuples: Any, weights: Any, *, vocab_size: int | None = None) -> Exp
     ``tuples`` is ``(M, k)`` of token ids, ``weights`` is ``(M,)`` on the simplex. Repeated rows
     are merged and zero-weight rows dropped. ``vocab_size`` defaults to the largest id + 1 and must
     equal the target's V when the law is used with a target.
+
+    Parameters
+    ----------
+    tuples : array_like of int, shape (M, k)
+        Draft tuples.
+    weights : array_like, shape (M,)
+        Their probabilities (sum to 1).
+    vocab_size : int, optional
+        Vocabulary size V.
+
+    Returns
+    -------
+    ExplicitLaw
+
+    Raises
+    ------
+    InvalidDraftsError
+        If ``tuples`` is not a rectangular array of token ids below ``vocab_size``.
+    InvalidDistributionError, ShapeMismatchError
+        If ``weights`` is not a distribution with one entry per tuple.
 
     Examples
     --------

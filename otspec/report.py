@@ -62,6 +62,29 @@ def compare(
     ``n_samples`` draft tuples and ``rng``, default ``numpy.random.default_rng(0)``); verifiers
     that need an enumerable law get a row with ``how="unavailable"`` and NaN values on large laws.
 
+    Parameters
+    ----------
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        The draft law (:func:`otspec.iid` and friends).
+    optimum : float, optional
+        :math:`\alpha^*(p, Q)` if already known.
+    n_samples : int
+        Draft tuples for Monte Carlo estimates.
+    rng : numpy.random.Generator, optional
+        Generator for Monte Carlo estimates.
+
+    Returns
+    -------
+    list of ComparisonRow
+        One row per applicable verifier of :data:`otspec.verifiers.ALL`, in table order.
+
+    Raises
+    ------
+    OtspecInputError
+        For a bad ``p`` or ``law`` (see :mod:`otspec.errors`).
+
     Examples
     --------
     >>> import otspec
