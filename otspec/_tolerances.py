@@ -9,6 +9,7 @@ __all__ = [
     "LP_FEASIBILITY_TOL",
     "LP_OPTIMALITY_TOL",
     "EXACT_ATOL",
+    "FLOAT64_ATOL",
     "ROUNDING_PER_TERM",
     "WOR_TARGET_ERROR",
     "DEFAULT_MEMORY_CAP_BYTES",
@@ -42,6 +43,10 @@ LP_OPTIMALITY_TOL = 1e-10
 #: Agreement required between two exact computations of the same quantity in float64
 #: (e.g. kernel marginal vs target, closed form vs LP) on small problems.
 EXACT_ATOL = 1e-9
+
+#: Agreement required between two float64 evaluations of the same small formula (a few hundred
+#: operations on numbers of order 1: rounding is ~1e-14), e.g. a kernel against its closed form.
+FLOAT64_ATOL = 1e-12
 
 #: Rounding bound per accumulated term. A sequential float64 sum of n terms in [0, 1] errs by at
 #: most gamma_{n-1} * sum|x| with gamma_n = n u / (1 - n u), u = 2^-53 ~ 1.11e-16 (Higham, Accuracy

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from scipy.stats import chi2, ncx2
 
 from otspec import models
-from otspec._tolerances import EXACT_ATOL
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftsError,
@@ -272,7 +272,7 @@ def test_p_i_is_acceptance_probability_given_prefix(inst, gamma):
             P = models.conditionals_along(p, path)
             Qc = models.conditionals_along(q, path, include_last=False)
             got = np.exp(bv.running_ratio(P, Qc, path))
-            assert np.allclose(got, _p_i_closed_form(p, q, path), atol=1e-12)
+            assert np.allclose(got, _p_i_closed_form(p, q, path), atol=FLOAT64_ATOL)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def test_per_path_expectation_averages_to_expected_accepted(name, inst, gamma):
         # the bonus row is optional
         assert mod.expected_accepted_given_path(P[:-1], Qc, path) == per_path[-1]
     per_path = np.array(per_path)
-    assert np.allclose(per_path, K.tau_law() @ np.arange(gamma + 1), atol=1e-12)
+    assert np.allclose(per_path, K.tau_law() @ np.arange(gamma + 1), atol=FLOAT64_ATOL)
     assert abs(float(K.weights @ per_path) - mod.expected_accepted(p, q, gamma)) <= EXACT_ATOL
 
 

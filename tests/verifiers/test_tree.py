@@ -11,7 +11,7 @@ from scipy.stats import chi2
 
 from otspec import models
 from otspec.trees import draft_trees, sample_tree
-from otspec._tolerances import EXACT_ATOL
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import (
     InvalidDraftCountError,
     InvalidDraftsError,
@@ -215,7 +215,7 @@ def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
         ("rrs_wor", wor_drafts, rrs_wor_conditional),
     ):
         acc, res = tree.node_plan(p, q, drafts, verifier)
-        assert np.allclose(tree._node_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=1e-12)
+        assert np.allclose(tree._node_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=FLOAT64_ATOL)
 
 
 def test_wor_draft_law_stable_when_one_first_token_takes_almost_all_mass():

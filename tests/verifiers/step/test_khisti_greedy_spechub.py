@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from otspec._tolerances import FLOAT64_ATOL
 import otspec
 from otspec.errors import ProblemTooLargeError
 from otspec.verifiers import greedy_optimal, khisti, spechub
@@ -99,7 +100,7 @@ def test_spechub_drafting_law_is_greedy_k2(rng):
         # and the hub rule, run on the explicit ordered law, has the same output law per set
         p = rng.dirichlet(np.ones(V))
         K = spechub.kernel(p, otspec.greedy(q, 2))
-        np.testing.assert_allclose(K.output_law(), p, atol=1e-12)
+        np.testing.assert_allclose(K.output_law(), p, atol=FLOAT64_ATOL)
 
 
 def test_spechub_kernel_marginalised_over_order_equals_greedy_optimal(rng):
@@ -112,7 +113,7 @@ def test_spechub_kernel_marginalised_over_order_equals_greedy_optimal(rng):
         q, p = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
         law = otspec.greedy(q, 2)
         K1, K2 = greedy_optimal.kernel(p, law), spechub.kernel(p, law)
-        np.testing.assert_allclose(K1.pi, K2.pi, atol=1e-12)
+        np.testing.assert_allclose(K1.pi, K2.pi, atol=FLOAT64_ATOL)
 
 
 def test_greedy_top_is_the_stable_full_sort_including_ties(rng):

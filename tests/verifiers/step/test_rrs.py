@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from otspec._tolerances import FLOAT64_ATOL
 import otspec
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import rrs, rrs_conditional, rrs_wor, rrs_wor_conditional, token
@@ -37,7 +38,7 @@ def test_rrs_product_uses_each_drafts_own_q(rng):
     law = otspec.product(qs)
     K = rrs.kernel(p, law)
     np.testing.assert_allclose(rrs_conditional(p, np.stack(qs), K.tuples), K.pi, atol=0)
-    np.testing.assert_allclose(K.output_law(), p, atol=1e-12)
+    np.testing.assert_allclose(K.output_law(), p, atol=FLOAT64_ATOL)
     # using the first drafter's q in every round (the i.i.d. rule) is NOT lossless for this law
     wrong = rrs_conditional(p, qs[0], K.tuples)
     assert np.abs(K.weights @ wrong - p).max() > 1e-4
