@@ -118,3 +118,21 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match=r"otspec\[plots\]"):
         plot.acceptance_vs_k([1], {"x": [0.5]})
+
+
+def test_tutorial_runs_and_its_numbers_hold(capsys):
+    """The notebook-style tutorial (examples/) executes headless; its numbers obey the theory."""
+    import runpy
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "tutorial_bounds_and_plots.py"
+    ns = runpy.run_path(str(path), run_name="__tutorial__")
+    opt = ns["optimum"]
+    assert abs(opt["i.i.d."][0] - (1 - ns["tv"])) < 1e-12  # k = 1: 1 - TV
+    assert all(w >= i - 1e-9 for w, i in zip(opt["w/o repl."], opt["i.i.d."]))
+    assert all(o >= a - 1e-9 for o, a in zip(opt["i.i.d."], ns["kseq"]))
+    np.testing.assert_allclose(ns["greedy"], opt["greedy"], atol=1e-9)  # the greedy verifier is optimal for its law
+    assert abs(ns["summary"].z_overall) < 4  # N = 4000 draws, false-alarm rate ~6e-5
+    plt.close("all")

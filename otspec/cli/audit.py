@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from otspec.cli._common import CliError, print_json, print_table
+from otspec.cli._common import CliError, print_json
 
 __all__ = ["register", "run"]
 
@@ -71,10 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
         return report.exit_code
-    rows = [(r.name, _verdict(r.verdict), r.checked or "", r.summary) for r in report.properties]
-    claim = "claims lossless" if report.lossless_claim else "declared lossy"
-    print_table(f"otspec audit {args.target} ({report.form}, {claim})", ["property", "verdict", "checked", "result"], rows,
-                caption=None if report.ok else "FAIL: see the counterexamples below")
+    _print_report(report, args.target)
     for r in report.properties:
         if r.counterexample is not None:
             print(f"\n[{r.name}] smallest counterexample:\n{r.counterexample.problem}\n{r.counterexample.message}")
@@ -83,6 +80,22 @@ def run(args: argparse.Namespace) -> int:
     if not report.ok:
         print(f"\n{sum(r.verdict == 'fail' for r in report.properties)} propert{'y' if sum(r.verdict == 'fail' for r in report.properties) == 1 else 'ies'} failed")
     return report.exit_code
+
+
+def _print_report(report, target: str) -> None:
+    """The verdict table: rich, the result column left-aligned and wrapped (100 columns off a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    claim = "claims lossless" if report.lossless_claim else "declared lossy"
+    table = Table(title=f"otspec audit {target}\n({report.form}, {claim})", caption=None if report.ok else "FAIL: counterexamples below")
+    table.add_column("property")
+    table.add_column("verdict")
+    table.add_column("checked", justify="right")
+    table.add_column("result", overflow="fold")
+    for r in report.properties:
+        table.add_row(r.name, _verdict(r.verdict), str(r.checked or ""), r.summary)
+    Console(width=None if sys.stdout.isatty() else 100).print(table)
 
 
 def _verdict(v: str) -> str:

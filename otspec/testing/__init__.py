@@ -2,12 +2,14 @@ r"""Test any speculative-decoding verifier the way otspec tests its own (see :do
 
 Public checks, usable from pytest, a notebook or the ``otspec audit`` command:
 
-* :func:`assert_lossless` -- exact, from the verifier's kernel;
+* :func:`assert_lossless` -- exact, from the verifier's kernel; :func:`assert_kernel_valid` -- the
+  kernel is a well-formed transport plan (lossy verifiers included);
 * :func:`assert_sampler_matches` -- the sampler against the kernel, draft tuple by draft tuple
   (chi-square, stated false-alarm rate and power); :func:`assert_sampler_lossless` -- a sampler
   alone against the target;
 * :func:`assert_within_optimum` and :func:`acceptance_ratio` -- acceptance against the optimal
-  transport bound :func:`otspec.optimal_acceptance`;
+  transport bound :func:`otspec.optimal_acceptance`; :func:`assert_acceptance_matches_kernel` --
+  a verifier's own acceptance (closed form, Monte Carlo) against its kernel;
 * :func:`assert_chain_lossless` / :func:`assert_chain_within_optimum` -- chain (block) verifiers;
 * :func:`audit` -- the whole battery with the smallest counterexample of every failed property;
 * :mod:`otspec.testing.strategies` -- hypothesis strategies for distributions and draft laws
@@ -45,8 +47,10 @@ from otspec.testing.asserts import (
     SamplerCheck,
     VerifierAssertionError,
     acceptance_ratio,
+    assert_acceptance_matches_kernel,
     assert_chain_lossless,
     assert_chain_within_optimum,
+    assert_kernel_valid,
     assert_lossless,
     assert_sampler_lossless,
     assert_sampler_matches,
@@ -69,8 +73,10 @@ __all__ = [
     "VerifierOutputError",
     "acceptance_ratio",
     "as_verifier",
+    "assert_acceptance_matches_kernel",
     "assert_chain_lossless",
     "assert_chain_within_optimum",
+    "assert_kernel_valid",
     "assert_lossless",
     "assert_sampler_lossless",
     "assert_sampler_matches",

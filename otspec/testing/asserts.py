@@ -38,12 +38,15 @@ __all__ = [
     "SamplerCheck",
     "VerifierAssertionError",
     "acceptance_ratio",
+    "assert_acceptance_matches_kernel",
     "assert_chain_lossless",
     "assert_chain_within_optimum",
+    "assert_kernel_valid",
     "assert_lossless",
     "assert_sampler_lossless",
     "assert_sampler_matches",
     "assert_within_optimum",
+    "reference_optimum",
 ]
 
 #: Cells of a chi-square test with expected count below this are pooled (the usual rule of thumb
@@ -130,6 +133,62 @@ def assert_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT
         raise finding
 
 
+def assert_kernel_valid(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL) -> Any:
+    r"""Assert that ``verifier.kernel(p, law)`` is a well-formed transport plan; return the kernel.
+
+    The kernel must list every ordered draft tuple of positive probability once (``tuples``
+    ``(M, k)``) with its probability :math:`Q(\bar x)` (``weights`` ``(M,)``, as ``law.enumerate()``
+    gives it, within ``atol``), and one output law per tuple (``pi`` ``(M, V)``) that is a
+    distribution: entries :math:`\ge -\text{atol}`, sum within ``atol`` of 1. This holds for lossy
+    verifiers too; losslessness is :func:`assert_lossless`.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import nss
+    >>> assert_kernel_valid(nss, [0.5, 0.5], otspec.iid([0.9, 0.1], 2)).pi.shape
+    (4, 2)
+    """
+    v, p = _prepare(verifier, p, law)
+    K = v.kernel(p, law)
+    finding = kernel_finding(v.name, K, law, atol=atol)
+    if finding is not None:
+        raise finding
+    return K
+
+
+def kernel_finding(name: str, kernel: Any, law: DraftLaw, *, atol: float = EXACT_ATOL) -> VerifierAssertionError | None:
+    """The error :func:`assert_kernel_valid` raises for ``kernel``, or ``None``."""
+    tuples, weights, pi = np.asarray(kernel.tuples), np.asarray(kernel.weights), np.asarray(kernel.pi)
+    where = f"kernel of {name!r} on {law!r}"
+    M = tuples.shape[0] if tuples.ndim == 2 else -1
+    if tuples.shape != (M, law.k) or weights.shape != (M,) or pi.shape != (M, law.V):
+        return VerifierAssertionError(
+            f"{where} has tuples {tuples.shape}, weights {weights.shape}, pi {pi.shape}; expected (M, {law.k}), (M,), (M, {law.V})",
+            {"property": "kernel"},
+        )
+    ref_t, ref_w = law.enumerate()
+    ref = {tuple(int(x) for x in t): float(w) for t, w in zip(ref_t, ref_w)}
+    got = {tuple(int(x) for x in t): float(w) for t, w in zip(tuples, weights)}
+    if len(got) != M or set(got) != set(ref) or any(abs(got[t] - ref[t]) > atol for t in ref):
+        bad = next((t for t in sorted(set(ref) | set(got)) if abs(got.get(t, 0.0) - ref.get(t, 0.0)) > atol), None)
+        return VerifierAssertionError(
+            f"{where} does not list the law's draft tuples with their probabilities: x = {bad} has weight "
+            f"{got.get(bad, 0.0):.6g} in the kernel and {ref.get(bad, 0.0):.6g} in the law (or a tuple is repeated)",
+            {"property": "kernel", "tuples": [list(bad)] if bad else []},
+        )
+    sums = pi.sum(axis=1)
+    bad_rows = np.flatnonzero(~np.isfinite(sums) | (np.abs(sums - 1.0) > atol) | np.any(pi < -atol, axis=1))
+    if bad_rows.size:
+        b = int(bad_rows[0])
+        return VerifierAssertionError(
+            f"pi(.|x) of {name!r} for drafts x = {_tuple_text(tuples[b])} on {law!r} is not a distribution: "
+            f"sums to {_fmt(sums[b])}, smallest entry {pi[b].min():.3g} ({bad_rows.size} of {M} rows)",
+            {"property": "kernel", "tuples": [tuples[b].tolist()], "row_sum": float(sums[b])},
+        )
+    return None
+
+
 def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL, kernel: Any = None) -> VerifierAssertionError | None:
     """:func:`assert_lossless` returning the error instead of raising it (``None`` when it holds);
     ``kernel`` is the verifier's kernel for ``(p, law)`` when the caller already has it."""
@@ -176,6 +235,44 @@ def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_
     return None
 
 
+def assert_acceptance_matches_kernel(verifier: Any, p: Any, law: DraftLaw, *, method: str = "auto", atol: float = EXACT_ATOL, rng: np.random.Generator | None = None) -> Any:
+    r"""Assert that ``verifier.acceptance(p, law, method=method)`` equals the kernel's exact acceptance.
+
+    The kernel's value is :math:`\sum_{\bar x} Q(\bar x) \sum_{y \in \bar x} \pi(y \mid \bar x)`.
+    An exact answer (closed form or kernel) must agree within ``atol``; a Monte Carlo answer must
+    hold it in its 99% interval. Returns the acceptance estimate. ``method="closed_form"`` checks a
+    closed form (and raises ``UnsupportedMethodError`` where there is none).
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import kseq
+    >>> assert_acceptance_matches_kernel(kseq, [0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2), method="closed_form").how
+    'closed_form'
+    """
+    v, p = _prepare(verifier, p, law)
+    est = v.acceptance(p, law, method=method, rng=np.random.default_rng(0) if rng is None else rng)
+    finding = acceptance_finding(v.name, est, v.kernel(p, law), law, atol=atol)
+    if finding is not None:
+        raise finding
+    return est
+
+
+def acceptance_finding(name: str, est: Any, kernel: Any, law: Any, *, atol: float = EXACT_ATOL) -> VerifierAssertionError | None:
+    """The error :func:`assert_acceptance_matches_kernel` raises, or ``None``."""
+    exact = kernel.acceptance()
+    if est.how == "monte_carlo":
+        ok = est.ci_low - atol <= exact <= est.ci_high + atol
+    else:
+        ok = abs(est.value - exact) <= atol
+    if ok:
+        return None
+    return VerifierAssertionError(
+        f"acceptance() of {name!r} on {law!r} is {est.value:.12g} ({est.how}) but its kernel gives {exact:.12g} (atol {atol:g})",
+        {"property": "acceptance", "acceptance": float(est.value), "kernel": float(exact)},
+    )
+
+
 # ------------------------------------------------------------------------------------------------
 # Samplers
 
@@ -204,6 +301,9 @@ class SamplerCheck:
         Smallest TV error detected with probability at least 0.99 in every group.
     worst : tuple
         The draft tuple with the smallest p-value (empty for :func:`assert_sampler_lossless`).
+    pooled : int
+        Number of cells (over all groups) merged because their expected count was below
+        :data:`EXPECTED_COUNT_MIN`; the power refers to the merged partition.
     """
 
     n: int
@@ -214,6 +314,7 @@ class SamplerCheck:
     power: float
     detectable_tv: float
     worst: tuple = field(default=())
+    pooled: int = 0
 
 
 def _pooled_chi_square(observed: np.ndarray, expected: np.ndarray) -> tuple[float, int, np.ndarray, np.ndarray]:
@@ -268,6 +369,7 @@ def assert_sampler_matches(
     false_alarm: float = 1e-6,
     tv: float = 0.05,
     rng: np.random.Generator | None = None,
+    per_tuple: bool = True,
 ) -> SamplerCheck:
     r"""Assert that ``verifier.sample_batch`` draws from ``verifier.kernel``, draft tuple by draft tuple.
 
@@ -282,6 +384,11 @@ def assert_sampler_matches(
     non-centrality at least :math:`4 (n/M)\, \mathrm{tv}^2` (since
     :math:`\chi^2(P'\|P) \ge (2\,\mathrm{TV})^2`); the returned :class:`SamplerCheck` states this
     power and the TV error detectable with probability 0.99.
+
+    With ``per_tuple=False`` the test is instead one chi-square on the joint law of (draft tuple,
+    output): ``n`` tuples drawn from the law, one output each, cells
+    :math:`n\,Q(\bar x)\,\pi(y \mid \bar x)`, level ``false_alarm``; the power then refers to a TV
+    error ``tv`` of that joint law (non-centrality :math:`\ge 4 n\, \mathrm{tv}^2`).
 
     Parameters
     ----------
@@ -309,6 +416,8 @@ def assert_sampler_matches(
     K = v.kernel(p, law)
     pi, tuples = np.asarray(K.pi), np.asarray(K.tuples)
     M, V = pi.shape
+    if not per_tuple:
+        return _joint_sampler_test(v, p, law, K, int(n), false_alarm, tv, rng)
     per = int(n) // M
     if per < 1:
         raise UnsupportedMethodError(f"n = {n} draws cannot cover the {M} draft tuples of {law!r}; pass n >= {M * 100}")
@@ -318,7 +427,7 @@ def assert_sampler_matches(
     counts = np.stack([np.bincount(row, minlength=V) for row in ys]).astype(np.float64)
     alpha = false_alarm / M
     worst = (1.0, 0, 0)
-    min_power, detect = 1.0, 0.0
+    min_power, detect, pooled = 1.0, 0.0, 0
     for m in range(M):
         e = per * np.clip(pi[m], 0.0, None)
         impossible = e < _IMPOSSIBLE_COUNT
@@ -330,6 +439,7 @@ def assert_sampler_matches(
                 {"property": "sampler", "tuples": [tuples[m].tolist()], "token": y},
             )
         stat, df, _, _ = _pooled_chi_square(counts[m, ~impossible], e[~impossible])
+        pooled += int(np.count_nonzero(~impossible)) - (df + 1)
         pval = float(stats.chi2.sf(stat, df)) if df > 0 else 1.0
         if pval < worst[0]:
             worst = (pval, m, df)
@@ -349,7 +459,44 @@ def assert_sampler_matches(
              "expected": float(pi[m, y]), "actual": float(freq[y])},
         )
     return SamplerCheck(n=per * M, cells=M, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=min_power,
-                        detectable_tv=detect, worst=tuple(int(t) for t in tuples[m]))
+                        detectable_tv=detect, worst=tuple(int(t) for t in tuples[m]), pooled=pooled)
+
+
+def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
+    """Pearson's chi-square on the joint law of (draft tuple, output) (see assert_sampler_matches)."""
+    from scipy import stats  # lazy: scipy.stats is slow to import
+
+    pi, w, tuples = np.asarray(K.pi), np.asarray(K.weights), np.asarray(K.tuples)
+    M, V = pi.shape
+    draw_rng = rng.spawn(1)[0]  # the sampler's own stream, independent of the tuple draws
+    m = rng.choice(M, size=n, p=w / w.sum())
+    ys = v.sample_batch(p, law, tuples[m], rng=draw_rng)
+    observed = np.bincount(m * V + ys, minlength=M * V).astype(np.float64)
+    expected = n * (w[:, None] * np.clip(pi, 0.0, None)).ravel()
+    impossible = expected < _IMPOSSIBLE_COUNT
+    if observed[impossible].sum() > 0:
+        cell = int(np.flatnonzero(impossible & (observed > 0))[0])
+        x, y = tuples[cell // V], cell % V
+        raise VerifierAssertionError(
+            f"sampler of {v.name!r} on {law!r} output token {y} given drafts x = {_tuple_text(x)}, but the kernel gives pi({y}|x) = {_fmt(pi[cell // V, y])}",
+            {"property": "sampler", "tuples": [x.tolist()], "token": int(y)},
+        )
+    stat, df, _, _ = _pooled_chi_square(observed[~impossible], expected[~impossible])
+    pooled = int(np.count_nonzero(~impossible)) - (df + 1)
+    pval = float(stats.chi2.sf(stat, df)) if df > 0 else 1.0
+    if pval < false_alarm:
+        z = np.where(impossible, 0.0, (observed - expected) / np.sqrt(np.maximum(expected, 1.0)))
+        cell = int(np.argmax(np.abs(z)))
+        x, y = tuples[cell // V], cell % V
+        seen = max(float(np.sum(m == cell // V)), 1.0)
+        raise VerifierAssertionError(
+            f"sampler of {v.name!r} disagrees with its kernel on {law!r} (joint chi-square p-value {pval:.3g} < {false_alarm:g}, "
+            f"{n} draws); largest deviation given drafts x = {_tuple_text(x)}: token {y} sampled with frequency "
+            f"{_fmt(observed[cell] / seen)} vs kernel pi({y}|x) = {_fmt(pi[cell // V, y])}",
+            {"property": "sampler", "tuples": [x.tolist()], "token": int(y), "p_value": pval},
+        )
+    return SamplerCheck(n=n, cells=1, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=_power(false_alarm, df, n, tv),
+                        detectable_tv=_detectable_tv(false_alarm, df, n), pooled=pooled)
 
 
 def assert_sampler_lossless(
@@ -403,6 +550,7 @@ def assert_sampler_lossless(
             {"property": "lossless", "token": y, "expected": float(p[y]), "actual": float(freq[y]), "tuples": [list(t) for t in top]},
         )
     stat, df, _, _ = _pooled_chi_square(counts[~impossible], e[~impossible])
+    pooled = int(np.count_nonzero(~impossible)) - (df + 1)
     pval = float(stats.chi2.sf(stat, df)) if df > 0 else 1.0
     if pval < false_alarm:
         z = (freq - p) / np.sqrt(np.maximum(p, 1.0 / n))
@@ -427,7 +575,7 @@ def assert_sampler_lossless(
              "tuples": [rows[m].tolist() for m in order], "contributions": [float(contrib[m]) for m in order]},
         )
     return SamplerCheck(n=n, cells=1, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=_power(false_alarm, df, n, tv),
-                        detectable_tv=_detectable_tv(false_alarm, df, n))
+                        detectable_tv=_detectable_tv(false_alarm, df, n), pooled=pooled)
 
 
 def _most_common_rows(rows: np.ndarray, top: int) -> list:
@@ -470,12 +618,15 @@ def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
     return float(otspec.optimal_acceptance(p, law, method=method).value)
 
 
-def acceptance_ratio(verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 20_000, rng: np.random.Generator | None = None) -> AcceptanceRatio:
+def acceptance_ratio(
+    verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 20_000, rng: np.random.Generator | None = None, optimum: float | None = None
+) -> AcceptanceRatio:
     r"""The verifier's acceptance :math:`\alpha` divided by the optimum :math:`\alpha^*(p, Q)`.
 
     The acceptance is ``verifier.acceptance(p, law)`` (exact when the verifier has a closed form
     or a kernel; Monte Carlo with ``n_samples`` and ``rng`` for a sampler), the optimum
-    :func:`otspec.optimal_acceptance`.
+    :func:`otspec.optimal_acceptance` (brute force over the :math:`2^V` cuts for product and
+    explicit laws with V <= 12), or ``optimum`` when the caller has it from another method.
 
     Examples
     --------
@@ -487,12 +638,12 @@ def acceptance_ratio(verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 2
     """
     v, p = _prepare(verifier, p, law)
     est = v.acceptance(p, law, n_samples=n_samples, rng=np.random.default_rng(0) if rng is None else rng)
-    return ratio_from(est, reference_optimum(p, law))
+    return ratio_from(est, reference_optimum(p, law) if optimum is None else float(optimum))
 
 
 def assert_within_optimum(
     verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL, at_least: float | None = None, n_samples: int = 20_000,
-    rng: np.random.Generator | None = None,
+    rng: np.random.Generator | None = None, optimum: float | None = None,
 ) -> AcceptanceRatio:
     r"""Assert :math:`\alpha \le \alpha^*(p, Q)` (no lossless verifier beats the optimum), and
     optionally :math:`\alpha \ge \text{at\_least} \cdot \alpha^*`.
@@ -500,6 +651,7 @@ def assert_within_optimum(
     Exact acceptances are compared with ``atol`` slack; a Monte Carlo acceptance fails only when
     its whole 99% interval is on the wrong side. ``at_least=1`` asserts that the verifier attains
     the optimum; ``at_least=1 - 1/e`` is the guarantee of SpecTr's K-SEQ for i.i.d. drafts.
+    ``optimum`` replaces the computed optimum (e.g. one obtained from an independent LP).
 
     Returns the :class:`AcceptanceRatio`.
 
@@ -510,7 +662,7 @@ def assert_within_optimum(
     >>> round(assert_within_optimum(khisti, [0.5, 0.5], otspec.iid([0.9, 0.1], 2), at_least=1.0).ratio, 9)
     1.0
     """
-    r = acceptance_ratio(verifier, p, law, n_samples=n_samples, rng=rng)
+    r = acceptance_ratio(verifier, p, law, n_samples=n_samples, rng=rng, optimum=optimum)
     finding = optimum_finding(as_verifier(verifier).name, r, law, atol=atol, at_least=at_least)
     if finding is not None:
         raise finding

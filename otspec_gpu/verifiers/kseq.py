@@ -16,7 +16,8 @@ the returned value). Rows with :math:`p = q` get :math:`\rho^* = 1` exactly (the
 ill-conditioned: summing :math:`\min(p, q)` leaves :math:`1-\beta \approx 10^{-16}` and moves the
 root by :math:`10^{-16/k}`). Every row bisects at once (a loop over iterations only); tokens whose ratio
 :math:`p/q` has left the bracket are folded into two per-row constants, and the working set is
-compacted every few iterations when it has shrunk by half.
+compacted every few iterations when it has shrunk by half. Once no ratio is left inside any row's
+bracket, :math:`\beta(\rho) = A/\rho + B` there and the remaining iterations cost O(B), not O(BV).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept
 __all__ = ["kseq", "sample", "conditional", "plan", "rho_star"]
 
 _MAX_ITER = 80  # enough to reach adjacent float64 values on [1, k] for k < 2**20
-_CHECK_EVERY = 8
+_CHECK_EVERY = 4
 
 
 def _one_minus_pow(beta: torch.Tensor, k: int) -> torch.Tensor:
@@ -80,11 +81,11 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         if it % _CHECK_EVERY == 0:
             if not bool(active.any()):
                 break
-            if it and rb.shape[1] > 64:  # compact the working set when it has halved
-                inband = torch.isfinite(rb)
+            if it and rb.shape[1]:  # compact the working set when it has halved (to 0 columns at the end)
+                inband = torch.isfinite(rb) & active[:, None]
                 m = int(inband.sum(-1).max())
                 if m <= rb.shape[1] // 2:
-                    sel = torch.topk(inband.to(torch.float64), max(m, 1), dim=1).indices
+                    sel = torch.topk(inband.to(torch.float64), m, dim=1).indices
                     rb, pb, qb = rb.gather(1, sel), pb.gather(1, sel), qb.gather(1, sel)
         inside = rb <= mid[:, None]
         P_in = torch.where(inside, pb, 0.0).sum(-1)

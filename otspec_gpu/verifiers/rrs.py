@@ -17,6 +17,8 @@ otherwise kept equal to :math:`p_{j-1}` (the numpy core's rule).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from otspec.errors import InvalidDraftsError
@@ -65,6 +67,79 @@ def plan_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     return Plan(drafts, torch.cat(acc, dim=1), P)
 
 
+class SharedWor(NamedTuple):
+    """RSD on a shared law: accept probabilities ``[B, k]`` and the final residual of every row as
+    :math:`a (p - C q)_+` (``scale`` a, ``thresh`` C, ``[B]``), with the shared tokens ``order``
+    sorted by decreasing ratio p/q and the prefix sums ``sp``, ``sq`` in that order."""
+
+    accept: torch.Tensor
+    scale: torch.Tensor
+    thresh: torch.Tensor
+    order: torch.Tensor
+    sp: torch.Tensor
+    sq: torch.Tensor
+    neg_ratio: torch.Tensor
+
+
+def shared_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> SharedWor:
+    r"""RSD for ``[1, V]`` laws shared by every row, in O(V log V + B k^2 log V).
+
+    Every residual is :math:`p_j = a_j (p - C_j q)_+` with :math:`C_0 = 0, a_0 = 1`,
+    :math:`C_j = C_{j-1} + d_j/a_{j-1}`, :math:`d_j = 1/(1 - \sum_{i<j} q(x_i))` (the renormalised
+    draft law :math:`q_j = d_j q` off the earlier drafts), :math:`a_j = a_{j-1}/M_j`,
+    :math:`M_j = a_{j-1}\sum_t (p - C_j q)_+(t)`. Drafted tokens drop out by themselves: round j is
+    reached only when every earlier draft was rejected, i.e. :math:`p_{i-1}(x_i) < q_i(x_i)`, which
+    makes :math:`(p - C_i q)(x_i) < 0`. The sums :math:`\sum_t (p - C q)_+` come from prefix sums
+    over the tokens sorted by decreasing p/q (one sort, shared by all rows).
+    """
+    B, k = drafts.shape
+    p64, q64 = p[0].double(), q[0].double()
+    ratio = torch.where(q64 > 0, p64 / torch.where(q64 > 0, q64, torch.ones_like(q64)), torch.where(p64 > 0, float("inf"), -1.0))
+    srt = torch.sort(-ratio, stable=True)
+    order, neg_ratio = srt.indices, srt.values  # ascending in -ratio
+    sp = torch.cat([torch.zeros(1, dtype=torch.float64, device=p.device), torch.cumsum(p64[order], 0)])
+    sq = torch.cat([torch.zeros(1, dtype=torch.float64, device=p.device), torch.cumsum(q64[order], 0)])
+    C = torch.zeros(B, dtype=torch.float64, device=p.device)
+    a = torch.ones_like(C)
+    removed = torch.zeros_like(C)
+    acc = []
+    for j in range(k):  # loop over draft rounds only
+        x = drafts[:, j]
+        d = 1.0 / (1.0 - removed)
+        px = a * torch.clamp(p64[x] - C * q64[x], min=0.0)
+        acc.append(accept_ratio(px, d * q64[x])[:, None])
+        C_new = C + d / a
+        n = torch.searchsorted(neg_ratio, -C_new, right=False)  # tokens with ratio > C_new
+        M = a * (sp[n] - C_new * sq[n])
+        ok = M > 0
+        C = torch.where(ok, C_new, C)
+        a = torch.where(ok, a / torch.where(ok, M, torch.ones_like(M)), a)
+        removed = removed + q64[x]
+    return SharedWor(torch.cat(acc, dim=1), a, C, order, sp, sq, neg_ratio)
+
+
+def _shared_residual_rows(sw: SharedWor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return sw.scale[:, None] * torch.clamp(p.double() - sw.thresh[:, None] * q.double(), min=0.0)
+
+
+def _shared_residual_draw(sw: SharedWor, generator: torch.Generator) -> torch.Tensor:
+    """One draw per row from :math:`(p - C q)_+`: inverse CDF over the ratio-sorted tokens, by a
+    vectorised bisection on the (increasing) partial sums ``sp[i] - C sq[i]``, O(B log V)."""
+    C = sw.thresh
+    n = torch.searchsorted(sw.neg_ratio, -C, right=False)  # the positive part is the first n sorted tokens
+    total = sw.sp[n] - C * sw.sq[n]
+    u = torch.rand(C.shape, dtype=torch.float64, device=C.device, generator=generator) * total
+    lo = torch.zeros_like(n)  # invariant: partial(lo) <= u < partial(hi)
+    hi = n.clone()
+    for _ in range(int(sw.order.numel()).bit_length() + 1):  # loop over bisection steps only
+        mid = (lo + hi) // 2
+        go = (sw.sp[mid] - C * sw.sq[mid]) <= u
+        lo = torch.where(go & (mid > lo), mid, lo)
+        hi = torch.where(go | (mid == lo), hi, mid)
+    idx = torch.clamp(lo, max=torch.clamp(n - 1, min=0))
+    return sw.order[idx]
+
+
 def _check_distinct(drafts: torch.Tensor) -> None:
     s = torch.sort(drafts, dim=1).values
     if bool((s[:, 1:] == s[:, :-1]).any()):
@@ -104,6 +179,9 @@ def conditional_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
     if validate:
         _check_distinct(drafts)
+    if p.shape[0] == 1 and drafts.shape[0] > 1:
+        sw = shared_wor(p, q, drafts)
+        return plan_conditional(Plan(drafts, sw.accept, _shared_residual_rows(sw, p, q)), p.dtype)
     return plan_conditional(plan_wor(p, q, drafts), p.dtype)
 
 
@@ -112,6 +190,13 @@ def sample_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, genera
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
     if validate:
         _check_distinct(drafts)
+    if p.shape[0] == 1 and drafts.shape[0] > 1:  # shared law: O(B k log V) after one sort
+        sw = shared_wor(p, q, drafts)
+        coins = torch.rand(sw.accept.shape, dtype=torch.float64, device=p.device, generator=generator)
+        res_tok = _shared_residual_draw(sw, generator)  # separate call: never reuses a coin
+        hit = coins < sw.accept
+        first = torch.argmax(hit.to(torch.uint8), dim=1)
+        return step_output(torch.where(hit.any(dim=1), drafts.gather(1, first[:, None]).squeeze(1), res_tok), drafts)
     return step_output(plan_sample(plan_wor(p, q, drafts), generator), drafts)
 
 

@@ -138,7 +138,7 @@ ARGUMENT = {
     "block_optimum V mismatch": "q_model", "tree kernel bad verifier": "verifier", "block path length mismatch": "drafts",
     "block sample out of vocabulary": "drafts", "token sample out of vocabulary": "drafts", "tree sample out of vocabulary": "tree[1]",
     "compare without a law": "law", "block_optimum gamma = 0": "gamma",
-    "tree spectr, q = 0 draft": "tree[0]", "tree rrs, q = 0 draft": "tree[1]", "tree sample_many, q = 0 deep": "tree[0]",
+    "tree kseq, q = 0 draft": "tree[0]", "tree rrs, q = 0 draft": "tree[1]", "tree sample_many, q = 0 deep": "tree[0]",
 }
 
 

@@ -16,6 +16,27 @@ ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("matplotlib", reason="install the [plots] extra")
 
 
+def run_in_process(script: str, out: Path) -> dict:
+    """Import the script and call its ``main(argv)`` (saves a torch import per script)."""
+    import importlib.util
+
+    if str(ROOT / "experiments") not in sys.path:
+        sys.path.insert(0, str(ROOT / "experiments"))
+    name = script.removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(f"_exp_{name}", ROOT / "experiments" / script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--quick", "--seed", "0", "--out", str(out)])
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    for ext in ("json", "md", "png"):
+        assert (out / f"{name}.{ext}").stat().st_size > 0, ext
+    data = json.loads((out / f"{name}.json").read_text())
+    assert data["quick"] is True and data["seed"] == 0
+    return data
+
+
 def run(script: str, out: Path, *extra: str) -> dict:
     r = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / script), "--quick", "--seed", "0", "--out", str(out), *extra],
@@ -41,3 +62,49 @@ def test_exp5_bound_landscape(tmp_path):
     assert c["wor_minus_iid_min"] >= -1e-9 and c["sweep_wor_minus_iid_min"] >= -1e-9
     assert c["kseq_ratio_minus_guarantee_min"] >= -1e-9
     assert c["k1_equals_one_minus_tv"] < 1e-12
+
+
+def _needs_harness():
+    pytest.importorskip("torch", reason="install the [decode] extra (torch, transformers)")
+    pytest.importorskip("transformers", reason="install the [decode] extra (torch, transformers)")
+    pytest.importorskip("otspec_gpu.decode", reason="the decoding harness is not available")
+
+
+def test_exp1_verifiers_vs_optimum(tmp_path):
+    _needs_harness()
+    d = run_in_process("exp1_verifiers_vs_optimum.py", tmp_path)
+    c = d["checks"]
+    assert c["min_wor_minus_iid"] >= -1e-9  # alpha*_wor >= alpha*_iid on every step
+    assert c["max_abs_greedy_verifier_minus_optimum"] < 1e-9  # the greedy verifier attains its law's optimum
+    assert c["min_kseq_phase1_ratio_minus_guarantee"] >= -1e-9  # SpecTr's guarantee
+    assert c["max_verifier_above_optimum"] < 1e-9  # no exact acceptance above the optimum
+    s = d["summary"]["1.0"]
+    assert abs(s["opt_iid"]["mean"][0] - s["kseq"]["mean"][0]) < 1e-12  # k = 1: every rule is 1 - TV
+
+
+def test_exp2_block_vs_token(tmp_path):
+    _needs_harness()
+    d = run_in_process("exp2_block_vs_token.py", tmp_path)
+    assert d["realized"] and all(r["records"] > 0 for r in d["realized"])
+    for res in d["exact"].values():
+        for r in res.values():
+            assert r["paths"] > 0 and r["be_token"] >= 1 and r["be_block"] >= 1
+
+
+def test_exp3_multidraft_sequences(tmp_path):
+    _needs_harness()
+    d = run_in_process("exp3_multidraft_sequences.py", tmp_path)
+    runs = {(r["verifier"], r["k"]): r for r in d["runs"]}
+    one = runs[("kseq", 1)]
+    assert abs(one["be_exact_kseq"] - one["be_exact_rrs"]) < 1e-12  # one sequence: both rules are token verification
+    assert all(r["be_exact_kseq"] >= 1 and r["records"] > 0 for r in d["runs"])
+    assert len(list(tmp_path.glob("trace_tree_*.safetensors"))) == len(d["runs"])
+
+
+def test_exp4_calibration(tmp_path):
+    _needs_harness()
+    d = run_in_process("exp4_calibration.py", tmp_path)
+    modes = {f["mode"] for f in d["families"].values()}
+    assert modes == {"single", "chain", "tree"}
+    nc = d["negative_control"]
+    assert nc["draws"] > 0 and 0 <= nc["promised"] <= 1

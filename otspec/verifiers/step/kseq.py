@@ -145,7 +145,9 @@ def kseq_details(p: np.ndarray, q: np.ndarray, k: int) -> KSeqDetails:
         pres, _ = residual(p, gamma * m)
         # only tokens that carry residual mass and that a rejected draft can be contribute
         idx = np.flatnonzero((pres > 0) & (q > m))
-        r = (q[idx] - m[idx]) / (1.0 - beta)  # law of a rejected draft: (q - p / rho)_+ / (1 - beta)
+        # law of a rejected draft: (q - p / rho)_+ / (1 - beta); the denominator is summed directly
+        # (1 - beta cancels when beta is close to 1), as the laws module does for successive sampling
+        r = (q[idx] - m[idx]) / float((q - m).sum())
         with np.errstate(divide="ignore"):  # r == 1 gives log1p(-1) = -inf and hit = 1, as intended
             hit = -np.expm1(k * np.log1p(-np.minimum(r, 1.0)))  # 1 - (1 - r)^k
         membership = phase1 + (1.0 - phase1) * float(pres[idx] @ hit)

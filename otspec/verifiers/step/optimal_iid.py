@@ -608,8 +608,8 @@ class OptimalIIDState:
         return self.sample_rows(np.asarray(drafts, dtype=np.int64), spawn_streams(rng, 4))
 
 
-def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "heap") -> OptimalIIDState:
-    sel = _selection(p, q, k)
+def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "heap", sel: _Selection | None = None) -> OptimalIIDState:
+    sel = _selection(p, q, k) if sel is None else sel
     geo, st = _geometry(sel, q, k)
     tree = _tree(geo, method)
     table = _sparse_table(tree.kappa)
@@ -702,7 +702,11 @@ class OptimalIIDVerifier(Verifier):
 
     def _state(self, p: np.ndarray, law: DraftLaw) -> OptimalIIDState:
         q = _iid_source(law)[0]
-        return law.cached("optimal_iid.state", p, lambda: _build_state(p, q, law.k))
+        return law.cached("optimal_iid.state", p, lambda: _build_state(p, q, law.k, sel=self._selection(p, law)))
+
+    def _selection(self, p: np.ndarray, law: DraftLaw) -> _Selection:
+        q = _iid_source(law)[0]
+        return law.cached("optimal_iid.selection", p, lambda: _selection(p, q, law.k))
 
     def _prepare(self, p, law):
         self._state(p, law)
@@ -721,7 +725,8 @@ class OptimalIIDVerifier(Verifier):
         return np.sum(np.where(membership_mask(tuples, law.V), pi, 0.0), axis=1)
 
     def _closed_form(self, p, law):
-        return self._state(p, law).alpha, {"formula": "1 + p(H*) - q(H*)^k"}
+        # O(V log V): needs r* only, not the threshold tree
+        return self._selection(p, law).alpha, {"formula": "1 + p(H*) - q(H*)^k"}
 
     def sample(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> int:
         """One output token for one draft tuple. Four independent child streams are spawned from

@@ -54,7 +54,8 @@ def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
             surv = 0.0
             break
         np.subtract(pos, d, out=d)  # d := (q_j - p_{j-1})_+, the rejected draft's mass
-        d *= 1.0 / (1.0 - b)
+        rej = float(d.sum())  # = 1 - b, summed directly (1 - b cancels when b is close to 1)
+        d *= 1.0 / rej if rej > 0 else 0.0
         np.subtract(1.0, d, out=d)
         miss *= d
         surv *= 1.0 - b

@@ -1,0 +1,145 @@
+"""Real (target, draft) distributions for the experiments, through ``otspec_gpu.models``.
+
+A *step* is one decoding position: the target's and the draft's full next-token distributions at
+that context, both float64 softmaxes of the models' logits at the same sampling temperature (the
+draft's own logit temperature, for ``smollm2-t<T>`` drafts, is applied inside the model). Contexts
+are produced by the target itself, sampling at the experiment's temperature (on-policy), so the
+steps are the ones a speculative decoder at that temperature would verify.
+
+The decoding harness's trace files keep only the top-K probabilities of each row; the optimum and
+the verifiers' exact acceptances need full rows, hence this data source. It is a plain function
+(:func:`real_steps`) so that a trace reader with full rows can replace it.
+
+``--quick`` runs use the harness's tiny random-weight models (V = 6, no files) instead of SmolLM2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PROMPTS", "Steps", "load_pair", "sample_continuations", "real_steps", "draft_paths", "softmax64"]
+
+#: Short, varied prompts (chat, facts, code, story, list, maths, instructions, dialogue).
+PROMPTS = (
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain why the sky is blue to a ten-year-old.",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "List five practical tips for staying focused while working from home.",
+    "What is the derivative of x^3 + 2x, and how do you compute it?",
+    "Summarise the causes of the French Revolution in a few sentences.",
+    "Give me a simple recipe for vegetable soup.",
+    "The meeting was moved to Thursday because",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Steps:
+    """Per-step distributions: ``p`` and ``q`` are ``(n, V)`` float64 rows; ``prompt`` is ``(n,)``."""
+
+    p: np.ndarray
+    q: np.ndarray
+    prompt: np.ndarray
+    temperature: float
+    target: str
+    draft: str
+
+    @property
+    def n(self) -> int:
+        return int(self.p.shape[0])
+
+
+def softmax64(logits, temperature: float) -> np.ndarray:
+    """Float64 softmax of ``logits / temperature`` along the last axis (logits cast first)."""
+    z = np.asarray(logits, dtype=np.float64) / float(temperature)
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def load_pair(draft: str, *, quick: bool = False):
+    """``(target, draft)`` LMs: SmolLM2 with ``draft`` in {"int8", "t<T>"}; tiny models if ``quick``."""
+    from otspec_gpu import models
+
+    if quick:
+        return models.load("tiny"), models.load("tiny-draft")
+    target = models.load("smollm2")
+    if draft == "int8":
+        return target, models.load("smollm2-int8")
+    if draft.startswith("t"):
+        return target, models.self_draft(target, float(draft[1:]))
+    raise ValueError(f"draft must be 'int8' or 't<T>' (got {draft!r})")
+
+
+def _prompt_ids(lm, prompt: str, quick: bool, rng: np.random.Generator) -> list[int]:
+    if quick or lm.tokenizer is None:
+        return [int(x) for x in rng.integers(0, lm.vocab_size, size=4)]
+    return lm.encode(prompt)
+
+
+def sample_continuations(target, prompts, n_new: int, temperature: float, seed: int, *, quick: bool = False):
+    """Sample ``n_new`` tokens after each prompt from the target at ``temperature`` (KV cache).
+
+    Returns a list of ``(ids, n_prompt)``: the full token sequence and the prompt length.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    out = []
+    for text in prompts:
+        ids = _prompt_ids(target, text, quick, rng)
+        n_prompt = len(ids)
+        cache = DynamicCache()
+        logits = target.logits(torch.tensor([ids]), cache=cache)[0, -1]
+        for _ in range(n_new):
+            probs = torch.softmax(logits.double() / temperature, -1)
+            tok = int(torch.multinomial(probs, 1, generator=gen))
+            ids.append(tok)
+            logits = target.logits(torch.tensor([[tok]]), cache=cache)[0, -1]
+        out.append((ids, n_prompt))
+    return out
+
+
+def real_steps(target, draft, prompts, n_new: int, temperature: float, seed: int, *, quick: bool = False) -> Steps:
+    """Full p and q rows at every generated position of on-policy continuations (one forward each)."""
+    import torch
+
+    seqs = sample_continuations(target, prompts, n_new, temperature, seed, quick=quick)
+    ps, qs, pr = [], [], []
+    for j, (ids, n_prompt) in enumerate(seqs):
+        x = torch.tensor([ids[:-1]])
+        lt = target.logits(x)[0, n_prompt - 1 :]  # predicts ids[n_prompt:]
+        ld = draft.logits(x)[0, n_prompt - 1 :]
+        ps.append(softmax64(lt.numpy(), temperature))
+        qs.append(softmax64(ld.numpy(), temperature))
+        pr.append(np.full(lt.shape[0], j))
+    return Steps(np.concatenate(ps), np.concatenate(qs), np.concatenate(pr), float(temperature), target.name, draft.name)
+
+
+def draft_paths(target, draft, contexts, gamma: int, temperature: float, seed: int):
+    """For each context, draft a gamma-token path from the draft model and score it with the target.
+
+    Returns a list of ``(p_rows (gamma+1, V), q_rows (gamma, V), path (gamma,))`` in float64: the
+    inputs of ``otspec.verifiers.token_chain`` / ``block`` ``expected_accepted_given_path``.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for ids in contexts:
+        cache = DynamicCache()
+        logits = draft.logits(torch.tensor([list(ids)]), cache=cache)[0, -1]
+        path, q_rows = [], []
+        for _ in range(gamma):
+            q = softmax64(logits.numpy(), temperature)
+            tok = int(torch.multinomial(torch.from_numpy(q), 1, generator=gen))
+            path.append(tok)
+            q_rows.append(q)
+            logits = draft.logits(torch.tensor([[tok]]), cache=cache)[0, -1]
+        lt = target.logits(torch.tensor([list(ids) + path]))[0, len(ids) - 1 :]
+        out.append((softmax64(lt.numpy(), temperature), np.stack(q_rows), np.array(path, dtype=np.int64)))
+    return out

@@ -1,0 +1,144 @@
+"""Benchmark the torch single-step verifiers (``otspec_gpu.verifiers.SINGLE_STEP``) against the
+numpy core's ``sample`` (the named baseline), per verification step.
+
+One step = verify B rows of k drafts: ``v.sample(p, q, drafts, generator=g, validate=False)`` with
+per-row float32 laws ``p``, ``q`` of shape ``[B, V]`` (as the decoding harness calls it; the
+drafts are drawn beforehand and not timed). Baseline: ``otspec.verifiers.by_name(name).sample``
+called once per row on the same float64 laws (a fresh ``otspec`` law object per row, as in decoding
+where every step brings new distributions). Grid: B in {1, 64}, V in {49 152, 262 144},
+k in {1, 4, 8} (``spechub`` at its only k = 2; ``token`` and ``approximate`` at k = 1). CUDA rows
+are added when a GPU is present (synchronised timings).
+
+Times are medians of repeated calls (the machine is shared: never quote one run). Writes
+``<out>/bench_torch_verifiers.json`` and ``.md`` (with the exact command and git revision).
+
+    python experiments/bench/bench_torch_verifiers.py --out experiments/bench/out --seed 0
+
+Extending: other benchmarks (e.g. chains/trees) add a function ``rows(args, device) -> list[dict]``
+to :data:`EXTRA_SECTIONS`; each row dict is written as given and tabled in its own section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import markdown_table, write_report  # noqa: E402
+
+import otspec  # noqa: E402
+from otspec_gpu.drafting import sample_drafts  # noqa: E402
+from otspec_gpu.verifiers import SINGLE_STEP  # noqa: E402
+
+VS = (49_152, 262_144)
+BS = (1, 64)
+KS = (1, 4, 8)
+
+#: Hook for other sections (name -> callable(args, device) -> list of row dicts).
+EXTRA_SECTIONS: dict[str, Callable] = {}
+
+
+def ks_for(name: str) -> tuple[int, ...]:
+    v = SINGLE_STEP[name]
+    if v.k_max == v.k_min:
+        return (v.k_min,)
+    return tuple(k for k in KS if k >= v.k_min)
+
+
+def laws(rng: np.random.Generator, B: int, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """LLM-like rows: p = softmax(3 z), q = softmax(3 z + 1.5 z'), z, z' standard normal."""
+    z = 3.0 * rng.standard_normal((B, V))
+    zq = z + 1.5 * rng.standard_normal((B, V))
+    p = np.exp(z - z.max(1, keepdims=True))
+    q = np.exp(zq - zq.max(1, keepdims=True))
+    return p / p.sum(1, keepdims=True), q / q.sum(1, keepdims=True)
+
+
+def timed(fn: Callable[[], object], sync: Callable[[], None], min_total: float, max_reps: int) -> tuple[float, int]:
+    """Median seconds per call (after one warm-up call) and the number of timed calls."""
+    fn()
+    sync()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < max_reps and (len(times) < 3 or time.perf_counter() - start < min_total):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), len(times)
+
+
+def single_step_rows(args, device: str) -> list[dict]:
+    rng = np.random.default_rng(args.seed)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    rows = []
+    for V in VS:
+        for B in BS:
+            p64, q64 = laws(rng, B, V)
+            p = torch.as_tensor(p64, dtype=torch.float32, device=device)
+            q = torch.as_tensor(q64, dtype=torch.float32, device=device)
+            for name in args.verifiers:
+                v = SINGLE_STEP[name]
+                for k in ks_for(name):
+                    g = torch.Generator(device).manual_seed(args.seed)
+                    drafts = sample_drafts(q, k, v.draft_law, generator=g)
+                    t_torch, n_torch = timed(lambda: v.sample(p, q, drafts, generator=g, validate=False), sync, args.min_total, args.max_reps)
+                    row = {"device": device, "V": V, "B": B, "k": k, "verifier": name, "torch_ms": 1e3 * t_torch, "torch_reps": n_torch}
+                    if device == "cpu" and not args.no_numpy:
+                        nv = otspec.verifiers.by_name(name)
+                        make = getattr(otspec, v.draft_law)
+                        d_np = drafts.cpu().numpy()
+                        nrng = np.random.default_rng(args.seed)
+
+                        def numpy_step():
+                            for b in range(B):  # the numpy sample verifies one tuple per call
+                                nv.sample(p64[b], make(q64[b], k), d_np[b], rng=nrng)
+
+                        t_np, n_np = timed(numpy_step, sync, args.min_total, max(3, args.max_reps // 4))
+                        row.update({"numpy_ms": 1e3 * t_np, "numpy_reps": n_np, "speedup": t_np / t_torch})
+                    rows.append(row)
+                    print(row, flush=True)
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="experiments/bench/out")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--verifiers", nargs="*", default=sorted(SINGLE_STEP), choices=sorted(SINGLE_STEP))
+    ap.add_argument("--min-total", type=float, default=0.3, help="seconds of timed calls per cell (at least 3 calls)")
+    ap.add_argument("--max-reps", type=int, default=30)
+    ap.add_argument("--no-numpy", action="store_true", help="skip the numpy baseline")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    rows = [r for d in devices for r in single_step_rows(args, d)]
+    extra = {name: [r for d in devices for r in fn(args, d)] for name, fn in EXTRA_SECTIONS.items()}
+    cols = ["device", "V", "B", "k", "verifier", "torch ms", "numpy ms", "speedup"]
+    table = markdown_table(
+        cols,
+        [
+            [r["device"], r["V"], r["B"], r["k"], r["verifier"], f"{r['torch_ms']:.3f}", f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-", f"{r['speedup']:.1f}x" if "speedup" in r else "-"]
+            for r in rows
+        ],
+    )
+    tables = {"Single-step verification, per step (median ms)": table}
+    for name, rs in extra.items():
+        if rs:
+            keys = list(rs[0])
+            tables[name] = markdown_table(keys, [[r.get(c, "") for c in keys] for r in rs])
+    payload = {"torch": torch.__version__, "threads": torch.get_num_threads(), "devices": devices, "single_step": rows, **extra}
+    write_report(args.out, "bench_torch_verifiers", payload, tables)
+
+
+if __name__ == "__main__":
+    main()

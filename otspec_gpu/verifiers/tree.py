@@ -1,0 +1,379 @@
+r"""Multi-draft sequence (tree) verifiers in torch: SpecTr / RRS over ``k`` draft sequences.
+
+Batched twin of :mod:`otspec.verifiers.tree`: ``k`` drafted sequences of length ``gamma`` per row
+form a tree (the trie of their prefixes), verified top-down. At depth ``t`` the sequences that agree
+with the emitted prefix :math:`y^t` (the *alive* ones, in index order) propose their next tokens; the
+single-step rule of the node maps them to :math:`Y_{t+1} \sim M_b(\cdot \mid y^t)`; the sequences
+with :math:`X_{t+1} = Y_{t+1}` stay alive. The block stops when none stays alive (:math:`Y_{t+1}` is
+then the correction token), or after ``gamma`` matched positions with a bonus token
+:math:`\sim M_b(\cdot \mid y^\gamma)`. Every step is a lossless single-step coupling of the alive
+drafts' next-token law with the target conditional, so the decoded stream has the target law.
+
+Rules (``rule=``, the numpy tree module's names, :data:`otspec.verifiers.tree.VERIFIERS`) and the
+per-node single-step verifier each uses (from :data:`otspec_gpu.verifiers.SINGLE_STEP`, the same
+code as the single-step twins; with one alive draft each is token verification):
+
+* ``"kseq"`` -- K-SEQ (``kseq``, SpecTr Algorithm 2 with :math:`\rho^*` for the node's number of
+  alive drafts); sequences drafted i.i.d.;
+* ``"rrs"`` -- recursive rejection sampling with replacement (``rrs``, SpecInfer); i.i.d. sequences;
+* ``"rrs_wor"`` -- recursive rejection without replacement (``rrs_wor``, RSD); the ``k`` first
+  tokens drawn without replacement, each sequence then continued as its own chain, so below the
+  root every node has one alive draft.
+
+:func:`draft_sequences` draws sequences with exactly the law each rule assumes.
+
+Shapes (``B`` rows, ``k`` sequences, length ``gamma``, vocabulary ``V``)::
+
+    drafts       [B, k, gamma]          long
+    p            [B, k, gamma + 1, V]   p[b, j, i] = M_b(. | context, drafts[b, j, :i])
+    q            [B, k, gamma, V]       q[b, j, i] = M_s(. | context, drafts[b, j, :i])
+    conditional  [B, k, gamma + 1, V]   see :func:`conditional`
+
+Rows of sequences that share a prefix are equal (the same conditional); the verifier reads the row
+of the lowest-index sequence through each node.
+
+References
+----------
+Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr: Fast Speculative Decoding via Optimal Transport"
+(NeurIPS 2023); Miao et al., "SpecInfer" (ASPLOS 2024); Jeon et al., "Recursive Speculative
+Decoding" (arXiv 2402.14160).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+from otspec.errors import (
+    InvalidDistributionError,
+    InvalidDraftsError,
+    ShapeMismatchError,
+    UnsupportedMethodError,
+)
+from otspec_gpu.verifiers._common import TorchVerifier, categorical
+
+__all__ = [
+    "NODE_VERIFIER",
+    "RULES",
+    "TreeOutput",
+    "conditional",
+    "draft_sequences",
+    "expected_accepted",
+    "expected_accepted_given_drafts",
+    "sample",
+]
+
+#: Tree rules, as named by :data:`otspec.verifiers.tree.VERIFIERS`.
+RULES = ("kseq", "rrs", "rrs_wor")
+#: The single-step verifier (:data:`otspec_gpu.verifiers.SINGLE_STEP` name) used at every node.
+NODE_VERIFIER = {"kseq": "kseq", "rrs": "rrs", "rrs_wor": "rrs_wor"}
+
+
+class TreeOutput(NamedTuple):
+    """Result of one tree verification per row.
+
+    Attributes
+    ----------
+    path : LongTensor [B]
+        The lowest index ``j`` of a sequence whose first ``accepted`` tokens are the emitted prefix
+        (``drafts[b, path[b], :accepted[b]]``).
+    accepted : LongTensor [B]
+        :math:`\\tau \\in \\{0, \\dots, \\gamma\\}`, the number of accepted draft tokens.
+    next_token : LongTensor [B]
+        The correction token (:math:`\\tau < \\gamma`) or the bonus token (:math:`\\tau = \\gamma`).
+    """
+
+    path: torch.Tensor
+    accepted: torch.Tensor
+    next_token: torch.Tensor
+
+
+def _node_verifier(rule: str) -> TorchVerifier:
+    if rule not in RULES:
+        raise UnsupportedMethodError(f"rule must be one of {RULES} (got {rule!r}); they are the numpy tree module's names")
+    from otspec_gpu.verifiers import SINGLE_STEP
+
+    return SINGLE_STEP[NODE_VERIFIER[rule]]
+
+
+def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, TorchVerifier]:
+    ver = _node_verifier(rule)
+    for name, t in (("p", p), ("q", q), ("drafts", drafts)):
+        if not isinstance(t, torch.Tensor):
+            raise ShapeMismatchError(f"{name} must be a torch.Tensor (got {type(t).__name__}); convert it with torch.as_tensor")
+    if p.dtype not in (torch.float32, torch.float64) or q.dtype != p.dtype:
+        raise InvalidDistributionError(f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)")
+    if drafts.dtype.is_floating_point or drafts.dtype == torch.bool or drafts.is_complex():
+        raise InvalidDraftsError(f"drafts must be an integer tensor (got {drafts.dtype}); cast it with .long()")
+    if drafts.ndim != 3 or drafts.shape[1] < 1 or drafts.shape[2] < 1:
+        raise ShapeMismatchError(f"drafts must have shape [B, k, gamma] with k, gamma >= 1 (got {list(drafts.shape)}); k drafted sequences per row")
+    B, k, g = drafts.shape
+    if q.ndim != 4 or tuple(q.shape[:3]) != (B, k, g) or q.shape[3] < 1:
+        raise ShapeMismatchError(f"q must have shape [B, k, gamma, V] = [{B}, {k}, {g}, V] (got {list(q.shape)}); q[b, j, i] = M_s(. | drafts[b, j, :i])")
+    V = q.shape[3]
+    if p.ndim != 4 or tuple(p.shape) != (B, k, g + 1, V):
+        raise ShapeMismatchError(f"p must have shape [B, k, gamma + 1, V] = [{B}, {k}, {g + 1}, {V}] (got {list(p.shape)}); p[b, j, i] = M_b(. | drafts[b, j, :i])")
+    if p.device != q.device or drafts.device != p.device:
+        raise ShapeMismatchError(f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)")
+    drafts = drafts.long()
+    if validate:
+        if bool(((drafts < 0) | (drafts >= V)).any()):
+            raise InvalidDraftsError(f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary")
+        qx = q.gather(3, drafts.unsqueeze(-1)).squeeze(-1)  # [B, k, g]
+        if bool((qx <= 0).any()):
+            b, j, i = (int(v) for v in (qx <= 0).nonzero()[0])
+            raise InvalidDraftsError(
+                f"drafts[{b}, {j}, {i}] = {int(drafts[b, j, i])} has draft probability 0 after its prefix; "
+                "draw the sequences from the same processed q that is passed here (see draft_sequences)"
+            )
+        if rule == "rrs_wor" and k > 1:
+            first = torch.sort(drafts[:, :, 0], dim=1).values
+            if bool((first[:, 1:] == first[:, :-1]).any()):
+                raise InvalidDraftsError("rule 'rrs_wor' needs distinct first tokens in every row (got a repeat); draft them without replacement (draft_sequences(..., replacement=False))")
+    return p, q, drafts, ver
+
+
+def _prefix_structure(drafts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(same, canon)``: ``same[b, j, l, t]`` = sequences j and l share their first t tokens
+    ``[B, k, k, gamma + 1]``; ``canon[b, j, t]`` = the lowest such l ``[B, k, gamma + 1]``."""
+    eq = drafts[:, :, None, :] == drafts[:, None, :, :]  # [B, k, k, g]
+    same = torch.cat([torch.ones_like(eq[..., :1]), torch.cumprod(eq.to(torch.uint8), dim=-1).bool()], dim=-1)
+    canon = torch.argmax(same.to(torch.uint8), dim=2)  # first True over l
+    return same, canon
+
+
+def _alive_tokens(alive: torch.Tensor, tokens: torch.Tensor, m: int) -> torch.Tensor:
+    """The tokens ``[n, m]`` of the ``m`` alive sequences of each row, in sequence-index order."""
+    order = torch.sort((~alive).to(torch.uint8), dim=1, stable=True).indices[:, :m]
+    return tokens.gather(1, order)
+
+
+def _walk(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, ver: TorchVerifier, want_law: bool):
+    """Exact top-down walk: ``(reach [B, k, gamma + 1] float64, law or None)``; ``reach[b, j, t]`` is
+    the probability that the emitted prefix reaches ``drafts[b, j, :t]`` (at canonical j only)."""
+    B, k, g = drafts.shape
+    V = p.shape[-1]
+    dev = p.device
+    same, canon = _prefix_structure(drafts)
+    is_canon = canon == torch.arange(k, device=dev)[None, :, None]  # [B, k, g+1]
+    reach = torch.zeros((B, k, g + 1), dtype=torch.float64, device=dev)
+    reach[:, 0, 0] = 1.0
+    law = torch.zeros((B, k, g + 1, V), dtype=torch.float64, device=dev) if want_law else None
+    for t in range(g):  # loop over depth
+        alive = same[:, :, :, t]  # [B, j, l]: sequence l passes through node (j, t)
+        count = alive.sum(-1)  # [B, k]
+        node = is_canon[:, :, t] & (reach[:, :, t] > 0)
+        at_draft = torch.zeros((B, k), dtype=torch.float64, device=dev)  # law of node canon(l) at drafts[l, t]
+        for m in range(1, k + 1):  # loop over the number of alive drafts
+            nb, nj = torch.nonzero(node & (count == m), as_tuple=True)
+            if nb.numel() == 0:
+                continue
+            toks = _alive_tokens(alive[nb, nj], drafts[nb, :, t], m)  # [n, m]
+            pi = ver.conditional(p[nb, nj, t], q[nb, nj, t], toks, validate=False).double()  # [n, V]
+            if want_law:
+                law[nb, nj, t] = reach[nb, nj, t, None] * pi.scatter(1, toks, 0.0)  # stops: y matches no alive draft
+            vals = pi.gather(1, drafts[nb, :, t])  # [n, k]: node law at every sequence's next token
+            # each sequence passes through exactly one node per depth, so the sum has one term
+            at_draft.index_put_((nb,), torch.where(alive[nb, nj], vals, torch.zeros_like(vals)), accumulate=True)
+        parent = canon[:, :, t]  # [B, k]
+        child = is_canon[:, :, t + 1]
+        reach[:, :, t + 1] = torch.where(child, reach[:, :, t].gather(1, parent) * at_draft, torch.zeros_like(at_draft))
+    if want_law:
+        law[:, :, g] = reach[:, :, g, None] * p[:, :, g].double()
+    return reach, law
+
+
+def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, validate: bool = True) -> torch.Tensor:
+    r"""Exact law of the emitted continuation given the drafted sequences: ``[B, k, gamma + 1, V]``.
+
+    ``law[b, j, t, y]`` is the probability that the block emits the first ``t`` tokens of sequence
+    ``j``, with ``j`` the lowest index of a sequence carrying that prefix, followed by ``y``:
+    :math:`P(\tau = t, Y^t = x^{(j)}_{1..t}, Y_{t+1} = y \mid \text{drafts})`. Entries at a
+    non-lowest index ``j`` are 0; the whole tensor sums to 1 per row. For ``t < gamma``, ``y`` is never
+    the next token of an alive sequence (that would continue the block).
+
+    This is :func:`otspec.verifiers.tree.kernel`'s per-tree law ``{O: P(O)}`` with
+    :math:`O = (x^{(j)}_{1..t}, y)`, computed by an exact top-down walk: a loop over depth and over
+    the number of alive drafts, each node's output law from the node verifier's ``conditional``.
+
+    Parameters
+    ----------
+    p : Tensor [B, k, gamma + 1, V]
+    q : Tensor [B, k, gamma, V]
+    drafts : LongTensor [B, k, gamma]
+    rule : {"kseq", "rrs", "rrs_wor"}
+    validate : bool
+        Cheap checks (shapes, dtypes, token range, positive draft probability, distinct first tokens
+        for ``rrs_wor``); the rows are assumed to be distributions.
+
+    Returns
+    -------
+    Tensor [B, k, gamma + 1, V] in ``p``'s dtype (accumulated in float64).
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.full((1, 2, 2, 2), 0.5, dtype=torch.float64)
+    >>> law = conditional(p, p[:, :, :1], torch.tensor([[[0], [1]]]), rule="rrs")
+    >>> law.sum().item(), law[0, :, 1].sum().item()
+    (1.0, 1.0)
+    """
+    p, q, drafts, ver = _check(p, q, drafts, rule, validate)
+    return _walk(p, q, drafts, ver, True)[1].to(p.dtype)
+
+
+def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:
+    r""":math:`E[\tau \mid \text{drafts}]` per row ``[B]`` from a :func:`conditional` law ``[B, k, gamma + 1, V]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> law = torch.zeros(1, 2, 3, 2); law[0, 1, 2, 0] = 1.0
+    >>> expected_accepted(law).tolist()
+    [2.0]
+    """
+    tau = conditional.sum(dim=(1, 3))  # [B, gamma + 1]
+    return tau @ torch.arange(tau.shape[-1], dtype=tau.dtype, device=tau.device)
+
+
+def expected_accepted_given_drafts(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, validate: bool = True) -> torch.Tensor:
+    r""":math:`E[\tau \mid \text{drafts}] = \sum_{t=1}^{\gamma} P(\tau \ge t \mid \text{drafts})` per row
+    ``[B]`` (float64), without building the ``[B, k, gamma + 1, V]`` law.
+
+    :math:`P(\tau \ge t)` is the total probability of reaching depth ``t`` in the walk of
+    :func:`conditional`. Averaged over real drafted trees it estimates :math:`E[\tau]` with less
+    variance than counting accepted tokens (the coins are integrated out).
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.full((1, 2, 3, 2), 0.5, dtype=torch.float64)
+    >>> expected_accepted_given_drafts(p, p[:, :, :2], torch.tensor([[[0, 1], [1, 1]]]), rule="kseq").tolist()
+    [2.0]
+    """
+    p, q, drafts, ver = _check(p, q, drafts, rule, validate)
+    reach, _ = _walk(p, q, drafts, ver, False)
+    return reach[:, :, 1:].sum(dim=(1, 2))
+
+
+def _node_sample(ver: TorchVerifier, p: torch.Tensor, q: torch.Tensor, toks: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One output token per node row (the node verifier's sampler, fresh uniforms from ``generator``)."""
+    return ver.sample(p, q, toks, generator=generator, validate=False).token
+
+
+def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, generator: torch.Generator, validate: bool = True) -> TreeOutput:
+    r"""Verify ``k`` drafted sequences per row once (top-down walk; see the module docstring).
+
+    At each depth the rows are grouped by their number ``m`` of alive drafts and each group goes
+    through the node verifier's ``sample`` (its accept coins and residual draws are separate
+    ``torch.rand`` calls on ``generator``); the bonus token is a further inverse-CDF draw. No
+    uniform is used twice. Shapes as in :func:`conditional`.
+
+    Returns
+    -------
+    TreeOutput
+        ``path`` [B], ``accepted`` [B] in ``0..gamma``, ``next_token`` [B].
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.full((3, 2, 3, 2), 0.5)
+    >>> x = torch.tensor([[[0, 1], [1, 1]]] * 3)
+    >>> out = sample(p, p[:, :, :2], x, rule="rrs", generator=torch.Generator().manual_seed(0))
+    >>> out.accepted.tolist()
+    [2, 2, 2]
+    """
+    p, q, drafts, ver = _check(p, q, drafts, rule, validate)
+    B, k, g = drafts.shape
+    dev = p.device
+    alive = torch.ones((B, k), dtype=torch.bool, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    tau = torch.full((B,), g, dtype=torch.long, device=dev)
+    y = torch.zeros(B, dtype=torch.long, device=dev)
+    path = torch.zeros(B, dtype=torch.long, device=dev)
+    for t in range(g):  # loop over depth
+        j = torch.argmax(alive.to(torch.uint8), dim=1)  # lowest alive sequence: the node's rows
+        count = alive.sum(1)
+        tok = torch.zeros(B, dtype=torch.long, device=dev)
+        for m in range(1, k + 1):  # loop over the number of alive drafts
+            rows = torch.nonzero(~done & (count == m), as_tuple=True)[0]
+            if rows.numel() == 0:
+                continue
+            toks = _alive_tokens(alive[rows], drafts[rows, :, t], m)
+            tok[rows] = _node_sample(ver, p[rows, j[rows], t], q[rows, j[rows], t], toks, generator)
+        match = alive & (drafts[:, :, t] == tok[:, None])
+        stop = ~done & ~match.any(1)
+        tau = torch.where(stop, t, tau)
+        y = torch.where(stop, tok, y)
+        path = torch.where(stop, j, path)
+        alive = torch.where(done[:, None], alive, match)
+        done = done | stop
+    rows = torch.nonzero(~done, as_tuple=True)[0]
+    if rows.numel():
+        jr = torch.argmax(alive[rows].to(torch.uint8), dim=1)
+        path[rows] = jr
+        y[rows] = categorical(p[rows, jr, g], generator)  # bonus token
+    return TreeOutput(path=path, accepted=tau, next_token=y)
+
+
+def draft_sequences(
+    next_q: Callable[[torch.Tensor], torch.Tensor], B: int, k: int, gamma: int, *, replacement: bool = True, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Draft ``k`` sequences of length ``gamma`` per row with the law the tree rules assume.
+
+    * ``replacement=True`` (``"kseq"``, ``"rrs"``): the ``k`` sequences are i.i.d.
+      :math:`\sim M_s`: every token of every sequence is an independent draw from its own prefix's
+      conditional (so the next tokens of the sequences alive at a node are i.i.d. given the past).
+    * ``replacement=False`` (``"rrs_wor"``): the ``k`` first tokens are drawn without replacement
+      (successive sampling proportional to :math:`M_s(\cdot)`,
+      :func:`otspec_gpu.drafting.sample_drafts` with ``"without_replacement"``), and each sequence is
+      then continued independently, :math:`\sim M_s(\cdot \mid x_1)`.
+
+    These are the laws of :func:`otspec.verifiers.tree.draft_trees`. Sharing the draft model's
+    outputs across sequences with equal prefixes is allowed (their rows are equal); what must not
+    happen is drafting a node's children by anything else (e.g. top-k, or deduplicated children
+    under ``replacement=True``), or passing :func:`sample` a ``q`` other than the one drafted from.
+
+    Parameters
+    ----------
+    next_q : callable
+        ``next_q(prefix)`` with ``prefix`` a ``[B * k, t]`` long tensor (row ``b * k + j`` is
+        sequence ``j`` of row ``b``; ``t = 0`` at the root) returns the processed draft conditionals
+        ``[B * k, V]`` after the row's context and ``prefix``.
+    B, k, gamma : int
+    replacement : bool
+    generator : torch.Generator
+
+    Returns
+    -------
+    (drafts [B, k, gamma] long, q [B, k, gamma, V])
+        ``q`` is exactly what :func:`sample` and :func:`conditional` need.
+
+    Examples
+    --------
+    >>> import torch
+    >>> q0 = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    >>> x, q = draft_sequences(lambda pre: q0.expand(pre.shape[0], -1), 2, 3, 2, replacement=False, generator=torch.Generator().manual_seed(0))
+    >>> x.shape, q.shape, sorted(x[0, :, 0].tolist())
+    (torch.Size([2, 3, 2]), torch.Size([2, 3, 2, 3]), [0, 1, 2])
+    """
+    from otspec_gpu.drafting import sample_drafts
+
+    n = B * k
+    prefix = torch.zeros((n, 0), dtype=torch.long)
+    xs, qs = [], []
+    for t in range(gamma):
+        qt = next_q(prefix)  # [B * k, V]
+        if t == 0:
+            prefix = prefix.to(qt.device)
+        if t == 0 and not replacement:
+            x = sample_drafts(qt.view(B, k, -1)[:, 0], k, "without_replacement", generator=generator).reshape(n)
+        else:
+            x = categorical(qt, generator)
+        xs.append(x)
+        qs.append(qt)
+        prefix = torch.cat([prefix, x[:, None]], dim=1)
+    V = qs[0].shape[-1]
+    return torch.stack(xs, 1).view(B, k, gamma), torch.stack(qs, 1).view(B, k, gamma, V)
