@@ -469,14 +469,17 @@ def enumeration_size(V: int, gamma: int) -> int:
     return sum(V**i for i in range(gamma + 1))
 
 
-def check_prefix_enumeration(V: int, gamma: int) -> int:
+def check_prefix_enumeration(
+    V: int, gamma: int, *, hint: str = "use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)"
+) -> int:
     """Return the number of prefixes an exact enumeration over ``V`` tokens and depth ``gamma``
-    visits, or raise :class:`~otspec.errors.ProblemTooLargeError` above :data:`MAX_ENUMERATED_PREFIXES`."""
+    visits, or raise :class:`~otspec.errors.ProblemTooLargeError` (ending with ``hint``) above
+    :data:`MAX_ENUMERATED_PREFIXES`."""
     n_prefixes = enumeration_size(V, gamma)
     if n_prefixes > MAX_ENUMERATED_PREFIXES:
         raise ProblemTooLargeError(
             f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
-            f"{MAX_ENUMERATED_PREFIXES:,}; use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)"
+            f"{MAX_ENUMERATED_PREFIXES:,}; {hint}"
         )
     return n_prefixes
 

@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     target = models.dirichlet(V, concentration=_float(args.concentration, "--concentration"), seed=seed, memory_cap=cap)
     draft = models.close_draft(target, temperature=_float(args.temperature, "--temperature"), noise=_float(args.noise, "--noise"), seed=seed)
 
+    models.check_prefix_enumeration(V, gamma, hint="use a smaller --vocab or --gamma")  # before any enumeration
     rep = block_report(target, draft, gamma, k, lp=args.lp, memory_cap=cap)
     rows, skipped = rep.rows, rep.skipped
 

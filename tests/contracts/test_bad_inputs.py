@@ -12,6 +12,8 @@ import otspec
 from otspec.errors import (
     InputFileError,
     InvalidOptionError,
+    NotADraftLawError,
+    NotAnIntegerError,
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,
@@ -61,8 +63,8 @@ LIBRARY_CASES = [
     ("single_draft V mismatch", lambda: otspec.single_draft([0.5, 0.5], Q), ShapeMismatchError, "same vocabulary"),
     ("k = 0", lambda: otspec.iid(Q, 0), InvalidDraftCountError, "got 0"),
     ("k = -1", lambda: otspec.without_replacement(Q, -1), InvalidDraftCountError, "got -1"),
-    ("non-integer k", lambda: otspec.iid(Q, 2.5), InvalidDraftCountError, "2.5"),
-    ("k as string", lambda: otspec.iid(Q, "3"), InvalidDraftCountError, "'3'"),
+    ("non-integer k", lambda: otspec.iid(Q, 2.5), NotAnIntegerError, "2.5"),
+    ("k as string", lambda: otspec.iid(Q, "3"), NotAnIntegerError, "'3'"),
     ("k > support, WOR", lambda: otspec.without_replacement([0.5, 0.5, 0.0], 3), InvalidDraftCountError, "support size"),
     ("k > support, greedy", lambda: otspec.greedy([1.0, 0.0, 0.0], 2), InvalidDraftCountError, "support size"),
     ("ragged explicit tuples", lambda: otspec.explicit([[0, 1], [2]], [0.5, 0.5]), InvalidDraftsError, "rectangular"),
@@ -78,7 +80,7 @@ LIBRARY_CASES = [
     ("LP too large", lambda: otspec.optimal_acceptance(np.full(5000, 2e-4), otspec.iid(np.full(5000, 2e-4), 4), method="lp"), ProblemTooLargeError, "GiB"),
     ("memory cap", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="lp", memory_cap=10), ProblemTooLargeError, "memory cap"),
     ("constraints without cvxpy", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="lp", constraints=lambda lp: []), UnsupportedMethodError, "cvxpy"),
-    ("law is not a law", lambda: otspec.optimal_acceptance(P, Q), UnsupportedMethodError, "draft law"),
+    ("law is not a law", lambda: otspec.optimal_acceptance(P, Q), NotADraftLawError, "draft law"),
     ("drafts out of vocabulary", lambda: otspec.iid(Q, 2).validate_drafts([0, 3]), InvalidDraftsError, "< V = 3"),
     ("wrong number of drafts", lambda: otspec.iid(Q, 2).validate_drafts([0]), InvalidDraftsError, "exactly k = 2"),
     ("duplicate drafts WOR", lambda: otspec.without_replacement(Q, 2).validate_drafts([1, 1]), InvalidDraftsError, "repeat"),
@@ -119,7 +121,7 @@ LIBRARY_CASES = [
     ("token sample out of vocabulary", lambda: token_chain.sample(models.context_free(P), models.context_free(Q), [7], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
     ("tree sample out of vocabulary", lambda: tree.sample(models.context_free(P), models.context_free(Q), [[0], [9]], rng=np.random.default_rng(0)), InvalidDraftsError, "[0, 3)"),
     ("single_draft nan q", lambda: otspec.single_draft(P, [np.nan, 0.5, 0.5]), InvalidDistributionError, "finite"),
-    ("compare without a law", lambda: otspec.verifiers.compare(P, Q), UnsupportedMethodError, "draft law"),
+    ("compare without a law", lambda: otspec.verifiers.compare(P, Q), NotADraftLawError, "draft law"),
     ("token chain path, q = 0 draft", lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]), InvalidDraftsError, "q_conds[1, 0]"),
 ]
 

@@ -263,7 +263,7 @@ def test_bad_inputs():
     Q = torch.full((1, 2, 2, 4), 0.25)
     x = torch.tensor([[[0, 1], [0, 2]]])
     with pytest.raises(UnsupportedMethodError, match="rule must be one of"):
-        tree.conditional(P, Q, x, rule="kseq")
+        tree.conditional(P, Q, x, rule="spectr")
     with pytest.raises(ShapeMismatchError, match="p must have shape"):
         tree.sample(P[:, :, :2], Q, x, rule="rrs", generator=torch.Generator())
     with pytest.raises(ShapeMismatchError, match="drafts must have shape"):
