@@ -39,6 +39,7 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
 def parse(ap: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    args.revision_at_start = git_revision()  # the code that runs; the tree may move during a long run
     return args
 
 
@@ -52,11 +53,19 @@ def save_figure(fig: Any, out_dir: str, name: str, dpi: int = 110) -> str:
 
 def write(out_dir: str, name: str, args: argparse.Namespace, payload: dict, tables: dict[str, str], notes: list[str] | None = None) -> None:
     """``name.json`` + ``name.md`` with the command, revision, seed and quick flag."""
-    payload = {"seed": args.seed, "quick": bool(args.quick), **payload}
+    start = getattr(args, "revision_at_start", None) or git_revision()
+    payload = {"seed": args.seed, "quick": bool(args.quick), "git_revision_at_start": start, **payload}
     write_report(out_dir, name, payload, tables)
+    md_path = os.path.join(out_dir, f"{name}.md")
+    with open(md_path) as f:
+        md = f.read()
+    end = git_revision()
+    if end != start:  # write_report records the revision at the end of the run; state both
+        md = md.replace(f"Revision: `{end}`", f"Revision: `{start}` at start (`{end}` at the end)", 1)
     if notes:
-        with open(os.path.join(out_dir, f"{name}.md"), "a") as f:
-            f.write("\n## Notes\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+        md = md.rstrip("\n") + "\n\n## Notes\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    with open(md_path, "w") as f:
+        f.write(md)
 
 
 def fmt(x: float, digits: int = 4) -> str:

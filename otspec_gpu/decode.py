@@ -40,7 +40,7 @@ import sys
 import time
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -312,11 +312,12 @@ def decode(
 
     # Prompts left-padded to one width; every prompt is repeated k times (its k draft rows).
     width = max(len(p) for p in prompts)
-    ids = torch.zeros(B, width, dtype=torch.long)
-    valid = torch.zeros(B, width, dtype=torch.bool)
+    ids_np = np.zeros((B, width), dtype=np.int64)
+    valid_np = np.zeros((B, width), dtype=bool)
     for b, pr in enumerate(prompts):
-        ids[b, width - len(pr):] = torch.tensor(pr)
-        valid[b, width - len(pr):] = True
+        ids_np[b, width - len(pr):] = pr
+        valid_np[b, width - len(pr):] = True
+    ids, valid = torch.from_numpy(ids_np), torch.from_numpy(valid_np)
     ids, valid = ids.repeat_interleave(k, 0).to(device), valid.repeat_interleave(k, 0).to(device)
     tgt, drf = _KV(target, R, device), _KV(draft, R, device)
     t_start = time.perf_counter()
@@ -337,25 +338,37 @@ def decode(
         # ---- draft ---------------------------------------------------------------------------
         t0 = time.perf_counter()
         n_draft_fed = pend.shape[1]
-        q_list, x_list = [], []
-        q_t = _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)  # [R, V]
-        if plan.mode == "single":
-            x = sample_drafts(q_t[rows0], k, plan.draft_law, generator=g_draft)  # [B, k]
-            x_t = x.reshape(R)
-        elif plan.mode == "tree" and plan.draft_law == "without_replacement":
-            x_t = sample_drafts(q_t[rows0], k, "without_replacement", generator=g_draft).reshape(R)
+        if plan.mode == "tree":
+            # The tree module's drafting: i.i.d. sequences, or first tokens without replacement.
+            fed = [0]
+
+            def next_q(prefix: torch.Tensor) -> torch.Tensor:
+                if prefix.shape[1] == 0:
+                    return _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)
+                fed[0] += 1
+                return _probs(drf.feed(prefix[:, -1:], torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
+
+            Xt, Qt = _tree.draft_sequences(next_q, B, k, g, replacement=plan.draft_law == "iid", generator=g_draft)
+            X, Q = Xt.reshape(R, g), Qt.reshape(R, g, V)
+            n_draft_fed += fed[0]
         else:
-            x_t = _multinomial(q_t, g_draft)
-        q_list.append(q_t)
-        x_list.append(x_t)
-        for _ in range(1, g):
-            q_t = _probs(drf.feed(x_t.unsqueeze(1), torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
-            n_draft_fed += 1
-            x_t = _multinomial(q_t, g_draft)
+            q_list, x_list = [], []
+            q_t = _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)  # [R, V]
+            if plan.mode == "single":
+                x = sample_drafts(q_t[rows0], k, plan.draft_law, generator=g_draft)  # [B, k]
+                x_t = x.reshape(R)
+            else:
+                x_t = _multinomial(q_t, g_draft)
             q_list.append(q_t)
             x_list.append(x_t)
-        Q = torch.stack(q_list, 1)  # [R, gamma, V]
-        X = torch.stack(x_list, 1)  # [R, gamma]
+            for _ in range(1, g):
+                q_t = _probs(drf.feed(x_t.unsqueeze(1), torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
+                n_draft_fed += 1
+                x_t = _multinomial(q_t, g_draft)
+                q_list.append(q_t)
+                x_list.append(x_t)
+            Q = torch.stack(q_list, 1)  # [R, gamma, V]
+            X = torch.stack(x_list, 1)  # [R, gamma]
         t1 = time.perf_counter()
         # ---- target: one forward scoring every drafted token ------------------------------------
         P = _probs(tgt.feed(torch.cat([last.unsqueeze(1), X], 1), torch.ones(R, g + 1, dtype=torch.bool, device=device)), **sampling)  # [R, gamma+1, V]
@@ -379,10 +392,8 @@ def decode(
         t3 = time.perf_counter()
         # ---- emit and roll back ------------------------------------------------------------------
         chosen = rows0 + path  # [B]
-        Xc = X[chosen]  # [B, gamma]
-        emitted = []
-        for b in range(B):
-            emitted.append(Xc[b, : int(tau[b])].tolist() + [int(y[b])])
+        Xc, tau_l, y_l = X[chosen].tolist(), tau.tolist(), y.tolist()  # python lists: one conversion per round
+        emitted = [Xc[b][: tau_l[b]] + [y_l[b]] for b in range(B)]
         sel = chosen.repeat_interleave(k)
         if k > 1:
             tgt.select(sel)

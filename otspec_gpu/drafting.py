@@ -22,7 +22,7 @@ import torch
 from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
 from otspec_gpu.verifiers._common import categorical, check_probs, greedy_top
 
-__all__ = ["sample_drafts", "LAWS"]
+__all__ = ["LAWS", "sample_drafts"]
 
 #: Names of the draft laws (the otspec law constructors of the same names).
 LAWS = ("iid", "without_replacement", "greedy")

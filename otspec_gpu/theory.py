@@ -42,7 +42,7 @@ by an exact walk over the drafted tree with the per-node plans of
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -153,7 +153,7 @@ def round_theory(plan, P, Q, X, rows0, path, tau, live: Sequence[int], *, single
     ``P`` [R, gamma+1, V], ``Q`` [R, gamma, V], ``X`` [R, gamma] (``R = B * k`` rows, prompt ``b``
     owns rows ``b*k .. b*k+k-1``); ``path`` [B] the row whose drafts were followed.
     """
-    k, g = plan.k, plan.gamma
+    k = plan.k
     recs = []
     for b in live:
         r0 = int(rows0[b])

@@ -10,7 +10,8 @@ k in {1, 4, 8} (``spechub`` at its only k = 2; ``token`` and ``approximate`` at 
 are added when a GPU is present (synchronised timings).
 
 Times are medians of repeated calls (the machine is shared: never quote one run). Writes
-``<out>/bench_torch_verifiers.json`` and ``.md`` (with the exact command and git revision).
+``<out>/bench_torch_verifiers.json``, ``.md`` and ``.rst`` (the table of docs/gpu.rst), each with
+the exact command and git revision.
 
     python experiments/bench/bench_torch_verifiers.py --out experiments/bench/out --seed 0
 
@@ -25,17 +26,17 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, write_report  # noqa: E402
+from _report import markdown_table, write_report
 
-import otspec  # noqa: E402
-from otspec_gpu.drafting import sample_drafts  # noqa: E402
-from otspec_gpu.verifiers import SINGLE_STEP  # noqa: E402
+import otspec
+from otspec_gpu.drafting import sample_drafts
+from otspec_gpu.verifiers import SINGLE_STEP
 
 VS = (49_152, 262_144)
 BS = (1, 64)
@@ -89,7 +90,7 @@ def single_step_rows(args, device: str) -> list[dict]:
                 for k in ks_for(name):
                     g = torch.Generator(device).manual_seed(args.seed)
                     drafts = sample_drafts(q, k, v.draft_law, generator=g)
-                    t_torch, n_torch = timed(lambda: v.sample(p, q, drafts, generator=g, validate=False), sync, args.min_total, args.max_reps)
+                    t_torch, n_torch = timed(lambda v=v, drafts=drafts, g=g, p=p, q=q: v.sample(p, q, drafts, generator=g, validate=False), sync, args.min_total, args.max_reps)
                     row = {"device": device, "V": V, "B": B, "k": k, "verifier": name, "torch_ms": 1e3 * t_torch, "torch_reps": n_torch}
                     if device == "cpu" and not args.no_numpy:
                         nv = otspec.verifiers.by_name(name)
@@ -97,7 +98,7 @@ def single_step_rows(args, device: str) -> list[dict]:
                         d_np = drafts.cpu().numpy()
                         nrng = np.random.default_rng(args.seed)
 
-                        def numpy_step():
+                        def numpy_step(nv=nv, make=make, k=k, d_np=d_np, nrng=nrng, B=B, p64=p64, q64=q64):
                             for b in range(B):  # the numpy sample verifies one tuple per call
                                 nv.sample(p64[b], make(q64[b], k), d_np[b], rng=nrng)
 
@@ -106,6 +107,19 @@ def single_step_rows(args, device: str) -> list[dict]:
                     rows.append(row)
                     print(row, flush=True)
     return rows
+
+
+def rst_table(rows: list[dict], meta: str) -> str:
+    """The single-step rows as an RST grid for docs/gpu.rst (one line per V, B, k, verifier)."""
+    head = ["device", "V", "B", "k", "verifier", "torch ms", "numpy ms", "speedup"]
+    body = [
+        [r["device"], str(r["V"]), str(r["B"]), str(r["k"]), r["verifier"], f"{r['torch_ms']:.3f}", f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-", f"{r['speedup']:.1f}x" if "speedup" in r else "-"]
+        for r in rows
+    ]
+    w = [max(len(x) for x in col) for col in zip(head, *body)]
+    rule = "  ".join("=" * n for n in w)
+    fmt = lambda cells: "  ".join(c.ljust(n) for c, n in zip(cells, w)).rstrip()
+    return "\n".join([meta, "", rule, fmt(head), rule, *(fmt(b) for b in body), rule, ""])
 
 
 def main(argv=None) -> None:
@@ -138,6 +152,11 @@ def main(argv=None) -> None:
             tables[name] = markdown_table(keys, [[r.get(c, "") for c in keys] for r in rs])
     payload = {"torch": torch.__version__, "threads": torch.get_num_threads(), "devices": devices, "single_step": rows, **extra}
     write_report(args.out, "bench_torch_verifiers", payload, tables)
+    from _report import command_line, git_revision
+
+    meta = f"Command: ``{command_line()}``, revision ``{git_revision()}``, torch {torch.__version__}, {torch.get_num_threads()} threads."
+    with open(os.path.join(args.out, "bench_torch_verifiers.rst"), "w") as f:
+        f.write(rst_table(rows, meta))
 
 
 if __name__ == "__main__":

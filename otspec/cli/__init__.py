@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from otspec.cli._common import CliError, run_guarded
+from otspec.cli._common import run_guarded
 
 __all__ = ["main", "build_parser"]
 
@@ -24,7 +24,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from otspec import __version__
-    from otspec.cli import audit, block, bound
+    from otspec.cli import audit, block, bound, decode
 
     parser = _OneLineParser(
         prog="otspec",
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     bound.register(sub)
     block.register(sub)
     audit.register(sub)
+    decode.register(sub)
     return parser
 
 

@@ -20,8 +20,9 @@ uniform is ever used twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -33,21 +34,21 @@ from otspec.errors import (
 )
 
 __all__ = [
+    "SUM_TOL",
+    "Plan",
     "StepOutput",
     "TorchVerifier",
-    "Plan",
-    "SUM_TOL",
+    "accept_ratio",
+    "categorical",
     "check_probs",
     "check_step",
-    "accept_ratio",
-    "residual",
+    "gather",
+    "greedy_top",
     "normalize_or",
-    "categorical",
     "plan_conditional",
     "plan_sample",
+    "residual",
     "step_output",
-    "greedy_top",
-    "gather",
 ]
 
 #: Row sums of p and q must be within this distance of 1, by input dtype (float32: a sum over
@@ -241,7 +242,7 @@ def plan_sample(plan: Plan, generator: torch.Generator, *, accept: torch.Tensor 
 def greedy_top(q: torch.Tensor, m: int) -> torch.Tensor:
     """The top-``m`` tokens of each row of ``q`` ``[B, m]``, ordered by larger q first, then lower
     token id (the tie rule of ``otspec.greedy``)."""
-    B, V = q.shape
+    B = q.shape[0]
     if m == 0:
         return torch.zeros((B, 0), dtype=torch.long, device=q.device)
     vals = torch.topk(q, m, dim=1).values

@@ -20,9 +20,20 @@ from typing import Any
 import torch
 
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
-from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
+from otspec_gpu.verifiers._common import (
+    Plan,
+    StepOutput,
+    TorchVerifier,
+    accept_ratio,
+    check_step,
+    gather,
+    plan_conditional,
+    plan_sample,
+    residual,
+    step_output,
+)
 
-__all__ = ["approximate", "plan", "pass_probabilities", "tv_to_target"]
+__all__ = ["approximate", "pass_probabilities", "plan", "tv_to_target"]
 
 
 def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> torch.Tensor:

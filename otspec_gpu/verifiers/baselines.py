@@ -29,7 +29,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["nss", "naive", "VERIFIERS", "naive_plan"]
+__all__ = ["VERIFIERS", "naive", "naive_plan", "nss"]
 
 _LAWS = ("iid", "without_replacement", "greedy")
 

@@ -148,6 +148,20 @@ def _rows(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return x[torch.arange(x.shape[0], device=x.device), t]
 
 
+def _emission_weights(p: torch.Tensor, q: torch.Tensor, tau: torch.Tensor, w_tau: torch.Tensor | None) -> torch.Tensor:
+    """Unnormalised law [B, V] of the emitted token given tau [B]: the residual
+    ``(w_tau p[:, tau] - q[:, tau])_+`` (``w_tau`` [B, 1], 1 if None) for tau < gamma, ``p[:, gamma]``
+    (bonus) for tau = gamma; a residual of computed mass 0 falls back to ``p[:, tau]`` (the rule of
+    :func:`_normalise`). ``sample_rows`` normalises by the cumulative sum."""
+    g = q.shape[1]
+    pt = _rows(p, tau)  # [B, V]
+    res = _rows(q, tau.clamp_max(g - 1)).neg_()  # a gathered copy, so in-place is safe
+    res = res.add_(pt) if w_tau is None else res.add_(pt * w_tau)
+    res.clamp_min_(0.0)
+    use_res = (tau < g) & (res.sum(-1) > 0)
+    return torch.where(use_res.unsqueeze(-1), res, pt)
+
+
 # ------------------------------------------------------------------------------------------------
 # Token verification (Algorithm 1).
 
@@ -209,10 +223,7 @@ def _token_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.
     a, _ = _token_accept(p, q, drafts)
     rejected = ~(coins < a)  # [B, g]
     tau = torch.where(rejected.any(dim=1), rejected.to(torch.int8).argmax(dim=1), torch.full_like(drafts[:, 0], g))  # first rejection
-    pt = _rows(p, tau)  # [B, V]
-    qt = _rows(q, tau.clamp_max(g - 1))
-    w = torch.where((tau < g).unsqueeze(-1), _normalise((pt - qt).clamp_min(0.0), pt), pt)
-    return ChainOutput(accepted=tau, next_token=sample_rows(w, u))
+    return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, None), u))
 
 
 def token_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> ChainOutput:
@@ -323,17 +334,16 @@ def _block_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)
     Z = p.new_empty((B, max(g - 1, 0)))
-    for i in range(1, g):  # one [B, V] pass per position keeps memory at B * V
-        Z[:, i - 1] = (pr[:, i - 1 : i] * p[:, i] - q[:, i]).clamp_min(0.0).sum(-1)
+    buf = p.new_empty((B, p.shape[-1]))  # one [B, V] buffer reused for every position
+    for i in range(1, g):
+        torch.mul(p[:, i], pr[:, i - 1 : i], out=buf)
+        Z[:, i - 1] = buf.sub_(q[:, i]).clamp_min_(0.0).sum(-1)
     h, _ = _block_h(logp, Z)
     passed = coins < h  # [B, g]
     pos = torch.arange(1, g + 1, device=p.device)
     tau = (passed * pos).amax(dim=1)  # last index that passes, 0 if none
-    pt = _rows(p, tau)  # [B, V]
-    qt = _rows(q, tau.clamp_max(g - 1))
     wt = torch.cat([torch.ones_like(pr[:, :1]), pr], dim=1).gather(1, tau.unsqueeze(-1))  # [B, 1] p_tau
-    w = torch.where((tau < g).unsqueeze(-1), _normalise((wt * pt - qt).clamp_min(0.0), pt), pt)
-    return ChainOutput(accepted=tau, next_token=sample_rows(w, u))
+    return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, wt), u))
 
 
 def block_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> ChainOutput:

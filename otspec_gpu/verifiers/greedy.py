@@ -35,7 +35,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["greedy_optimal", "spechub", "VERIFIERS", "plan", "hub_plans"]
+__all__ = ["VERIFIERS", "greedy_optimal", "hub_plans", "plan", "spechub"]
 
 
 def _q_rest(q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:

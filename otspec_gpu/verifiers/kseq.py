@@ -24,9 +24,20 @@ from __future__ import annotations
 
 import torch
 
-from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
+from otspec_gpu.verifiers._common import (
+    Plan,
+    StepOutput,
+    TorchVerifier,
+    accept_ratio,
+    check_step,
+    gather,
+    plan_conditional,
+    plan_sample,
+    residual,
+    step_output,
+)
 
-__all__ = ["kseq", "sample", "conditional", "plan", "rho_star"]
+__all__ = ["conditional", "kseq", "plan", "rho_star", "sample"]
 
 _MAX_ITER = 80  # enough to reach adjacent float64 values on [1, k] for k < 2**20
 _CHECK_EVERY = 4

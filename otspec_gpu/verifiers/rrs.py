@@ -35,7 +35,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["rrs", "rrs_wor", "VERIFIERS", "plan", "plan_wor", "sample", "conditional", "sample_wor", "conditional_wor"]
+__all__ = ["VERIFIERS", "conditional", "conditional_wor", "plan", "plan_wor", "rrs", "rrs_wor", "sample", "sample_wor"]
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:

@@ -9,9 +9,20 @@ from __future__ import annotations
 
 import torch
 
-from otspec_gpu.verifiers._common import Plan, StepOutput, TorchVerifier, accept_ratio, check_step, gather, plan_conditional, plan_sample, residual, step_output
+from otspec_gpu.verifiers._common import (
+    Plan,
+    StepOutput,
+    TorchVerifier,
+    accept_ratio,
+    check_step,
+    gather,
+    plan_conditional,
+    plan_sample,
+    residual,
+    step_output,
+)
 
-__all__ = ["token", "sample", "conditional", "plan"]
+__all__ = ["conditional", "plan", "sample", "token"]
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:

@@ -331,7 +331,7 @@ def draft_sequences(
       :func:`otspec_gpu.drafting.sample_drafts` with ``"without_replacement"``), and each sequence is
       then continued independently, :math:`\sim M_s(\cdot \mid x_1)`.
 
-    These are the laws of :func:`otspec.verifiers.tree.draft_trees`. Sharing the draft model's
+    These are the laws of :func:`otspec.trees.draft_trees`. Sharing the draft model's
     outputs across sequences with equal prefixes is allowed (their rows are equal); what must not
     happen is drafting a node's children by anything else (e.g. top-k, or deduplicated children
     under ``replacement=True``), or passing :func:`sample` a ``q`` other than the one drafted from.

@@ -4,6 +4,7 @@ laws and the numpy kernels (public otspec API only)."""
 from __future__ import annotations
 
 import numpy as np
+
 import otspec
 from otspec.verifiers import ApproximateVerifier
 

@@ -20,7 +20,13 @@ from otspec.errors import (
     ShapeMismatchError,
 )
 from otspec_gpu.verifiers import SINGLE_STEP, StepOutput
-from tests.gpu._single_step import COMBOS, LAWS, extra_for, numpy_kernel, random_law_pair
+from tests.gpu._single_step import (
+    COMBOS,
+    LAWS,
+    extra_for,
+    numpy_kernel,
+    random_law_pair,
+)
 
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}
 N_LAWS = 25  # random (p, q) pairs per combination

@@ -25,7 +25,6 @@ from scipy import stats
 
 from otspec_gpu.verifiers import SINGLE_STEP, StepOutput
 from otspec_gpu.verifiers import token as token_module
-from otspec_gpu.verifiers._common import gather
 from tests.gpu._single_step import COMBOS, LAWS, extra_for, random_law_pair
 
 N = 100_000
@@ -66,7 +65,7 @@ def _case(name, law, k, c):
 @pytest.mark.parametrize("name,law,k", COMBOS, ids=[f"{n}-{l}-k{k}" for n, l, k in COMBOS])
 def test_sampler_matches_conditional(name, law, k, c, device):
     v = SINGLE_STEP[name]
-    p, q, T, W, extra, V = _case(name, law, k, c)
+    p, q, T, _W, extra, _V = _case(name, law, k, c)
     kw = {key: torch.as_tensor(val, device=device) if isinstance(val, np.ndarray) else val for key, val in extra.items()}
     pt = torch.as_tensor(p, device=device)[None]
     qt = torch.as_tensor(q, device=device)[None]
@@ -92,7 +91,7 @@ def test_per_row_laws_give_the_same_tokens(name, law, k, device):
     """[B, V] rows equal to a shared [1, V] law consume the same uniforms and give the same tokens,
     so the chi-square tests above (run on the shared form) cover the per-row form too."""
     v = SINGLE_STEP[name]
-    p, q, T, W, extra, V = _case(name, law, k, 1)
+    p, q, T, W, extra, _V = _case(name, law, k, 1)
     kw = {key: torch.as_tensor(val, device=device) if isinstance(val, np.ndarray) else val for key, val in extra.items()}
     pt = torch.as_tensor(p, device=device)[None]
     qt = torch.as_tensor(q, device=device)[None]
@@ -113,7 +112,7 @@ def test_per_row_laws_give_the_same_tokens(name, law, k, device):
 def test_rrs_wor_per_row_sampler_matches_conditional(k, device):
     """rrs_wor's per-row ([B, V]) path, chi-square as above (its shared path is tested above)."""
     v = SINGLE_STEP["rrs_wor"]
-    p, q, T, W, extra, V = _case("rrs_wor", "without_replacement", k, 0)
+    p, q, T, _W, _extra, _V = _case("rrs_wor", "without_replacement", k, 0)
     pt = torch.as_tensor(p, device=device)[None].expand(N, -1).contiguous()
     qt = torch.as_tensor(q, device=device)[None].expand(N, -1).contiguous()
     pis = v.conditional(pt[:1], qt[:1], torch.as_tensor(T, device=device)).cpu().numpy()
@@ -170,7 +169,7 @@ def test_same_seed_same_tokens(name, device):
     v = SINGLE_STEP[name]
     law = v.draft_law
     k = 2 if v.k_max is None or v.k_max >= 2 else 1
-    p, q, T, W, extra, V = _case(name, law, k, 0)
+    p, q, _T, _W, extra, _V = _case(name, law, k, 0)
     pt, qt = torch.as_tensor(p, device=device)[None], torch.as_tensor(q, device=device)[None]
     from otspec_gpu.drafting import sample_drafts
 

@@ -7,7 +7,7 @@
   (false-alarm rate 1e-6 per comparison; power against a 0.02 TV error in
   ``test_chi_square_design_has_power``), and a negative control (RSD trees verified with the
   with-replacement rule) that the same test rejects.
-* ``draft_sequences`` draws trees with the law of :func:`otspec.verifiers.tree.draft_trees`.
+* ``draft_sequences`` draws trees with the law of :func:`otspec.trees.draft_trees`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from scipy import stats
 
 from otspec import models
 from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
+from otspec.trees import draft_trees
 from otspec.verifiers import tree as np_tree
 from otspec_gpu.verifiers import chain, tree
 
@@ -139,7 +140,7 @@ def fixed_trees(rule):
     rules the first has two sequences sharing their first token."""
     pm = models.dirichlet(5, seed=21, zero_prob=0.2, concentration=1.5)
     qm = models.dirichlet(5, seed=22, concentration=1.5)
-    trees, _ = np_tree.draft_trees(qm, 3, 2, replacement=rule != "rrs_wor")
+    trees, _ = draft_trees(qm, 3, 2, replacement=rule != "rrs_wor")
     trees = np.array(trees)[np.random.default_rng(0).choice(len(trees), 400, replace=False)]
     P, Q = along(pm, qm, trees)
     law = tree.conditional(torch.as_tensor(P), torch.as_tensor(Q), torch.as_tensor(trees), rule=rule).sum(-1).flatten(1).numpy()
@@ -208,7 +209,7 @@ def test_determinism():
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("replacement", [True, False])
 def test_draft_sequences_law(replacement):
-    """draft_sequences' trees have the law of otspec.verifiers.tree.draft_trees (chi-square over all
+    """draft_sequences' trees have the law of otspec.trees.draft_trees (chi-square over all
     V^(k gamma) = 81 trees), and the returned q rows are the drafter's conditionals."""
     V, k, g, n = 3, 2, 2, 50_000
     qm = models.dirichlet(V, seed=8, concentration=1.0)
@@ -223,7 +224,7 @@ def test_draft_sequences_law(replacement):
     x, q = tree.draft_sequences(next_q, n, k, g, replacement=replacement, generator=torch.Generator().manual_seed(9))
     assert x.shape == (n, k, g) and q.shape == (n, k, g, V)
     torch.testing.assert_close(q[:, :, 1], torch.as_tensor(table[1])[x[:, :, 0]], rtol=0, atol=0)
-    trees, w = np_tree.draft_trees(qm, k, g, replacement=replacement)
+    trees, w = draft_trees(qm, k, g, replacement=replacement)
     codes = lambda t: (t.reshape(t.shape[0], -1) * V ** np.arange(k * g)[::-1]).sum(1)
     probs = np.zeros(V ** (k * g))
     probs[codes(np.asarray(trees))] = w

@@ -152,6 +152,16 @@ def test_integrated_selection_law_equals_r_star(V, k, family, seed):
     np.testing.assert_allclose(st.integrated_selection_law(), st.r, rtol=0, atol=ATOL)
 
 
+def test_integrated_law_on_peaked_pairs():
+    """Temperature 0.2: q spans 1e-30..1, so super-tokens near t = 1 have q-mass below float64
+    resolution of the cumulative sums (regression: 0/0 in the integrated law)."""
+    for k in (2, 8):
+        p, q = synthetic_pair(2000, seed=2, temperature=0.2)
+        st = prepare(p, q, k)
+        assert np.all(np.isfinite(st.integrated_selection_law()))
+        np.testing.assert_allclose(st.integrated_selection_law(), st.r, rtol=0, atol=ATOL)
+
+
 def test_integrated_law_with_ties_and_zeros():
     rng = np.random.default_rng(8)
     V = 2000

@@ -325,18 +325,16 @@ class ThresholdTree:
 
 
 def _finish(geo: _Geometry, G: np.ndarray, left: np.ndarray, right: np.ndarray, order: list, method: str) -> ThresholdTree:
-    """Clamp ratios top-down (each node <= both neighbours at its removal, which are removed later,
-    and >= 0) and record the largest clamped excess. ``order`` is the removal order."""
+    """Make the ratios nested despite rounding and record the largest change: top-down (reverse
+    removal order; a node's neighbours at removal are removed later), clamp each node to its two
+    neighbours at removal and to [0, 1]. The clamp is local on purpose: a garbage ratio in a block
+    of q-mass below float64 resolution then only affects that block's own subtree."""
     m = geo.m
     G[0] = G[m] = 1.0
     raw = G.copy()
     g, lf, rt = G.tolist(), left.tolist(), right.tolist()
     for i in reversed(order):
-        x = g[i]
-        a, b = g[lf[i]], g[rt[i]]
-        x = min(x, a)
-        x = min(x, b)
-        g[i] = max(0.0, x)
+        g[i] = max(0.0, min(g[i], g[lf[i]], g[rt[i]]))
     G = np.asarray(g)
     excess = float(np.max(raw[1:m] - G[1:m])) if m > 1 else 0.0
     return ThresholdTree(G=G, left=left, right=right, order=np.asarray(order, dtype=np.int64), method=method, max_clamp=max(excess, 0.0))
@@ -346,14 +344,15 @@ def _build_heap(geo: _Geometry):
     r"""Remove the boundary of smallest local ratio one at a time (binary heap with lazy deletion).
 
     Each removal records the removed boundary's block (its two current neighbours) and ratio; the
-    two neighbours get their ratios recomputed. :math:`O(m \log m)` heap operations."""
+    two neighbours get their ratios recomputed. :math:`O(m \log m)` heap operations. (The two
+    neighbour updates are written out twice: this loop is the hot path of the build.)"""
     m, k = geo.m, geo.k
     G = np.zeros(m + 1)
     left = np.full(m + 1, -1, dtype=np.int64)
     right = np.full(m + 1, -1, dtype=np.int64)
     i = np.arange(1, m)
     R0 = geo.ratio(i - 1, i, i + 1)
-    cur = [None] + R0.tolist() + [None]
+    cur = [None, *R0.tolist(), None]
     heap = list(zip(cur[1:m], range(1, m)))
     heapq.heapify(heap)
     prv = list(range(-1, m))
@@ -361,38 +360,55 @@ def _build_heap(geo: _Geometry):
     Tl, Yl, Ll = geo.T.tolist(), geo.Y.tolist(), geo.L.tolist()
     with np.errstate(over="ignore"):
         dens = (geo.rho / geo.w).tolist()
-    kk = k - 2
+    kr = range(k - 2)
     order = []
     gl, ll, rl = [0.0] * (m + 1), [-1] * (m + 1), [-1] * (m + 1)
-    pop, push = heapq.heappop, heapq.heappush
+    pop, push, append = heapq.heappop, heapq.heappush, order.append
     while heap:
         r, j = pop(heap)
         if cur[j] != r:
             continue
         cur[j] = None
-        a, b = prv[j], nxt[j]
-        gl[j], ll[j], rl[j] = r, a, b
-        order.append(j)
+        a = prv[j]
+        b = nxt[j]
+        gl[j] = r
+        ll[j] = a
+        rl[j] = b
+        append(j)
         nxt[a] = b
         prv[b] = a
-        for x in (a, b):
-            if x <= 0 or x >= m:
-                continue
-            xa, xb = prv[x], nxt[x]
-            w1 = Tl[x] - Tl[xa]
-            w2 = Tl[xb] - Tl[x]
-            dl = dens[x - 1] if x - xa == 1 else ((Ll[x] - Ll[xa]) / w1 if w1 > 0 else 0.0)
-            dr = dens[x] if xb - x == 1 else ((Ll[xb] - Ll[x]) / w2 if w2 > 0 else 0.0)
-            y1, y2, y3 = Yl[xa], Yl[x], Yl[xb]
+        if a > 0:  # left neighbour: its right side widened to b
+            xa = prv[a]
+            w1 = Tl[a] - Tl[xa]
+            w2 = Tl[b] - Tl[a]
+            dl = dens[a - 1] if a - xa == 1 else ((Ll[a] - Ll[xa]) / w1 if w1 > 0 else 0.0)
+            dr = (Ll[b] - Ll[a]) / w2 if w2 > 0 else 0.0
+            y1, y2, y3 = Yl[xa], Yl[a], Yl[b]
             h2 = h3 = ym = 1.0
-            for _ in range(kk):
+            for _ in kr:
                 ym *= y1
                 h2 = ym + y2 * h2
                 h3 = h2 + y3 * h3
             den = (w1 + w2) * h3
             rx = (dl - dr) / den if den > 0 else 0.0
-            cur[x] = rx
-            push(heap, (rx, x))
+            cur[a] = rx
+            push(heap, (rx, a))
+        if b < m:  # right neighbour: its left side widened to a
+            xb = nxt[b]
+            w1 = Tl[b] - Tl[a]
+            w2 = Tl[xb] - Tl[b]
+            dl = (Ll[b] - Ll[a]) / w1 if w1 > 0 else 0.0
+            dr = dens[b] if xb - b == 1 else ((Ll[xb] - Ll[b]) / w2 if w2 > 0 else 0.0)
+            y1, y2, y3 = Yl[a], Yl[b], Yl[xb]
+            h2 = h3 = ym = 1.0
+            for _ in kr:
+                ym *= y1
+                h2 = ym + y2 * h2
+                h3 = h2 + y3 * h3
+            den = (w1 + w2) * h3
+            rx = (dl - dr) / den if den > 0 else 0.0
+            cur[b] = rx
+            push(heap, (rx, b))
     G[:] = gl
     left[:] = ll
     right[:] = rl
@@ -562,7 +578,8 @@ class OptimalIIDState:
         if i.size:
             a, b = tr.left[i], tr.right[i]
             dur = np.minimum(G[a], G[b]) - G[i]
-            dens = dur * (phi[b] - phi[a]) / (geo.T[b] - geo.T[a])
+            dT = geo.T[b] - geo.T[a]  # 0 only for blocks whose q-mass is below float64 resolution near t = 1
+            dens = np.divide(dur * (phi[b] - phi[a]), dT, out=np.zeros_like(dT), where=dT > 0)
             np.add.at(diff, a + 1, dens)
             np.add.at(diff, b + 1, -dens)
         # leaves: super-token j = (j-1, j] for the levels above both its boundaries

@@ -1,0 +1,167 @@
+"""Benchmark the optimal i.i.d. verifier (``optimal_iid``) against what a user gets today.
+
+For V in {5000, 49152, 262144} and k in {2, 4, 8}, on LM-shaped pairs from ``otspec.synthetic``
+(family "zipf"):
+
+1. times: r* (``selection_law``), the full preparation (``prepare``: r*, super-tokens, threshold
+   tree, range-minimum table, residual CDF), the tree build alone, one draw (``state.sample``) and
+   the per-draw cost of a vectorised batch; beside the enumerated-LP ``optimal_plan`` (tried at
+   every size; it refuses laws too large to enumerate -- the table says so -- and is also timed on
+   small V where it runs) and beside K-SEQ / RRS (closed-form acceptance and per-draw
+   ``sample_batch`` time);
+2. acceptance gained: alpha* (attained exactly by ``optimal_iid``) minus K-SEQ's and RRS's exact
+   acceptance, over several seeds and temperatures;
+3. the 50 ms goal: build + one draw at V = 262 144, k = 8, and the largest V of a grid for which
+   build + one draw stays under 50 ms at k = 8.
+
+The machine is shared (the load average is recorded); each large build is timed once or a few
+times (``--repeats``), so read the numbers as orders of magnitude.
+
+    python experiments/bench/bench_optimal_verifier.py --out experiments/bench/out --seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from functools import partial
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import markdown_table, write_report
+
+import otspec
+from otspec.errors import OtspecInputError
+from otspec.synthetic import synthetic_pair
+from otspec.verifiers import kseq, optimal_plan, rrs
+from otspec.verifiers.step.optimal_iid import prepare, selection_law
+
+VS = (5000, 49152, 262144)
+KS = (2, 4, 8)
+GOAL_S = 0.050
+GRID = (1000, 2000, 3000, 5000, 8000, 12000, 20000, 49152)
+SMALL = ((40, 2), (40, 3), (12, 4))  # sizes where the enumerated LP runs
+
+
+def _best(fn, repeats):
+    best, out = np.inf, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def _value(verifier, p, law):
+    return verifier.acceptance(p, law).value
+
+
+def _per_draw(fn, n):
+    t, _ = _best(fn, 1)
+    return t / n
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="experiments/bench/out")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=2, help="timing repeats of each build (the minimum is kept)")
+    ap.add_argument("--batch", type=int, default=20000, help="draws per batch timing")
+    ap.add_argument("--quick", action="store_true", help="V in {5000} only (smoke run)")
+    args = ap.parse_args(argv)
+    vs = (5000,) if args.quick else VS
+    rng = np.random.default_rng(args.seed)
+    rows, gain_rows, payload = [], [], {"timing": [], "gain": [], "goal": {}, "small": []}
+    payload["load_average"] = list(os.getloadavg())
+
+    for V in vs:
+        p, q = synthetic_pair(V, seed=args.seed)
+        for k in KS:
+            law = otspec.iid(q, k)
+            t_r, _ = _best(partial(selection_law, p, q, k), args.repeats)
+            t_prep, st = _best(partial(prepare, p, q, k), args.repeats)
+            drafts = law.sample(rng, args.batch)
+            one = drafts[0]
+            t_one, _ = _best(partial(st.sample, one, rng=rng), 5)
+            t_draw = _per_draw(partial(st.sample_batch, drafts, rng=rng), args.batch)
+            t_kseq_a, a_kseq = _best(partial(_value, kseq, p, law), args.repeats)
+            t_rrs_a, a_rrs = _best(partial(_value, rrs, p, law), args.repeats)
+            n_base = min(args.batch, 2000)
+            t_kseq_d = _per_draw(partial(kseq.sample_batch, p, law, drafts[:n_base], rng=rng), n_base)
+            t_rrs_d = _per_draw(partial(rrs.sample_batch, p, law, drafts[:n_base], rng=rng), n_base)
+            try:
+                optimal_plan.acceptance(p, law)
+                plan = "ran"
+            except OtspecInputError as exc:
+                plan = f"refused ({type(exc).__name__})"
+            rec = {
+                "V": V, "k": k, "m_super_tokens": st.geometry.m, "alpha_star": st.alpha, "r_star_s": t_r, "prepare_s": t_prep,
+                "tree_s": max(t_prep - t_r, 0.0), "one_draw_s": t_one, "batch_per_draw_s": t_draw, "build_plus_draw_s": t_prep + t_one,
+                "kseq_acceptance": a_kseq, "kseq_acceptance_s": t_kseq_a, "kseq_per_draw_s": t_kseq_d,
+                "rrs_acceptance": a_rrs, "rrs_acceptance_s": t_rrs_a, "rrs_per_draw_s": t_rrs_d, "optimal_plan": plan,
+                "max_clamp": st.tree.max_clamp,
+            }
+            payload["timing"].append(rec)
+            rows.append((V, k, st.geometry.m, f"{t_r * 1e3:.1f}", f"{rec['tree_s'] * 1e3:.0f}", f"{t_prep * 1e3:.0f}", f"{t_one * 1e6:.0f}",
+                         f"{t_draw * 1e6:.1f}", f"{t_kseq_a * 1e3:.1f}", f"{t_kseq_d * 1e6:.1f}", f"{t_rrs_a * 1e3:.1f}", f"{t_rrs_d * 1e6:.1f}", plan))
+            print(rows[-1], flush=True)
+
+    # enumerated LP where it runs, beside optimal_iid on the same small laws
+    small_rows = []
+    for V, k in SMALL:
+        p, q = synthetic_pair(V, seed=args.seed)
+        law = otspec.iid(q, k)
+        t_lp, a_lp = _best(partial(_value, optimal_plan, p, law), 1)
+        t_o, st = _best(partial(prepare, p, q, k), args.repeats)
+        payload["small"].append({"V": V, "k": k, "optimal_plan_s": t_lp, "optimal_plan_acceptance": a_lp, "optimal_iid_prepare_s": t_o, "alpha_star": st.alpha})
+        small_rows.append((V, k, law.num_tuples(), f"{t_lp * 1e3:.0f}", f"{a_lp:.10f}", f"{t_o * 1e3:.2f}", f"{st.alpha:.10f}"))
+
+    # acceptance gained on LM-shaped pairs
+    for V in vs:
+        for T in (0.7, 1.0, 1.5):
+            for k in KS:
+                gains = []
+                for s in range(3):
+                    p, q = synthetic_pair(V, seed=args.seed + s, temperature=T)
+                    law = otspec.iid(q, k)
+                    a = otspec.verifiers.optimal_iid.acceptance(p, law).value
+                    gains.append((a, a - kseq.acceptance(p, law).value, a - rrs.acceptance(p, law).value))
+                g = np.array(gains)
+                payload["gain"].append({"V": V, "temperature": T, "k": k, "alpha_star_mean": g[:, 0].mean(),
+                                        "gain_over_kseq_mean": g[:, 1].mean(), "gain_over_rrs_mean": g[:, 2].mean(), "seeds": 3})
+                gain_rows.append((V, T, k, f"{g[:, 0].mean():.5f}", f"{g[:, 1].mean():+.5f}", f"{g[:, 2].mean():+.5f}"))
+
+    # the 50 ms goal at k = 8
+    goal_rows = []
+    largest = None
+    for V in GRID + ((262144,) if not args.quick else ()):
+        p, q = synthetic_pair(V, seed=args.seed)
+        t_prep, st = _best(partial(prepare, p, q, 8), args.repeats)
+        t_one, _ = _best(partial(st.sample, otspec.iid(q, 8).sample(rng, 1)[0], rng=rng), 3)
+        tot = t_prep + t_one
+        if tot < GOAL_S:
+            largest = V
+        goal_rows.append((V, f"{t_prep * 1e3:.0f}", f"{t_one * 1e6:.0f}", f"{tot * 1e3:.0f}", "yes" if tot < GOAL_S else "no"))
+        payload["goal"][str(V)] = {"prepare_s": t_prep, "one_draw_s": t_one, "total_s": tot}
+    payload["goal"]["largest_V_under_50ms"] = largest
+
+    tables = {
+        "Times (ms / us): r*, tree, full preparation, one draw, batch per draw; K-SEQ / RRS acceptance and per draw": markdown_table(
+            ["V", "k", "super-tokens", "r* ms", "tree ms", "prepare ms", "one draw us", "batch us/draw", "kseq acc ms", "kseq us/draw",
+             "rrs acc ms", "rrs us/draw", "optimal_plan"], rows),
+        "Enumerated LP (optimal_plan) where it runs, beside optimal_iid": markdown_table(
+            ["V", "k", "tuples", "optimal_plan ms", "optimal_plan acceptance", "optimal_iid prepare ms", "alpha*"], small_rows),
+        "Acceptance gained by optimal_iid (alpha*) over K-SEQ and RRS, zipf pairs, mean of 3 seeds": markdown_table(
+            ["V", "temperature", "k", "alpha*", "gain over K-SEQ", "gain over RRS"], gain_rows),
+        f"Goal: build + one draw < 50 ms at k = 8 (largest V under 50 ms: {largest})": markdown_table(
+            ["V", "prepare ms", "one draw us", "total ms", "< 50 ms"], goal_rows),
+    }
+    write_report(args.out, "bench_optimal_verifier", payload, tables)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,200 @@
+"""Per-step cost of the torch chain and tree verifiers (otspec_gpu.verifiers.chain / .tree) beside
+the numpy ``sample`` of the same rule, in one run on one machine.
+
+    python experiments/bench/bench_torch_chains.py --out experiments/out/bench_torch_chains --seed 0
+
+Grid: gamma in {4, 8}, V in {49 152, 262 144}, B in {1, 64} rows, float32 torch inputs (the
+decoding harness's dtype). Rows:
+
+* chains: ``token_sample`` / ``block_sample`` (one verification per row) and ``*_conditional``
+  (the exact (tau, next token) law the harness uses for theory), against
+  ``otspec.verifiers.token_chain.sample`` / ``otspec.verifiers.block.sample`` called once per row
+  on tabulated float64 models of the drafted path (the numpy reference implementation);
+* trees (k = 4 sequences): ``tree.sample`` for each rule against ``otspec.verifiers.tree.sample``
+  once per row. B = 64 at V = 262 144 is left out for trees (the inputs alone are 2.4 GB).
+
+The numpy baseline loops over rows; above 8 rows it is timed on 8 rows and scaled linearly (marked
+``x8`` in the table). Target of the issue: chains at gamma = 8 under 5 ms (B = 1) on this CPU.
+Every time is the median of ``--repeats`` runs. torch runs on one intra-op thread by default
+(``--threads``): on the shared 2-core project machine, two threads measured 100x slower than one
+(OpenMP spin-waits against other processes; 158 ms vs 1.2 ms for token_sample at gamma = 8,
+V = 49 152, B = 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import markdown_table, median_time, write_report  # noqa: E402
+
+import torch  # noqa: E402
+
+from otspec import models  # noqa: E402
+from otspec.verifiers import block as np_block  # noqa: E402
+from otspec.verifiers import token_chain as np_token  # noqa: E402
+from otspec.verifiers import tree as np_tree  # noqa: E402
+from otspec_gpu.verifiers import chain, tree  # noqa: E402
+
+GAMMAS = (4, 8)
+VOCABS = (49_152, 262_144)
+BATCHES = (1, 64)
+K_TREE = 4
+NUMPY_ROWS = 8
+
+
+def pair(shape, V, gen):
+    """Target and draft rows [*shape, V] float32: softmax of Gaussian logits (scale 3), the draft a
+    noisy copy of the target's logits (acceptance around 0.6-0.8)."""
+    logits = 3.0 * torch.randn(*shape, V, generator=gen)
+    p = torch.softmax(logits, -1)
+    q = torch.softmax(logits + 1.0 * torch.randn(*shape, V, generator=gen), -1)
+    return p, q
+
+
+def draw(q, gen):
+    """One token per row of q [..., V] (float64 inverse CDF)."""
+    flat = q.reshape(-1, q.shape[-1])
+    return chain.sample_rows(flat, torch.rand(flat.shape[0], generator=gen, dtype=torch.float64)).view(q.shape[:-1])
+
+
+def tabulated(rows, path):
+    """float64 numpy models along one drafted path: {path[:i]: rows[i]}."""
+    return models.tabulated({tuple(path[:i]): rows[i].astype(np.float64) / rows[i].astype(np.float64).sum() for i in range(len(rows))})
+
+
+def chain_rows(B, V, g, gen, repeats):
+    p, _ = pair((B, g + 1), V, gen)
+    q = torch.softmax(torch.log(p[:, :g]) + 1.0 * torch.randn(B, g, V, generator=gen), -1)  # draft near the target
+    x = draw(q, gen)
+    out = []
+    n_np = min(B, NUMPY_ROWS)
+    P, Q, X = p.numpy(), q.numpy(), x.numpy()
+    np_models = [(tabulated(P[b], X[b].tolist()), tabulated(Q[b], X[b].tolist()), X[b].tolist()) for b in range(n_np)]
+    rng = np.random.default_rng(0)
+    for rule, samp, cond, np_mod in (
+        ("token", chain.token_sample, chain.token_conditional, np_token),
+        ("block", chain.block_sample, chain.block_conditional, np_block),
+    ):
+        g_t = torch.Generator().manual_seed(1)
+        t_s, res = median_time(lambda: samp(p, q, x, generator=g_t), repeats)
+        t_sv, _ = median_time(lambda: samp(p, q, x, generator=g_t, validate=False), repeats)
+        t_c, law = median_time(lambda: cond(p, q, x, validate=False), repeats)
+        t_np, _ = median_time(lambda: [np_mod.sample(pm, qm, path, rng=rng) for pm, qm, path in np_models], max(1, repeats // 2))
+        t_np *= B / n_np
+        out.append(
+            {
+                "kind": "chain",
+                "rule": rule,
+                "B": B,
+                "V": V,
+                "gamma": g,
+                "k": 1,
+                "torch_sample_ms": 1e3 * t_s,
+                "torch_sample_novalidate_ms": 1e3 * t_sv,
+                "torch_conditional_ms": 1e3 * t_c,
+                "numpy_sample_ms": 1e3 * t_np,
+                "numpy_scaled": B > n_np,
+                "mean_accepted": float(res.accepted.double().mean()),
+                "exact_mean_accepted": float(chain.expected_accepted(law).double().mean()),
+            }
+        )
+    return out
+
+
+def tree_rows(B, V, g, gen, repeats):
+    k = K_TREE
+    # One context-free pair per row (every node of a row uses the same conditionals): the cost of a
+    # verification does not depend on where the rows come from.
+    p1, _ = pair((B, 1), V, gen)
+    q1 = torch.softmax(torch.log(p1) + 1.0 * torch.randn(B, 1, V, generator=gen), -1)
+    p = p1[:, :, None].expand(B, k, g + 1, V).contiguous()
+    q = q1[:, :, None].expand(B, k, g, V).contiguous()
+    out = []
+    n_np = min(B, NUMPY_ROWS)
+    for rule in tree.RULES:
+        if rule == "rrs_wor":
+            first = torch.stack([torch.multinomial(q1[b, 0].double(), k, replacement=False, generator=gen) for b in range(B)])
+            x = torch.cat([first[:, :, None], draw(q[:, :, 1:], gen)], dim=2) if g > 1 else first[:, :, None]
+        else:
+            x = draw(q, gen)
+        P1, Q1, X = p1[:, 0].double().numpy(), q1[:, 0].double().numpy(), x.numpy()
+        np_models = [
+            (models.context_free(P1[b] / P1[b].sum()), models.context_free(Q1[b] / Q1[b].sum()), X[b]) for b in range(n_np)
+        ]
+        rng = np.random.default_rng(0)
+        g_t = torch.Generator().manual_seed(1)
+        t_s, res = median_time(lambda: tree.sample(p, q, x, rule=rule, generator=g_t), repeats)
+        t_sv, _ = median_time(lambda: tree.sample(p, q, x, rule=rule, generator=g_t, validate=False), repeats)
+        t_np, _ = median_time(lambda: [np_tree.sample(pm, qm, t, verifier=rule, rng=rng) for pm, qm, t in np_models], max(1, repeats // 2))
+        t_np *= B / n_np
+        out.append(
+            {
+                "kind": "tree",
+                "rule": rule,
+                "B": B,
+                "V": V,
+                "gamma": g,
+                "k": k,
+                "torch_sample_ms": 1e3 * t_s,
+                "torch_sample_novalidate_ms": 1e3 * t_sv,
+                "torch_conditional_ms": None,
+                "numpy_sample_ms": 1e3 * t_np,
+                "numpy_scaled": B > n_np,
+                "mean_accepted": float(res.accepted.double().mean()),
+                "exact_mean_accepted": None,
+            }
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="experiments/out/bench_torch_chains")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="V = 49 152 and gamma = 4 only (smoke test)")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1, see the module docstring)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(args.seed)
+    rows = []
+    for V in VOCABS[:1] if args.quick else VOCABS:
+        for g in GAMMAS[:1] if args.quick else GAMMAS:
+            for B in BATCHES:
+                rows += chain_rows(B, V, g, gen, args.repeats)
+                if not (B == 64 and V == 262_144):
+                    rows += tree_rows(B, V, g, gen, args.repeats)
+                print(f"done V={V} gamma={g} B={B}", file=sys.stderr)
+
+    def fmt(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    table = markdown_table(
+        ["verifier", "k", "gamma", "V", "B", "torch sample (ms)", "no validate (ms)", "torch conditional (ms)", "numpy sample (ms)", "speed-up"],
+        [
+            [
+                f"{r['kind']}:{r['rule']}",
+                r["k"],
+                r["gamma"],
+                r["V"],
+                r["B"],
+                fmt(r["torch_sample_ms"]),
+                fmt(r["torch_sample_novalidate_ms"]),
+                fmt(r["torch_conditional_ms"]),
+                fmt(r["numpy_sample_ms"]) + (" (x8)" if r["numpy_scaled"] else ""),
+                f"{r['numpy_sample_ms'] / r['torch_sample_ms']:.1f}x",
+            ]
+            for r in rows
+        ],
+    )
+    payload = {"seed": args.seed, "threads": torch.get_num_threads(), "torch": torch.__version__, "rows": rows}
+    write_report(args.out, "bench_torch_chains", payload, {"Per-step verification cost (CPU, float32 torch inputs; numpy float64)": table})
+
+
+if __name__ == "__main__":
+    main()
