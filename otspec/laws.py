@@ -736,9 +736,7 @@ def product(qs: Sequence[Any]) -> ProductLaw:
     if isinstance(qs, np.ndarray) and qs.ndim == 2:
         qs = list(qs)
     if not isinstance(qs, (list, tuple)) or len(qs) == 0:
-        raise InvalidDraftCountError(
-            f"qs must be a non-empty list of draft distributions (got {type(qs).__name__}); pass [q1, ..., qk]"
-        )
+        raise InvalidDraftCountError(f"qs must be a non-empty list of draft distributions (got {type(qs).__name__}); pass [q1, ..., qk]")
     arrs = tuple(as_distribution(qj, f"qs[{j}]") for j, qj in enumerate(qs))
     for j, a in enumerate(arrs[1:], start=1):
         check_same_vocab(arrs[0], a, ("qs[0]", f"qs[{j}]"))

@@ -267,9 +267,7 @@ def certify(
 def solve_tuple_level(p: np.ndarray, law, method: str, memory_cap: float | None, constraints: Callable | None) -> AcceptanceResult:
     """Enumerate the law's draft sets and solve with ``method`` in {"lp", "cvxpy", "flow"}."""
     if constraints is not None and method != "cvxpy":
-        raise UnsupportedMethodError(
-            f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'"
-        )
+        raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
     check_memory(
         estimate_bytes(method, law),
         memory_cap,
