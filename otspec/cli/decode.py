@@ -12,7 +12,7 @@ from typing import Any
 
 from otspec.cli._common import CliError, print_json, print_table, progress
 
-__all__ = ["register", "run", "DEFAULTS"]
+__all__ = ["DEFAULTS", "register", "run"]
 
 #: The library defaults of :func:`otspec_gpu.decode.decode` (kept equal by a test).
 DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_tokens=64, seed=0)
@@ -72,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--no-theory", action="store_true", help="skip the per-round exact theory (faster)")
     ap.add_argument("--trace", default=None, metavar="FILE", help="write the per-round trace (safetensors) to FILE")
     ap.add_argument("--json", action="store_true", help="print JSON instead of text and a table")
+    ap.add_argument("--verifier-weights", default=None, metavar="FILE", help="trained verifier for --verifier sprinter (approximate; prints its certified TV bound)")
+    ap.add_argument("--threshold", default=None, metavar="T", help="decision threshold of the sprinter verifier (default: the one stored in FILE)")
     ap.set_defaults(func=run)
 
 
@@ -90,6 +92,10 @@ def _num(value: Any, flag: str, kind: type, *, minimum: float | None = None, opt
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.verifier == "sprinter":  # approximate (SPRINTER): its own decoder and report
+        from otspec.cli.sprinter import run_sprinter
+
+        return run_sprinter(args)
     drafts = _num(args.drafts, "--drafts", int, minimum=1)
     gamma = _num(args.gamma, "--gamma", int, minimum=1)
     temperature = _num(args.temperature, "--temperature", float, minimum=0)

