@@ -65,8 +65,11 @@ def rst_tables(payload: dict) -> str:
 
 def main(argv=None):
     ap = parser(NAME, __doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=48, help="tokens generated per decoded prompt (default 48)")
-    ap.add_argument("--thresholds", default="0.3,0.5,0.7,0.85,0.95", help="decision thresholds to sweep")
+    ap.add_argument("--tokens", type=int, default=32, help="tokens generated per decoded prompt (default 32)")
+    ap.add_argument("--data-tokens", type=int, default=32, help="drafted positions per data prompt (default 32)")
+    ap.add_argument("--train-topics", type=int, default=12, help="training topics (3 prompts each; default 12)")
+    ap.add_argument("--decode-prompts", type=int, default=3, help="held-out prompts decoded per method (default 3)")
+    ap.add_argument("--thresholds", default="0.5,0.7,0.85,0.95", help="decision thresholds to sweep")
     args = parse(ap, argv)
     import torch
 
@@ -97,11 +100,16 @@ def main(argv=None):
     else:
         target, draft = models.load("smollm2"), models.load("smollm2-int8")
         train_topics, test_topics = prompts.split_topics(6, seed=args.seed)
-        train_prompts = prompts.prompts_for(train_topics)  # 54 prompts
-        test_all = prompts.prompts_for(test_topics)  # 18 prompts
+        train_topics = train_topics[: args.train_topics]
+
+        def chat(text):  # the instruct model's chat format (raw text makes it stop after a few tokens)
+            return target.encode(target.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False))
+
+        train_prompts = [chat(p) for p in prompts.prompts_for(train_topics)]
+        test_all = [chat(p) for p in prompts.prompts_for(test_topics)]  # 18 prompts
         test_prompts = test_all[::2]
-        dec_prompts = test_all[1::2][:4]
-        n_data, n_tok, steps = 40, args.tokens, 400
+        dec_prompts = test_all[1::2][: args.decode_prompts]
+        n_data, n_tok, steps = args.data_tokens, args.tokens, 400
     # ---- 1. data ---------------------------------------------------------------------------------
     t0 = time.perf_counter()
     ds_train = data.collect(target, draft, train_prompts, max_new_tokens=n_data, seed=args.seed, batch=8)
@@ -124,9 +132,6 @@ def main(argv=None):
     head = classifier.ClassifierVerifier(trained["head"], 0.5, meta={"target": target.name, "draft": draft.name})
     weights = classifier.save_verifier(head, os.path.join(args.out, "verifier.safetensors"))
     # ---- 3. trade-off ------------------------------------------------------------------------------
-    def enc(p):
-        return target.encode(p) if isinstance(p, str) else list(p)
-
     runs = []
 
     def record(name, kind, threshold, tokens, calls, cert, wall, pids):
@@ -135,14 +140,14 @@ def main(argv=None):
         runs.append({"method": name, "kind": kind, "threshold": threshold, "tokens": n, "target_calls": calls, "target_calls_per_token": calls / n,
                          "certified_tv_mean": float(np.mean(cert)), "certified_tv_max": float(np.max(cert)), "loglik_per_token": ll / n, "wall_s": wall})
 
-    pids = [enc(p) for p in dec_prompts]
+    pids = [list(p) for p in dec_prompts]
     rules = [("sprinter-head", "head", th, head.with_threshold(th)) for th in thresholds]
     rules += [("sprinter-logreg", "logreg", 0.5, classifier.ClassifierVerifier(trained["logreg"], 0.5)),
               ("oracle 1{p>=q}", "oracle", None, OraclePass()), ("pass all (c=1)", "constant", 1.0, ConstantPass(1.0))]
     for name, kind, th, rule in rules:
         toks, calls, cert, t0 = [], 0, [], time.perf_counter()
         for i, pid in enumerate(pids):
-            r = decode(target, draft, [pid] if args.quick else dec_prompts[i], verifier=rule, max_new_tokens=n_tok, seed=args.seed + i, stop_at_eos=False)
+            r = decode(target, draft, [pid], verifier=rule, max_new_tokens=n_tok, seed=args.seed + i, stop_at_eos=False)
             toks.append(r.tokens[0])
             calls += r.target_calls[0]
             cert.append(r.certified_tv[0])

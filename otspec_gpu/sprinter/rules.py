@@ -5,7 +5,7 @@ A pass rule maps the draft's view of a position (its last hidden state, its next
 :math:`a(x) \in [0, 1]` for *every* token :math:`x` of the vocabulary (a ``[R, V]`` tensor).
 Computing :math:`a` over the whole vocabulary, not only at the drafted token, is what makes the
 fidelity accounting exact: the position then contributes
-:math:`\sum_x a(x)\,(q(x)-p(x))_+` to the certified bound (see :mod:`otspec_gpu.sprinter.decode`).
+:math:`\sum_x a(x)\,(q(x)-p(x))_+` to the certified bound (see :mod:`otspec_gpu.sprinter.decoding`).
 
 * :class:`ConstantPass` -- :math:`a \equiv c` (a context-blind coin; TV :math:`c\, d_{TV}(p,q)`);
 * :class:`OraclePass` -- :math:`a = 1\{p \ge q\}`, which needs the target's law at the position

@@ -9,6 +9,15 @@ from otspec_gpu import models
 from otspec_gpu.decode import _KV
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread (small matmuls; two threads per process stall on a shared 2-core machine)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def test_tiny_is_seeded_and_small():
     a, b, c = models.tiny(seed=3), models.tiny(seed=3), models.tiny(seed=4)
     x = torch.tensor([[1, 2, 3, 4]])
