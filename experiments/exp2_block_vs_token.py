@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
                     out = decode(target, draft, prompts, verifier=rule, gamma=g, temperature=T, max_new_tokens=dec_tokens, seed=args.seed, stop_at_eos=False)
                     out.trace.save(os.path.join(args.out, f"trace_chain_{rule}_g{g}.safetensors"))  # input of exp4
                     c = out.trace.columns
-                    n_emit = c["n_emit"].astype(float)
+                    n_emit = 1.0 + c["tau"].astype(float)  # tokens the round produced (n_emit is clipped at max_new_tokens)
                     realized.append(
                         {
                             "draft": draft.name,
