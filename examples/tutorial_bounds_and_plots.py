@@ -52,7 +52,7 @@ for name, vals in optimum.items():
 
 # %%
 for row in vs.compare(p, otspec.iid(q, 4)):
-    print(f"{row.name:14s} {row.acceptance:.4f}  gap {row.gap:.4f}  ({row.how})")
+    print(f"{row.name:14s} {row.acceptance:.4f}  shortfall {row.shortfall:.4f}  ({row.how})")
 
 kseq = [vs.kseq.acceptance(p, otspec.iid(q, k)).value for k in ks]
 rrs = [vs.rrs.acceptance(p, otspec.iid(q, k)).value for k in ks]

@@ -8,7 +8,7 @@ chain column, which equals block verification).
 
 Exact part: contexts are positions of continuations the target samples at temperature T; at each
 one the draft proposes an 8-token path and the target scores it. For gamma in {2, 4, 6, 8} (the
-path's prefixes), E[tau | path] is exact for both rules (coins integrated out), and the naive joint
+path's prefixes), E[tau | path] is exact for both rules (coins integrated out), and the joint-coupling
 bound sum_i E[min(1, R_i)] (R_i the path's cumulative likelihood ratio; not achievable) is
 estimated on the same paths. Averages over paths are unbiased for the per-rule BE; block minus token
 is paired on each path. Realized part: the decoding harness (``otspec_gpu.decode``) runs both rules
@@ -42,11 +42,11 @@ PAPER = {  # Sun et al. v2, average BE over 8 datasets, PaLM-2-S target / PaLM-2
 
 
 def naive_given_path(p_rows: np.ndarray, q_rows: np.ndarray, path: np.ndarray) -> float:
-    r"""Unbiased one-path estimate of the naive joint bound :math:`\sum_i E[\min(1, R_i)]`.
+    r"""Unbiased one-path estimate of the joint-coupling bound :math:`\sum_i E[\min(1, R_i)]`.
 
     :math:`\sum_{x^i} \min(M_s(x^i), M_b(x^i)) = E_{x^i \sim M_s}[\min(1, R_i)]` with
     :math:`R_i = \prod_{j \le i} M_b(x_j \mid x^{j-1}) / M_s(x_j \mid x^{j-1})` (docs/block.rst,
-    "naive joint bound").
+    "joint-coupling bound").
     """
     g = path.shape[0]
     r = np.log(p_rows[np.arange(g), path]) - np.log(q_rows[np.arange(g), path])

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> dict:
     rng = np.random.default_rng(args.seed)
     prompts = [target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)] for s in _real.PROMPTS[:n_prompts]]
     runs = []
-    rules = [("kseq", "spectr")] + ([("rrs", "rrs")] if args.rrs_realized or args.quick else [])
+    rules = [("kseq", "kseq")] + ([("rrs", "rrs")] if args.rrs_realized or args.quick else [])
     for k in ks:
         for verifier, rule in rules:
             if verifier == "rrs" and k == 1:
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
             c = out.trace.columns
             n_emit = 1.0 + c["tau"].astype(float)  # tokens the round produced (n_emit is clipped at max_new_tokens)
             n = n_emit.size
-            sp, rr = c["th_exp_spectr"], c["th_exp_rrs"]
+            sp, rr = c["th_exp_kseq"], c["th_exp_rrs"]
             d = sp - rr
             runs.append(
                 {
@@ -71,13 +71,13 @@ def main(argv: list[str] | None = None) -> dict:
                     "records": int(n),
                     "be_realized": float(n_emit.mean()),
                     "be_realized_se": float(n_emit.std(ddof=1) / np.sqrt(n)),
-                    "be_exact_spectr": 1 + float(sp.mean()),
-                    "be_exact_spectr_se": float(sp.std(ddof=1) / np.sqrt(n)),
+                    "be_exact_kseq": 1 + float(sp.mean()),
+                    "be_exact_kseq_se": float(sp.std(ddof=1) / np.sqrt(n)),
                     "be_exact_rrs": 1 + float(rr.mean()),
                     "be_exact_rrs_se": float(rr.std(ddof=1) / np.sqrt(n)),
-                    "spectr_minus_rrs_mean": float(d.mean()),
-                    "spectr_minus_rrs_se": float(d.std(ddof=1) / np.sqrt(n)),
-                    "spectr_minus_rrs_min": float(d.min()),
+                    "kseq_minus_rrs_mean": float(d.mean()),
+                    "kseq_minus_rrs_se": float(d.std(ddof=1) / np.sqrt(n)),
+                    "kseq_minus_rrs_min": float(d.min()),
                     "realized_minus_exact_z": float((c["tau"] - c["th_expected"]).mean() / ((c["tau"] - c["th_expected"]).std(ddof=1) / np.sqrt(n))) if n > 1 else float("nan"),
                 }
             )
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
     ks_run = [r["k"] for r in runs if r["verifier"] == "kseq"]
     kr = [r for r in runs if r["verifier"] == "kseq"]
     fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
-    ax.errorbar(ks_run, [r["be_exact_spectr"] for r in kr], yerr=[1.96 * r["be_exact_spectr_se"] for r in kr], marker="s", capsize=3, label="SpecTr (K-SEQ) exact, E[tau | tree]")
+    ax.errorbar(ks_run, [r["be_exact_kseq"] for r in kr], yerr=[1.96 * r["be_exact_kseq_se"] for r in kr], marker="s", capsize=3, label="SpecTr (K-SEQ) exact, E[tau | tree]")
     ax.errorbar(ks_run, [r["be_exact_rrs"] for r in kr], yerr=[1.96 * r["be_exact_rrs_se"] for r in kr], marker="o", capsize=3, label="RRS exact on the same trees")
     ax.errorbar(np.array(ks_run) + 0.05, [r["be_realized"] for r in kr], yerr=[1.96 * r["be_realized_se"] for r in kr], fmt="x", color="black", capsize=3, label="SpecTr realized (decoder)")
     rr_runs = [r for r in runs if r["verifier"] == "rrs"]
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
     table = _output.markdown_table(
         ["k", "run", "rounds", "BE exact SpecTr", "BE exact RRS (same trees)", "SpecTr - RRS (paired)", "BE realized", "realized - exact z"],
         [
-            [r["k"], r["verifier"], r["records"], f"{r['be_exact_spectr']:.3f} ± {1.96 * r['be_exact_spectr_se']:.3f}", f"{r['be_exact_rrs']:.3f} ± {1.96 * r['be_exact_rrs_se']:.3f}", f"{r['spectr_minus_rrs_mean']:+.4f} ± {1.96 * r['spectr_minus_rrs_se']:.4f}", f"{r['be_realized']:.3f} ± {1.96 * r['be_realized_se']:.3f}", f"{r['realized_minus_exact_z']:+.2f}"]
+            [r["k"], r["verifier"], r["records"], f"{r['be_exact_kseq']:.3f} ± {1.96 * r['be_exact_kseq_se']:.3f}", f"{r['be_exact_rrs']:.3f} ± {1.96 * r['be_exact_rrs_se']:.3f}", f"{r['kseq_minus_rrs_mean']:+.4f} ± {1.96 * r['kseq_minus_rrs_se']:.4f}", f"{r['be_realized']:.3f} ± {1.96 * r['be_realized_se']:.3f}", f"{r['realized_minus_exact_z']:+.2f}"]
             for r in runs
         ],
     )

@@ -3,7 +3,7 @@ r"""Exponential-race computation of :math:`Q_{WOR}(H^k)` for successive sampling
 Successive sampling proportional to q is the order in which independent exponential clocks
 :math:`E_x \sim \mathrm{Exp}(q(x))` ring. The first k drafts all lie in H iff the k-th clock of H
 rings before the first clock of :math:`H^c`, whose ringing time is :math:`\mathrm{Exp}(\lambda)`,
-:math:`\lambda = q(H^c)`. Hence (MATH.md section 3.2)
+:math:`\lambda = q(H^c)`. Hence (:doc:`math`, sorted prefixes)
 
 .. math:: Q(H^k) = \int_0^\infty \lambda e^{-\lambda t}\, P\big(N_H(t) \ge k\big)\, dt,
           \qquad N_H(t) = \sum_{x \in H} \mathrm{Bernoulli}(1 - e^{-q(x) t}).
@@ -81,15 +81,16 @@ def _nodes(s_lo: float, s_hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
     return t, w * half * t  # dt = t ds
 
 
-def _reference_prefix_values(q_sorted: np.ndarray, k: int, *, n_nodes: int = 400, s_lo: float = -30.0,
-                             s_hi: float | None = None) -> np.ndarray:
+def _reference_prefix_values(
+    q_sorted: np.ndarray, k: int, *, n_nodes: int = 400, s_lo: float = -30.0, s_hi: float | None = None
+) -> np.ndarray:
     r"""Reference :math:`Q(H_i^k)`, i = 0..V: a Python loop over tokens carrying the
     Poisson-binomial DP of :math:`P(N = j), j < k`, at ``n_nodes`` Gauss-Legendre nodes in
     :math:`s = \log t` on ``[s_lo, s_hi]`` (default ``s_hi = log(40 / lambda_min) + 1``).
 
     This is the original slow implementation, kept as the named baseline of
     ``experiments/bench/bench_wor.py`` and as an independent oracle in the tests. It has no error
-    control: accuracy depends on the node count and range (MATH.md section 10).
+    control: accuracy depends on the node count and range (:doc:`wor_integral`, error bound).
     """
     q_sorted = np.asarray(q_sorted, dtype=np.float64)
     V = q_sorted.size
@@ -228,8 +229,7 @@ def _cumsum_blocked(x: np.ndarray) -> None:
     x += off[None]
 
 
-def _next_chunk(n_done: int, n_est: int, Tc_max: int, G_prev, G_last, t_prev: float, t_last: float,
-                tol: float, h: float, pos) -> int:
+def _next_chunk(n_done: int, n_est: int, Tc_max: int, G_prev, G_last, t_prev: float, t_last: float, tol: float, h: float, pos) -> int:
     """Nodes to compute next: the rest of the planned range, else a guess from the local decay
     rate of the slowest prefix's tail between the last two nodes (rates grow with t, so this tends
     to overshoot slightly; the a-posteriori check decides in any case)."""
@@ -280,8 +280,7 @@ class _Sweep:
     parts: dict  # largest value of each error component, and the grid (for benchmarks and docs)
 
 
-def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float,
-           target: float) -> _Sweep:
+def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Sweep:
     r"""Q(H_i^k) at the prefixes ``idx`` (all with lambda_i > 0 and >= k positive tokens).
 
     One sweep of the trapezoidal rule in s = log t over node chunks; for each chunk the
@@ -567,7 +566,7 @@ def wor_prefix_all_in(q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, float]:
 
     References
     ----------
-    MATH.md section 3.2; L. N. Trefethen and J. A. C. Weideman, "The exponentially convergent
+    :doc:`math`, sorted prefixes; L. N. Trefethen and J. A. C. Weideman, "The exponentially convergent
     trapezoidal rule", SIAM Review 56 (2014), Theorem 5.1.
 
     Examples
@@ -614,7 +613,7 @@ def wor_dual_minimum(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> WorM
     ----------
     p_sorted, q_sorted : (V,) float64
         Target and draft distributions permuted into the prefix order (by p/q ascending, q = 0
-        tokens last, for the optimum; MATH.md section 3.2). Validated by the caller.
+        tokens last, for the optimum; :doc:`math`, sorted prefixes). Validated by the caller.
     k : int
         Number of drafts without replacement.
 

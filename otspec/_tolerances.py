@@ -1,18 +1,27 @@
-"""Every numeric tolerance of otspec, named once, with the reason for its size.
+"""Every numeric tolerance and size limit of otspec, named once, with the reason for its size.
 
 Tests import these names instead of repeating numbers.
 """
 
 __all__ = [
     "SIMPLEX_SUM_ATOL",
-    "NEGATIVE_ATOL",
     "CERTIFICATE_ATOL",
     "LP_FEASIBILITY_TOL",
     "LP_OPTIMALITY_TOL",
     "EXACT_ATOL",
+    "FLOAT64_ATOL",
     "ROUNDING_PER_TERM",
     "WOR_TARGET_ERROR",
     "DEFAULT_MEMORY_CAP_BYTES",
+    "PATH_ROW_SUM_ATOL",
+    "HIGHS_SMALL_MATRIX_VALUE",
+    "LP_MAX_ROW_SCALE",
+    "POLISH_NEGATIVE_ATOL",
+    "POLISH_RESIDUAL_SLACK",
+    "DUAL_BOUND_SLACK",
+    "KERNEL_AUTO_MAX_ENTRIES",
+    "SAMPLE_CHUNK_ENTRIES",
+    "MC_CONFIDENCE_Z",
     "ERROR_BOUND_MAX",
 ]
 
@@ -21,23 +30,23 @@ __all__ = [
 #: (otherwise the bound describes a different p than the one sampled).
 SIMPLEX_SUM_ATOL = 1e-9
 
-#: Entries in [-NEGATIVE_ATOL, 0) are rounding noise of a float64 subtraction and are rejected
-#: all the same: we never clip user input silently. Kept for internal residuals only.
-NEGATIVE_ATOL = 1e-15
-
 #: Slack allowed in the plain-numpy re-check of a solver's answer (marginals of a plan, its
 #: objective, the value of the cut). HiGHS is run at LP_FEASIBILITY_TOL, so a correct plan misses
 #: its marginals by far less; a bigger miss means the solver's answer cannot be trusted.
 CERTIFICATE_ATOL = 1e-8
 
 #: HiGHS primal/dual feasibility tolerance. The default 1e-7 gave answers 1.6e-6 off the optimum
-#: on 1e6-column instances (DESIGN.md section 5); 1e-10 is the tightest HiGHS accepts reliably.
+#: on 1e6-column instances (see :doc:`benchmarks`); 1e-10 is the tightest HiGHS accepts reliably.
 LP_FEASIBILITY_TOL = 1e-10
 LP_OPTIMALITY_TOL = 1e-10
 
 #: Agreement required between two exact computations of the same quantity in float64
 #: (e.g. kernel marginal vs target, closed form vs LP) on small problems.
 EXACT_ATOL = 1e-9
+
+#: Agreement required between two float64 evaluations of the same small formula (a few hundred
+#: operations on numbers of order 1: rounding is ~1e-14), e.g. a kernel against its closed form.
+FLOAT64_ATOL = 1e-12
 
 #: Rounding bound per accumulated term. A sequential float64 sum of n terms in [0, 1] errs by at
 #: most gamma_{n-1} * sum|x| with gamma_n = n u / (1 - n u), u = 2^-53 ~ 1.11e-16 (Higham, Accuracy
@@ -53,6 +62,40 @@ WOR_TARGET_ERROR = 1e-11
 #: ``memory_cap=`` to change it.
 DEFAULT_MEMORY_CAP_BYTES = 4 * 1024**3
 
+#: A conditional passed along a path (``p_conds`` / ``q_conds`` rows of the chain and block
+#: verifiers) must sum to 1 within this, per 1e5 tokens of vocabulary (at least this much): a
+#: float64 softmax over V tokens errs by ~V u, so the allowance grows with V above 100 000.
+PATH_ROW_SUM_ATOL = 1e-9
+
+#: HiGHS drops matrix entries below ``small_matrix_value`` (default 1e-9); the block LP keeps them
+#: (1e-12 is the smallest value the option accepts).
+HIGHS_SMALL_MATRIX_VALUE = 1e-12
+
+#: The block LP divides each draft row by its right-hand side unless entries would exceed
+#: 1 / LP_MAX_ROW_SCALE (HiGHS refuses entries above 1e15 and loses accuracy well before).
+LP_MAX_ROW_SCALE = 1e-9
+
+#: A polished basic solution of the block LP is kept only if its most negative entry is above
+#: -POLISH_NEGATIVE_ATOL (rounding of the sparse LU solve) ...
+POLISH_NEGATIVE_ATOL = 1e-14
+
+#: ... and its constraint residual is at most HiGHS' own plus POLISH_RESIDUAL_SLACK.
+POLISH_RESIDUAL_SLACK = 1e-16
+
+#: A dual bound more than this below the primal value of a (feasible to rounding) plan can only
+#: come from numerically meaningless multipliers and is skipped.
+DUAL_BOUND_SLACK = 1e-12
+
+#: ``acceptance(method="auto")`` builds the kernel only when it has at most this many entries
+#: (M tuples x V tokens; 2**24 float64 = 128 MiB), otherwise it falls back to Monte Carlo.
+KERNEL_AUTO_MAX_ENTRIES = 2**24
+
+#: Batched samplers and Monte Carlo work on chunks of at most this many (row x token) entries,
+#: so that memory stays near 32 MiB at any vocabulary size.
+SAMPLE_CHUNK_ENTRIES = 2**22
+
+#: Two-sided 99% normal quantile used for Monte Carlo confidence intervals.
+MC_CONFIDENCE_Z = 2.5758293035489004
 #: Largest numerical error bound a result may carry and still be reported ``optimal``. A dual
 #: (cut) method accepts its own re-check within twice its error bound, so a bound near 1 would make
 #: the check unable to fail; above this the status is downgraded to ``check_failed``.

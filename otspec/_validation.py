@@ -13,20 +13,21 @@ from typing import Any
 import numpy as np
 
 from otspec._tolerances import DEFAULT_MEMORY_CAP_BYTES, SIMPLEX_SUM_ATOL
+from otspec.errors import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    InvalidOptionError,
+    NotAnIntegerError,
+    OtspecTypeError,
+    ProblemTooLargeError,
+    ShapeMismatchError,
+)
 
 __all__ = [
-    "OtspecInputError",
-    "InvalidDistributionError",
-    "ShapeMismatchError",
-    "InvalidDraftCountError",
-    "InvalidDraftsError",
-    "ProblemTooLargeError",
-    "InputFileError",
-    "UnsupportedMethodError",
-    "InvalidOptionError",
     "as_distribution",
     "check_same_vocab",
-    "as_draft_count",
+    "as_int_in_range",
     "as_token_tuples",
     "as_supported_drafts",
     "as_weights",
@@ -35,42 +36,6 @@ __all__ = [
     "as_memory_cap",
     "format_bytes",
 ]
-
-
-class OtspecInputError(ValueError):
-    """Base class of every input error raised by otspec."""
-
-
-class InvalidDistributionError(OtspecInputError):
-    """A probability vector is not a finite, non-negative float vector summing to 1."""
-
-
-class ShapeMismatchError(OtspecInputError):
-    """Arrays that must agree in shape (e.g. p and q) do not."""
-
-
-class InvalidDraftCountError(OtspecInputError):
-    """The number of drafts k (or block length gamma) is not a valid integer for the law."""
-
-
-class InvalidDraftsError(OtspecInputError):
-    """A drafted token tuple is not one the law can produce (out of vocabulary, wrong length...)."""
-
-
-class ProblemTooLargeError(OtspecInputError):
-    """A tuple-level computation would need more memory than the configured cap."""
-
-
-class InputFileError(OtspecInputError):
-    """A distribution file cannot be read, or holds something other than one vector."""
-
-
-class UnsupportedMethodError(OtspecInputError):
-    """A ``method=`` value is unknown or does not apply to the given law."""
-
-
-class InvalidOptionError(OtspecInputError):
-    """A keyword option (``memory_cap``, ``constraints``, ...) has a value of the wrong kind."""
 
 
 def _short(x: Any) -> str:
@@ -93,20 +58,15 @@ def as_distribution(x: Any, name: str = "p") -> np.ndarray:
         arr = np.array(x, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:
         raise InvalidDistributionError(
-            f"{name} must be a 1-D array of probabilities (got {type(x).__name__}: {exc}); "
-            "pass a list or numpy array of floats"
+            f"{name} must be a 1-D array of probabilities (got {type(x).__name__}: {exc}); pass a list or numpy array of floats"
         ) from None
     if arr.ndim != 1:
-        raise ShapeMismatchError(
-            f"{name} must be one-dimensional (got shape {arr.shape}); pass one distribution of shape (V,)"
-        )
+        raise ShapeMismatchError(f"{name} must be one-dimensional (got shape {arr.shape}); pass one distribution of shape (V,)")
     if arr.size == 0:
         raise InvalidDistributionError(f"{name} must have at least one entry (got an empty array); pass a (V,) distribution")
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise InvalidDistributionError(
-            f"{name} must be finite (got {arr[bad]} at index {bad}); check the logits/softmax that produced it"
-        )
+        raise InvalidDistributionError(f"{name} must be finite (got {arr[bad]} at index {bad}); check the logits/softmax that produced it")
     if np.any(arr < 0):
         bad = int(np.argmin(arr))
         raise InvalidDistributionError(
@@ -131,14 +91,40 @@ def check_same_vocab(a: np.ndarray, b: np.ndarray, names: tuple[str, str] = ("p"
         )
 
 
-def as_draft_count(k: Any, name: str = "k", *, minimum: int = 1, maximum: int | None = None, why_max: str = "") -> int:
-    """Return ``k`` as a Python int in ``[minimum, maximum]``, or raise :class:`InvalidDraftCountError`."""
+def as_int_in_range(k: Any, name: str = "k", *, minimum: int = 1, maximum: int | None = None, why_max: str = "") -> int:
+    """Return ``k`` as a Python int in ``[minimum, maximum]``, or raise.
+
+    Used for every whole-number argument: draft counts ``k``, block lengths ``gamma``, vocabulary
+    sizes, seeds and sample sizes. Booleans and non-integral numbers are refused.
+
+    Parameters
+    ----------
+    k : object
+        The value to check.
+    name : str
+        Its name in the error message.
+    minimum, maximum : int, optional
+        Inclusive bounds (``maximum=None``: no upper bound).
+    why_max : str
+        Text appended to the message when ``k > maximum``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    NotAnIntegerError
+        If ``k`` is not an integer (an :class:`InvalidDraftCountError` and a ``TypeError``).
+    InvalidDraftCountError
+        If ``k`` lies outside ``[minimum, maximum]``.
+    """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         if isinstance(k, numbers.Real) and float(k).is_integer():
             hint = f"pass the integer {int(k)}"
         else:
             hint = "pass a whole number"
-        raise InvalidDraftCountError(f"{name} must be an integer (got {k!r}); {hint}")
+        raise NotAnIntegerError(f"{name} must be an integer (got {k!r}); {hint}")
     k = int(k)
     if k < minimum:
         raise InvalidDraftCountError(f"{name} must be >= {minimum} (got {k}); pass at least {minimum}")
@@ -152,7 +138,9 @@ def as_token_tuples(tuples: Any, V: int | None = None, name: str = "tuples") -> 
     try:
         arr = np.array(tuples)
     except (TypeError, ValueError) as exc:  # ragged input
-        raise InvalidDraftsError(f"{name} must be a rectangular (M, k) array of token ids ({exc}); give every tuple the same length") from None
+        raise InvalidDraftsError(
+            f"{name} must be a rectangular (M, k) array of token ids ({exc}); give every tuple the same length"
+        ) from None
     if arr.ndim == 1:
         arr = arr[None, :] if name == "drafts" else arr[:, None]
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
@@ -231,7 +219,7 @@ def as_weights(w: Any, M: int, name: str = "weights") -> np.ndarray:
 def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     """Require an explicit ``numpy.random.Generator`` (never a seed, never the global state)."""
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(
+        raise OtspecTypeError(
             f"{name} must be a numpy.random.Generator (got {type(rng).__name__}); "
             "create one with numpy.random.default_rng(seed) and pass it explicitly"
         )

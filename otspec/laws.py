@@ -1,6 +1,6 @@
 r"""Draft laws: the joint law :math:`Q` of the :math:`k` tokens a drafter proposes.
 
-Every law offers the same small interface (DESIGN.md section 2):
+Every law offers the same small interface (:doc:`verifiers`, the verifier contract):
 
 * ``k``, ``V``, ``kind`` and, when the law is built from one draft distribution, ``q``;
 * ``prob_all_in(H)`` -- :math:`Q(H^k) = P(\text{every draft lies in } H)`;
@@ -18,27 +18,27 @@ Laws are immutable. Token ids are ``0..V-1``; tuples are int64 arrays of shape `
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 from otspec import _race
 from otspec._tolerances import ROUNDING_PER_TERM
 from otspec._validation import (
-    InvalidDraftCountError,
-    InvalidDraftsError,
-    ShapeMismatchError,
     as_distribution,
-    as_draft_count,
     as_generator,
+    as_int_in_range,
+    as_supported_drafts,
     as_token_tuples,
     as_weights,
     check_memory,
     check_same_vocab,
 )
+from otspec.errors import InvalidDraftCountError, InvalidDraftsError, ShapeMismatchError
 
 __all__ = [
     "DraftLaw",
@@ -53,6 +53,8 @@ __all__ = [
     "product",
     "explicit",
     "as_token_mask",
+    "ratio_order",
+    "successive_denominators",
 ]
 
 #: Bytes per enumerated tuple entry we budget for (int64 ids + float64 weight + temporaries).
@@ -70,6 +72,24 @@ def as_token_mask(H: Any, V: int) -> np.ndarray:
     mask = np.zeros(V, dtype=bool)
     mask[ids[:, 0]] = True
     return mask
+
+
+def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Token order by :math:`p/q` ascending; q = 0 < p goes last (ratio +inf), p = q = 0 first.
+
+    Ties keep token-id order (stable sort), which is harmless: a tied block is optimally taken
+    all-or-nothing and every block boundary is a prefix (:doc:`math`, the sorted-prefix dual).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ratio_order(np.array([0.2, 0.5, 0.3]), np.array([0.4, 0.1, 0.5])).tolist()
+    [0, 2, 1]
+    """
+    # over: a denormal q (e.g. 5e-324) overflows p/q to +inf, which is the right order key
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
+    return np.argsort(key, kind="stable")
 
 
 def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarray, V: int) -> np.ndarray:
@@ -104,6 +124,11 @@ class DraftLaw:
     k: int
     V: int
     kind: str = field(init=False, default="law")
+    #: Per-law cache of derived quantities (see :meth:`cached`); not part of the law's value.
+    _cache: dict = field(init=False, default_factory=dict, repr=False, compare=False)
+
+    #: Most entries :meth:`cached` keeps per law (oldest dropped first).
+    CACHE_SIZE: ClassVar[int] = 32
 
     # -- to be provided by subclasses -------------------------------------------------------
     def num_tuples(self) -> int:
@@ -137,6 +162,33 @@ class DraftLaw:
         tuples, weights = self.enumerate()
         vals = _prefix_by_max_rank(tuples, weights, order, self.V)
         return vals, ROUNDING_PER_TERM * max(len(weights), 1)
+
+    def prefix_cut_order(self, p: np.ndarray) -> np.ndarray | None:
+        """The token order whose prefixes contain an optimal cut of the dual, or ``None`` when the
+        sorted-prefix method is not exact for this law (then the optimum needs an LP or a flow)."""
+        return None
+
+    def first_draft_marginal(self) -> np.ndarray:
+        """The marginal law of the first draft :math:`X_1`, shape ``(V,)`` (generic: by enumeration)."""
+        tuples, weights = self.enumerate()
+        return np.bincount(tuples[:, 0], weights=weights, minlength=self.V)
+
+    def cached(self, tag: str, p: np.ndarray | None, build: Callable[[], Any]) -> Any:
+        """``build()``, computed once per ``(tag, p)`` for this law and kept on the law object.
+
+        Verifiers store their per-(law, target) precomputations here (K-SEQ's division factor,
+        residual sequences, LP solutions), so repeated ``sample`` calls and chunked
+        ``sample_batch`` do the O(V) (or LP) work once. Laws are immutable, so the cache lives and
+        dies with the law; ``p`` is keyed by a 128-bit hash of its bytes; at most
+        :attr:`CACHE_SIZE` entries are kept per law."""
+        key = (tag, None if p is None else hashlib.blake2b(np.ascontiguousarray(p).view(np.uint8), digest_size=16).digest())
+        if key in self._cache:
+            return self._cache[key]
+        value = build()
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = value
+        return value
 
     def enumerate(self, *, memory_cap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every ordered draft tuple with positive probability, shape ``(M, k)``, and the
@@ -172,6 +224,28 @@ class DraftLaw:
             raise InvalidDraftsError(f"drafts {d.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
         return d
 
+    def validate_draft_batch(self, drafts: Any) -> np.ndarray:
+        """Vectorised :meth:`validate_drafts`: ``drafts`` ``(N, k)`` (or one ``(k,)`` tuple) as an
+        int64 ``(N, k)`` array, or raise :class:`~otspec.errors.InvalidDraftsError` naming the
+        first tuple the law cannot produce."""
+        arr = np.asarray(drafts)
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        d = as_token_tuples(arr, self.V, name="drafts")
+        if d.shape[1] != self.k:
+            raise InvalidDraftsError(
+                f"drafts must hold exactly k = {self.k} token ids per tuple for {self!r} (got {d.shape[1]}); pass tuples of k drafts"
+            )
+        return self._check_possible(d)
+
+    def _check_possible(self, d: np.ndarray) -> np.ndarray:
+        """Return ``d`` (validated, in-vocabulary tuples) or raise if one has probability 0."""
+        ok = np.array([self.tuple_probability(row) > 0 for row in d], dtype=bool)
+        if not np.all(ok):
+            bad = d[int(np.flatnonzero(~ok)[0])]
+            raise InvalidDraftsError(f"drafts {bad.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
+        return d
+
     def tuple_probability(self, drafts: Any) -> float:
         """Probability of one ordered draft tuple (generic: by enumeration)."""
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
@@ -197,7 +271,7 @@ class DraftLaw:
         return f"{self.kind}(V={self.V}, k={self.k})"
 
 
-def _successive_denominators(q: np.ndarray, tuples: np.ndarray) -> np.ndarray:
+def successive_denominators(q: np.ndarray, tuples: np.ndarray) -> np.ndarray:
     """``out[m, j] = sum of q over tokens not among tuples[m, :j]`` (successive sampling).
 
     ``total - chosen`` cancels catastrophically when the chosen tokens carry almost all the mass
@@ -254,6 +328,15 @@ class IIDLaw(DraftLaw):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         return float(np.prod(self._q[d]))
 
+    def _check_possible(self, d):
+        return as_supported_drafts(d, self._q)
+
+    def prefix_cut_order(self, p):
+        return ratio_order(p, self._q)
+
+    def first_draft_marginal(self):
+        return np.asarray(self._q)
+
     def sample(self, rng, size):
         rng = as_generator(rng)
         return rng.choice(self.V, size=(int(size), self.k), p=self._q)
@@ -278,14 +361,14 @@ class WithoutReplacementLaw(DraftLaw):
     def _enumerate(self):
         supp = np.flatnonzero(self._q)
         tuples = np.array(list(itertools.permutations(supp.tolist(), self.k)), dtype=np.int64).reshape(-1, self.k)
-        weights = np.prod(self._q[tuples] / _successive_denominators(self._q, tuples), axis=1)
+        weights = np.prod(self._q[tuples] / successive_denominators(self._q, tuples), axis=1)
         return tuples, weights
 
     def tuple_probability(self, drafts):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         if len(set(d.tolist())) < d.size:
             return 0.0
-        return float(np.prod(self._q[d] / _successive_denominators(self._q, d[None, :])[0]))
+        return float(np.prod(self._q[d] / successive_denominators(self._q, d[None, :])[0]))
 
     def validate_drafts(self, drafts):
         arr = np.asarray(drafts)
@@ -294,6 +377,15 @@ class WithoutReplacementLaw(DraftLaw):
                 f"drafts {arr.tolist()} repeat a token, which a without-replacement law never does; pass distinct tokens"
             )
         return super().validate_drafts(drafts)
+
+    def _check_possible(self, d):
+        return as_supported_drafts(d, self._q, distinct=True)
+
+    def prefix_cut_order(self, p):
+        return ratio_order(p, self._q)
+
+    def first_draft_marginal(self):
+        return np.asarray(self._q)
 
     def prob_all_in(self, H):
         mask = as_token_mask(H, self.V)
@@ -330,8 +422,15 @@ class GreedyLaw(DraftLaw):
 
     @functools.cached_property
     def top(self) -> np.ndarray:
-        """The k-1 deterministic drafts G, in draft order (computed once; read-only)."""
-        g = np.argsort(-self._q, kind="stable")[: self.k - 1].astype(np.int64)
+        """The k-1 deterministic drafts G, in draft order (larger q first, then lower id; computed
+        once with a partial sort; read-only)."""
+        q, m = self._q, self.k - 1
+        if m == 0:
+            g = np.zeros(0, dtype=np.int64)
+        else:
+            part = np.argpartition(-q, m - 1)[:m]
+            cand = np.flatnonzero(q >= q[part].min())  # every token tied with the m-th largest
+            g = cand[np.argsort(-q[cand], kind="stable")][:m].astype(np.int64)
         g.setflags(write=False)
         return g
 
@@ -358,6 +457,27 @@ class GreedyLaw(DraftLaw):
         if not np.array_equal(d[:-1], self.top):
             return 0.0
         return float(self.q_rest[d[-1]])
+
+    def _check_possible(self, d):
+        ok = np.all(d[:, :-1] == self.top[None, :], axis=1) & (self.q_rest[d[:, -1]] > 0)
+        if not np.all(ok):
+            bad = d[int(np.flatnonzero(~ok)[0])]
+            raise InvalidDraftsError(f"drafts {bad.tolist()} have probability 0 under {self!r}; pass drafts sampled from this law")
+        return d
+
+    def prefix_cut_order(self, p):
+        # G is in every tuple, so a useful cut contains G: put it first, then the rest by p / q~.
+        order_rest = ratio_order(p, self.q_rest)
+        in_top = np.zeros(self.V, dtype=bool)
+        in_top[self.top] = True
+        return np.concatenate([self.top, order_rest[~in_top[order_rest]]])
+
+    def first_draft_marginal(self):
+        if self.k == 1:
+            return self.q_rest
+        m = np.zeros(self.V)
+        m[int(self.top[0])] = 1.0
+        return m
 
     def prob_all_in(self, H):
         mask = as_token_mask(H, self.V)
@@ -402,6 +522,12 @@ class ProductLaw(DraftLaw):
     def tuple_probability(self, drafts):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         return float(np.prod([qj[x] for qj, x in zip(self.qs, d)]))
+
+    def _check_possible(self, d):
+        return as_supported_drafts(d, np.stack(self.qs), q_name="qs")
+
+    def first_draft_marginal(self):
+        return np.asarray(self.qs[0])
 
     def prob_all_in(self, H):
         mask = as_token_mask(H, self.V)
@@ -462,6 +588,24 @@ def iid(q: Any, k: int) -> IIDLaw:
 
     .. math:: Q(x_1, \dots, x_k) = \prod_{j=1}^k q(x_j), \qquad Q(H^k) = q(H)^k.
 
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Draft distribution (float64, sums to 1).
+    k : int
+        Number of drafts, ``k >= 1``.
+
+    Returns
+    -------
+    IIDLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``q`` is not a distribution.
+    InvalidDraftCountError
+        If ``k`` is not an integer >= 1.
+
     Examples
     --------
     >>> import otspec
@@ -470,7 +614,7 @@ def iid(q: Any, k: int) -> IIDLaw:
     0.25
     """
     q = as_distribution(q, "q")
-    k = as_draft_count(k, "k")
+    k = as_int_in_range(k, "k")
     return IIDLaw(k=k, V=q.shape[0], _q=q)
 
 
@@ -482,6 +626,24 @@ def without_replacement(q: Any, k: int) -> WithoutReplacementLaw:
 
     ``k`` must not exceed the number of tokens with ``q > 0``.
 
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Draft distribution.
+    k : int
+        Number of drafts, at most the support size of ``q``.
+
+    Returns
+    -------
+    WithoutReplacementLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``q`` is not a distribution.
+    InvalidDraftCountError
+        If ``k`` is not an integer in ``[1, support size]``.
+
     Examples
     --------
     >>> import otspec
@@ -490,7 +652,7 @@ def without_replacement(q: Any, k: int) -> WithoutReplacementLaw:
     0.25
     """
     q = as_distribution(q, "q")
-    k = as_draft_count(k, "k")
+    k = as_int_in_range(k, "k")
     support = int(np.count_nonzero(q))
     if k > support:
         raise InvalidDraftCountError(
@@ -507,6 +669,24 @@ def greedy(q: Any, k: int) -> GreedyLaw:
     :math:`Q(G, x) = \tilde q(x)`. ``k = 2`` is SpecHub's draft law. Ties in q are broken by the
     lower token id. Requires at least k tokens with ``q > 0`` so that the last draft has mass.
 
+    Parameters
+    ----------
+    q : array_like, shape (V,)
+        Draft distribution.
+    k : int
+        Number of drafts (``k - 1`` deterministic, one random), at most the support size of ``q``.
+
+    Returns
+    -------
+    GreedyLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``q`` is not a distribution.
+    InvalidDraftCountError
+        If ``k`` is not an integer in ``[1, support size]``.
+
     Examples
     --------
     >>> import otspec
@@ -514,7 +694,7 @@ def greedy(q: Any, k: int) -> GreedyLaw:
     [1]
     """
     q = as_distribution(q, "q")
-    k = as_draft_count(k, "k")
+    k = as_int_in_range(k, "k")
     support = int(np.count_nonzero(q))
     if k > support:
         raise InvalidDraftCountError(
@@ -529,6 +709,24 @@ def product(qs: Sequence[Any]) -> ProductLaw:
 
     .. math:: Q(x_1, \dots, x_k) = \prod_{j=1}^k q_j(x_j).
 
+    Parameters
+    ----------
+    qs : sequence of array_like, each shape (V,)
+        One draft distribution per drafter (``k = len(qs)``).
+
+    Returns
+    -------
+    ProductLaw
+
+    Raises
+    ------
+    InvalidDistributionError
+        If some ``qs[j]`` is not a distribution.
+    ShapeMismatchError
+        If the drafters do not share the vocabulary.
+    InvalidDraftCountError
+        If ``qs`` is empty or not a sequence.
+
     Examples
     --------
     >>> import otspec
@@ -538,9 +736,7 @@ def product(qs: Sequence[Any]) -> ProductLaw:
     if isinstance(qs, np.ndarray) and qs.ndim == 2:
         qs = list(qs)
     if not isinstance(qs, (list, tuple)) or len(qs) == 0:
-        raise InvalidDraftCountError(
-            f"qs must be a non-empty list of draft distributions (got {type(qs).__name__}); pass [q1, ..., qk]"
-        )
+        raise InvalidDraftCountError(f"qs must be a non-empty list of draft distributions (got {type(qs).__name__}); pass [q1, ..., qk]")
     arrs = tuple(as_distribution(qj, f"qs[{j}]") for j, qj in enumerate(qs))
     for j, a in enumerate(arrs[1:], start=1):
         check_same_vocab(arrs[0], a, ("qs[0]", f"qs[{j}]"))
@@ -554,6 +750,26 @@ def explicit(tuples: Any, weights: Any, *, vocab_size: int | None = None) -> Exp
     are merged and zero-weight rows dropped. ``vocab_size`` defaults to the largest id + 1 and must
     equal the target's V when the law is used with a target.
 
+    Parameters
+    ----------
+    tuples : array_like of int, shape (M, k)
+        Draft tuples.
+    weights : array_like, shape (M,)
+        Their probabilities (sum to 1).
+    vocab_size : int, optional
+        Vocabulary size V.
+
+    Returns
+    -------
+    ExplicitLaw
+
+    Raises
+    ------
+    InvalidDraftsError
+        If ``tuples`` is not a rectangular array of token ids below ``vocab_size``.
+    InvalidDistributionError, ShapeMismatchError
+        If ``weights`` is not a distribution with one entry per tuple.
+
     Examples
     --------
     >>> import otspec
@@ -565,7 +781,7 @@ def explicit(tuples: Any, weights: Any, *, vocab_size: int | None = None) -> Exp
     w = as_weights(weights, t.shape[0])
     V = int(t.max()) + 1
     if vocab_size is not None:
-        vocab_size = as_draft_count(vocab_size, "vocab_size")
+        vocab_size = as_int_in_range(vocab_size, "vocab_size")
         if vocab_size < V:
             raise InvalidDraftsError(f"tuples hold token id {V - 1} but vocab_size = {vocab_size}; ids must be < vocab_size")
         V = vocab_size

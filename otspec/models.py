@@ -31,18 +31,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from otspec._validation import (
-    InvalidDistributionError,
-    InvalidDraftsError,
-    OtspecInputError,
-    ShapeMismatchError,
-    as_distribution,
-    as_draft_count,
-    check_memory,
-    check_same_vocab,
-)
+from otspec._validation import as_distribution, as_generator, as_int_in_range, check_memory, check_same_vocab
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError, ProblemTooLargeError, ShapeMismatchError
 
 __all__ = [
+    "check_prefix_enumeration",
+    "prefix_weights",
     "Model",
     "DirichletModel",
     "CloseDraftModel",
@@ -82,7 +76,9 @@ def as_prefix(prefix: Any, V: int, name: str = "prefix") -> tuple[int, ...]:
             raise InvalidDraftsError(f"{name} must hold integer token ids (got {x!r} in {items!r}); cast them to int")
         xi = int(x)
         if not 0 <= xi < V:
-            raise InvalidDraftsError(f"{name} token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary")
+            raise InvalidDraftsError(
+                f"{name} token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary"
+            )
         out.append(xi)
     return tuple(out)
 
@@ -145,7 +141,7 @@ class DirichletModel(Model):
     zero_prob: float = 0.0
 
     def _conditional(self, prefix):
-        context = prefix if self.order is None else prefix[max(0, len(prefix) - self.order):]
+        context = prefix if self.order is None else prefix[max(0, len(prefix) - self.order) :]
         if self.order is not None and self.order == 0:
             context = ()
         return _seeded_dirichlet(self.seed, _SALT_DIRICHLET, context, self.V, self.concentration, self.zero_prob)
@@ -211,8 +207,7 @@ class TabulatedModel(Model):
         if hit is None:
             if self.default is None:
                 raise InvalidDraftsError(
-                    f"prefix {prefix} is not in the model's table ({len(self.table)} prefixes); "
-                    "add it, or pass default= to tabulated()"
+                    f"prefix {prefix} is not in the model's table ({len(self.table)} prefixes); add it, or pass default= to tabulated()"
                 )
             return self.default
         return hit
@@ -269,7 +264,7 @@ def _as_unit(x: Any, name: str, *, closed_right: bool = True) -> float:
 
 
 def _as_seed(seed: Any) -> int:
-    return as_draft_count(seed, "seed", minimum=0)
+    return as_int_in_range(seed, "seed", minimum=0)
 
 
 #: Bytes budgeted per token for one conditional of a random model (the Dirichlet draw, its
@@ -277,7 +272,9 @@ def _as_seed(seed: Any) -> int:
 _MODEL_BYTES_PER_TOKEN = 40
 
 
-def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0, memory_cap: float | None = None) -> DirichletModel:
+def dirichlet(
+    V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0, memory_cap: float | None = None
+) -> DirichletModel:
     r"""A seeded random model with an independent Dirichlet conditional for every prefix.
 
     .. math:: M(\cdot \mid x^i) \sim \mathrm{Dirichlet}(a, \dots, a) \quad \text{independently per } x^i,
@@ -298,7 +295,7 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
         least one token is kept). Use it to exercise zero-probability tokens.
     memory_cap : float, optional
         Bytes (default 4 GiB); a V whose single conditional would exceed it raises
-        :class:`~otspec._validation.ProblemTooLargeError` here, before anything is drawn.
+        :class:`~otspec.errors.ProblemTooLargeError` here, before anything is drawn.
 
     Examples
     --------
@@ -307,9 +304,19 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
     >>> bool((m((0, 2)) == m((0, 2))).all()), m(()).shape
     (True, (3,))
     """
-    V = as_draft_count(V, "V")
-    check_memory(_MODEL_BYTES_PER_TOKEN * V, memory_cap, f"one conditional of a random model over V = {V:,} tokens", "use a smaller V (or raise memory_cap)")
-    return DirichletModel(V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False))
+    V = as_int_in_range(V, "V")
+    check_memory(
+        _MODEL_BYTES_PER_TOKEN * V,
+        memory_cap,
+        f"one conditional of a random model over V = {V:,} tokens",
+        "use a smaller V (or raise memory_cap)",
+    )
+    return DirichletModel(
+        V=V,
+        concentration=_as_concentration(concentration),
+        seed=_as_seed(seed),
+        zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False),
+    )
 
 
 def markov(V: int, *, order: int = 1, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0) -> DirichletModel:
@@ -328,10 +335,13 @@ def markov(V: int, *, order: int = 1, concentration: float = 1.0, seed: int = 0,
     >>> bool((m((1, 2)) == m((0, 2))).all())
     True
     """
-    V = as_draft_count(V, "V")
-    order = as_draft_count(order, "order", minimum=0)
+    V = as_int_in_range(V, "V")
+    order = as_int_in_range(order, "order", minimum=0)
     return DirichletModel(
-        V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), order=order,
+        V=V,
+        concentration=_as_concentration(concentration),
+        seed=_as_seed(seed),
+        order=order,
         zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False),
     )
 
@@ -361,7 +371,11 @@ def close_draft(target: Any, *, temperature: float = 1.0, noise: float = 0.3, se
     if not np.isfinite(temperature) or temperature <= 0:
         raise InvalidDistributionError(f"temperature must be finite and > 0 (got {temperature}); 1 leaves the target unchanged")
     return CloseDraftModel(
-        V=target.V, target=target, temperature=temperature, noise=_as_unit(noise, "noise"), seed=_as_seed(seed),
+        V=target.V,
+        target=target,
+        temperature=temperature,
+        noise=_as_unit(noise, "noise"),
+        seed=_as_seed(seed),
         concentration=_as_concentration(concentration),
     )
 
@@ -383,7 +397,7 @@ def tabulated(table: Mapping, *, default: Any = None) -> TabulatedModel:
     r"""A model given by an explicit table ``{prefix tuple: (V,) distribution}``.
 
     Every entry is validated; prefixes missing from the table raise
-    :class:`~otspec._validation.InvalidDraftsError` unless ``default`` (a distribution) is given.
+    :class:`~otspec.errors.InvalidDraftsError` unless ``default`` (a distribution) is given.
 
     Examples
     --------
@@ -393,7 +407,9 @@ def tabulated(table: Mapping, *, default: Any = None) -> TabulatedModel:
     ([1.0, 0.0], [0.0, 1.0])
     """
     if not isinstance(table, Mapping) or len(table) == 0:
-        raise InvalidDistributionError(f"table must be a non-empty mapping prefix -> distribution (got {type(table).__name__}); pass a dict")
+        raise InvalidDistributionError(
+            f"table must be a non-empty mapping prefix -> distribution (got {type(table).__name__}); pass a dict"
+        )
     items = {}
     V = None
     first_name = None
@@ -432,7 +448,7 @@ def as_model(model: Any, *, V: int | None = None, name: str = "model") -> Model:
     elif callable(model):
         if V is None:
             V = as_distribution(model(()), f"{name}(())").shape[0]
-        out = CallableModel(V=as_draft_count(V, "V"), fn=model, name=name)
+        out = CallableModel(V=as_int_in_range(V, "V"), fn=model, name=name)
     else:
         raise InvalidDistributionError(
             f"{name} must be a callable prefix -> (V,) distribution or an otspec.models.Model (got {type(model).__name__}); "
@@ -475,6 +491,21 @@ def enumeration_size(V: int, gamma: int) -> int:
     return sum(V**i for i in range(gamma + 1))
 
 
+def check_prefix_enumeration(
+    V: int, gamma: int, *, hint: str = "use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)"
+) -> int:
+    """Return the number of prefixes an exact enumeration over ``V`` tokens and depth ``gamma``
+    visits, or raise :class:`~otspec.errors.ProblemTooLargeError` (ending with ``hint``) above
+    :data:`MAX_ENUMERATED_PREFIXES`."""
+    n_prefixes = enumeration_size(V, gamma)
+    if n_prefixes > MAX_ENUMERATED_PREFIXES:
+        raise ProblemTooLargeError(
+            f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
+            f"{MAX_ENUMERATED_PREFIXES:,}; {hint}"
+        )
+    return n_prefixes
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class PrefixTable:
     r"""Every prefix :math:`x^i` (``i = 0..gamma``) of a target/draft pair, in lexicographic order.
@@ -514,7 +545,7 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
 
     The size is estimated first: more than :data:`MAX_ENUMERATED_PREFIXES` prefixes, or more than
     ``memory_cap`` bytes (with ``extra_bytes`` for what the caller will allocate on top), raises
-    :class:`~otspec._validation.ProblemTooLargeError` with the size and a hint.
+    :class:`~otspec.errors.ProblemTooLargeError` with the size and a hint.
 
     Examples
     --------
@@ -523,18 +554,11 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
     >>> t.p_cond[2].shape, round(float(t.q_joint[2].sum()), 12)
     ((9, 3), 1.0)
     """
-    from otspec._validation import ProblemTooLargeError, check_memory
-
     p_model = as_model(p_model, name="p_model")
     q_model = as_model(q_model, V=p_model.V, name="q_model")
-    gamma = as_draft_count(gamma, "gamma")
+    gamma = as_int_in_range(gamma, "gamma")
     V = p_model.V
-    n_prefixes = enumeration_size(V, gamma)
-    if n_prefixes > MAX_ENUMERATED_PREFIXES:
-        raise ProblemTooLargeError(
-            f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
-            f"{MAX_ENUMERATED_PREFIXES:,}; use a smaller V or gamma (or the per-path estimator expected_accepted_given_path)"
-        )
+    n_prefixes = check_prefix_enumeration(V, gamma)
     check_memory(
         2.0 * 8 * V * n_prefixes + extra_bytes,
         memory_cap,
@@ -556,6 +580,18 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
     return PrefixTable(V=V, gamma=gamma, p_cond=tuple(p_cond), q_cond=tuple(q_cond), p_joint=tuple(p_joint), q_joint=tuple(q_joint))
 
 
+def prefix_weights(table: PrefixTable) -> list:
+    r"""``[W_0, ..., W_gamma]``, :math:`W(x^i) = \min\{W(x^{i-1}) M_b(x_i \mid x^{i-1}), M_s(x^i)\} = M_s(x^i) p_i(x^i)`.
+
+    :math:`W(x^i) = P(\tau \ge i, X^i = x^i)` under block verification (:doc:`block`); works on
+    float arrays and on object arrays of :class:`fractions.Fraction` alike.
+    """
+    out = [np.ones(1, dtype=table.q_joint[0].dtype)]
+    for i in range(1, table.gamma + 1):
+        out.append(np.minimum(out[-1][:, None] * table.p_cond[i - 1], table.q_joint[i].reshape(-1, table.V)).ravel())
+    return out
+
+
 def sample_path(model: Any, length: int, *, rng: np.random.Generator, prefix: Any = ()) -> tuple[int, ...]:
     """Draw ``length`` tokens autoregressively from ``model`` after ``prefix`` (explicit generator).
 
@@ -566,11 +602,9 @@ def sample_path(model: Any, length: int, *, rng: np.random.Generator, prefix: An
     >>> len(models.sample_path(models.dirichlet(3), 4, rng=np.random.default_rng(0)))
     4
     """
-    from otspec._validation import as_generator
-
     model = as_model(model)
     rng = as_generator(rng)
-    length = as_draft_count(length, "length", minimum=0)
+    length = as_int_in_range(length, "length", minimum=0)
     out = list(as_prefix(prefix, model.V))
     start = len(out)
     for _ in range(length):

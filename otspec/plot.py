@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from otspec._validation import OtspecInputError, ShapeMismatchError
+from otspec.errors import OtspecInputError, ShapeMismatchError
 
 __all__ = [
     "PLOTS_INSTALL",

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from otspec._validation import OtspecInputError, as_draft_count, check_memory
+from otspec._validation import as_int_in_range, check_memory
+from otspec.errors import OtspecInputError
 
 __all__ = ["FAMILIES", "SyntheticDefaults", "DEFAULTS", "synthetic_pair", "softmax"]
 
@@ -79,7 +80,7 @@ def synthetic_pair(
     """Return a seeded ``(p, q)`` pair of float64 distributions over ``V`` tokens.
 
     ``memory_cap`` (bytes, default 4 GiB): a V whose pair would need more raises
-    :class:`~otspec._validation.ProblemTooLargeError` before anything is allocated.
+    :class:`~otspec.errors.ProblemTooLargeError` before anything is allocated.
 
     Examples
     --------
@@ -87,13 +88,15 @@ def synthetic_pair(
     >>> p.shape, round(float(p.sum()), 12), round(float(q.sum()), 12)
     ((1000,), 1.0, 1.0)
     """
-    V = as_draft_count(V, "vocab", minimum=1)
+    V = as_int_in_range(V, "vocab", minimum=1)
     # the pair, the ranking, two logit vectors and the softmax temporaries: ~10 float64 per token
-    check_memory(_PAIR_BYTES_PER_TOKEN * V, memory_cap, f"a synthetic pair over V = {V:,} tokens", "use a smaller vocab (or raise memory_cap)")
+    check_memory(
+        _PAIR_BYTES_PER_TOKEN * V, memory_cap, f"a synthetic pair over V = {V:,} tokens", "use a smaller vocab (or raise memory_cap)"
+    )
     if family not in FAMILIES:
         raise OtspecInputError(f"family must be one of {', '.join(FAMILIES)} (got {family!r}); pick one of those")
     temperature = _positive("temperature", temperature)
-    rng = np.random.default_rng(as_draft_count(seed, "seed", minimum=0))
+    rng = np.random.default_rng(as_int_in_range(seed, "seed", minimum=0))
     if family == "zipf":
         rank = rng.permutation(V) + 1.0
         logits = -_positive("zipf_exponent", zipf_exponent) * np.log(rank) + target_noise * rng.standard_normal(V)

@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from otspec._validation import OtspecInputError, UnsupportedMethodError, as_draft_count
+from otspec._validation import as_int_in_range
+from otspec.errors import OtspecInputError, UnsupportedMethodError
 from otspec_gpu.models import LM
 
 __all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodePlan", "DecodeResult", "IncompatibleModelsError", "decode", "plan_for"]
@@ -54,7 +55,7 @@ __all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodePlan", "DecodeResult", "I
 #: Chain verifiers (one drafted block per prompt).
 CHAIN_VERIFIERS = ("token", "block")
 #: Tree verifiers over k drafted sequences: user-facing name -> rule name of the tree module.
-TREE_VERIFIERS = {"kseq": "spectr", "spectr": "spectr", "rrs": "rrs", "rrs_wor": "rrs_wor"}
+TREE_VERIFIERS = {"kseq": "kseq", "rrs": "rrs", "rrs_wor": "rrs_wor"}
 
 
 class IncompatibleModelsError(OtspecInputError):
@@ -69,7 +70,7 @@ class DecodePlan:
     verifier: str
     k: int
     gamma: int
-    rule: str  # chain: token/block; single: single-step name; tree: spectr/rrs/rrs_wor
+    rule: str  # chain: token/block; single: single-step name; tree: kseq/rrs/rrs_wor
     draft_law: str  # iid / without_replacement / greedy
 
 
@@ -88,8 +89,8 @@ def plan_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodePlan:
     * ``kseq`` (SpecTr), ``rrs`` (SpecInfer), ``rrs_wor`` (RSD) with ``gamma > 1``: a tree of
       ``drafts`` sequences of length ``gamma``.
     """
-    k = as_draft_count(drafts, "drafts")
-    g = as_draft_count(gamma, "gamma")
+    k = as_int_in_range(drafts, "drafts")
+    g = as_int_in_range(gamma, "gamma")
     if not isinstance(verifier, str):
         raise UnsupportedMethodError(f"verifier must be a name (got {verifier!r}); e.g. 'token', 'block', 'kseq'")
     if verifier in CHAIN_VERIFIERS and (k == 1 or verifier == "block"):
@@ -287,7 +288,7 @@ def decode(
     if target.vocab_size != draft.vocab_size:
         raise IncompatibleModelsError(f"target and draft vocabularies differ ({target.vocab_size} vs {draft.vocab_size}); pick a draft that shares the target's tokenizer")
     plan = plan_for(verifier, drafts, gamma)
-    n_new = as_draft_count(max_new_tokens, "max_new_tokens")
+    n_new = as_int_in_range(max_new_tokens, "max_new_tokens")
     if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
         raise OtspecInputError(f"temperature must be a finite number >= 0 (got {temperature!r}); 0 is greedy")
     prompts, has_text = _as_prompts(target, prompt)

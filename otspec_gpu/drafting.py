@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec._validation import (
-    InvalidDraftCountError,
-    InvalidDraftsError,
-    UnsupportedMethodError,
-)
+from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
 from otspec_gpu.verifiers._common import categorical, check_probs, greedy_top
 
 __all__ = ["LAWS", "sample_drafts"]

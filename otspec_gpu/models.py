@@ -51,7 +51,7 @@ from typing import Any
 
 import torch
 
-from otspec._validation import OtspecInputError
+from otspec.errors import OtspecInputError
 
 __all__ = [
     "CACHE_ENV",

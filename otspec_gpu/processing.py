@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from otspec._validation import InvalidDistributionError, UnsupportedMethodError
+from otspec.errors import InvalidDistributionError, UnsupportedMethodError
 
 __all__ = ["probs_from_logits"]
 

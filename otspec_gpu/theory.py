@@ -80,7 +80,7 @@ def single_step_rows(law) -> list:
 def single_theory(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, name: str, draft_law: str) -> dict:
     """Theory of one single-step round: ``p``, ``q`` (V,), ``drafts`` (k,) the proposed tokens."""
     import otspec
-    from otspec._validation import OtspecInputError
+    from otspec.errors import OtspecInputError
     from otspec.verifiers import by_name
 
     k = int(drafts.shape[0])
@@ -141,7 +141,7 @@ def tree_expected(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> flo
 
 
 def tree_theory(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> dict:
-    rules = ("rrs_wor",) if rule == "rrs_wor" else ("spectr", "rrs")
+    rules = ("rrs_wor",) if rule == "rrs_wor" else ("kseq", "rrs")
     out = {f"exp_{r}": tree_expected(P, Q, X, r) for r in rules}
     out["expected"] = out[f"exp_{rule}"]
     return out

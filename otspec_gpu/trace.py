@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import InputFileError
+from otspec.errors import InputFileError
 
 __all__ = ["METADATA_KEY", "PHASES", "Trace", "TraceBuilder", "load", "save"]
 

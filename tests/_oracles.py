@@ -1,13 +1,13 @@
 """Test-only oracles and instance builders shared by the block / tree test files.
 
-Written independently of the library: they restate MATH.md's definitions directly.
+Written independently of the library: they restate docs/block.rst, definitions directly.
 """
 
 from otspec import models
 
 
 def criterion_violation(block_law: dict, p_model, V: int) -> float:
-    """max |Q(x^i y) - C(x^i) M_b(y | x^i)| over all i, x^i, y (MATH.md 0.1), plus |1 - total|.
+    """max |Q(x^i y) - C(x^i) M_b(y | x^i)| over all i, x^i, y (docs/block.rst, losslessness criterion), plus |1 - total|.
 
     ``block_law`` maps each emitted block (a tuple of tokens, length >= 1) to its probability;
     ``Q(x^i) = P(|O| >= i, O^i = x^i)`` and ``C(x^i) = P(|O| > i, O^i = x^i)``.

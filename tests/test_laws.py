@@ -9,7 +9,7 @@ from scipy import stats
 
 import otspec
 from otspec._tolerances import EXACT_ATOL
-from otspec._validation import InvalidDraftCountError, InvalidDraftsError
+from otspec.errors import InvalidDraftCountError, InvalidDraftsError
 from tests.conftest import random_simplex
 
 

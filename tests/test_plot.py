@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from otspec import plot
-from otspec._validation import OtspecInputError, ShapeMismatchError
+from otspec.errors import OtspecInputError, ShapeMismatchError
 
 mpl = pytest.importorskip("matplotlib", reason="install the [plots] extra")
 mpl.use("Agg")

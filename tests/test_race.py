@@ -68,7 +68,7 @@ def subset_minimum(p, q, k):
 
 
 def ratio_order(p, q):
-    """Tokens by p/q ascending, q = 0 last (MATH.md 3.2)."""
+    """Tokens by p/q ascending, q = 0 last (docs/math.rst, sorted prefixes)."""
     with np.errstate(divide="ignore"):
         ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
     return np.argsort(ratio, kind="stable")
@@ -100,7 +100,7 @@ def special_q(rng, V, kind):
         if kind == "unequal":
             q[2:] = rng.dirichlet(np.ones(V - 2)) * (1e-9 - 1e-10)
         else:
-            q[len(extra):] *= (1.0 - sum(extra)) / q[len(extra):].sum()
+            q[len(extra) :] *= (1.0 - sum(extra)) / q[len(extra) :].sum()
     return q[rng.permutation(V)]
 
 

@@ -68,7 +68,7 @@ def exact_scaling(seed: int, quick: bool) -> list[dict]:
             "enumerate_first_s": t_enum, "enumerate_cached_s": t_enum_cached,
             "token_closed_form_s": t_tok, "block_closed_form_s": t_cf, "block_kernel_loop_s": t_kernel,
             "block_optimum_s": t_opt, "block_lp_s": t_lp,
-            "E_token": e_tok, "E_block": e_blk, "E_block_kernel": e_kernel, "optimum": opt.value, "naive": opt.naive_bound,
+            "E_token": e_tok, "E_block": e_blk, "E_block_kernel": e_kernel, "optimum": opt.value, "naive": opt.joint_coupling_bound,
             "lp_value": lp_val, "lp_status": lp_status, "lp_gap": lp_gap,
             "lp_minus_closed_form": None if lp_val is None else lp_val - opt.value,
         }
@@ -134,7 +134,7 @@ def tree_table(seed: int, quick: bool) -> list[dict]:
                 "V": V, "gamma": g, "k": k, "concentration": a, "seed": s,
                 "tree_lp_iid": lp_iid.value, "tree_lp_iid_status": lp_iid.status,
                 "tree_lp_wor": lp_wor.value, "tree_lp_wor_status": lp_wor.status,
-                "spectr_sequence": vals["spectr"], "rrs_tree": vals["rrs"], "rrs_tree_wor": vals["rrs_wor"],
+                "kseq_sequence": vals["kseq"], "rrs_tree": vals["rrs"], "rrs_tree_wor": vals["rrs_wor"],
                 "block_single_chain": bv.expected_accepted(p, q, g), "token_single_chain": tc.expected_accepted(p, q, g),
                 "lp_seconds": t_lp, "verifiers_seconds": t_ver,
             }
@@ -169,7 +169,7 @@ def main() -> None:
     )
     t3 = markdown_table(
         ["V", "gamma", "a", "seed", "tree LP (iid)", "SpecTr seq.", "RRS tree", "tree LP (w/o repl.)", "RRS tree w/o repl.", "best chain (block)", "token"],
-        [[r["V"], r["gamma"], r["concentration"], r["seed"], f"{r['tree_lp_iid']:.4f}", f"{r['spectr_sequence']:.4f}", f"{r['rrs_tree']:.4f}",
+        [[r["V"], r["gamma"], r["concentration"], r["seed"], f"{r['tree_lp_iid']:.4f}", f"{r['kseq_sequence']:.4f}", f"{r['rrs_tree']:.4f}",
           f"{r['tree_lp_wor']:.4f}", f"{r['rrs_tree_wor']:.4f}", f"{r['block_single_chain']:.4f}", f"{r['token_single_chain']:.4f}"] for r in trees],
     )
     write_report(

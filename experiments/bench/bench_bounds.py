@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import markdown_table, median_time, write_report  # noqa: E402
 
 import otspec  # noqa: E402
-from otspec._validation import ProblemTooLargeError  # noqa: E402
+from otspec.errors import ProblemTooLargeError  # noqa: E402
 from otspec.synthetic import synthetic_pair  # noqa: E402
 
 VOCABS = (5000, 49152, 262144)

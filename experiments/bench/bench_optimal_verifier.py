@@ -34,10 +34,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import markdown_table, write_report
 
 import otspec
-from otspec._validation import OtspecInputError
+from otspec.errors import OtspecInputError
 from otspec.synthetic import synthetic_pair
 from otspec.verifiers import kseq, optimal_plan, rrs
-from otspec.verifiers.optimal import prepare, selection_law
+from otspec.verifiers.step.optimal_iid import prepare, selection_law
 
 VS = (5000, 49152, 262144)
 KS = (2, 4, 8)

@@ -31,7 +31,7 @@ from _report import markdown_table, median_time, write_report  # noqa: E402
 
 import otspec  # noqa: E402
 from otspec import _race  # noqa: E402
-from otspec.bounds.cuts import ratio_order  # noqa: E402
+from otspec.laws import ratio_order  # noqa: E402
 from otspec.synthetic import synthetic_pair  # noqa: E402
 
 VOCABS = (5000, 49152, 262144)

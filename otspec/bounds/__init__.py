@@ -1,6 +1,6 @@
 """Optimal acceptance: values with certificates (single draft, multi-draft, block, tree)."""
 
-from otspec.bounds.block import BlockOptimumResult, block_optimum, naive_bound
+from otspec.bounds.block import BlockOptimumResult, block_optimum, joint_coupling_bound
 from otspec.bounds.multidraft import METHODS, optimal_acceptance
 from otspec.bounds.result import AcceptanceResult, TransportPlan
 from otspec.bounds.single import single_draft
@@ -13,7 +13,7 @@ __all__ = [
     "TransportPlan",
     "METHODS",
     "block_optimum",
-    "naive_bound",
+    "joint_coupling_bound",
     "BlockOptimumResult",
     "tree_optimum",
 ]

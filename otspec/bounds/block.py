@@ -1,17 +1,17 @@
 r"""The block optimum: the largest :math:`E[\tau]` of any lossless one-iteration chain verifier.
 
 For a drafted block :math:`X^\gamma \sim M_s` and a target :math:`M_b`, any verifier that emits
-:math:`O = (X^\tau, Y)` and is lossless in the "as-is" speculative loop satisfies (MATH.md 1.4)
+:math:`O = (X^\tau, Y)` and is lossless in the "as-is" speculative loop satisfies (:doc:`block`, the block optimum)
 :math:`P(\tau \ge i, X^i = x^i) \le W(x^i)` with
 
 .. math:: W(\emptyset) = 1, \qquad W(x^i) = \min\{W(x^{i-1})\, M_b(x_i \mid x^{i-1}),\ M_s(x^i)\},
 
 so :math:`E[\tau] \le \sum_{i=1}^{\gamma} \sum_{x^i} W(x^i)`, and block verification attains it.
 :func:`block_optimum` computes this value two ways: the closed form, and (``method="lp"``) the
-full-information block LP over couplings :math:`\pi(x^\gamma, \tau, y)` (MATH.md section 10),
+full-information block LP over couplings :math:`\pi(x^\gamma, \tau, y)` (:doc:`block`, the block optimum),
 solved by HiGHS and re-checked in plain numpy. It also reports the *naive* joint-coupling bound
 :math:`\sum_i (1 - d_{TV}(M_b^{(i)}, M_s^{(i)}))`, which is not achievable: emitting the prefix of a
-maximally coupled target block breaks the stream law (MATH.md 1.4, the toy gives 12/9 vs 11/9).
+maximally coupled target block breaks the stream law (:doc:`block`, the block optimum, the toy gives 12/9 vs 11/9).
 """
 
 from __future__ import annotations
@@ -23,15 +23,26 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from otspec import models as _models
-from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL, ROUNDING_PER_TERM
-from otspec._validation import UnsupportedMethodError, as_draft_count, check_memory
+from otspec._tolerances import (
+    CERTIFICATE_ATOL,
+    DUAL_BOUND_SLACK,
+    HIGHS_SMALL_MATRIX_VALUE,
+    LP_MAX_ROW_SCALE,
+    POLISH_NEGATIVE_ATOL,
+    POLISH_RESIDUAL_SLACK,
+    ROUNDING_PER_TERM,
+)
+from otspec._validation import as_int_in_range, check_memory
+from otspec.errors import UnsupportedMethodError
+from otspec.bounds.highs import solve_colwise
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 
 __all__ = [
     "BlockOptimumResult",
     "block_optimum",
-    "naive_bound",
+    "joint_coupling_bound",
     "lp_size",
+    "solve_path_lp",
     "METHODS",
     "LP_BYTES_PER_NONZERO",
 ]
@@ -55,12 +66,13 @@ class BlockOptimumResult:
         ``"closed_form"`` or ``"lp"``.
     status : str
         ``"optimal"``; ``"check_failed"`` or ``"solver_failed"`` when the value must not be trusted.
-    naive_bound : float
+    joint_coupling_bound : float
         :math:`\sum_{i=1}^{\gamma} \sum_{x^i} \min\{M_s(x^i), M_b(x^i)\}` (not achievable).
     gamma, V, k : int
         Block length, vocabulary size, number of drafts (1 for a single chain).
     gap : float
-        Primal objective minus the dual bound re-computed in numpy (LP only; 0 for the closed form).
+        The certified duality gap: the dual bound re-computed in numpy minus the primal objective
+        (LP only; 0 for the closed form). The same meaning as :attr:`otspec.AcceptanceResult.gap`.
     error_bound : float
         Bound on the numerical error of ``value``.
     checks : mapping
@@ -69,12 +81,14 @@ class BlockOptimumResult:
         The LP's optimal :math:`\pi` (one entry per column; see ``columns``), LP only.
     columns : mapping or None
         Column labels of ``plan``: arrays ``outcome``, ``tau``, ``node``, ``y`` (LP only).
+    solver_info : str
+        HiGHS' model status (LP only; empty for the closed form).
     """
 
     value: float
     method: str
     status: str
-    naive_bound: float
+    joint_coupling_bound: float
     gamma: int
     V: int
     k: int = 1
@@ -83,6 +97,7 @@ class BlockOptimumResult:
     checks: Mapping[str, float] = field(default_factory=dict)
     plan: np.ndarray | None = None
     columns: Mapping[str, np.ndarray] | None = None
+    solver_info: str = ""
 
     @property
     def ok(self) -> bool:
@@ -96,7 +111,7 @@ class BlockOptimumResult:
     def __repr__(self) -> str:
         return (
             f"BlockOptimumResult(value={self.value:.12g}, method={self.method!r}, status={self.status!r}, "
-            f"naive_bound={self.naive_bound:.12g}, gamma={self.gamma}, V={self.V}, k={self.k}, gap={self.gap:.2e})"
+            f"joint_coupling_bound={self.joint_coupling_bound:.12g}, gamma={self.gamma}, V={self.V}, k={self.k}, gap={self.gap:.2e})"
         )
 
     def to_dict(self) -> dict:
@@ -105,7 +120,7 @@ class BlockOptimumResult:
             "block_efficiency": float(self.value + 1.0),
             "method": self.method,
             "status": self.status,
-            "naive_bound": float(self.naive_bound),
+            "joint_coupling_bound": float(self.joint_coupling_bound),
             "gamma": self.gamma,
             "V": self.V,
             "k": self.k,
@@ -116,28 +131,28 @@ class BlockOptimumResult:
 
 
 # ------------------------------------------------------------------------------------------------
-def _naive(table: "_models.PrefixTable") -> float:
+def _joint_coupling(table: "_models.PrefixTable") -> float:
     return float(sum(np.minimum(table.p_joint[i], table.q_joint[i]).sum() for i in range(1, table.gamma + 1)))
 
 
-def naive_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None) -> float:
+def joint_coupling_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None) -> float:
     r"""The naive joint-coupling bound :math:`\sum_{i=1}^{\gamma} (1 - d_{TV}(M_b^{(i)}, M_s^{(i)}))`.
 
     .. math:: \sum_{i=1}^{\gamma} \sum_{x^i} \min\{M_s(x^i), M_b(x^i)\} \;\ge\; \sum_i \sum_{x^i} W(x^i).
 
     It is an upper bound on the block optimum but is **not achievable** by a lossless verifier in
     the as-is loop: emitting the accepted prefix of a maximally coupled target block changes the law
-    of the decoded stream (MATH.md 1.4; in Sun et al.'s toy it is 12/9 against the optimum 11/9).
+    of the decoded stream (:doc:`block`, the block optimum; in Sun et al.'s toy it is 12/9 against the optimum 11/9).
 
     Examples
     --------
     >>> from otspec import models
-    >>> from otspec.bounds.block import naive_bound
+    >>> from otspec.bounds.block import joint_coupling_bound
     >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
-    >>> round(naive_bound(p, q, 2) * 9, 9)
+    >>> round(joint_coupling_bound(p, q, 2) * 9, 9)
     12.0
     """
-    return _naive(_models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
+    return _joint_coupling(_models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
 
 
 def _suffix_tables(table: "_models.PrefixTable") -> list:
@@ -159,9 +174,10 @@ def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: fl
     return cols, rows, nnz
 
 
-def _polish(A, b: np.ndarray, c: np.ndarray, basis, highspy):
+def _polish(A, b: np.ndarray, c: np.ndarray, basis):
     """Re-solve the final simplex basis in float64 (LU of the basis matrix): exact basic primal and
     dual solutions instead of HiGHS' tolerance-level ones. Returns ``(x, y)`` or None."""
+    import highspy
     import scipy.sparse as sp
     from scipy.sparse.linalg import splu
 
@@ -172,7 +188,9 @@ def _polish(A, b: np.ndarray, c: np.ndarray, basis, highspy):
         nrow = A.shape[0]
         if cols.sum() + rows.sum() != nrow:
             return None
-        slack = sp.csc_matrix((-np.ones(int(rows.sum())), (np.flatnonzero(rows), np.arange(int(rows.sum())))), shape=(nrow, int(rows.sum())))
+        slack = sp.csc_matrix(
+            (-np.ones(int(rows.sum())), (np.flatnonzero(rows), np.arange(int(rows.sum())))), shape=(nrow, int(rows.sum()))
+        )
         M = sp.hstack([A[:, np.flatnonzero(cols)], slack], format="csc")
         lu = splu(M)
         rhs = np.where(rows, 0.0, b)
@@ -197,7 +215,9 @@ _HIGHS_LADDER = (
 )
 
 
-def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str) -> BlockOptimumResult:
+def solve_path_lp(
+    table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
+) -> BlockOptimumResult:
     r"""Solve the full-information LP over (drafted outcome, emitted block).
 
     ``weights[o]`` is the draft probability of outcome ``o`` (a path, or a tree); ``nodes[o][t]``
@@ -208,8 +228,6 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     :math:`\sum \pi(o,t,n,y)\, M_b(z_{t+2..\gamma+1} \mid z^{t+1}) = M_b(z)` over the columns whose
     block :math:`(n, y)` is the prefix :math:`z^{t+1}`. Objective: maximise :math:`\sum t\,\pi`.
     """
-    import highspy
-
     V, g = table.V, table.gamma
     n_out = len(weights)
     per_depth = [sum(len(nodes[o][t]) for o in range(n_out)) for t in range(g + 1)]
@@ -277,46 +295,29 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     row_max[row_max == 0] = 1.0
     # divide each draft row by its right-hand side Q(o) (rhs 1, like the target rows), unless that
     # makes entries larger than 1e9 (HiGHS refuses entries above 1e15 and loses accuracy well before)
-    row_max = np.maximum(np.asarray(weights, dtype=np.float64), row_max * 1e-9)
+    row_max = np.maximum(np.asarray(weights, dtype=np.float64), row_max * LP_MAX_ROW_SCALE)
     value_s = np.ones(index.size)
     # target-row entries: M_b(z_{t+2..} | z^{t+1}) M_b(z^{t+1}) / M_b(z) = 1 exactly (not computed
     # as a product of scales, which could overflow near the float64 floor)
     value_s[draft_entry] = scaled_draft / row_max[index[draft_entry]]
     row_scale = np.concatenate([1.0 / row_max, np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), 1.0)])
     rhs = np.concatenate([b[:n_out] / row_max, (target > 0).astype(np.float64)])
-    lp = highspy.HighsLp()
-    lp.num_col_ = ncol
-    lp.num_row_ = nrow
-    lp.col_cost_ = tau * col_scale
-    lp.col_lower_ = np.zeros(ncol)
-    lp.col_upper_ = np.full(ncol, highspy.kHighsInf)
-    lp.row_lower_ = rhs
-    lp.row_upper_ = rhs
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = start.astype(np.int32)
-    lp.a_matrix_.index_ = index.astype(np.int32)
-    lp.a_matrix_.value_ = value_s
+
     # Small LPs on peaked models can end with HiGHS model status "unknown" or a plan that fails the
     # certificate under one algorithm and solve cleanly under another: try a short ladder of
     # algorithms (dual simplex after presolve, IPM with crossover, primal simplex without presolve,
     # dual simplex without scaling) and keep the first certified answer, else the last attempt.
     def attempt(options: dict) -> BlockOptimumResult:
-        from otspec.bounds.lp import new_highs
-
-        h = new_highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
-        h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)
-        h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)
-        # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them (1e-12 is
-        # the smallest value the option accepts).
-        h.setOptionValue("small_matrix_value", 1e-12)
-        for name, val in options.items():
-            h.setOptionValue(name, val)
-        h.passModel(lp)
-        h.run()
-        ok = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them.
+        h, ok, info = solve_colwise(
+            cost=tau * col_scale,
+            row_lower=rhs,
+            row_upper=rhs,
+            start=start,
+            index=index,
+            value=value_s,
+            options={"small_matrix_value": HIGHS_SMALL_MATRIX_VALUE, **options},
+        )
         sol = h.getSolution()
         x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
         ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
@@ -327,18 +328,27 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
 
             A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
             basis = h.getBasis()
-            polish = _polish(A, b, tau, basis, highspy)
+            polish = _polish(A, b, tau, basis)
             if polish is not None:
                 x_p, y_p = polish
                 # keep the polished basic solution only if it is at least as feasible as HiGHS' one
-                if x_p.min() >= -1e-14 and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + 1e-16:
+                if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
                     x, polished = np.maximum(x_p, 0.0), True
                 duals.append(y_p)
-        naive = _naive(table)
+        joint = _joint_coupling(table)
         labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
         if not ok:
-            return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, naive_bound=naive, gamma=g, V=V, k=k,
-                                      checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0})
+            return BlockOptimumResult(
+                value=float("nan"),
+                method="lp",
+                status=STATUS_SOLVER_FAILED,
+                joint_coupling_bound=joint,
+                gamma=g,
+                V=V,
+                k=k,
+                checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
+                solver_info=info,
+            )
 
         # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
         xc = np.maximum(x, 0.0)
@@ -361,7 +371,7 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
         for yv in duals:
             slack = float(col_scale @ np.maximum(tau - A.T @ yv, 0.0))
             bound = float(b @ yv) + slack
-            if bound < primal - 1e-12:
+            if bound < primal - DUAL_BOUND_SLACK:
                 continue
             if best is None or bound < best[1]:
                 best = (slack, bound)
@@ -373,9 +383,19 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
         good = all(v <= CERTIFICATE_ATOL for v in checks.values())
         x.setflags(write=False)
         return BlockOptimumResult(
-            value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, naive_bound=naive,
-            gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
-            checks={**checks, "polished": float(polished)}, plan=x, columns=labels,
+            value=primal,
+            method="lp",
+            status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED,
+            joint_coupling_bound=joint,
+            gamma=g,
+            V=V,
+            k=k,
+            gap=float(gap),
+            error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
+            checks={**checks, "polished": float(polished)},
+            plan=x,
+            columns=labels,
+            solver_info=info,
         )
 
     result = None
@@ -387,7 +407,9 @@ def _solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Seq
     return result
 
 
-def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None) -> BlockOptimumResult:
+def block_optimum(
+    p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None
+) -> BlockOptimumResult:
     r"""The largest expected number of accepted draft tokens of any lossless chain verifier.
 
     .. math:: \max E[\tau] = \sum_{i=1}^{\gamma} \sum_{x^i} W(x^i), \qquad
@@ -395,7 +417,7 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
 
     over verifiers that see one drafted block :math:`X^\gamma \sim M_s` (and every conditional of
     both models), emit :math:`O = (X^\tau, Y)` and keep the decoded stream's law equal to the
-    target's when decoding restarts from the target after every block (MATH.md 1.4).
+    target's when decoding restarts from the target after every block (:doc:`block`, the block optimum).
 
     Parameters
     ----------
@@ -412,13 +434,13 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
         target's joint law :math:`M_b(z^{\gamma+1})`; maximise :math:`E[\tau]`. Solved with HiGHS
         (tolerances 1e-10) and certified in numpy (marginals, objective, dual feasibility, gap).
     memory_cap : float, optional
-        Bytes; larger problems raise :class:`~otspec._validation.ProblemTooLargeError` (the size is
+        Bytes; larger problems raise :class:`~otspec.errors.ProblemTooLargeError` (the size is
         estimated before anything is built).
 
     Returns
     -------
     BlockOptimumResult
-        ``value``, ``method``, ``status`` and the (unachievable) ``naive_bound``.
+        ``value``, ``method``, ``status`` and the (unachievable) ``joint_coupling_bound``.
 
     References
     ----------
@@ -432,25 +454,29 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
     >>> from otspec import models
     >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
     >>> r = otspec.block_optimum(p, q, 2)
-    >>> round(r.value * 9, 9), round(r.naive_bound * 9, 9)
+    >>> round(r.value * 9, 9), round(r.joint_coupling_bound * 9, 9)
     (11.0, 12.0)
     """
     if method not in METHODS:
         raise UnsupportedMethodError(f"method must be one of {METHODS} (got {method!r}); 'closed_form' is exact and fastest")
-    gamma = as_draft_count(gamma, "gamma")
+    gamma = as_int_in_range(gamma, "gamma")
     table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
     if method == "closed_form":
-        from otspec.verifiers.block import prefix_weights
-
-        W = prefix_weights(table)
+        W = _models.prefix_weights(table)
         value = float(sum(w.sum() for w in W[1:]))
         n_terms = sum(w.size for w in W)
         return BlockOptimumResult(
-            value=value, method="closed_form", status=STATUS_OPTIMAL, naive_bound=_naive(table), gamma=gamma, V=table.V,
+            value=value,
+            method="closed_form",
+            status=STATUS_OPTIMAL,
+            joint_coupling_bound=_joint_coupling(table),
+            gamma=gamma,
+            V=table.V,
             error_bound=ROUNDING_PER_TERM * n_terms * (gamma + 1),
         )
     keep = np.flatnonzero(table.q_joint[gamma] > 0)
     anc = table.ancestors(gamma)[keep]
     nodes = [[anc[o, t : t + 1] for t in range(gamma + 1)] for o in range(keep.size)]
-    return _solve_path_lp(table, table.q_joint[gamma][keep], nodes, k=1, memory_cap=memory_cap,
-                          what=f"the block LP at V = {table.V}, gamma = {gamma}")
+    return solve_path_lp(
+        table, table.q_joint[gamma][keep], nodes, k=1, memory_cap=memory_cap, what=f"the block LP at V = {table.V}, gamma = {gamma}"
+    )

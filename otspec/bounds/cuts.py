@@ -1,7 +1,7 @@
 r"""The min-cut dual of the membership transport problem, evaluated in plain numpy.
 
 For any token set :math:`H`, weak duality gives :math:`\alpha^*(p, Q) \le P(H) + 1 - Q(H^k)`
-(MATH.md section 3.1), with equality at the optimal :math:`H^*`. These helpers evaluate that cut
+(:doc:`math`, the min-cut dual), with equality at the optimal :math:`H^*`. These helpers evaluate that cut
 value independently of any solver; they are the re-check of every answer.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cut_value", "prefix_cut_values_from_sets", "ratio_order"]
+
+__all__ = ["cut_value", "prefix_cut_values_from_sets"]
 
 
 def cut_value(p: np.ndarray, law, H: np.ndarray) -> float:
@@ -18,17 +19,6 @@ def cut_value(p: np.ndarray, law, H: np.ndarray) -> float:
     mask = np.zeros(p.shape[0], dtype=bool)
     mask[H] = True
     return float(p[mask].sum() + 1.0 - law.prob_all_in(mask))
-
-
-def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Token order by :math:`p/q` ascending; q = 0 < p goes last (ratio +inf), p = q = 0 first.
-
-    Ties keep token-id order (stable sort), which is harmless: a tied block is optimally taken
-    all-or-nothing and every block boundary is a prefix (MATH.md section 3.2)."""
-    # over: a denormal q (e.g. 5e-324) overflows p/q to +inf, which is the right order key
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
-    return np.argsort(key, kind="stable")
 
 
 def prefix_cut_values_from_sets(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, order: np.ndarray) -> np.ndarray:

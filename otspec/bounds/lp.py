@@ -1,6 +1,6 @@
 r"""Tuple-level exact solvers of the membership transport problem and their certificate.
 
-The problem (MATH.md section 2.1, relaxed form): with draft sets :math:`s` of probability
+The problem (:doc:`math`, the relaxed LP, relaxed form): with draft sets :math:`s` of probability
 :math:`Q(s)` and variables :math:`w(s, y) \ge 0` for :math:`y \in s`,
 
 .. math:: \max \sum_{s, y} w(s, y) \quad \text{s.t.} \quad
@@ -24,13 +24,16 @@ the two is the certificate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
-from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
-from otspec._validation import UnsupportedMethodError, check_memory
-from otspec.bounds.cuts import prefix_cut_values_from_sets, ratio_order
+from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL
+from otspec._validation import check_memory
+from otspec.errors import InvalidOptionError, UnsupportedMethodError
+from otspec.bounds.cuts import prefix_cut_values_from_sets
+from otspec.bounds.highs import solve_colwise
+from otspec.laws import ratio_order
 from otspec.bounds.result import (
     STATUS_CHECK_FAILED,
     STATUS_CONSTRAINED,
@@ -100,71 +103,30 @@ class MembershipLP:
         return 1.0 - self.acceptance
 
 
-def new_highs():
-    """A silent ``highspy.Highs`` instance.
-
-    highspy 1.16 prints a two-line banner on stdout when the first instance of a process is built,
-    before any option can be set; that would corrupt ``otspec ... --json`` output. File descriptor 1
-    is pointed at ``os.devnull`` while the instance is built, then ``output_flag`` is turned off.
-    """
-    import os
-    import sys
-
-    import highspy
-
-    sys.stdout.flush()
-    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-    h.setOptionValue("output_flag", False)
-    return h
-
-
 def solve_highs(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     """Solve the membership LP with HiGHS. Returns ``(w, token_duals, ok, info)``."""
-    import highspy
-
     pair_set, pair_token, _ = membership_pairs(sets)
     S, V, n = sets.shape[0], p.shape[0], pair_set.size
-    lp = highspy.HighsLp()
-    lp.num_col_ = n
-    lp.num_row_ = S + V
-    lp.col_cost_ = np.ones(n)
-    lp.col_lower_ = np.zeros(n)
-    lp.col_upper_ = np.full(n, highspy.kHighsInf)
-    lp.row_lower_ = np.full(S + V, -highspy.kHighsInf)
-    lp.row_upper_ = np.concatenate([weights, p])
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.arange(0, 2 * n + 1, 2, dtype=np.int32)
     idx = np.empty(2 * n, dtype=np.int32)
     idx[0::2] = pair_set
     idx[1::2] = S + pair_token
-    lp.a_matrix_.index_ = idx
-    lp.a_matrix_.value_ = np.ones(2 * n)
-    h = new_highs()
-    h.setOptionValue("output_flag", False)
     # Interior point + crossover beat dual simplex by ~1.4-2x and primal simplex by ~3x on these
     # bipartite membership LPs up to ~1e5 columns (90 000 columns: 5.4 s vs 7.5 s vs 16 s on the
     # project machine); at 1e6 columns dual simplex was faster (377 s vs 522 s). For large laws
     # method="flow" (network simplex) is the fast exact path anyway.
-    h.setOptionValue("solver", "ipm")
-    h.setOptionValue("primal_feasibility_tolerance", LP_FEASIBILITY_TOL)
-    h.setOptionValue("dual_feasibility_tolerance", LP_FEASIBILITY_TOL)
-    h.setOptionValue("ipm_optimality_tolerance", LP_OPTIMALITY_TOL)
-    h.passModel(lp)
-    h.run()
-    status = h.getModelStatus()
-    ok = status == highspy.HighsModelStatus.kOptimal
+    h, ok, info = solve_colwise(
+        cost=np.ones(n),
+        row_lower=np.full(S + V, -np.inf),
+        row_upper=np.concatenate([weights, p]),
+        start=np.arange(0, 2 * n + 1, 2, dtype=np.int32),
+        index=idx,
+        value=np.ones(2 * n),
+        options={"solver": "ipm"},
+    )
     sol = h.getSolution()
     w = np.asarray(sol.col_value, dtype=np.float64) if ok else np.zeros(n)
     duals = np.abs(np.asarray(sol.row_dual, dtype=np.float64)[S:]) if ok else np.zeros(V)
-    return w, duals, ok, h.modelStatusToString(status)
+    return w, duals, ok, info
 
 
 def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraints: Callable | None = None, solver: str | None = None):
@@ -188,8 +150,6 @@ def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraint
         extra = list(got) if isinstance(got, (list, tuple)) else ([got] if got is not None else [])
         bad = [c for c in extra if not isinstance(c, cp.constraints.constraint.Constraint)]
         if bad:
-            from otspec._validation import InvalidOptionError
-
             raise InvalidOptionError(
                 f"constraints must return a list of cvxpy constraints (got {type(bad[0]).__name__}: {bad[0]!r:.60}); "
                 "build them from lp.w, e.g. [lp.w[0] <= 0.1]"
@@ -220,7 +180,7 @@ def solve_flow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     cost = np.ones((S, V))
     cost[pair_set, pair_token] = 0.0
     # numItermax: POT's default (1e5) silently returns a non-optimal plan on large instances
-    # (DESIGN.md section 5); network simplex needs O(nodes * arcs) pivots at worst.
+    # (docs/benchmarks.rst, tooling measurements); network simplex needs O(nodes * arcs) pivots at worst.
     iters = int(max(10 * S * V, 10_000_000))
     b = p / p.sum() * weights.sum()  # POT demands equal totals bit-for-bit; both are 1 +- 1e-9
     G, log = ot.emd(weights, b, cost, numItermax=iters, log=True)
@@ -300,15 +260,14 @@ def certify(
         plan=plan,
         law=repr(law),
         checks=checks,
+        solver_info=str(info),
     )
 
 
 def solve_tuple_level(p: np.ndarray, law, method: str, memory_cap: float | None, constraints: Callable | None) -> AcceptanceResult:
     """Enumerate the law's draft sets and solve with ``method`` in {"lp", "cvxpy", "flow"}."""
     if constraints is not None and method != "cvxpy":
-        raise UnsupportedMethodError(
-            f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'"
-        )
+        raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
     check_memory(
         estimate_bytes(method, law),
         memory_cap,

@@ -4,7 +4,7 @@ r"""The optimal multi-draft acceptance :math:`\alpha^*(p, Q)` (Hu et al., ICLR 2
           = \min_{H \subseteq \Omega} \big[ P(H) + 1 - Q(H^k) \big]
 
 (max-flow/min-cut on source -> draft tuple (cap Q) -> its tokens (cap inf) -> sink (cap p);
-MATH.md section 3.1). For i.i.d. and without-replacement drafts the minimum is attained on a prefix
+:doc:`math`, the min-cut dual). For i.i.d. and without-replacement drafts the minimum is attained on a prefix
 of the tokens sorted by p/q (section 3.2), which gives O(V log V) closed forms.
 """
 
@@ -14,12 +14,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from otspec import _race
 from otspec._tolerances import CERTIFICATE_ATOL, ERROR_BOUND_MAX, ROUNDING_PER_TERM
-from otspec._validation import InvalidOptionError, ProblemTooLargeError, UnsupportedMethodError, as_distribution, as_memory_cap, check_memory
-from otspec.bounds.cuts import cut_value, ratio_order
+from otspec._validation import as_distribution, as_memory_cap, check_memory
+from otspec.bounds.cuts import cut_value
+from otspec.errors import InvalidOptionError, NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
+from otspec.laws import DraftLaw
 from otspec.bounds.lp import estimate_bytes, solve_tuple_level
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult
-from otspec.laws import DraftLaw
 
 __all__ = ["optimal_acceptance", "METHODS", "SUBSETS_MAX_V"]
 
@@ -37,30 +39,15 @@ _FLOW_MAX_ARCS = 25_000_000
 #: (490 000), over 10 minutes at V = 2000 (4e6). An explicit method='lp' / 'flow' still runs.
 AUTO_MAX_TUPLES = 250_000
 
-_PREFIX_KINDS = ("iid", "without_replacement", "greedy")
-
-
-def _prefix_order(p: np.ndarray, law: DraftLaw) -> np.ndarray:
-    if law.kind == "greedy":
-        # G is in every tuple, so a useful cut contains G: put it first, then the rest by p / q~.
-        q_rest = law.q_rest
-        order_rest = ratio_order(p, q_rest)
-        in_top = np.zeros(law.V, dtype=bool)
-        in_top[law.top] = True
-        return np.concatenate([law.top, order_rest[~in_top[order_rest]]])
-    return ratio_order(p, law.q)
-
 
 def _solve_prefix(p: np.ndarray, law: DraftLaw) -> AcceptanceResult:
-    if law.kind not in _PREFIX_KINDS:
+    order = law.prefix_cut_order(p)
+    if order is None:
         raise UnsupportedMethodError(
             f"method='prefix' is exact only for iid, without_replacement and greedy laws (got {law.kind}); "
             "use method='lp', 'flow' or 'subsets'"
         )
-    order = _prefix_order(p, law)
     if law.kind == "without_replacement":
-        from otspec import _race
-
         # Integrates only the prefixes that cheap rigorous bounds cannot exclude; its error bound
         # already covers the rounding of P's prefix sums (accumulated in extended precision).
         res = _race.wor_dual_minimum(p[order], law.q[order], law.k)
@@ -116,8 +103,7 @@ def _solve_subsets(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> Ac
     V = law.V
     if V > SUBSETS_MAX_V:
         raise UnsupportedMethodError(
-            f"method='subsets' enumerates 2^V token sets and is limited to V <= {SUBSETS_MAX_V} (got V = {V}); "
-            "use method='prefix' or 'lp'"
+            f"method='subsets' enumerates 2^V token sets and is limited to V <= {SUBSETS_MAX_V} (got V = {V}); use method='prefix' or 'lp'"
         )
     check_memory(8.0 * 6 * 2**V, memory_cap, f"method='subsets' with V = {V}", "use a smaller V")
     P = _subset_sums(p)
@@ -141,7 +127,7 @@ def _solve_subsets(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> Ac
 
 
 def _auto_method(law: DraftLaw) -> str:
-    if law.kind in _PREFIX_KINDS:
+    if type(law).prefix_cut_order is not DraftLaw.prefix_cut_order:  # the sorted-prefix dual is exact
         return "prefix"
     arcs = float(law.num_tuples()) * law.V
     return "flow" if arcs <= _FLOW_MAX_ARCS else "lp"
@@ -213,7 +199,7 @@ def optimal_acceptance(
     if method not in METHODS:
         raise UnsupportedMethodError(f"method must be one of {', '.join(METHODS)} (got {method!r}); pick one of those")
     if not isinstance(law, DraftLaw):
-        raise UnsupportedMethodError(
+        raise NotADraftLawError(
             f"law must be a draft law such as otspec.iid(q, k) (got {type(law).__name__}); build one with the law constructors"
         )
     p = as_distribution(p, "p")
@@ -224,9 +210,7 @@ def optimal_acceptance(
             f"constraints must be a callable f(lp) -> list of cvxpy constraints (got {type(constraints).__name__}); pass a function"
         )
     if constraints is not None and method not in ("cvxpy",):
-        raise UnsupportedMethodError(
-            f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'"
-        )
+        raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
     chosen = _auto_method(law) if method == "auto" else method
     if method == "auto" and chosen in ("flow", "lp") and law.num_tuples() > AUTO_MAX_TUPLES:
         raise ProblemTooLargeError(

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from otspec._validation import InvalidDraftsError
+from otspec.errors import InvalidDraftsError
 
 __all__ = ["AcceptanceResult", "TransportPlan", "STATUS_OPTIMAL", "STATUS_CONSTRAINED", "STATUS_CHECK_FAILED", "STATUS_SOLVER_FAILED"]
 
@@ -98,8 +98,9 @@ class AcceptanceResult:
         ``"optimal"``; ``"optimal_constrained"`` (cvxpy with user constraints); ``"check_failed"``
         or ``"solver_failed"`` when the value must not be trusted.
     gap : float
-        Upper bound minus lower bound established by the re-check (cut value minus plan value when
-        a plan exists; 0 for proven closed forms).
+        The certified duality gap: upper bound minus value, both re-computed in numpy (cut value
+        minus plan value when a plan exists; 0 for proven closed forms). The same meaning as
+        :attr:`otspec.BlockOptimumResult.gap`.
     error_bound : float
         Bound on :math:`|\text{value} - \alpha^*|` from numerics: rounding for closed forms, the
         quadrature bound for without-replacement, solver tolerances plus gap for LPs.
@@ -109,6 +110,8 @@ class AcceptanceResult:
         ``repr`` of the draft law.
     checks : mapping
         The residual of every re-check performed (name -> float).
+    solver_info : str
+        The solver's own status message (LP, flow and cvxpy methods; empty for closed forms).
     """
 
     value: float
@@ -120,6 +123,7 @@ class AcceptanceResult:
     plan: TransportPlan | None = None
     law: str = ""
     checks: Mapping[str, float] = field(default_factory=dict)
+    solver_info: str = ""
 
     @property
     def ok(self) -> bool:
@@ -146,4 +150,5 @@ class AcceptanceResult:
             "error_bound": float(self.error_bound),
             "law": self.law,
             "checks": {k: float(v) for k, v in self.checks.items()},
+            "solver_info": self.solver_info,
         }

@@ -23,6 +23,23 @@ def single_draft(p: Any, q: Any) -> AcceptanceResult:
     :math:`\mathrm{norm}((p-q)_+)`). The cut is :math:`H = \{x : p(x) < q(x)\}`. The returned plan
     is that coupling.
 
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Target and draft distributions (float64, sum to 1, same V).
+
+    Returns
+    -------
+    AcceptanceResult
+        ``method="closed_form"``, the cut and the coupling as a :class:`TransportPlan`.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``p`` or ``q`` is not a distribution.
+    ShapeMismatchError
+        If their vocabulary sizes differ.
+
     Examples
     --------
     >>> import otspec
@@ -54,5 +71,5 @@ def single_draft(p: Any, q: Any) -> AcceptanceResult:
         error_bound=ROUNDING_PER_TERM * p.size,
         plan=plan,
         law=f"iid(V={p.size}, k=1)",
-        checks={"cut_minus_value": check},
+        checks={"cut_value_minus_value": check},
     )

@@ -14,7 +14,7 @@ trie at depth :math:`\tau`). The full-information *tree LP* optimises over the j
     \ \ \forall z^{\gamma+1},
 
 i.e. the emitted block extended by the target to :math:`\gamma + 1` tokens has the target's joint
-law, which is equivalent to the losslessness criterion of MATH.md 0.1 (marginalise the extension
+law, which is equivalent to the losslessness criterion of :doc:`block` (marginalise the extension
 one position at a time). Trees with the same trie are merged (constraints and objective depend on
 the trie only). With ``k = 1`` this is exactly the block LP of :func:`otspec.block_optimum`.
 
@@ -29,13 +29,16 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
-from otspec._validation import as_draft_count
-from otspec.bounds.block import BlockOptimumResult, _solve_path_lp
+from otspec._validation import as_int_in_range
+from otspec.bounds.block import BlockOptimumResult, solve_path_lp
+from otspec.trees import draft_trees
 
 __all__ = ["tree_optimum"]
 
 
-def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement: bool = True, memory_cap: float | None = None) -> BlockOptimumResult:
+def tree_optimum(
+    p_model: Any, q_model: Any, k: int, gamma: int, *, replacement: bool = True, memory_cap: float | None = None
+) -> BlockOptimumResult:
     r"""Solve the full-information tree LP for ``k`` drafted sequences of length ``gamma``.
 
     Parameters
@@ -48,13 +51,13 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
         i.i.d. drafts (``True``) or distinct first tokens drawn without replacement (``False``).
     memory_cap : float, optional
         Bytes; the LP size is estimated first and larger problems raise
-        :class:`~otspec._validation.ProblemTooLargeError` with the size.
+        :class:`~otspec.errors.ProblemTooLargeError` with the size.
 
     Returns
     -------
     BlockOptimumResult
         ``method="lp"``, ``k``, ``value`` (certified in numpy: draft marginal, target law, dual
-        feasibility, duality gap), ``naive_bound`` of the single chain (for reference only).
+        feasibility, duality gap), ``joint_coupling_bound`` of the single chain (for reference only).
 
     References
     ----------
@@ -69,10 +72,8 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
     >>> round(tree_optimum(p, q, 1, 2).value * 9, 9)
     11.0
     """
-    from otspec.verifiers.tree import draft_trees
-
-    k = as_draft_count(k, "k")
-    gamma = as_draft_count(gamma, "gamma")
+    k = as_int_in_range(k, "k")
+    gamma = as_int_in_range(gamma, "gamma")
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     trees, weights = draft_trees(q_model, k, gamma, replacement=bool(replacement))
@@ -88,5 +89,11 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
     for row in uniq:
         leaves = np.unique(row)
         nodes.append([np.unique(leaves // V ** (gamma - t)) for t in range(gamma + 1)])
-    return _solve_path_lp(table, w, nodes, k=k, memory_cap=memory_cap,
-                          what=f"the tree LP at V = {V}, k = {k}, gamma = {gamma} ({uniq.shape[0]:,} distinct tries)")
+    return solve_path_lp(
+        table,
+        w,
+        nodes,
+        k=k,
+        memory_cap=memory_cap,
+        what=f"the tree LP at V = {V}, k = {k}, gamma = {gamma} ({uniq.shape[0]:,} distinct tries)",
+    )

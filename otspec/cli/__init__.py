@@ -1,7 +1,7 @@
 """The ``otspec`` command line: thin adapters over the public API.
 
 Each subcommand lives in its own module with ``register(subparsers)``; errors from the library
-(:class:`otspec._validation.OtspecInputError`) are printed as one line and exit with status 2.
+(:class:`otspec.errors.OtspecInputError`) are printed as one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from otspec.cli._common import CliError, run_guarded
+from otspec.cli._common import run_guarded
 
 __all__ = ["main", "build_parser"]
 

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any, Callable, Sequence
 
-from otspec._validation import OtspecInputError
+from otspec.errors import OtspecInputError
 
 __all__ = ["CliError", "run_guarded", "print_json", "strict_json", "print_table", "progress"]
 

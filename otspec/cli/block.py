@@ -3,7 +3,7 @@
 For a seeded random target (:func:`otspec.models.dirichlet`) and a close draft
 (:func:`otspec.models.close_draft`) it tabulates E[tau] and the block efficiency E[tau] + 1 of token
 verification, block verification, the block optimum (closed form and, when small enough, the
-certified block LP) and the unachievable naive bound; with ``--drafts k > 1`` also SpecTr over
+certified block LP) and the unachievable joint-coupling bound; with ``--drafts k > 1`` also K-SEQ over
 sequences, recursive rejection over the tree (with and without replacement) and the tree LP.
 Enumerations that would not fit are refused (exit status 2, with the size).
 """
@@ -11,15 +11,11 @@ Enumerations that would not fit are refused (exit status 2, with the size).
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from otspec.cli._common import CliError, print_json, print_table
 
-__all__ = ["register", "run", "LP_AUTO_MAX_NONZEROS"]
-
-#: ``--lp auto`` solves an LP only below this many constraint-matrix nonzeros (a few seconds).
-LP_AUTO_MAX_NONZEROS = 3_000_000
+__all__ = ["register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Exact E[tau] (accepted draft tokens per block) and block efficiency E[tau]+1 of token verification, "
             "block verification (Sun et al.), the block optimum (closed form W and the certified block LP), the "
-            "naive joint bound (not achievable) and, with --drafts k > 1, SpecTr over sequences, recursive rejection "
+            "joint-coupling bound (not achievable) and, with --drafts k > 1, K-SEQ over sequences, recursive rejection "
             "over the draft tree and the tree LP, on a seeded Dirichlet target and a close draft."
         ),
     )
@@ -41,12 +37,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--vocab", "-V", required=True, metavar="V", help="vocabulary size")
     ap.add_argument("--gamma", "-g", required=True, metavar="G", help="draft block length")
     ap.add_argument("--drafts", "-k", default="1", metavar="K", help="number of drafted sequences (default 1)")
-    ap.add_argument("--concentration", default=str(rnd["concentration"]), metavar="A", help=f"Dirichlet concentration of the target (default {rnd['concentration']})")
+    ap.add_argument(
+        "--concentration",
+        default=str(rnd["concentration"]),
+        metavar="A",
+        help=f"Dirichlet concentration of the target (default {rnd['concentration']})",
+    )
     ap.add_argument("--seed", default=str(rnd["seed"]), metavar="S", help=f"seed of both models (default {rnd['seed']})")
-    ap.add_argument("--noise", default=str(close["noise"]), metavar="L", help=f"draft = (1-L) tempered target + L Dirichlet noise (default {close['noise']})")
-    ap.add_argument("--temperature", default=str(close["temperature"]), metavar="T", help=f"temperature applied to the target to make the draft (default {close['temperature']})")
-    ap.add_argument("--lp", choices=("auto", "yes", "no"), default="auto", help="solve the block/tree LPs: auto = when small (default), yes = always, no = never")
-    ap.add_argument("--memory-cap", default=None, metavar="GIB", help="refuse computations whose estimated memory exceeds this many GiB (default 4)")
+    ap.add_argument(
+        "--noise",
+        default=str(close["noise"]),
+        metavar="L",
+        help=f"draft = (1-L) tempered target + L Dirichlet noise (default {close['noise']})",
+    )
+    ap.add_argument(
+        "--temperature",
+        default=str(close["temperature"]),
+        metavar="T",
+        help=f"temperature applied to the target to make the draft (default {close['temperature']})",
+    )
+    ap.add_argument(
+        "--lp",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="solve the block/tree LPs: auto = when small (default), yes = always, no = never",
+    )
+    ap.add_argument(
+        "--memory-cap", default=None, metavar="GIB", help="refuse computations whose estimated memory exceeds this many GiB (default 4)"
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.set_defaults(func=run)
 
@@ -70,90 +88,50 @@ def _float(value: Any, flag: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from otspec import models
-    from otspec._validation import as_draft_count
-    from otspec.bounds.block import block_optimum, lp_size
-    from otspec.bounds.tree import tree_optimum
-    from otspec.verifiers import block as bv
-    from otspec.verifiers import token_chain as tc
-    from otspec.verifiers import tree as tv
+    from otspec._validation import as_int_in_range
+    from otspec.report import block_report
 
-    V = as_draft_count(_int(args.vocab, "--vocab"), "--vocab")
-    gamma = as_draft_count(_int(args.gamma, "--gamma"), "--gamma")
-    k = as_draft_count(_int(args.drafts, "--drafts"), "--drafts")
-    seed = as_draft_count(_int(args.seed, "--seed"), "--seed", minimum=0)
+    V = as_int_in_range(_int(args.vocab, "--vocab"), "--vocab")
+    gamma = as_int_in_range(_int(args.gamma, "--gamma"), "--gamma")
+    k = as_int_in_range(_int(args.drafts, "--drafts"), "--drafts")
+    seed = as_int_in_range(_int(args.seed, "--seed"), "--seed", minimum=0)
     cap = None if args.memory_cap is None else _float(args.memory_cap, "--memory-cap") * 1024**3
     if cap is not None and not cap > 0:
         raise CliError(f"--memory-cap must be > 0 GiB (got {args.memory_cap!r})")
     target = models.dirichlet(V, concentration=_float(args.concentration, "--concentration"), seed=seed, memory_cap=cap)
-    draft = models.close_draft(target, temperature=_float(args.temperature, "--temperature"), noise=_float(args.noise, "--noise"), seed=seed)
+    draft = models.close_draft(
+        target, temperature=_float(args.temperature, "--temperature"), noise=_float(args.noise, "--noise"), seed=seed
+    )
 
-    # Refuse before any work: the chain enumeration and (k > 1) the tree enumeration.
-    n_prefixes = models.enumeration_size(V, gamma)
-    if n_prefixes > models.MAX_ENUMERATED_PREFIXES:
-        from otspec._validation import ProblemTooLargeError
+    models.check_prefix_enumeration(V, gamma, hint="use a smaller --vocab or --gamma")  # before any enumeration
+    rep = block_report(target, draft, gamma, k, lp=args.lp, memory_cap=cap)
+    rows, skipped = rep.rows, rep.skipped
 
-        raise ProblemTooLargeError(
-            f"exact enumeration over V = {V}, gamma = {gamma} visits {n_prefixes:,} prefixes, above the cap of "
-            f"{models.MAX_ENUMERATED_PREFIXES:,}; use a smaller --vocab or --gamma"
-        )
-    if k > 1:
-        tv._enumeration_guard(V, k, gamma)
-
-    rows: list[dict] = []
-
-    def add(name: str, how: str, fn) -> None:
-        t0 = time.perf_counter()
-        val = fn()
-        status = None
-        if hasattr(val, "value"):
-            status, val = val.status, val.value
-        rows.append({
-            "verifier": name, "how": how, "expected_accepted": float(val), "block_efficiency": float(val) + 1.0,
-            "status": status, "seconds": round(time.perf_counter() - t0, 4),
-        })
-
-    def lp_wanted(nnz: int) -> bool:
-        return args.lp == "yes" or (args.lp == "auto" and nnz <= LP_AUTO_MAX_NONZEROS)
-
-    add("token", "closed form (product of mins)", lambda: tc.expected_accepted(target, draft, gamma, memory_cap=cap))
-    add("block", "closed form (sum of W)", lambda: bv.expected_accepted(target, draft, gamma, memory_cap=cap))
-    opt = block_optimum(target, draft, gamma, memory_cap=cap)
-    rows.append({"verifier": "block optimum", "how": "closed form W", "expected_accepted": opt.value, "block_efficiency": opt.value + 1.0,
-                 "status": opt.status, "seconds": None})
-    skipped: list[str] = []
-    _, _, nnz = lp_size(V, gamma, [V**gamma] * (gamma + 1), V**gamma)
-    if lp_wanted(nnz):
-        add("block optimum", "block LP (HiGHS, certified)", lambda: block_optimum(target, draft, gamma, method="lp", memory_cap=cap))
-    else:
-        skipped.append(f"block LP ({nnz:,} nonzeros; pass --lp yes to force)")
-    rows.append({"verifier": "naive joint bound", "how": "sum_i (1 - TV of i-token joints); NOT achievable", "expected_accepted": opt.naive_bound,
-                 "block_efficiency": opt.naive_bound + 1.0, "status": None, "seconds": None})
-    if k > 1:
-        add(f"SpecTr sequence (k={k})", "exact enumeration of draft trees", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="spectr"))
-        add(f"RRS tree (k={k})", "exact enumeration, with replacement", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="rrs"))
-        wor_ok = k <= int((draft(()) > 0).sum())
-        if wor_ok:
-            add(f"RRS tree w/o replacement (k={k})", "exact enumeration", lambda: tv.expected_accepted(target, draft, k, gamma, verifier="rrs_wor"))
-        _, _, tnnz = lp_size(V, gamma, [min(k, V**t) * V ** (k * gamma) for t in range(gamma + 1)], V ** (k * gamma))
-        if lp_wanted(tnnz):
-            add(f"tree optimum (k={k}, iid)", "tree LP (HiGHS, certified)", lambda: tree_optimum(target, draft, k, gamma, memory_cap=cap))
-            if wor_ok:
-                add(f"tree optimum (k={k}, w/o repl.)", "tree LP (HiGHS, certified)", lambda: tree_optimum(target, draft, k, gamma, replacement=False, memory_cap=cap))
-        else:
-            skipped.append(f"tree LP (up to {tnnz:,} nonzeros; pass --lp yes to force)")
-
-    params = {"vocab": V, "gamma": gamma, "drafts": k, "concentration": target.concentration, "seed": seed,
-              "noise": draft.noise, "temperature": draft.temperature, "target": repr(target), "draft": repr(draft)}
+    params = {
+        "vocab": V,
+        "gamma": gamma,
+        "drafts": k,
+        "concentration": target.concentration,
+        "seed": seed,
+        "noise": draft.noise,
+        "temperature": draft.temperature,
+        "target": repr(target),
+        "draft": repr(draft),
+    }
     if args.json:
         print_json({"params": params, "results": rows, "skipped": skipped})
         return 0
     table_rows = [
-        (r["verifier"], r["how"], f"{r['expected_accepted']:.10f}", f"{r['block_efficiency']:.10f}", r["status"] or "")
-        for r in rows
+        (r["verifier"], r["how"], f"{r['expected_accepted']:.10f}", f"{r['block_efficiency']:.10f}", r["status"] or "") for r in rows
     ]
     # (no square brackets: rich would read them as markup)
     caption = "accepted = E(tau), expected accepted draft tokens per block; block efficiency = E(tau) + 1."
     if skipped:
         caption += " Skipped: " + "; ".join(skipped) + "."
-    print_table(f"otspec block: V={V}, gamma={gamma}, k={k}, seed={seed}", ("verifier", "how", "accepted E(tau)", "block efficiency", "status"), table_rows, caption=caption)
+    print_table(
+        f"otspec block: V={V}, gamma={gamma}, k={k}, seed={seed}",
+        ("verifier", "how", "accepted E(tau)", "block efficiency", "status"),
+        table_rows,
+        caption=caption,
+    )
     return 0

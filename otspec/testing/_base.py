@@ -16,7 +16,7 @@ try:  # the public home of the error classes
         UnsupportedMethodError,
     )
 except ImportError:  # before otspec.errors existed
-    from otspec._validation import (
+    from otspec.errors import (
         InvalidDistributionError,
         InvalidDraftsError,
         OtspecInputError,

@@ -1,46 +1,49 @@
-r"""Single-step verifiers: rules mapping k drafted tokens to one output token.
+r"""Verifiers: rules mapping drafted tokens to output tokens, each with an exact kernel.
 
-Every verifier has ``name``, ``lossless``, ``applies_to(law)``, ``kernel(p, law)`` (the exact
-conditional output law per draft tuple), ``acceptance(p, law)`` (:math:`P(Y \in \bar X)`: closed
-form, exact kernel or Monte Carlo -- the result says which), ``sample(p, law, drafts, *, rng)``
-and a vectorised ``sample_batch``. :data:`ALL` holds one instance of each single-step verifier;
-:func:`compare` tabulates them against the optimum :math:`\alpha^*(p, Q)`.
+Single-step verifiers (:mod:`otspec.verifiers.step`, one module per rule) map k drafted tokens to
+one output token. Every one has ``name``, ``lossless``, ``applies_to(law)``, ``kernel(p, law)``
+(the exact conditional output law per draft tuple), ``acceptance(p, law)``
+(:math:`P(Y \in \bar X)`: closed form, exact kernel or Monte Carlo -- the result says which),
+``sample(p, law, drafts, *, rng)`` and a vectorised ``sample_batch``. :data:`ALL` holds one
+instance of each, :func:`by_name` finds one; :func:`otspec.report.compare` tabulates them against
+the optimum :math:`\alpha^*(p, Q)` (also reachable as ``otspec.verifiers.compare``).
 
-Per-node kernel functions (for tree verifiers): :func:`kseq_conditional`,
-:func:`rrs_conditional`, :func:`rrs_wor_conditional`.
+Multi-token verifiers over context-dependent models are modules of functions:
+:mod:`~otspec.verifiers.token_chain` (token verification), :mod:`~otspec.verifiers.block` (block
+verification) and :mod:`~otspec.verifiers.tree` (draft trees). Per-node kernel functions:
+:func:`kseq_conditional`, :func:`rrs_conditional`, :func:`rrs_wor_conditional`.
+
+Layout: :mod:`~otspec.verifiers.base` (the :class:`Verifier` base class),
+:mod:`~otspec.verifiers.kernel` (result types), :mod:`~otspec.verifiers.plan` (the sequential
+accept/reject plan and its sampler), :mod:`~otspec.verifiers.tuples` (draft-tuple index helpers).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
-from otspec._validation import ProblemTooLargeError
-from otspec.verifiers._common import AcceptanceEstimate, KSeqDetails, Verifier, VerifierKernel
-from otspec.verifiers.canonical import khisti, khisti_k2_closed_form
-from otspec.verifiers.hu_greedy import greedy_optimal
-from otspec.verifiers.hub import spechub
-from otspec.verifiers.ignore_drafts import nss
-from otspec.verifiers.naive_tree import naive
-from otspec.verifiers.plan_sampler import optimal_plan
-from otspec.verifiers.optimal import optimal_iid
-from otspec.verifiers.rsd import rrs_wor, rrs_wor_conditional
-from otspec.verifiers.single_draft import token
-from otspec.verifiers.specinfer import rrs, rrs_conditional
-from otspec.verifiers.spectr import kseq, kseq_conditional
-from otspec.verifiers.sprinter import ApproximateVerifier, approximate, exact_rule_predicate
-
-# Multi-token verifiers over context-dependent models (modules with kernel / expected_accepted /
-# sample functions): token verification, block verification, and draft trees.
-from otspec.verifiers import block, token_chain, tree  # noqa: E402  (after the single-step ones)
+from otspec.errors import UnsupportedMethodError
+from otspec.verifiers import block, step, token_chain, tree
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.kernel import AcceptanceEstimate, VerifierKernel
+from otspec.verifiers.step.approximate import ApproximateVerifier, approximate
+from otspec.verifiers.step.greedy_optimal import greedy_optimal
+from otspec.verifiers.step.khisti import khisti
+from otspec.verifiers.step.kseq import KSeqDetails, kseq, kseq_conditional
+from otspec.verifiers.step.naive import naive
+from otspec.verifiers.step.nss import nss
+from otspec.verifiers.step.optimal_iid import optimal_iid
+from otspec.verifiers.step.optimal_plan import optimal_plan
+from otspec.verifiers.step.rrs import rrs, rrs_conditional
+from otspec.verifiers.step.rrs_wor import rrs_wor, rrs_wor_conditional
+from otspec.verifiers.step.spechub import spechub
+from otspec.verifiers.step.token import token
 
 __all__ = [
     "Verifier",
     "VerifierKernel",
     "AcceptanceEstimate",
     "KSeqDetails",
-    "ComparisonRow",
     "ApproximateVerifier",
     "token",
     "kseq",
@@ -57,11 +60,11 @@ __all__ = [
     "kseq_conditional",
     "rrs_conditional",
     "rrs_wor_conditional",
-    "khisti_k2_closed_form",
-    "exact_rule_predicate",
     "ALL",
     "by_name",
     "compare",
+    "ComparisonRow",
+    "step",
     "token_chain",
     "block",
     "tree",
@@ -74,6 +77,20 @@ ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub,
 def by_name(name: str) -> Verifier:
     """The verifier of :data:`ALL` called ``name``.
 
+    Parameters
+    ----------
+    name : str
+        A verifier's ``name`` (``"kseq"``, ``"rrs"``, ...).
+
+    Returns
+    -------
+    Verifier
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If no verifier has that name.
+
     Examples
     --------
     >>> by_name("kseq").name
@@ -82,67 +99,15 @@ def by_name(name: str) -> Verifier:
     for v in ALL:
         if v.name == name:
             return v
-    from otspec._validation import UnsupportedMethodError
-
     raise UnsupportedMethodError(f"unknown verifier {name!r}; pick one of {[v.name for v in ALL]}")
 
 
-@dataclass(frozen=True)
-class ComparisonRow:
-    """One verifier's acceptance next to the optimum (a row of :func:`compare`).
+def __getattr__(name: str) -> Any:
+    """``compare`` and ``ComparisonRow`` live in :mod:`otspec.report` (above the verifiers and the
+    bounds, since a comparison needs both); they are re-exported here for convenience (PEP 562,
+    resolved on first access so that the verifiers never import the layer above them)."""
+    if name in ("compare", "ComparisonRow"):
+        from otspec import report
 
-    ``how`` is ``"closed_form"``, ``"kernel"``, ``"monte_carlo"`` or ``"unavailable"`` (the law is
-    too large for a verifier that needs enumeration; numbers are NaN then).
-    ``gap = optimum - acceptance``; ``percent_of_optimum = 100 * acceptance / optimum``.
-    """
-
-    name: str
-    acceptance: float
-    how: str
-    ci_low: float
-    ci_high: float
-    optimum: float
-    gap: float
-    percent_of_optimum: float
-    lossless: bool = True
-    #: why the numbers are NaN (``how == "unavailable"``), else empty
-    reason: str = ""
-
-
-def compare(
-    p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None
-) -> list[ComparisonRow]:
-    r"""Acceptance of every verifier in :data:`ALL` that applies to ``law``, against the optimum.
-
-    ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``. Each verifier's
-    ``acceptance(p, law)`` is used (closed form, else exact kernel, else Monte Carlo with
-    ``n_samples`` draft tuples and ``rng``, default ``numpy.random.default_rng(0)``); verifiers
-    that need an enumerable law get a row with ``how="unavailable"`` and NaN values on large laws.
-
-    Examples
-    --------
-    >>> import otspec
-    >>> rows = compare([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2))
-    >>> [r.name for r in rows][:3]
-    ['kseq', 'rrs', 'khisti']
-    >>> all(r.gap > -1e-9 for r in rows)
-    True
-    """
-    if optimum is None:
-        import otspec
-
-        optimum = float(otspec.optimal_acceptance(p, law).value)
-    optimum = float(optimum)
-    rows = []
-    for v in ALL:
-        if not v.applies_to(law):
-            continue
-        try:
-            est = v.acceptance(p, law, n_samples=n_samples, rng=rng)
-        except ProblemTooLargeError as exc:
-            nan = math.nan
-            rows.append(ComparisonRow(v.name, nan, "unavailable", nan, nan, optimum, nan, nan, v.lossless, str(exc)))
-            continue
-        pct = 100.0 * est.value / optimum if optimum > 0 else math.nan
-        rows.append(ComparisonRow(v.name, est.value, est.how, est.ci_low, est.ci_high, optimum, optimum - est.value, pct, v.lossless))
-    return rows
+        return getattr(report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

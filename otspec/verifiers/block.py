@@ -1,4 +1,4 @@
-r"""Block verification of a drafted block (Sun et al., Algorithm 2), exactly as in MATH.md section 1.2.
+r"""Block verification of a drafted block (Sun et al., Algorithm 2), exactly as in :doc:`block`, token and block verification.
 
 For a draft :math:`X^\gamma \sim M_s`, with :math:`r_i = M_b(X_i \mid X^{i-1}) / M_s(X_i \mid X^{i-1})`:
 
@@ -12,7 +12,7 @@ Every position draws its own coin :math:`\eta_i \sim U(0, 1)`; :math:`\tau` is t
 :math:`Y \sim \mathrm{norm}((p_\tau M_b(\cdot \mid X^\tau) - M_s(\cdot \mid X^\tau))_+)` for
 :math:`\tau < \gamma`, :math:`Y \sim M_b(\cdot \mid X^\gamma)` for :math:`\tau = \gamma`.
 
-Key facts (MATH.md 1.3): :math:`P(\tau \ge i \mid X^i) = p_i`, :math:`P(\tau = i \mid X^i) = Z_{i+1}`,
+Key facts (:doc:`block`, key identities): :math:`P(\tau \ge i \mid X^i) = p_i`, :math:`P(\tau = i \mid X^i) = Z_{i+1}`,
 and :math:`E[\tau] = \sum_i \sum_{x^i} W(x^i)` with
 :math:`W(x^i) = \min\{W(x^{i-1}) M_b(x_i \mid x^{i-1}),\ M_s(x^i)\}`, the optimum over all lossless
 "as-is" chain verifiers (:func:`otspec.block_optimum`).
@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
-from otspec._validation import InvalidDraftsError, UnsupportedMethodError, as_draft_count, as_generator
-from otspec.verifiers.token_chain import ChainKernel, _check_drafted, _check_path_arrays, _check_row, _kernel_from_table, _kernel_table
+from otspec._validation import as_generator, as_int_in_range
+from otspec.errors import InvalidDraftsError, UnsupportedMethodError
+from otspec.verifiers.chain import ChainKernel, check_drafted, check_path_arrays, check_path_row, kernel_from_table, kernel_table
 
 __all__ = [
     "kernel",
@@ -40,7 +41,6 @@ __all__ = [
     "expected_accepted_given_path",
     "acceptance_profile_given_path",
     "sample",
-    "prefix_weights",
     "running_ratio",
 ]
 
@@ -58,7 +58,7 @@ def running_ratio(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool = T
     >>> np.exp(block.running_ratio([[1/3, 2/3]] * 2, [[2/3, 1/3]] * 2, [0, 1])).round(12).tolist()
     [0.5, 1.0]
     """
-    P, Qc, x = _check_path_arrays(p_conds, q_conds, drafts, validate=validate)
+    P, Qc, x = check_path_arrays(p_conds, q_conds, drafts, validate=validate)
     return _log_running_ratio(P, Qc, x)
 
 
@@ -67,7 +67,7 @@ def _log_running_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> np.ndarr
     idx = np.arange(g)
     with np.errstate(divide="ignore"):
         logr = np.log(P[idx, x]) - np.log(Qc[idx, x])
-    # log p_i = min(log p_{i-1} + log r_i, 0): p_i = R_i / max_{j<=i} R_j (MATH 1.3(3)), so with
+    # log p_i = min(log p_{i-1} + log r_i, 0): p_i = R_i / max_{j<=i} R_j (docs/block.rst, key identity 3), so with
     # L_i = log R_i: log p_i = L_i - max(0, max_{j<=i} L_j). Vectorised, and exact in log space.
     L = np.cumsum(logr)
     return L - np.maximum.accumulate(np.maximum(L, 0.0))
@@ -80,9 +80,9 @@ def _h_and_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray, validate: bool = 
     the whole arrays first costs two more passes over memory)."""
     g = x.shape[0]
     if validate:
-        _check_drafted(Qc, x)
-        _check_row(P[0], "p_conds", 0)
-        _check_row(Qc[0], "q_conds", 0)
+        check_drafted(Qc, x)
+        check_path_row(P[0], "p_conds", 0)
+        check_path_row(Qc[0], "q_conds", 0)
     with np.errstate(invalid="ignore"):  # unvalidated input: NaN propagates, no warning
         p = np.exp(_log_running_ratio(P, Qc, x))
     Z = np.empty(max(g - 1, 0))
@@ -92,8 +92,8 @@ def _h_and_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray, validate: bool = 
         buf = np.empty(P.shape[1])
         for i in range(1, g):
             if validate:
-                _check_row(P[i], "p_conds", i)
-                _check_row(Qc[i], "q_conds", i)
+                check_path_row(P[i], "p_conds", i)
+                check_path_row(Qc[i], "q_conds", i)
             np.multiply(P[i], p[i - 1], out=buf)
             np.subtract(buf, Qc[i], out=buf)
             np.maximum(buf, 0.0, out=buf)
@@ -118,7 +118,7 @@ def acceptance_profile_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, va
     >>> block.acceptance_profile_given_path([[1/3, 2/3]] * 2, [[2/3, 1/3]] * 2, [0, 1]).round(12).tolist()
     [1.0, 1.0]
     """
-    P, Qc, x = _check_path_arrays(p_conds, q_conds, drafts, validate=False)
+    P, Qc, x = check_path_arrays(p_conds, q_conds, drafts, validate=False)
     _, _, h = _h_and_ratio(P, Qc, x, validate=validate)
     return 1.0 - np.cumprod((1.0 - h)[::-1])[::-1]
 
@@ -150,7 +150,7 @@ def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, val
     >>> round(block.expected_accepted_given_path([[1/3, 2/3]] * 2, [[2/3, 1/3]] * 2, [0, 0]), 12)
     0.5
     """
-    P, Qc, x = _check_path_arrays(p_conds, q_conds, drafts, validate=False)
+    P, Qc, x = check_path_arrays(p_conds, q_conds, drafts, validate=False)
     _, _, h = _h_and_ratio(P, Qc, x, validate=validate)
     return float((1.0 - np.cumprod((1.0 - h)[::-1])).sum())
 
@@ -194,19 +194,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
     >>> round(block.kernel(p, q, 2).expected_accepted() * 9, 9)
     11.0
     """
-    return _kernel_from_table(_kernel_table(p_model, q_model, gamma, memory_cap), _path_law, "block")
-
-
-def prefix_weights(table: "_models.PrefixTable") -> list:
-    r"""``[W_0, ..., W_gamma]``, :math:`W(x^i) = \min\{W(x^{i-1}) M_b(x_i \mid x^{i-1}), M_s(x^i)\} = M_s(x^i) p_i(x^i)`.
-
-    :math:`W(x^i) = P(\tau \ge i, X^i = x^i)` under block verification (MATH.md 1.3(3)); works on
-    float arrays and on object arrays of :class:`fractions.Fraction` alike.
-    """
-    out = [np.ones(1, dtype=table.q_joint[0].dtype)]
-    for i in range(1, table.gamma + 1):
-        out.append(np.minimum(out[-1][:, None] * table.p_cond[i - 1], table.q_joint[i].reshape(-1, table.V)).ravel())
-    return out
+    return kernel_from_table(kernel_table(p_model, q_model, gamma, memory_cap), _path_law, "block")
 
 
 def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None) -> float:
@@ -234,7 +222,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
     if method != "closed_form":
         raise UnsupportedMethodError(f"method must be 'closed_form' or 'kernel' (got {method!r})")
     table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
-    return float(sum(w.sum() for w in prefix_weights(table)[1:]))
+    return float(sum(w.sum() for w in _models.prefix_weights(table)[1:]))
 
 
 def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator) -> tuple[int, int]:
@@ -257,14 +245,16 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     rng = as_generator(rng)
     x = _models.as_prefix(np.asarray(drafts).reshape(-1).tolist(), p_model.V, name="drafts")
-    g = as_draft_count(len(x), "gamma (len(drafts))")
+    g = as_int_in_range(len(x), "gamma (len(drafts))")
     coins, draws = rng.spawn(2)
     logp = [0.0]
     tau = 0
     for i in range(1, g + 1):
         pb, qb = p_model(x[: i - 1]), q_model(x[: i - 1])
         if qb[x[i - 1]] <= 0:
-            raise InvalidDraftsError(f"drafts[{i - 1}] = {x[i - 1]} has draft probability 0 after {x[:i - 1]}; pass a path the draft can produce")
+            raise InvalidDraftsError(
+                f"drafts[{i - 1}] = {x[i - 1]} has draft probability 0 after {x[: i - 1]}; pass a path the draft can produce"
+            )
         with np.errstate(divide="ignore"):
             lp = min(logp[-1] + np.log(pb[x[i - 1]]) - np.log(qb[x[i - 1]]), 0.0)
         logp.append(lp)
@@ -298,5 +288,5 @@ def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
     path = np.asarray(drafts).reshape(-1).tolist()
     P = _models.conditionals_along(p_model, path)
     Qc = _models.conditionals_along(_models.as_model(q_model, V=p_model.V, name="q_model"), path, include_last=False)
-    P, Qc, x = _check_path_arrays(P, Qc, drafts, validate=True)
+    P, Qc, x = check_path_arrays(P, Qc, drafts, validate=True)
     return _path_law(P, Qc, x)

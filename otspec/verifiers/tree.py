@@ -8,7 +8,7 @@ r"""Multi-draft sequence (tree) verifiers: SpecTr over sequences and recursive r
   draft then continues as its own chain :math:`\sim M_s(\cdot \mid x_1)`. At every node, the drafts
   that pass through it have distinct next tokens, so the tree branches only at the root.
 
-**Verification** walks the tree top-down (MATH.md 2.4): at depth :math:`t` the drafts that agree
+**Verification** walks the tree top-down (:doc:`block`, trees): at depth :math:`t` the drafts that agree
 with the emitted prefix :math:`y^{t-1}` propose their next tokens, whose law given the past is the
 node's draft law (i.i.d. :math:`M_s(\cdot \mid y^{t-1})` with replacement; successive sampling at
 the root without replacement); a single-step multi-draft verifier maps them to
@@ -16,14 +16,14 @@ the root without replacement); a single-step multi-draft verifier maps them to
 stops when none survives (:math:`Y_t` is then the correction token) or, after :math:`\gamma`
 matched positions, with a bonus token :math:`\sim M_b(\cdot \mid y^\gamma)`. Each step is a
 lossless coupling of the surviving drafts' next-token law with the target conditional, so the
-criterion of MATH.md 0.1 holds (:func:`otspec.verifiers.token_chain.lossless_violation` checks it).
+losslessness criterion of :doc:`block` holds (:func:`otspec.verifiers.chain.lossless_violation` checks it).
 
 Verifiers (``verifier=``):
 
-* ``"spectr"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
-  :func:`otspec.verifiers.spectr.kseq_plan`), drafts with replacement;
-* ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, MATH.md 5.1);
-* ``"rrs_wor"`` -- recursive rejection without replacement (RSD, MATH.md 5.2), drafts without
+* ``"kseq"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
+  :func:`otspec.verifiers.step.kseq.kseq_plan`), drafts with replacement;
+* ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, :doc:`verifiers`, rrs);
+* ``"rrs_wor"`` -- recursive rejection without replacement (RSD, :doc:`verifiers`, rrs_wor), drafts without
   replacement.
 
 With ``k = 1`` all three are token verification (:mod:`otspec.verifiers.token_chain`).
@@ -37,44 +37,35 @@ multi-step speculative sampling; Jeon et al., "Recursive Speculative Decoding" (
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from otspec import laws as _laws
 from otspec import models as _models
-from otspec._validation import (
-    InvalidDraftCountError,
+from otspec.trees import draft_trees
+from otspec.verifiers.plan import SequentialPlan, plan_rows
+from otspec.verifiers.step.kseq import kseq_plan
+from otspec.verifiers.step.rrs import rrs_plan
+from otspec.verifiers.step.rrs_wor import rrs_wor_plan
+from otspec._validation import as_generator, as_int_in_range, as_supported_drafts
+from otspec.errors import (
     InvalidDraftsError,
-    ProblemTooLargeError,
     UnsupportedMethodError,
-    as_draft_count,
-    as_generator,
-    as_supported_drafts,
 )
 
 __all__ = [
     "VERIFIERS",
     "TreeKernel",
-    "draft_trees",
-    "num_draft_trees",
     "kernel",
     "block_law",
     "expected_accepted",
     "sample",
     "sample_many",
-    "sample_tree",
     "node_plan",
-    "MAX_ENUMERATED_TREES",
 ]
 
-VERIFIERS = ("spectr", "rrs", "rrs_wor")
-
-#: Most drafted trees an exact enumeration visits (each is walked in Python: ~0.1-1 ms).
-MAX_ENUMERATED_TREES = 300_000
+VERIFIERS = ("kseq", "rrs", "rrs_wor")
 
 
 def _check_verifier(verifier: str) -> bool:
@@ -93,12 +84,15 @@ def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tup
     r"""``(accept, residual)`` of one node's single-step rule for the ordered draft tokens ``drafts``.
 
     The output law is :math:`\sum_j [\prod_{l<j}(1-a_l)]\, a_j\, \delta_{d_j} + [\prod_l (1-a_l)]\, r`.
+    Each rule is the single-step verifier's own plan (one implementation per rule):
 
-    * ``"spectr"``: K-SEQ, :math:`a_j = \min(1, p(d_j)/(\rho^* q(d_j)))`,
-      :math:`r = \mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)` (SpecTr Algorithm 2);
-    * ``"rrs"``: :math:`a_j = \min(1, p_{j-1}(d_j)/q(d_j))`, :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`;
+    * ``"kseq"``: K-SEQ, :math:`a_j = \min(1, p(d_j)/(\rho^* q(d_j)))`,
+      :math:`r = \mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)` (SpecTr Algorithm 2;
+      :func:`otspec.verifiers.step.kseq.kseq_plan`);
+    * ``"rrs"``: :math:`a_j = \min(1, p_{j-1}(d_j)/q(d_j))`, :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`
+      (:func:`otspec.verifiers.step.rrs.rrs_plan`);
     * ``"rrs_wor"``: the same with :math:`q_{j+1} = \mathrm{norm}(q_j` without :math:`d_j)` and
-      :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)`.
+      :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)` (:func:`otspec.verifiers.step.rrs_wor.rrs_wor_plan`).
 
     Examples
     --------
@@ -108,105 +102,27 @@ def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tup
     >>> a.tolist()
     [1.0]
     """
-    k = len(drafts)
-    d = np.asarray(drafts, dtype=np.int64)
-    if verifier == "spectr" and k > 1:
-        from otspec.verifiers.spectr import kseq_plan
-
-        plan, _ = kseq_plan(p, q, d[None, :])
-        return np.asarray(plan.accept, dtype=np.float64).reshape(-1), np.asarray(plan.residual, dtype=np.float64).reshape(-1)
-    cur_p, cur_q = p.copy(), q.copy()
-    acc = np.empty(k)
-    for j in range(k):
-        x = d[j]
-        if cur_q[x] <= 0:
-            raise InvalidDraftsError(f"draft token {int(x)} has draft probability 0 at this node; the draft could not have produced it")
-        acc[j] = min(1.0, cur_p[x] / cur_q[x])
-        res = np.maximum(cur_p - cur_q, 0.0)
-        mass = res.sum()
-        # When mass == 0 the rejection has probability 0 (cur_p == cur_q): keep cur_p as a placeholder.
-        cur_p = res / mass if mass > 0 else cur_p
-        if verifier == "rrs_wor" and j < k - 1:
-            cur_q = cur_q.copy()
-            cur_q[x] = 0.0
-            cur_q = cur_q / cur_q.sum()
-    return acc, cur_p
+    d = np.asarray(drafts, dtype=np.int64)[None, :]
+    k = d.shape[1]
+    if verifier == "kseq" and k > 1:
+        plan, _ = kseq_plan(p, q, d)
+    else:
+        zero = np.flatnonzero(q[d[0]] <= 0)
+        if zero.size:
+            raise InvalidDraftsError(
+                f"draft token {int(d[0, zero[0]])} has draft probability 0 at this node; the draft could not have produced it"
+            )
+        plan = rrs_wor_plan(p, q, d) if verifier == "rrs_wor" else rrs_plan(p, [q] * k, d)
+    return np.asarray(plan.accept, dtype=np.float64).reshape(-1), np.asarray(plan.residual, dtype=np.float64).reshape(-1)
 
 
-def _plan_law(acc: np.ndarray, res: np.ndarray, drafts: tuple) -> np.ndarray:
-    out = np.zeros(res.shape[0])
-    left = 1.0
-    for a, x in zip(acc, drafts):
-        out[x] += left * a
-        left *= 1.0 - a
-    return out + left * res
+def _node_law(acc: np.ndarray, res: np.ndarray, drafts: tuple) -> np.ndarray:
+    """The node's exact output law, shape ``(V,)``."""
+    plan = SequentialPlan(tokens=np.asarray(drafts, dtype=np.int64)[None, :], accept=acc[None, :], residual=res)
+    return plan_rows(plan, res.shape[0])[0]
 
 
 # ------------------------------------------------------------------------------------------------
-def num_draft_trees(V: int, k: int, gamma: int) -> int:
-    """Upper bound on the number of ordered draft tuples an exact enumeration visits: :math:`V^{k\\gamma}`."""
-    return int(V) ** (int(k) * int(gamma))
-
-
-def _enumeration_guard(V: int, k: int, gamma: int) -> None:
-    n = num_draft_trees(V, k, gamma)
-    if n > MAX_ENUMERATED_TREES:
-        raise ProblemTooLargeError(
-            f"exact enumeration of k = {k} drafts of length gamma = {gamma} over V = {V} visits up to {n:,} draft trees, "
-            f"above the cap of {MAX_ENUMERATED_TREES:,}; use a smaller V, k or gamma (or sample())"
-        )
-
-
-def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    r"""Every drafted tree of positive probability: ``(trees, weights)``, ``trees`` of shape ``(M, k, gamma)``.
-
-    With replacement: :math:`Q(x^{(1)}, \dots, x^{(k)}) = \prod_j M_s(x^{(j)})`. Without replacement
-    (distinct first tokens by successive sampling, then independent chains):
-
-    .. math:: Q = \prod_{j=1}^{k} \frac{M_s(x^{(j)})}{1 - \sum_{l<j} M_s(x^{(l)}_1)}.
-
-    Examples
-    --------
-    >>> from otspec import models
-    >>> from otspec.verifiers.tree import draft_trees
-    >>> trees, w = draft_trees(models.context_free([0.5, 0.5]), 2, 1)
-    >>> trees.shape, float(w.sum())
-    ((4, 2, 1), 1.0)
-    """
-    q_model = _models.as_model(q_model, name="q_model")
-    k = as_draft_count(k, "k")
-    gamma = as_draft_count(gamma, "gamma")
-    V = q_model.V
-    _enumeration_guard(V, k, gamma)
-    table = _models.enumerate_prefixes(q_model, q_model, gamma)
-    paths = table.paths(gamma)
-    pw = table.q_joint[gamma]
-    keep = np.flatnonzero(pw > 0)
-    if not replacement:
-        support = int(np.count_nonzero(table.q_cond[0][0]))
-        if k > support:
-            raise InvalidDraftCountError(
-                f"k must be <= the number of first tokens with positive draft probability ({support}) to draft without replacement (got k = {k}); lower k"
-            )
-    combos = np.array(list(itertools.product(keep.tolist(), repeat=k)), dtype=np.int64).reshape(-1, k)
-    w = np.prod(pw[combos], axis=1)
-    if not replacement:
-        first = paths[combos][:, :, 0]  # (M, k)
-        distinct = np.ones(combos.shape[0], dtype=bool)
-        for a in range(k):
-            for b in range(a + 1, k):
-                distinct &= first[:, a] != first[:, b]
-        combos, w, first = combos[distinct], w[distinct], first[distinct]
-        q0 = table.q_cond[0][0]
-        # Successive-sampling denominators sum_{x not in first[:j]} q0(x), computed stably by the
-        # laws module (1 - cumsum cancels when one first token carries almost all the mass).
-        w = w / np.prod(_laws._successive_denominators(q0, first), axis=1)
-    trees = paths[combos]
-    trees.setflags(write=False)
-    w.setflags(write=False)
-    return trees, w
-
-
 @dataclass(frozen=True, eq=False)
 class TreeKernel:
     r"""Exact law of the emitted block :math:`O = (Y^\tau, Y_{\tau+1})` given every drafted tree.
@@ -255,7 +171,7 @@ class _Walker:
         if hit is None:
             p, q = self.p_model(prefix), self.q_model(prefix)
             acc, res = node_plan(p, q, drafts, self.verifier)
-            hit = _plan_law(acc, res, drafts)
+            hit = _node_law(acc, res, drafts)
             self.cache[key] = hit
         return hit
 
@@ -286,7 +202,7 @@ class _Walker:
         return out
 
 
-def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> TreeKernel:
+def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> TreeKernel:
     r"""Exact law of the emitted block for every drafted tree (see the module docstring).
 
     Examples
@@ -306,7 +222,7 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "s
     return TreeKernel(trees=trees, weights=weights, laws=laws, verifier=verifier)
 
 
-def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> dict:
+def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> dict:
     """The exact law ``{O: P(O)}`` of the emitted block, over drafted trees and verification coins.
 
     Examples
@@ -314,13 +230,13 @@ def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str =
     >>> from otspec import models
     >>> from otspec.verifiers import tree
     >>> p = models.context_free([0.5, 0.5])
-    >>> sorted((o, round(float(w), 12)) for o, w in tree.block_law(p, p, 2, 1, verifier="spectr").items())
+    >>> sorted((o, round(float(w), 12)) for o, w in tree.block_law(p, p, 2, 1, verifier="kseq").items())
     [((0, 0), 0.25), ((0, 1), 0.25), ((1, 0), 0.25), ((1, 1), 0.25)]
     """
     return kernel(p_model, q_model, k, gamma, verifier=verifier).output_law()
 
 
-def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "spectr") -> float:
+def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> float:
     r"""Exact :math:`E[\tau]` of a tree verifier by enumeration over drafted trees.
 
     Examples
@@ -334,38 +250,6 @@ def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifie
     return kernel(p_model, q_model, k, gamma, verifier=verifier).expected_accepted()
 
 
-def sample_tree(q_model: Any, k: int, gamma: int, *, replacement: bool = True, rng: np.random.Generator) -> np.ndarray:
-    """Draw one draft tree ``(k, gamma)`` (first tokens without replacement when ``replacement=False``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from otspec import models
-    >>> from otspec.verifiers.tree import sample_tree
-    >>> sample_tree(models.dirichlet(4), 3, 2, replacement=False, rng=np.random.default_rng(0)).shape
-    (3, 2)
-    """
-    q_model = _models.as_model(q_model, name="q_model")
-    rng = as_generator(rng)
-    k = as_draft_count(k, "k")
-    gamma = as_draft_count(gamma, "gamma")
-    out = np.empty((k, gamma), dtype=np.int64)
-    if replacement:
-        for j in range(k):
-            out[j] = _models.sample_path(q_model, gamma, rng=rng)
-        return out
-    q0 = q_model(())
-    if k > np.count_nonzero(q0):
-        raise InvalidDraftCountError(f"k must be <= the number of first tokens with positive draft probability (got k = {k}); lower k")
-    cur = q0.copy()
-    for j in range(k):
-        x = int(rng.choice(q_model.V, p=cur / cur.sum()))
-        cur[x] = 0.0
-        out[j, 0] = x
-        out[j, 1:] = _models.sample_path(q_model, gamma - 1, rng=rng, prefix=(x,))
-    return out
-
-
 def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
     _check_verifier(verifier)
     p_model = _models.as_model(p_model, name="p_model")
@@ -376,7 +260,9 @@ def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
         raise InvalidDraftsError(f"tree must have shape (k, gamma) (got {arr.shape}); pass one drafted sequence per row")
     paths = tuple(_models.as_prefix(row.tolist(), p_model.V, name=f"tree[{j}]") for j, row in enumerate(arr))
     for j, path in enumerate(paths):  # every drafted token must have positive draft probability at its node
-        as_supported_drafts(path, _models.conditionals_along(q_model, list(path), include_last=False), name=f"tree[{j}]", q_name="q_model conditionals")
+        as_supported_drafts(
+            path, _models.conditionals_along(q_model, list(path), include_last=False), name=f"tree[{j}]", q_name="q_model conditionals"
+        )
     if verifier == "rrs_wor" and len({x[0] for x in paths}) < len(paths):
         raise InvalidDraftsError("tree's first tokens repeat, which drafting without replacement never does; pass distinct first tokens")
     return p_model, q_model, rng, paths
@@ -411,7 +297,7 @@ def _sample_one(p_model, q_model, paths: tuple, verifier: str, plans: dict, coin
             return t, prefix
 
 
-def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", rng: np.random.Generator) -> tuple[int, tuple]:
+def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng: np.random.Generator) -> tuple[int, tuple]:
     r"""Verify one drafted tree ``(k, gamma)``; returns ``(tau, block)`` with ``block`` the emitted tokens.
 
     Top-down walk (module docstring): at each node the surviving drafts' next tokens go through the
@@ -432,7 +318,7 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "spectr", r
     return _sample_one(p_model, q_model, paths, verifier, {}, coins, draws)
 
 
-def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "spectr", rng: np.random.Generator) -> list:
+def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "kseq", rng: np.random.Generator) -> list:
     """``size`` independent verifications of the same drafted tree (node plans computed once).
 
     Returns a list of ``(tau, block)`` pairs, as :func:`sample` would.
@@ -443,11 +329,11 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
     >>> from otspec import models
     >>> from otspec.verifiers import tree
     >>> p = models.context_free([0.5, 0.5])
-    >>> len(tree.sample_many(p, p, [[0], [1]], 5, verifier="spectr", rng=np.random.default_rng(0)))
+    >>> len(tree.sample_many(p, p, [[0], [1]], 5, verifier="kseq", rng=np.random.default_rng(0)))
     5
     """
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
-    size = as_draft_count(size, "size", minimum=0)
+    size = as_int_in_range(size, "size", minimum=0)
     coins, draws = rng.spawn(2)
     plans: dict = {}
     return [_sample_one(p_model, q_model, paths, verifier, plans, coins, draws) for _ in range(size)]

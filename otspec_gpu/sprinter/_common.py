@@ -10,7 +10,7 @@ import torch
 try:  # the public home of the errors after the core layout refactor
     from otspec.errors import OtspecInputError
 except ImportError:  # pragma: no cover - before it
-    from otspec._validation import OtspecInputError
+    from otspec.errors import OtspecInputError
 
 __all__ = ["Scorer", "SprinterInputError", "generators", "multinomial", "probs"]
 

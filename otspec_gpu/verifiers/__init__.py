@@ -49,7 +49,7 @@ def by_name(name: str) -> TorchVerifier:
     try:
         return SINGLE_STEP[name]
     except KeyError:
-        from otspec._validation import UnsupportedMethodError
+        from otspec.errors import UnsupportedMethodError
 
         raise UnsupportedMethodError(f"unknown torch verifier {name!r}; pick one of {sorted(SINGLE_STEP)}") from None
 

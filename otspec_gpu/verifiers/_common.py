@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from otspec._validation import (
+from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from otspec._validation import InvalidDistributionError, ShapeMismatchError
+from otspec.errors import InvalidDistributionError, ShapeMismatchError
 from otspec_gpu.verifiers._common import (
     Plan,
     StepOutput,

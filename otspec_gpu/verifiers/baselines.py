@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec._validation import UnsupportedMethodError
+from otspec.errors import UnsupportedMethodError
 from otspec_gpu.verifiers._common import (
     Plan,
     StepOutput,

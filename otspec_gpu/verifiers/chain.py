@@ -41,11 +41,7 @@ from typing import NamedTuple
 
 import torch
 
-from otspec._validation import (
-    InvalidDistributionError,
-    InvalidDraftsError,
-    ShapeMismatchError,
-)
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 
 __all__ = [
     "ChainOutput",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec._validation import InvalidDraftsError
+from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers._common import (
     Plan,
     StepOutput,

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from otspec._validation import InvalidDraftsError
+from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers._common import (
     Plan,
     StepOutput,

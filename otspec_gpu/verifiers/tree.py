@@ -13,7 +13,7 @@ Rules (``rule=``, the numpy tree module's names, :data:`otspec.verifiers.tree.VE
 per-node single-step verifier each uses (from :data:`otspec_gpu.verifiers.SINGLE_STEP`, the same
 code as the single-step twins; with one alive draft each is token verification):
 
-* ``"spectr"`` -- K-SEQ (``kseq``, SpecTr Algorithm 2 with :math:`\rho^*` for the node's number of
+* ``"kseq"`` -- K-SEQ (``kseq``, SpecTr Algorithm 2 with :math:`\rho^*` for the node's number of
   alive drafts); sequences drafted i.i.d.;
 * ``"rrs"`` -- recursive rejection sampling with replacement (``rrs``, SpecInfer); i.i.d. sequences;
 * ``"rrs_wor"`` -- recursive rejection without replacement (``rrs_wor``, RSD); the ``k`` first
@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 import torch
 
-from otspec._validation import (
+from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftsError,
     ShapeMismatchError,
@@ -66,9 +66,9 @@ __all__ = [
 ]
 
 #: Tree rules, as named by :data:`otspec.verifiers.tree.VERIFIERS`.
-RULES = ("spectr", "rrs", "rrs_wor")
+RULES = ("kseq", "rrs", "rrs_wor")
 #: The single-step verifier (:data:`otspec_gpu.verifiers.SINGLE_STEP` name) used at every node.
-NODE_VERIFIER = {"spectr": "kseq", "rrs": "rrs", "rrs_wor": "rrs_wor"}
+NODE_VERIFIER = {"kseq": "kseq", "rrs": "rrs", "rrs_wor": "rrs_wor"}
 
 
 class TreeOutput(NamedTuple):
@@ -203,7 +203,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule:
     p : Tensor [B, k, gamma + 1, V]
     q : Tensor [B, k, gamma, V]
     drafts : LongTensor [B, k, gamma]
-    rule : {"spectr", "rrs", "rrs_wor"}
+    rule : {"kseq", "rrs", "rrs_wor"}
     validate : bool
         Cheap checks (shapes, dtypes, token range, positive draft probability, distinct first tokens
         for ``rrs_wor``); the rows are assumed to be distributions.
@@ -250,7 +250,7 @@ def expected_accepted_given_drafts(p: torch.Tensor, q: torch.Tensor, drafts: tor
     --------
     >>> import torch
     >>> p = torch.full((1, 2, 3, 2), 0.5, dtype=torch.float64)
-    >>> expected_accepted_given_drafts(p, p[:, :, :2], torch.tensor([[[0, 1], [1, 1]]]), rule="spectr").tolist()
+    >>> expected_accepted_given_drafts(p, p[:, :, :2], torch.tensor([[[0, 1], [1, 1]]]), rule="kseq").tolist()
     [2.0]
     """
     p, q, drafts, ver = _check(p, q, drafts, rule, validate)
@@ -323,7 +323,7 @@ def draft_sequences(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Draft ``k`` sequences of length ``gamma`` per row with the law the tree rules assume.
 
-    * ``replacement=True`` (``"spectr"``, ``"rrs"``): the ``k`` sequences are i.i.d.
+    * ``replacement=True`` (``"kseq"``, ``"rrs"``): the ``k`` sequences are i.i.d.
       :math:`\sim M_s`: every token of every sequence is an independent draw from its own prefix's
       conditional (so the next tokens of the sequences alive at a node are i.i.d. given the past).
     * ``replacement=False`` (``"rrs_wor"``): the ``k`` first tokens are drawn without replacement
@@ -331,7 +331,7 @@ def draft_sequences(
       :func:`otspec_gpu.drafting.sample_drafts` with ``"without_replacement"``), and each sequence is
       then continued independently, :math:`\sim M_s(\cdot \mid x_1)`.
 
-    These are the laws of :func:`otspec.verifiers.tree.draft_trees`. Sharing the draft model's
+    These are the laws of :func:`otspec.trees.draft_trees`. Sharing the draft model's
     outputs across sequences with equal prefixes is allowed (their rows are equal); what must not
     happen is drafting a node's children by anything else (e.g. top-k, or deduplicated children
     under ``replacement=True``), or passing :func:`sample` a ``q`` other than the one drafted from.

@@ -12,14 +12,15 @@ from hypothesis import strategies as st
 
 import otspec
 from otspec import models
-from otspec._tolerances import EXACT_ATOL
-from otspec._validation import ProblemTooLargeError, UnsupportedMethodError
-from otspec.bounds.block import BlockOptimumResult, block_optimum, naive_bound
+from otspec._tolerances import EXACT_ATOL, LP_FEASIBILITY_TOL
+from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
+from otspec.bounds.block import BlockOptimumResult, block_optimum, joint_coupling_bound
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
 from tests._oracles import criterion_violation, make_pair
 
-LP_ATOL = 1e-10
+#: an LP value agrees with the exact closed form within HiGHS' feasibility tolerance
+LP_ATOL = LP_FEASIBILITY_TOL
 
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.5, 1.0, 3.0]), st.booleans())
@@ -29,7 +30,7 @@ extreme = st.builds(make_pair, st.integers(0, 10_000), st.just(3), st.just(0.3),
 
 
 def brute_W(p, q, gamma):
-    """sum_i sum_{x^i} min_{0<=j<=i} M_s(x^j) M_b(x_{j+1..i} | x^j), straight from MATH 1.3(3)."""
+    """sum_i sum_{x^i} min_{0<=j<=i} M_s(x^j) M_b(x_{j+1..i} | x^j), straight from docs/block.rst, key identity 3."""
     import itertools
 
     V = p.V
@@ -56,8 +57,8 @@ def test_block_equals_closed_form_equals_lp(inst, gamma):
     assert abs(cf.value - e_block) <= LP_ATOL
     assert abs(cf.value - brute_W(p, q, gamma)) <= EXACT_ATOL
     assert tc.expected_accepted(p, q, gamma) <= lp.value + LP_ATOL
-    assert cf.value <= cf.naive_bound + EXACT_ATOL
-    assert abs(cf.naive_bound - lp.naive_bound) <= EXACT_ATOL
+    assert cf.value <= cf.joint_coupling_bound + EXACT_ATOL
+    assert abs(cf.joint_coupling_bound - lp.joint_coupling_bound) <= EXACT_ATOL
 
 
 @given(inst=extreme, gamma=st.integers(2, 3))
@@ -70,7 +71,7 @@ def test_lp_on_peaky_models_agrees_within_its_certified_gap(inst, gamma):
 
 @given(inst=instances, gamma=st.integers(1, 3))
 def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
-    """The LP's optimal coupling satisfies the MATH 0.1 criterion (checked here, independently of the
+    """The LP's optimal coupling satisfies the losslessness criterion of docs/block.rst (checked here, independently of the
     LP's own extended-law constraints) and its E[tau] is the reported value."""
     p, q = inst
     r = block_optimum(p, q, gamma, method="lp")
@@ -97,16 +98,16 @@ def test_toy_values():
         r = block_optimum(p, q, 2, method=method)
         assert Fraction(r.value).limit_denominator(100) == Fraction(11, 9)
         assert abs(r.value - 11 / 9) <= LP_ATOL
-        assert Fraction(r.naive_bound).limit_denominator(100) == Fraction(12, 9)
-    assert abs(naive_bound(p, q, 2) - 12 / 9) <= EXACT_ATOL
+        assert Fraction(r.joint_coupling_bound).limit_denominator(100) == Fraction(12, 9)
+    assert abs(joint_coupling_bound(p, q, 2) - 12 / 9) <= EXACT_ATOL
 
 
-def test_naive_bound_strictly_above_somewhere_and_token_strictly_below():
+def test_joint_coupling_bound_strictly_above_somewhere_and_token_strictly_below():
     gaps_naive, gaps_token = [], []
     for s in range(4):
         p, q = make_pair(s, 3, 1.0, False)
         r = block_optimum(p, q, 3, method="lp")
-        gaps_naive.append(r.naive_bound - r.value)
+        gaps_naive.append(r.joint_coupling_bound - r.value)
         gaps_token.append(r.value - tc.expected_accepted(p, q, 3))
     assert min(gaps_naive) > 1e-4 and min(gaps_token) > 1e-4
 
@@ -134,7 +135,7 @@ def test_refusals():
     big = models.dirichlet(262_144)
     with pytest.raises(ProblemTooLargeError, match="prefixes"):
         block_optimum(big, big, 2)
-    with pytest.raises(otspec._validation.InvalidDraftCountError):
+    with pytest.raises(otspec.errors.InvalidDraftCountError):
         block_optimum(p, q, 0)
 
 

@@ -75,7 +75,7 @@ def test_greedy_closed_form_equals_lp(pq, k):
     law = otspec.greedy(q, k)
     closed = otspec.optimal_acceptance(p, law, method="prefix")
     lp = otspec.optimal_acceptance(p, law, method="lp")
-    # independent closed form written out (MATH.md 3.3): P(G) + sum_{x not in G} min(p, q~)
+    # independent closed form written out (docs/math.rst, greedy drafts): P(G) + sum_{x not in G} min(p, q~)
     G = np.argsort(-q, kind="stable")[: k - 1]
     rest = np.setdiff1d(np.arange(p.size), G)
     qt = q[rest] / q[rest].sum()

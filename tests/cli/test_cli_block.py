@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec import models
 from otspec.bounds.block import block_optimum
 from otspec.bounds.tree import tree_optimum
@@ -29,14 +30,17 @@ def test_json_matches_library(capsys):
     by = {(r["verifier"], r["how"]): r for r in out["results"]}
     names = [r["verifier"] for r in out["results"]]
     assert names[:2] == ["token", "block"]
-    assert by[("token", "closed form (product of mins)")]["expected_accepted"] == pytest.approx(tc.expected_accepted(p, q, 2), abs=1e-12)
-    assert by[("block", "closed form (sum of W)")]["expected_accepted"] == pytest.approx(bv.expected_accepted(p, q, 2), abs=1e-12)
+    assert by[("token", "closed form (product of mins)")]["expected_accepted"] == pytest.approx(
+        tc.expected_accepted(p, q, 2), abs=FLOAT64_ATOL
+    )
+    assert by[("block", "closed form (sum of W)")]["expected_accepted"] == pytest.approx(bv.expected_accepted(p, q, 2), abs=FLOAT64_ATOL)
     lp = by[("block optimum", "block LP (HiGHS, certified)")]
-    assert lp["status"] == "optimal" and lp["expected_accepted"] == pytest.approx(block_optimum(p, q, 2).value, abs=1e-9)
-    assert by[("SpecTr sequence (k=2)", "exact enumeration of draft trees")]["expected_accepted"] == pytest.approx(
-        tree.expected_accepted(p, q, 2, 2, verifier="spectr"), abs=1e-12)
+    assert lp["status"] == "optimal" and lp["expected_accepted"] == pytest.approx(block_optimum(p, q, 2).value, abs=EXACT_ATOL)
+    assert by[("K-SEQ sequence (k=2)", "exact enumeration of draft trees")]["expected_accepted"] == pytest.approx(
+        tree.expected_accepted(p, q, 2, 2, verifier="kseq"), abs=FLOAT64_ATOL
+    )
     t = [r for r in out["results"] if r["verifier"].startswith("tree optimum (k=2, iid)")][0]
-    assert t["expected_accepted"] == pytest.approx(tree_optimum(p, q, 2, 2).value, abs=1e-9)
+    assert t["expected_accepted"] == pytest.approx(tree_optimum(p, q, 2, 2).value, abs=EXACT_ATOL)
     for r in out["results"]:
         assert r["block_efficiency"] == pytest.approx(r["expected_accepted"] + 1)
     assert out["params"]["vocab"] == 3 and out["params"]["drafts"] == 2 and out["skipped"] == []
@@ -46,14 +50,14 @@ def test_defaults_match_library(capsys):
     assert main(["block", "--vocab", "2", "--gamma", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     p, q = _pair(2, 0)  # library defaults: seed 0, concentration 1, noise 0.3, temperature 1
-    assert out["results"][1]["expected_accepted"] == pytest.approx(bv.expected_accepted(p, q, 2), abs=1e-12)
+    assert out["results"][1]["expected_accepted"] == pytest.approx(bv.expected_accepted(p, q, 2), abs=FLOAT64_ATOL)
     assert len(out["results"]) == 5  # token, block, optimum (W), block LP, naive: no tree rows at k = 1
 
 
 def test_table(capsys):
     assert main(["block", "--vocab", "3", "--gamma", "2", "--lp", "no"]) == 0
     out = capsys.readouterr().out
-    assert "otspec block: V=3, gamma=2, k=1" in out and "naive joint bound" in out
+    assert "otspec block: V=3, gamma=2, k=1" in out and "joint-coupling bound" in out
     assert "block LP" in out  # listed among the skipped computations
 
 
@@ -79,8 +83,12 @@ def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
 
 def test_subprocess():
     env = dict(os.environ, COLUMNS="200")
-    r = subprocess.run([sys.executable, "-m", "otspec", "block", "--vocab", "2", "--gamma", "2", "--json"], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "otspec", "block", "--vocab", "2", "--gamma", "2", "--json"], capture_output=True, text=True, env=env
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["params"]["gamma"] == 2
-    r = subprocess.run([sys.executable, "-m", "otspec", "block", "--vocab", "100000", "--gamma", "3"], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "otspec", "block", "--vocab", "100000", "--gamma", "3"], capture_output=True, text=True, env=env
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "1,000,010,000,100,001 prefixes" in r.stderr

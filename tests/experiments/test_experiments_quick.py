@@ -96,8 +96,8 @@ def test_exp3_multidraft_sequences(tmp_path):
     d = run_in_process("exp3_multidraft_sequences.py", tmp_path)
     runs = {(r["verifier"], r["k"]): r for r in d["runs"]}
     one = runs[("kseq", 1)]
-    assert abs(one["be_exact_spectr"] - one["be_exact_rrs"]) < 1e-12  # one sequence: both rules are token verification
-    assert all(r["be_exact_spectr"] >= 1 and r["records"] > 0 for r in d["runs"])
+    assert abs(one["be_exact_kseq"] - one["be_exact_rrs"]) < 1e-12  # one sequence: both rules are token verification
+    assert all(r["be_exact_kseq"] >= 1 and r["records"] > 0 for r in d["runs"])
     assert len(list(tmp_path.glob("trace_tree_*.safetensors"))) == len(d["runs"])
 
 

@@ -19,11 +19,7 @@ torch = pytest.importorskip("torch")
 from scipy import stats
 
 from otspec import models
-from otspec._validation import (
-    InvalidDistributionError,
-    InvalidDraftsError,
-    ShapeMismatchError,
-)
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import block, token_chain
 from otspec_gpu.verifiers import chain
 

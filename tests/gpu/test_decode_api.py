@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from otspec._validation import OtspecInputError, UnsupportedMethodError
+from otspec.errors import OtspecInputError, UnsupportedMethodError
 from otspec_gpu import models
 from otspec_gpu.decode import IncompatibleModelsError, decode, plan_for
 from otspec_gpu.verifiers import SINGLE_STEP, chain
@@ -37,7 +37,7 @@ def test_plan_modes():
     assert plan_for("kseq", 4, 1).mode == "single"
     assert plan_for("rrs_wor", 3, 1).draft_law == "without_replacement"
     tree = plan_for("kseq", 4, 3)
-    assert (tree.mode, tree.rule) == ("tree", "spectr")
+    assert (tree.mode, tree.rule) == ("tree", "kseq")
     assert plan_for("rrs_wor", 2, 3).draft_law == "without_replacement"
 
 

@@ -12,7 +12,7 @@ import torch
 from scipy import stats
 
 import otspec
-from otspec._validation import (
+from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import otspec
-from otspec._validation import (
+from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,

@@ -7,7 +7,7 @@
   (false-alarm rate 1e-6 per comparison; power against a 0.02 TV error in
   ``test_chi_square_design_has_power``), and a negative control (RSD trees verified with the
   with-replacement rule) that the same test rejects.
-* ``draft_sequences`` draws trees with the law of :func:`otspec.verifiers.tree.draft_trees`.
+* ``draft_sequences`` draws trees with the law of :func:`otspec.trees.draft_trees`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ torch = pytest.importorskip("torch")
 from scipy import stats
 
 from otspec import models
-from otspec._validation import (
-    InvalidDraftsError,
-    ShapeMismatchError,
-    UnsupportedMethodError,
-)
+from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
+from otspec.trees import draft_trees
 from otspec.verifiers import tree as np_tree
 from otspec_gpu.verifiers import chain, tree
 
@@ -143,7 +140,7 @@ def fixed_trees(rule):
     rules the first has two sequences sharing their first token."""
     pm = models.dirichlet(5, seed=21, zero_prob=0.2, concentration=1.5)
     qm = models.dirichlet(5, seed=22, concentration=1.5)
-    trees, _ = np_tree.draft_trees(qm, 3, 2, replacement=rule != "rrs_wor")
+    trees, _ = draft_trees(qm, 3, 2, replacement=rule != "rrs_wor")
     trees = np.array(trees)[np.random.default_rng(0).choice(len(trees), 400, replace=False)]
     P, Q = along(pm, qm, trees)
     law = tree.conditional(torch.as_tensor(P), torch.as_tensor(Q), torch.as_tensor(trees), rule=rule).sum(-1).flatten(1).numpy()
@@ -204,9 +201,9 @@ def test_negative_control_wrong_node_rule(monkeypatch):
 def test_determinism():
     P, Q, trees = fixed_trees("rrs")
     args = _batch(P[0], Q[0], trees[0], 2000)
-    a = tree.sample(*args, rule="spectr", generator=torch.Generator().manual_seed(5))
-    b = tree.sample(*args, rule="spectr", generator=torch.Generator().manual_seed(5))
-    c = tree.sample(*args, rule="spectr", generator=torch.Generator().manual_seed(6))
+    a = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(5))
+    b = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(5))
+    c = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(6))
     assert all(torch.equal(u, v) for u, v in zip(a, b))
     assert not all(torch.equal(u, v) for u, v in zip(a, c))
 
@@ -214,7 +211,7 @@ def test_determinism():
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("replacement", [True, False])
 def test_draft_sequences_law(replacement):
-    """draft_sequences' trees have the law of otspec.verifiers.tree.draft_trees (chi-square over all
+    """draft_sequences' trees have the law of otspec.trees.draft_trees (chi-square over all
     V^(k gamma) = 81 trees), and the returned q rows are the drafter's conditionals."""
     V, k, g, n = 3, 2, 2, 50_000
     qm = models.dirichlet(V, seed=8, concentration=1.0)
@@ -229,7 +226,7 @@ def test_draft_sequences_law(replacement):
     x, q = tree.draft_sequences(next_q, n, k, g, replacement=replacement, generator=torch.Generator().manual_seed(9))
     assert x.shape == (n, k, g) and q.shape == (n, k, g, V)
     torch.testing.assert_close(q[:, :, 1], torch.as_tensor(table[1])[x[:, :, 0]], rtol=0, atol=0)
-    trees, w = np_tree.draft_trees(qm, k, g, replacement=replacement)
+    trees, w = draft_trees(qm, k, g, replacement=replacement)
     codes = lambda t: (t.reshape(t.shape[0], -1) * V ** np.arange(k * g)[::-1]).sum(1)
     probs = np.zeros(V ** (k * g))
     probs[codes(np.asarray(trees))] = w
@@ -269,7 +266,7 @@ def test_bad_inputs():
     Q = torch.full((1, 2, 2, 4), 0.25)
     x = torch.tensor([[[0, 1], [0, 2]]])
     with pytest.raises(UnsupportedMethodError, match="rule must be one of"):
-        tree.conditional(P, Q, x, rule="kseq")
+        tree.conditional(P, Q, x, rule="spectr")
     with pytest.raises(ShapeMismatchError, match="p must have shape"):
         tree.sample(P[:, :, :2], Q, x, rule="rrs", generator=torch.Generator())
     with pytest.raises(ShapeMismatchError, match="drafts must have shape"):
@@ -279,4 +276,4 @@ def test_bad_inputs():
     Qz = Q.clone()
     Qz[0, 1, 1] = torch.tensor([0.5, 0.5, 0.0, 0.0])
     with pytest.raises(InvalidDraftsError, match=r"drafts\[0, 1, 1\]"):
-        tree.conditional(P, Qz, x, rule="spectr")
+        tree.conditional(P, Qz, x, rule="kseq")

@@ -1,8 +1,8 @@
 """Token-level (Algorithm 1) and block (Algorithm 2) verification of a drafted chain.
 
 Oracles used here are derived independently of the library code: the losslessness criterion of
-MATH.md 0.1 is re-implemented below, the toy example is recomputed with an exact-rational twin
-that follows the pseudo-code of MATH.md 1.1/1.2 line by line, and p_i is recomputed from its
+docs/block.rst, losslessness criterion is re-implemented below, the toy example is recomputed with an exact-rational twin
+that follows the pseudo-code of docs/block.rst, token and block verification line by line, and p_i is recomputed from its
 closed form R_i / max_j R_j.
 """
 
@@ -18,8 +18,14 @@ from hypothesis import strategies as st
 from scipy.stats import chi2, ncx2
 
 from otspec import models
-from otspec._tolerances import EXACT_ATOL
-from otspec._validation import InvalidDistributionError, InvalidDraftsError, ProblemTooLargeError, ShapeMismatchError, UnsupportedMethodError
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from otspec.errors import (
+    InvalidDistributionError,
+    InvalidDraftsError,
+    ProblemTooLargeError,
+    ShapeMismatchError,
+    UnsupportedMethodError,
+)
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
 from tests._oracles import criterion_violation
@@ -186,7 +192,7 @@ def test_prefix_weights_run_on_fractions():
         pj.append((pj[-1][:, None] * p_cond[i - 1]).ravel())
         qj.append((qj[-1][:, None] * q_cond[i - 1]).ravel())
     table = models.PrefixTable(V=V, gamma=gamma, p_cond=p_cond, q_cond=q_cond, p_joint=tuple(pj), q_joint=tuple(qj))
-    W = bv.prefix_weights(table)
+    W = models.prefix_weights(table)
     T = tc.token_prefix_mass(table)
     assert sum(w.sum() for w in W[1:]) == exact_twin(list(Mb), list(Ms), 2, "block") == Fraction(11, 9)
     assert sum(t.sum() for t in T[1:]) == exact_twin(list(Mb), list(Ms), 2, "token") == Fraction(10, 9)
@@ -231,7 +237,7 @@ def test_draft_equals_target(gamma):
 
 
 def _p_i_closed_form(p, q, path):
-    """p_i = R_i / max_{j <= i} R_j with R the cumulative likelihood ratio (MATH.md 1.3(3))."""
+    """p_i = R_i / max_{j <= i} R_j with R the cumulative likelihood ratio (docs/block.rst, key identity 3)."""
     R, best, out = 1.0, 1.0, []
     for i, x in enumerate(path):
         R *= p(path[:i])[x] / q(path[:i])[x]
@@ -242,7 +248,7 @@ def _p_i_closed_form(p, q, path):
 
 @given(inst=instances, gamma=st.integers(1, 3))
 def test_p_i_is_acceptance_probability_given_prefix(inst, gamma):
-    """P(tau >= i | X^i) = p_i and P(tau = i | X^i) = Z_{i+1} (MATH.md 1.3 (1), (2))."""
+    """P(tau >= i | X^i) = p_i and P(tau = i | X^i) = Z_{i+1} (docs/block.rst, key identities 1-2)."""
     p, q = inst
     K = bv.kernel(p, q, gamma)
     tau = K.tau_law()
@@ -266,7 +272,7 @@ def test_p_i_is_acceptance_probability_given_prefix(inst, gamma):
             P = models.conditionals_along(p, path)
             Qc = models.conditionals_along(q, path, include_last=False)
             got = np.exp(bv.running_ratio(P, Qc, path))
-            assert np.allclose(got, _p_i_closed_form(p, q, path), atol=1e-12)
+            assert np.allclose(got, _p_i_closed_form(p, q, path), atol=FLOAT64_ATOL)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +294,7 @@ def test_per_path_expectation_averages_to_expected_accepted(name, inst, gamma):
         # the bonus row is optional
         assert mod.expected_accepted_given_path(P[:-1], Qc, path) == per_path[-1]
     per_path = np.array(per_path)
-    assert np.allclose(per_path, K.tau_law() @ np.arange(gamma + 1), atol=1e-12)
+    assert np.allclose(per_path, K.tau_law() @ np.arange(gamma + 1), atol=FLOAT64_ATOL)
     assert abs(float(K.weights @ per_path) - mod.expected_accepted(p, q, gamma)) <= EXACT_ATOL
 
 

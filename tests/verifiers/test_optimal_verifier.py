@@ -1,4 +1,4 @@
-"""The optimal verifier for i.i.d. drafts (``otspec.verifiers.optimal``, registered as ``optimal_iid``).
+"""The optimal verifier for i.i.d. drafts (``otspec.verifiers.step.optimal_iid``, registered as ``optimal_iid``).
 
 What is proved here (each check is an assertion that can fail):
 
@@ -25,9 +25,9 @@ import pytest
 from scipy import stats
 
 import otspec
-from otspec._validation import UnsupportedMethodError
+from otspec.errors import UnsupportedMethodError
 from otspec.synthetic import synthetic_pair
-from otspec.verifiers.optimal import optimal_iid, prepare, selection_law, threshold_tree
+from otspec.verifiers.step.optimal_iid import optimal_iid, prepare, selection_law, threshold_tree
 
 ATOL = 1e-12
 FALSE_ALARM = 1e-6
@@ -140,7 +140,8 @@ def test_lorenz_curve_of_r_star_lies_below_phi(V, k, family):
 
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "V,k,family,seed", [(3000, 2, "zipf", 0), (3000, 4, "zipf", 1), (4000, 8, "zipf", 2), (2000, 8, "dirichlet", 3), (3000, 3, "dirichlet", 4)]
+    "V,k,family,seed",
+    [(3000, 2, "zipf", 0), (3000, 4, "zipf", 1), (4000, 8, "zipf", 2), (2000, 8, "dirichlet", 3), (3000, 3, "dirichlet", 4)],
 )
 def test_integrated_selection_law_equals_r_star(V, k, family, seed):
     p, q = synthetic_pair(V, family=family, seed=seed)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
@@ -11,8 +10,14 @@ from hypothesis import strategies as st
 from scipy.stats import chi2
 
 from otspec import models
-from otspec._tolerances import EXACT_ATOL
-from otspec._validation import InvalidDraftCountError, InvalidDraftsError, ProblemTooLargeError, UnsupportedMethodError
+from otspec.trees import draft_trees, sample_tree
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from otspec.errors import (
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    ProblemTooLargeError,
+    UnsupportedMethodError,
+)
 from otspec.verifiers import token_chain as tc
 from otspec.verifiers import tree
 from tests._oracles import criterion_violation, make_pair
@@ -50,8 +55,8 @@ def test_criterion_catches_ignoring_rejected_mass(monkeypatch):
         return acc, pv
 
     monkeypatch.setattr(tree, "node_plan", broken_plan)
-    walker = tree._Walker(p, q, "spectr")
-    trees, w = tree.draft_trees(q, 2, 2)
+    walker = tree._Walker(p, q, "kseq")
+    trees, w = draft_trees(q, 2, 2)
     law: dict = {}
     for t, wt in zip(trees, w):
         for o, pr in walker.tree_law(tuple(tuple(int(v) for v in path) for path in t)).items():
@@ -71,18 +76,18 @@ def test_single_draft_is_token_verification(verifier, inst, gamma):
 
 
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 3))
-def test_depth_one_spectr_is_kseq_membership(seed, k):
-    """gamma = 1: E[tau] = P(Y in drafts) = K-SEQ's membership acceptance (MATH.md 2.2)."""
-    from otspec.verifiers._common import kseq_details
+def test_depth_one_kseq_tree_is_kseq_membership(seed, k):
+    """gamma = 1: E[tau] = P(Y in drafts) = K-SEQ's membership acceptance (docs/verifiers.rst, kseq)."""
+    from otspec.verifiers.step.kseq import kseq_details
 
     p, q = make_pair(seed, 3, 1.0, False)
-    got = tree.expected_accepted(p, q, k, 1, verifier="spectr")
+    got = tree.expected_accepted(p, q, k, 1, verifier="kseq")
     assert abs(got - kseq_details(p(()), q(()), k).membership) <= 1e-9
 
 
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 3))
 def test_depth_one_rrs_is_mss_membership(seed, k):
-    """gamma = 1: E[tau] = the SpecInfer MSS membership formula of MATH.md 5.1, recomputed here."""
+    """gamma = 1: E[tau] = the SpecInfer MSS membership formula of docs/verifiers.rst, rrs, recomputed here."""
     p, q = make_pair(seed, 3, 1.0, False)
     pv, qv = p(()), q(())
     cur, prej, notin = pv.copy(), 1.0, np.ones(3)
@@ -99,14 +104,14 @@ def test_depth_one_rrs_is_mss_membership(seed, k):
 
 def test_more_drafts_help_on_average():
     p, q = make_pair(8, 3, 1.0, False)
-    one = tree.expected_accepted(p, q, 1, 3, verifier="spectr")
+    one = tree.expected_accepted(p, q, 1, 3, verifier="kseq")
     for v in tree.VERIFIERS:
         assert tree.expected_accepted(p, q, 2, 3, verifier=v) > one
 
 
 def test_draft_trees_laws():
     q = models.dirichlet(3, seed=3, concentration=0.5, zero_prob=0.2)
-    trees, w = tree.draft_trees(q, 2, 2, replacement=True)
+    trees, w = draft_trees(q, 2, 2, replacement=True)
     assert abs(w.sum() - 1) <= EXACT_ATOL and trees.shape[1:] == (2, 2)
     # i.i.d.: weight = product of path probabilities (recomputed from the model)
     for t, wt in list(zip(trees, w))[:10]:
@@ -115,7 +120,7 @@ def test_draft_trees_laws():
             for i, x in enumerate(path):
                 prob *= q(tuple(int(v) for v in path[:i]))[x]
         assert abs(prob - wt) <= 1e-15
-    trees, w = tree.draft_trees(q, 2, 2, replacement=False)
+    trees, w = draft_trees(q, 2, 2, replacement=False)
     assert abs(w.sum() - 1) <= EXACT_ATOL
     assert np.all(trees[:, 0, 0] != trees[:, 1, 0])
 
@@ -123,13 +128,13 @@ def test_draft_trees_laws():
 def test_sample_tree_matches_draft_law():
     """First-token pairs drawn without replacement follow draft_trees' weights (chi-square, 1e-6)."""
     q = models.dirichlet(4, seed=5, concentration=1.0)
-    trees, w = tree.draft_trees(q, 2, 1, replacement=False)
+    trees, w = draft_trees(q, 2, 1, replacement=False)
     index = {tuple(int(v) for v in t[:, 0]): i for i, t in enumerate(trees)}
     rng = np.random.default_rng(3)
     counts = np.zeros(len(w))
     n = 20_000
     for _ in range(n):
-        t = tree.sample_tree(q, 2, 1, replacement=False, rng=rng)
+        t = sample_tree(q, 2, 1, replacement=False, rng=rng)
         counts[index[tuple(int(v) for v in t[:, 0])]] += 1
     stat = float(((counts - n * w) ** 2 / (n * w)).sum())
     assert chi2.sf(stat, len(w) - 1) > 1e-6
@@ -138,7 +143,7 @@ def test_sample_tree_matches_draft_law():
 N_SAMPLES = 60_000
 
 
-@pytest.mark.parametrize("verifier, drafted", [("spectr", [[0, 1], [0, 2]]), ("rrs", [[1, 1], [1, 1]]), ("rrs_wor", [[0, 2], [1, 0]])])
+@pytest.mark.parametrize("verifier, drafted", [("kseq", [[0, 1], [0, 2]]), ("rrs", [[1, 1], [1, 1]]), ("rrs_wor", [[0, 2], [1, 0]])])
 def test_sampler_matches_kernel(verifier, drafted):
     """Chi-square (false alarm 1e-6) of N = 60 000 verifications of one drafted tree against its exact
     block law; N detects a TV error of 0.02 with power >= 0.999 (4 N d^2 = 96 noncentrality, at most
@@ -178,7 +183,7 @@ def test_bad_inputs():
     with pytest.raises(TypeError):
         tree.sample(p, q, [[0, 1]], verifier="rrs", rng=1)
     with pytest.raises(InvalidDraftCountError):
-        tree.draft_trees(models.context_free([1.0, 0.0]), 2, 1, replacement=False)
+        draft_trees(models.context_free([1.0, 0.0]), 2, 1, replacement=False)
 
 
 def test_kernel_repr():
@@ -191,9 +196,9 @@ def test_kernel_repr():
 @given(seed=st.integers(0, 10_000), k=st.integers(1, 3), zeros=st.booleans())
 def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
     """Each node's rule equals the single-step verifier's exact conditional law (cross-module check)."""
-    from otspec.verifiers.rsd import rrs_wor_conditional
-    from otspec.verifiers.specinfer import rrs_conditional
-    from otspec.verifiers.spectr import kseq_conditional
+    from otspec.verifiers.step.rrs_wor import rrs_wor_conditional
+    from otspec.verifiers.step.rrs import rrs_conditional
+    from otspec.verifiers.step.kseq import kseq_conditional
 
     rng = np.random.default_rng(seed)
     V = 4
@@ -205,12 +210,12 @@ def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
     iid_drafts = tuple(int(x) for x in rng.choice(V, size=k, p=q))
     wor_drafts = tuple(int(x) for x in rng.choice(V, size=k, replace=False, p=q))
     for verifier, drafts, ref in (
-        ("spectr", iid_drafts, kseq_conditional),
+        ("kseq", iid_drafts, kseq_conditional),
         ("rrs", iid_drafts, rrs_conditional),
         ("rrs_wor", wor_drafts, rrs_wor_conditional),
     ):
         acc, res = tree.node_plan(p, q, drafts, verifier)
-        assert np.allclose(tree._plan_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=1e-12)
+        assert np.allclose(tree._node_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=FLOAT64_ATOL)
 
 
 def test_wor_draft_law_stable_when_one_first_token_takes_almost_all_mass():
@@ -218,7 +223,7 @@ def test_wor_draft_law_stable_when_one_first_token_takes_almost_all_mass():
     # and E[tau] exceeded gamma. The law is the explicit two-tree law: (1, 0) w.p. (1 - e) * 1 and
     # (0, 1) w.p. e * 1 (the second draft is forced), e = 1e-12.
     p, q = models.context_free([0.5, 0.5]), models.context_free([1e-12, 1 - 1e-12])
-    trees, w = tree.draft_trees(q, 2, 1, replacement=False)
+    trees, w = draft_trees(q, 2, 1, replacement=False)
     assert abs(float(w.sum()) - 1.0) <= EXACT_ATOL
     got = {tuple(t[:, 0].tolist()): float(x) for t, x in zip(trees, w)}
     assert got[(1, 0)] == pytest.approx(1 - 1e-12, abs=1e-15) and got[(0, 1)] == pytest.approx(1e-12, rel=1e-9)

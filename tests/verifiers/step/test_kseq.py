@@ -9,8 +9,9 @@ from scipy.optimize import minimize
 
 import otspec
 from otspec.verifiers import kseq, kseq_conditional
-from otspec.verifiers._common import _one_minus_pow, kseq_beta, plan_rows
-from otspec.verifiers.spectr import kseq_plan
+from otspec.verifiers.plan import plan_rows
+from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta
+from otspec.verifiers.step.kseq import kseq_plan
 
 
 def _bound(k):

@@ -1,4 +1,4 @@
-r"""NSS: ignore the drafts and sample :math:`Y \sim p` (Miao et al.; MATH.md section 5.6).
+r"""NSS: ignore the drafts and sample :math:`Y \sim p` (Miao et al.; :doc:`verifiers`, nss and naive).
 
 Trivially lossless; acceptance is :math:`\sum_y p(y)\, P(y \in \bar X)`:
 :math:`\sum_y p(y)(1-(1-q(y))^k)` for i.i.d. drafts, :math:`\sum_y p(y)(1-\prod_j(1-q_j(y)))` for a
@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, distinct_mask, greedy_parts
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan
+from otspec.verifiers.tuples import distinct_mask
 
 __all__ = ["NSSVerifier", "nss"]
 
@@ -48,7 +50,7 @@ class NSSVerifier(Verifier):
         elif kind == "product":
             hit = 1.0 - np.prod([1.0 - qj for qj in law.qs], axis=0)
         elif kind == "greedy":
-            top, q_rest = greedy_parts(law)
+            top, q_rest = (law.top, law.q_rest)
             hit = q_rest.copy()
             hit[top] = 1.0
         else:

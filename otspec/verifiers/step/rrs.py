@@ -1,5 +1,5 @@
 r"""Recursive rejection sampling with replacement (SpecInfer's multi-step speculative sampling;
-Miao et al., ASPLOS 2024; MATH.md section 5.1).
+Miao et al., ASPLOS 2024; :doc:`verifiers`, rrs).
 
 With independent drafts :math:`X_j \sim q_j` (``iid``: all :math:`q_j = q`; ``product``: each
 draft's own drafter):
@@ -17,11 +17,53 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import ShapeMismatchError, as_distribution, as_supported_drafts, as_token_tuples, check_same_vocab
+from otspec._validation import as_distribution, as_supported_drafts, as_token_tuples, check_same_vocab
+from otspec.errors import ShapeMismatchError
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, memo, plan_rows, residual, rrs_closed_form
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual
 
-__all__ = ["RRSVerifier", "rrs", "rrs_conditional", "rrs_plan"]
+__all__ = ["RRSVerifier", "rrs", "rrs_conditional", "rrs_plan", "rrs_closed_form"]
+
+
+def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
+    r"""Membership and round acceptance of recursive rejection sampling with independent drafts
+    :math:`X_j \sim q_j` (:doc:`verifiers`, rrs).
+
+    Round j accepts with :math:`\beta_j = \sum\min(p_{j-1}, q_j)`, :math:`p_j =
+    \mathrm{norm}((p_{j-1}-q_j)_+)`. A rejected :math:`X_j` has law :math:`(q_j-p_{j-1})_+/(1-\beta_j)`,
+    independent across rounds, so
+
+    .. math:: \alpha = (1-P_{rej}) + P_{rej} \sum_t p_k(t)\Big(1 - \prod_j \big(1 - \tfrac{(q_j-p_{j-1})_+(t)}{1-\beta_j}\big)\Big),
+              \qquad P_{rej} = \prod_j (1-\beta_j).
+
+    Returns ``(membership, round_acceptance)``.
+    """
+    surv = 1.0
+    acc = 0.0
+    miss = np.ones_like(p)
+    pc = p
+    total = float(p.sum())
+    for qj in qs:
+        d = np.subtract(pc, qj)
+        pos = np.maximum(d, 0.0)  # (p_{j-1} - q_j)_+
+        mass = float(pos.sum())
+        b = total - mass  # sum min(p_{j-1}, q_j) = sum p_{j-1} - sum (p_{j-1} - q_j)_+
+        acc += surv * b
+        if b >= 1.0 or mass <= 0.0:
+            surv = 0.0
+            break
+        np.subtract(pos, d, out=d)  # d := (q_j - p_{j-1})_+, the rejected draft's mass
+        rej = float(d.sum())  # = 1 - b, summed directly (1 - b cancels when b is close to 1)
+        d *= 1.0 / rej if rej > 0 else 0.0
+        np.subtract(1.0, d, out=d)
+        miss *= d
+        surv *= 1.0 - b
+        pos *= 1.0 / mass
+        pc = pos
+        total = float(pc.sum())
+    membership = acc + surv * float(pc @ (1.0 - miss)) if surv > 0 else acc
+    return float(min(membership, 1.0)), float(acc)
 
 
 def rrs_plan(p: np.ndarray, qs: list, tuples: np.ndarray) -> SequentialPlan:
@@ -77,7 +119,7 @@ def rrs_conditional(p: Any, qs: Any, drafts: Any) -> np.ndarray:
 class RRSVerifier(Verifier):
     r"""Recursive rejection sampling with replacement (SpecInfer).
 
-    Acceptance (closed form, any V): :func:`otspec.verifiers._common.rrs_closed_form`; ``extras``
+    Acceptance (closed form, any V): :func:`rrs_closed_form`; ``extras``
     holds ``round_acceptance`` :math:`1-\prod_j(1-\beta_j)`. Not optimal in general.
 
     References
@@ -113,7 +155,7 @@ class RRSVerifier(Verifier):
                 seq.append(residual(seq[-1], qj)[0])
             return seq
 
-        seq = memo("rrs.residuals", law, p, build)
+        seq = law.cached("rrs.residuals", p, build)
         acc = np.stack([accept_ratio(seq[j][tuples[:, j]], qs[j][tuples[:, j]]) for j in range(law.k)], axis=1)
         return SequentialPlan(tokens=tuples, accept=acc, residual=seq[-1])
 

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from otspec import models
-from otspec._validation import InvalidDistributionError, InvalidDraftCountError, InvalidDraftsError, ProblemTooLargeError, ShapeMismatchError
+from otspec.errors import (
+    InvalidDistributionError,
+    InvalidDraftCountError,
+    InvalidDraftsError,
+    ProblemTooLargeError,
+    ShapeMismatchError,
+)
 
 
 def test_dirichlet_is_a_function_of_seed_and_prefix():

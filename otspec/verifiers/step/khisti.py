@@ -1,4 +1,4 @@
-r"""Khisti et al.'s canonical two-step multi-draft scheme (ICLR 2025; MATH.md section 5.3).
+r"""Khisti et al.'s canonical two-step multi-draft scheme (ICLR 2025; :doc:`verifiers`, khisti).
 
 Step 1 (importance-weighted selection): from the drafts :math:`\bar x` pick one of their distinct
 tokens, y, with probability :math:`\beta_y(\bar x)` (:math:`\sum_{y \in \bar x} \beta_y(\bar x) = 1`).
@@ -32,7 +32,10 @@ from otspec._tolerances import LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
 from otspec._validation import as_distribution, check_same_vocab
 from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import Verifier, accept_ratio, residual, sample_categorical, set_index
+from otspec.sampling import sample_categorical
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import accept_ratio, residual
+from otspec.verifiers.tuples import set_index
 
 __all__ = ["KhistiVerifier", "khisti", "khisti_k2_closed_form", "selection_weights", "SelectionWeights"]
 
@@ -92,9 +95,7 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     tok = sets[rows_s, cols_j]
     c = np.concatenate([np.zeros(nw), -np.ones(V)])
     A_eq = sp.csr_matrix((np.ones(nw), (rows_s, np.arange(nw))), shape=(S, nw + V))
-    A_ub = sp.hstack(
-        [sp.csr_matrix((-np.ones(nw), (tok, np.arange(nw))), shape=(V, nw)), sp.identity(V, format="csr")], format="csr"
-    )
+    A_ub = sp.hstack([sp.csr_matrix((-np.ones(nw), (tok, np.arange(nw))), shape=(V, nw)), sp.identity(V, format="csr")], format="csr")
     bounds = np.concatenate([np.stack([np.zeros(nw), np.full(nw, np.inf)], 1), np.stack([np.zeros(V), p], 1)])
     res = linprog(
         c,
@@ -130,7 +131,7 @@ class KhistiVerifier(Verifier):
     >>> import otspec
     >>> from otspec.verifiers import khisti
     >>> est = khisti.acceptance([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2))
-    >>> est.how, round(est.value, 9) == round(otspec.verifiers.canonical.khisti_k2_closed_form([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]), 9)
+    >>> est.how, round(est.value, 9) == round(otspec.verifiers.step.khisti.khisti_k2_closed_form([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]), 9)
     ('closed_form', True)
     """
 
@@ -138,9 +139,6 @@ class KhistiVerifier(Verifier):
     rule = "the canonical scheme applies to every draft law small enough to enumerate"
     reference = "Khisti, Ebrahimi, Dbouk, Behboodi, Memisevic, Louizos, ICLR 2025"
     monte_carlo_ok = False
-
-    def __init__(self):
-        self._cache: dict = {}
 
     def applies_to(self, law: DraftLaw) -> bool:
         return True
@@ -151,15 +149,7 @@ class KhistiVerifier(Verifier):
         return self._weights(p, law)
 
     def _weights(self, p, law) -> SelectionWeights:
-        key = (id(law), p.tobytes())
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is law:
-            return hit[1]
-        sw = selection_weights(p, law)
-        if len(self._cache) >= 8:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[key] = (law, sw)
-        return sw
+        return law.cached("khisti.weights", p, lambda: selection_weights(p, law))
 
     def _prepare(self, p, law):
         self._weights(p, law)

@@ -1,5 +1,5 @@
 r"""Recursive rejection sampling without replacement (Recursive Speculative Decoding, Jeon et al.
-2024; MATH.md section 5.2).
+2024; :doc:`verifiers`, rrs_wor).
 
 Drafts come by successive sampling proportional to q. After each rejection the target becomes the
 residual against the *current* draft law, and the rejected token is removed from the draft law:
@@ -22,7 +22,8 @@ import numpy as np
 
 from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, plan_rows, residual_rows
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual_rows
 
 __all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_plan"]
 

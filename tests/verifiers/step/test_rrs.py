@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from otspec._tolerances import FLOAT64_ATOL
 import otspec
-from otspec._validation import InvalidDraftsError, ShapeMismatchError
+from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import rrs, rrs_conditional, rrs_wor, rrs_wor_conditional, token
-from otspec.verifiers.rsd import rrs_wor_plan
+from otspec.verifiers.step.rrs_wor import rrs_wor_plan
 
 
 def test_rrs_hand_example():
@@ -37,7 +38,7 @@ def test_rrs_product_uses_each_drafts_own_q(rng):
     law = otspec.product(qs)
     K = rrs.kernel(p, law)
     np.testing.assert_allclose(rrs_conditional(p, np.stack(qs), K.tuples), K.pi, atol=0)
-    np.testing.assert_allclose(K.output_law(), p, atol=1e-12)
+    np.testing.assert_allclose(K.output_law(), p, atol=FLOAT64_ATOL)
     # using the first drafter's q in every round (the i.i.d. rule) is NOT lossless for this law
     wrong = rrs_conditional(p, qs[0], K.tuples)
     assert np.abs(K.weights @ wrong - p).max() > 1e-4
@@ -52,7 +53,7 @@ def test_rrs_conditional_rejects_wrong_number_of_drafters():
 
 
 def _rsd_round_acceptance(p, q, k):
-    """MATH 5.2 recursion, written independently of the library:
+    """docs/verifiers.rst, rrs_wor recursion, written independently of the library:
     A(p, q, k) = beta(p, q) + sum_x (q(x) - p(x))_+ A(norm((p - q)_+), q with x removed, k - 1)."""
     if k == 0:
         return 0.0

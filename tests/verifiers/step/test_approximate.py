@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from otspec._tolerances import FLOAT64_ATOL
 import otspec
-from otspec._validation import InvalidDistributionError, ShapeMismatchError, UnsupportedMethodError
+from otspec.errors import InvalidDistributionError, ShapeMismatchError, UnsupportedMethodError
 from otspec.verifiers import ALL, ApproximateVerifier, approximate
 
 P = np.array([0.3, 0.3, 0.1, 0.3, 0.0])
@@ -26,7 +27,7 @@ def test_exact_rule_predicate_has_zero_tv(rng):
         p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
         law = otspec.iid(q, 1)
         assert approximate.tv_to_target(p, law) == 0.0
-        np.testing.assert_allclose(approximate.kernel(p, law).output_law(), p, atol=1e-12)
+        np.testing.assert_allclose(approximate.kernel(p, law).output_law(), p, atol=FLOAT64_ATOL)
         assert abs(approximate.acceptance(p, law).value - np.minimum(p, q).sum()) < 1e-12
 
 
@@ -40,9 +41,9 @@ def test_tv_formula_matches_kernel_and_closed_form_law(rng):
         K = v.kernel(p, law)
         tv_kernel = 0.5 * np.abs(K.output_law() - p).sum()
         assert abs(v.tv_to_target(p, law) - tv_kernel) < 1e-12
-        np.testing.assert_allclose(v.output_law(p, law), K.output_law(), atol=1e-12)
+        np.testing.assert_allclose(v.output_law(p, law), K.output_law(), atol=FLOAT64_ATOL)
         assert abs(v.acceptance(p, law).value - K.acceptance()) < 1e-12
-        # a context-only predicate a == c scales the TV: c * d_TV(p, q)  (MATH 4.3)
+        # a context-only predicate a == c scales the TV: c * d_TV(p, q)  (docs/verifiers.rst, approximate)
         c = float(rng.random())
         assert abs(ApproximateVerifier(np.full(V, c)).tv_to_target(p, law) - c * 0.5 * np.abs(p - q).sum()) < 1e-12
 

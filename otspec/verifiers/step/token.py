@@ -2,7 +2,7 @@ r"""Single-draft speculative sampling (Leviathan et al. 2023; Chen et al. 2023):
 
 Draw :math:`X \sim q`, return it with probability :math:`\min(1, p(X)/q(X))`, otherwise draw
 :math:`Y \sim \mathrm{norm}((p-q)_+)`. Acceptance :math:`\sum_x \min(p, q) = 1 - d_{TV}(p, q)`, the
-optimum for one draft (MATH.md section 0).
+optimum for one draft (:doc:`math`, single-draft facts).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, residual
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
 
 __all__ = ["TokenVerifier", "token"]
 
@@ -35,12 +36,12 @@ class TokenVerifier(Verifier):
         return law.k == 1
 
     def _plan(self, p, law, tuples):
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         res, _ = residual(p, q)
         return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q[tuples[:, :1]]), residual=res)
 
     def _closed_form(self, p, law):
-        return float(np.minimum(p, first_draft_marginal(law)).sum()), {}
+        return float(np.minimum(p, law.first_draft_marginal()).sum()), {}
 
 
 token = TokenVerifier()

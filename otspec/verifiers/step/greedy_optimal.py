@@ -1,4 +1,4 @@
-r"""The verifier that attains the optimum of Hu et al.'s greedy draft law (MATH.md section 3.3).
+r"""The verifier that attains the optimum of Hu et al.'s greedy draft law (:doc:`math`, greedy drafts).
 
 Drafts are the top-(k-1) tokens G of q plus :math:`X \sim \tilde q = q 1_{G^c}/q(G^c)`. Accept
 :math:`X` with probability :math:`\min(1, p(X)/\tilde q(X))`; otherwise draw
@@ -14,9 +14,17 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, greedy_closed_form, greedy_parts, memo
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio
 
-__all__ = ["GreedyOptimalVerifier", "greedy_optimal"]
+__all__ = ["GreedyOptimalVerifier", "greedy_optimal", "greedy_closed_form"]
+
+
+def greedy_closed_form(p: np.ndarray, law: DraftLaw) -> float:
+    r""":math:`\alpha^*_{greedy} = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` (:doc:`math`, greedy drafts)."""
+    top, q_rest = (law.top, law.q_rest)
+    # q_rest vanishes on G, so the second sum may run over every token.
+    return float(min(p[top].sum() + np.minimum(p, q_rest).sum(), 1.0))
 
 
 class GreedyOptimalVerifier(Verifier):
@@ -39,7 +47,7 @@ class GreedyOptimalVerifier(Verifier):
         return law.kind == "greedy"
 
     def _plan(self, p, law, tuples):
-        top, qt = greedy_parts(law)
+        top, qt = (law.top, law.q_rest)
 
         def build():
             prem = np.maximum(p - qt, 0.0)
@@ -47,7 +55,7 @@ class GreedyOptimalVerifier(Verifier):
             tot = prem.sum()
             return prem / tot if tot > 0 else np.array(p, copy=True)
 
-        res = memo("greedy_optimal.residual", law, p, build)
+        res = law.cached("greedy_optimal.residual", p, build)
         last = tuples[:, -1:]
         return SequentialPlan(tokens=last, accept=accept_ratio(p[last], qt[last]), residual=res)
 

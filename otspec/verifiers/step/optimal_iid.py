@@ -37,15 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import (
-    UnsupportedMethodError,
-    as_distribution,
-    as_draft_count,
-    as_generator,
-    check_same_vocab,
-)
+from otspec._validation import as_distribution, as_int_in_range, check_same_vocab
+from otspec.errors import UnsupportedMethodError
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import Verifier, membership_mask, memo
+from otspec.sampling import spawn_streams
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.tuples import membership_mask
 
 __all__ = [
     "TREE_METHODS",
@@ -209,7 +206,7 @@ def _check_pqk(p, q, k):
     p = as_distribution(p, "p")
     q = as_distribution(q, "q")
     check_same_vocab(p, q)
-    return p, q, as_draft_count(k, "k")
+    return p, q, as_int_in_range(k, "k")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,7 +259,9 @@ class _Geometry:
         one = (i - a) == 1
         two = (b - i) == 1
         dl = np.where(one, self.rho[np.maximum(i - 1, 0)] / self.w[np.maximum(i - 1, 0)], (L[i] - L[a]) / np.where(w1 > 0, w1, 1.0))
-        dr = np.where(two, self.rho[np.minimum(i, self.m - 1)] / self.w[np.minimum(i, self.m - 1)], (L[b] - L[i]) / np.where(w2 > 0, w2, 1.0))
+        dr = np.where(
+            two, self.rho[np.minimum(i, self.m - 1)] / self.w[np.minimum(i, self.m - 1)], (L[b] - L[i]) / np.where(w2 > 0, w2, 1.0)
+        )
         den = (w1 + w2) * _hsum3(self.Y[a], self.Y[i], self.Y[b], self.k - 2)
         out = (dl - dr) / den
         return np.where(den > 0, out, 0.0)
@@ -485,14 +484,6 @@ def _sparse_table(kappa: np.ndarray) -> list[np.ndarray]:
     return tab
 
 
-def _spawn(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
-    rng = as_generator(rng)
-    try:
-        return rng.spawn(n)
-    except AttributeError:  # numpy < 1.25
-        return [np.random.default_rng(int(x)) for x in rng.integers(0, 2**63 - 1, size=n)]
-
-
 @dataclass(frozen=True, eq=False)
 class OptimalIIDState:
     r"""Everything one draw of the optimal i.i.d. verifier needs, built once per (p, q, k).
@@ -629,11 +620,11 @@ class OptimalIIDState:
     def sample(self, drafts: Any, *, rng: np.random.Generator) -> int:
         """One output token for one draft tuple (streams spawned from ``rng``)."""
         d = np.asarray(drafts, dtype=np.int64).reshape(1, -1)
-        return int(self.sample_rows(d, _spawn(rng, 4))[0])
+        return int(self.sample_rows(d, spawn_streams(rng, 4))[0])
 
     def sample_batch(self, drafts: Any, *, rng: np.random.Generator) -> np.ndarray:
         """One output token per row of ``drafts`` ``(n, k)``."""
-        return self.sample_rows(np.asarray(drafts, dtype=np.int64), _spawn(rng, 4))
+        return self.sample_rows(np.asarray(drafts, dtype=np.int64), spawn_streams(rng, 4))
 
 
 def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "heap", sel: _Selection | None = None) -> OptimalIIDState:
@@ -730,11 +721,11 @@ class OptimalIIDVerifier(Verifier):
 
     def _state(self, p: np.ndarray, law: DraftLaw) -> OptimalIIDState:
         q = _iid_source(law)[0]
-        return memo("optimal_iid.state", law, p, lambda: _build_state(p, q, law.k, sel=self._selection(p, law)))
+        return law.cached("optimal_iid.state", p, lambda: _build_state(p, q, law.k, sel=self._selection(p, law)))
 
     def _selection(self, p: np.ndarray, law: DraftLaw) -> _Selection:
         q = _iid_source(law)[0]
-        return memo("optimal_iid.selection", law, p, lambda: _selection(p, q, law.k))
+        return law.cached("optimal_iid.selection", p, lambda: _selection(p, q, law.k))
 
     def _prepare(self, p, law):
         self._state(p, law)
@@ -761,17 +752,15 @@ class OptimalIIDVerifier(Verifier):
         ``rng``: the level s, the within-block choice, the accept coin and the residual draw."""
         p = self._check(p, law)
         d = law.validate_drafts(drafts)
-        streams = _spawn(rng, 4)
+        streams = spawn_streams(rng, 4)
         return int(self._state(p, law).sample_rows(d[None, :], streams)[0])
 
     def sample_batch(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> np.ndarray:
         """One output token per row of ``drafts`` ``(N, k)``, with the streams of :meth:`sample`
         (``sample(d) == sample_batch([d])[0]`` for the same generator state)."""
-        from otspec.verifiers._common import _validate_batch
-
         p = self._check(p, law)
-        d = _validate_batch(law, drafts)
-        streams = _spawn(rng, 4)
+        d = law.validate_draft_batch(drafts)
+        streams = spawn_streams(rng, 4)
         return self._state(p, law).sample_rows(d, streams)
 
 

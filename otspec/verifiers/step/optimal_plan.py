@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from otspec.bounds import optimal_acceptance
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import Verifier, sample_categorical, set_index
+from otspec.sampling import sample_categorical
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.tuples import set_index
 
 __all__ = ["OptimalPlanVerifier", "optimal_plan", "CleanPlan"]
 
@@ -66,9 +69,6 @@ class OptimalPlanVerifier(Verifier):
     reference = "Hu et al. 2025 (OTM LP); otspec.optimal_acceptance(method='lp')"
     monte_carlo_ok = False
 
-    def __init__(self):
-        self._cache: dict = {}
-
     def applies_to(self, law: DraftLaw) -> bool:
         return True
 
@@ -77,20 +77,13 @@ class OptimalPlanVerifier(Verifier):
         return self._plan_for(self._check(p, law), law)
 
     def _plan_for(self, p, law) -> CleanPlan:
-        key = (id(law), p.tobytes())
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is law:
-            return hit[1]
-        import otspec
+        def build() -> CleanPlan:
+            res = optimal_acceptance(p, law, method="lp")
+            if res.plan is None:  # pragma: no cover - the LP method always returns a plan
+                raise RuntimeError("optimal_acceptance(method='lp') returned no plan")
+            return CleanPlan(p, res.plan, res.value, res.status)
 
-        res = otspec.optimal_acceptance(p, law, method="lp")
-        if res.plan is None:  # pragma: no cover - the LP method always returns a plan
-            raise RuntimeError("optimal_acceptance(method='lp') returned no plan")
-        cp = CleanPlan(p, res.plan, res.value, res.status)
-        if len(self._cache) >= 8:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[key] = (law, cp)
-        return cp
+        return law.cached("optimal_plan.plan", p, build)
 
     def _prepare(self, p, law):
         self._plan_for(p, law)

@@ -1,5 +1,5 @@
 r"""NaiveTree: single-draft speculative sampling on :math:`X_1` only, whose residual may land on
-:math:`X_2..X_k` (Thomas et al. 2026 App. B; MATH.md section 5.6).
+:math:`X_2..X_k` (Thomas et al. 2026 App. B; :doc:`verifiers`, nss and naive).
 
 Lossless for every law (only :math:`X_1`'s marginal :math:`q_1` matters). A rejected :math:`X_1`
 has :math:`p(X_1) < q_1(X_1)`, so the residual never lands on it; for independent drafts
@@ -15,15 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import (
-    SequentialPlan,
-    Verifier,
-    accept_ratio,
-    distinct_mask,
-    first_draft_marginal,
-    greedy_parts,
-    residual,
-)
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
+from otspec.verifiers.tuples import distinct_mask
 
 __all__ = ["NaiveVerifier", "naive"]
 
@@ -47,7 +41,7 @@ class NaiveVerifier(Verifier):
         return True
 
     def _plan(self, p, law, tuples):
-        q1 = first_draft_marginal(law)
+        q1 = law.first_draft_marginal()
         res, _ = residual(p, q1)
         return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q1[tuples[:, :1]]), residual=res)
 
@@ -64,10 +58,10 @@ class NaiveVerifier(Verifier):
         if law.kind == "greedy" and law.k >= 2:
             # X_1 is the top token g0 (deterministic): keep it w.p. p(g0); the residual is p off g0,
             # which hits G \ {g0} surely and the random draft w.p. q~(y): p(G) + sum_{y not in G} p q~.
-            top, q_rest = greedy_parts(law)
+            top, q_rest = (law.top, law.q_rest)
             return float(p[top].sum() + p @ q_rest), {}
         if law.kind == "greedy":
-            return float(np.minimum(p, first_draft_marginal(law)).sum()), {}
+            return float(np.minimum(p, law.first_draft_marginal()).sum()), {}
         if law.kind == "iid":
             qs = [law.q] * law.k
         elif law.kind == "product":

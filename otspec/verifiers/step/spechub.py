@@ -1,4 +1,4 @@
-r"""SpecHub's hub verifier for its two-draft law (Sun, Zhou, Chen, Sun, EMNLP 2024; MATH.md 5.4).
+r"""SpecHub's hub verifier for its two-draft law (Sun, Zhou, Chen, Sun, EMNLP 2024; :doc:`verifiers`, spechub).
 
 SpecHub drafts with :math:`a = \arg\max q`: the first draft is :math:`F \sim q`; if :math:`F = a`
 the second is drawn from q on :math:`\Omega\setminus\{a\}`, otherwise it is a. The ordered pairs
@@ -31,23 +31,16 @@ from __future__ import annotations
 import numpy as np
 
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import (
-    SequentialPlan,
-    Verifier,
-    accept_ratio,
-    greedy_closed_form,
-    greedy_parts,
-    memo,
-    plan_rows,
-    sample_plan,
-)
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, sample_plan
+from otspec.verifiers.step.greedy_optimal import greedy_closed_form
 
 __all__ = ["SpecHubVerifier", "spechub"]
 
 
 def _hub_plans(p: np.ndarray, law: DraftLaw, tuples: np.ndarray):
     q = law.q
-    top, qt = greedy_parts(law)
+    top, qt = (law.top, law.q_rest)
     a = int(top[0])
     qa = float(q[a])
     i = tuples[:, 1]
@@ -62,7 +55,7 @@ def _hub_plans(p: np.ndarray, law: DraftLaw, tuples: np.ndarray):
         tot = left.sum()
         return c, (left / tot if tot > 0 else np.array(p, copy=True))
 
-    c, res = memo("spechub.residual", law, p, build)
+    c, res = law.cached("spechub.residual", p, build)
     toks = np.stack([i, np.full_like(i, a)], axis=1)
     cc = np.full(i.shape, c)
     plan_ia = SequentialPlan(tokens=toks, accept=np.stack([a1, cc], axis=1), residual=res)

@@ -19,11 +19,11 @@ def test_rows_for_each_applicable_verifier(rng):
         opt = otspec.optimal_acceptance(p, law).value
         for r in rows:
             assert r.optimum == opt
-            assert abs(r.gap - (opt - r.acceptance)) < 1e-15
+            assert abs(r.shortfall - (opt - r.acceptance)) < 1e-15
             assert abs(r.percent_of_optimum - 100 * r.acceptance / opt) < 1e-9
-            assert r.gap >= -1e-9, r
+            assert r.shortfall >= -1e-9, r
             if r.name in ("optimal_plan", "khisti", "greedy_optimal", "spechub"):
-                assert abs(r.gap) < 1e-9, r
+                assert abs(r.shortfall) < 1e-9, r
 
 
 def test_explicit_optimum_and_large_law():

@@ -1,4 +1,4 @@
-r"""A lossy verifier in the spirit of SPRINTER (Zhong, Teku, Tandon 2025; MATH.md sections 4.1, 4.3).
+r"""A lossy verifier in the spirit of SPRINTER (Zhong, Teku, Tandon 2025; :doc:`verifiers`, approximate).
 
 One draft :math:`X \sim q`. A cheap predicate passes it with probability :math:`a(X)` and a passed
 token is kept without consulting the target; a flagged token goes through the exact rule
@@ -14,7 +14,7 @@ and its distance to the target is exactly
 The predicate ``a = 1{p >= q}`` (the label SPRINTER's classifier is trained on) gives TV 0.
 
 Deviation from SPRINTER: the paper chains up to 20 passed tokens and checks only the last one with
-the target; this is the single-token analysis of MATH 4.3 (one draft, k = 1), which is what a
+the target; this is the single-token analysis of :doc:`verifiers`, approximate (one draft, k = 1), which is what a
 single-step verifier can express.
 """
 
@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import InvalidDistributionError, ShapeMismatchError
+from otspec.errors import InvalidDistributionError, ShapeMismatchError
 from otspec.laws import DraftLaw
-from otspec.verifiers._common import SequentialPlan, Verifier, accept_ratio, first_draft_marginal, residual
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
 
 __all__ = ["ApproximateVerifier", "approximate", "exact_rule_predicate"]
 
@@ -60,7 +61,7 @@ class ApproximateVerifier(Verifier):
     lossless = False
     rule = "the approximate verifier handles exactly one draft (k = 1)"
     fix = "use a law with k = 1"
-    reference = "SPRINTER (Zhong, Teku, Tandon 2025), single-token analysis of MATH 4.3"
+    reference = "SPRINTER (Zhong, Teku, Tandon 2025), single-token analysis in docs/verifiers.rst"
 
     def __init__(self, pass_prob: Any = None, *, name: str = "approximate"):
         if pass_prob is not None and not callable(pass_prob):
@@ -79,9 +80,7 @@ class ApproximateVerifier(Verifier):
             )
         if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
             bad = int(np.flatnonzero(~(np.isfinite(a) & (a >= 0) & (a <= 1)))[0])
-            raise InvalidDistributionError(
-                f"pass_prob must lie in [0, 1] (got {a[bad]} at index {bad}); pass probabilities, not logits"
-            )
+            raise InvalidDistributionError(f"pass_prob must lie in [0, 1] (got {a[bad]} at index {bad}); pass probabilities, not logits")
 
     def applies_to(self, law: DraftLaw) -> bool:
         return law.k == 1
@@ -95,15 +94,17 @@ class ApproximateVerifier(Verifier):
         return a
 
     def _plan(self, p, law, tuples):
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
         x = tuples[:, :1]
         res, _ = residual(p, q)
         # round 1: the predicate's coin; round 2: the exact rule's coin, on the same token
-        return SequentialPlan(tokens=np.concatenate([x, x], axis=1), accept=np.concatenate([a[x], accept_ratio(p[x], q[x])], axis=1), residual=res)
+        return SequentialPlan(
+            tokens=np.concatenate([x, x], axis=1), accept=np.concatenate([a[x], accept_ratio(p[x], q[x])], axis=1), residual=res
+        )
 
     def _closed_form(self, p, law):
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
         value = float(q @ (a + (1.0 - a) * accept_ratio(p, q)))
         return value, {"tv_to_target": float(a @ np.maximum(q - p, 0.0))}
@@ -111,16 +112,16 @@ class ApproximateVerifier(Verifier):
     def output_law(self, p: Any, law: DraftLaw) -> np.ndarray:
         r"""The exact output law :math:`P` (closed form, any V)."""
         p = self._check(p, law)
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
         res, _ = residual(p, q)
         R = float((1.0 - a) @ np.maximum(q - p, 0.0))
         return q * a + q * (1.0 - a) * accept_ratio(p, q) + R * res
 
     def tv_to_target(self, p: Any, law: DraftLaw) -> float:
-        r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, MATH 4.3)."""
+        r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, :doc:`verifiers`, approximate)."""
         p = self._check(p, law)
-        q = first_draft_marginal(law)
+        q = law.first_draft_marginal()
         return float(self.pass_probabilities(p, q) @ np.maximum(q - p, 0.0))
 
 

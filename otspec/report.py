@@ -1,0 +1,260 @@
+r"""Reports that put verifiers next to the optimum: :func:`compare` and its row type.
+
+This module sits above :mod:`otspec.bounds` and :mod:`otspec.verifiers` (it needs both); neither
+imports it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from otspec import models as _models
+from otspec.bounds import optimal_acceptance
+from otspec.bounds.block import block_optimum, lp_size
+from otspec.bounds.tree import tree_optimum
+from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
+from otspec.trees import check_tree_enumeration
+from otspec.verifiers import ALL
+from otspec.verifiers import block as _block
+from otspec.verifiers import token_chain as _token_chain
+from otspec.verifiers import tree as _tree
+
+__all__ = ["ComparisonRow", "compare", "BlockReport", "block_report", "LP_AUTO_MAX_NONZEROS"]
+
+#: ``block_report(lp="auto")`` solves an LP only below this many constraint-matrix nonzeros (a
+#: few seconds on the project machine).
+LP_AUTO_MAX_NONZEROS = 3_000_000
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One verifier's acceptance next to the optimum (a row of :func:`compare`).
+
+    ``how`` is ``"closed_form"``, ``"kernel"``, ``"monte_carlo"`` or ``"unavailable"`` (the law is
+    too large for a verifier that needs enumeration; numbers are NaN then).
+    ``shortfall = optimum - acceptance`` (how far the verifier is from the optimum; not a
+    duality gap); ``percent_of_optimum = 100 * acceptance / optimum``.
+    """
+
+    name: str
+    acceptance: float
+    how: str
+    ci_low: float
+    ci_high: float
+    optimum: float
+    shortfall: float
+    percent_of_optimum: float
+    lossless: bool = True
+    #: why the numbers are NaN (``how == "unavailable"``), else empty
+    reason: str = ""
+
+
+def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None) -> list[ComparisonRow]:
+    r"""Acceptance of every verifier in :data:`ALL` that applies to ``law``, against the optimum.
+
+    ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``. Each verifier's
+    ``acceptance(p, law)`` is used (closed form, else exact kernel, else Monte Carlo with
+    ``n_samples`` draft tuples and ``rng``, default ``numpy.random.default_rng(0)``); verifiers
+    that need an enumerable law get a row with ``how="unavailable"`` and NaN values on large laws.
+
+    Parameters
+    ----------
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        The draft law (:func:`otspec.iid` and friends).
+    optimum : float, optional
+        :math:`\alpha^*(p, Q)` if already known.
+    n_samples : int
+        Draft tuples for Monte Carlo estimates.
+    rng : numpy.random.Generator, optional
+        Generator for Monte Carlo estimates.
+
+    Returns
+    -------
+    list of ComparisonRow
+        One row per applicable verifier of :data:`otspec.verifiers.ALL`, in table order.
+
+    Raises
+    ------
+    OtspecInputError
+        For a bad ``p`` or ``law`` (see :mod:`otspec.errors`).
+
+    Examples
+    --------
+    >>> import otspec
+    >>> rows = compare([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2))
+    >>> [r.name for r in rows][:3]
+    ['kseq', 'rrs', 'khisti']
+    >>> all(r.shortfall > -1e-9 for r in rows)
+    True
+    """
+    if optimum is None:
+        optimum = float(optimal_acceptance(p, law).value)
+    optimum = float(optimum)
+    rows = []
+    for v in ALL:
+        if not v.applies_to(law):
+            continue
+        try:
+            est = v.acceptance(p, law, n_samples=n_samples, rng=rng)
+        except ProblemTooLargeError as exc:
+            nan = math.nan
+            rows.append(ComparisonRow(v.name, nan, "unavailable", nan, nan, optimum, nan, nan, v.lossless, str(exc)))
+            continue
+        pct = 100.0 * est.value / optimum if optimum > 0 else math.nan
+        rows.append(ComparisonRow(v.name, est.value, est.how, est.ci_low, est.ci_high, optimum, optimum - est.value, pct, v.lossless))
+    return rows
+
+
+@dataclass(frozen=True)
+class BlockReport:
+    """Rows of :func:`block_report`: one dict per quantity, and the computations skipped (with why).
+
+    Each row has ``verifier``, ``how``, ``expected_accepted`` (:math:`E[\\tau]`),
+    ``block_efficiency`` (:math:`E[\\tau] + 1`), ``status`` (results with a certificate) and
+    ``seconds`` (wall time, ``None`` for quantities read off another result).
+    """
+
+    rows: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+
+
+def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str = "auto", memory_cap: float | None = None) -> BlockReport:
+    r"""Exact :math:`E[\tau]` of every chain (and, for ``k > 1``, tree) verifier next to the optima.
+
+    Token and block verification (closed forms), the block optimum (closed form; the certified
+    block LP when ``lp`` allows), the joint-coupling bound (not achievable) and, with ``k > 1``,
+    K-SEQ over sequences, recursive rejection over the tree (with and without replacement) and the
+    tree LPs. Enumerations that would not fit are refused before any work.
+
+    Parameters
+    ----------
+    p_model, q_model : model
+        Target and draft models (:mod:`otspec.models`).
+    gamma, k : int
+        Block length and number of drafted sequences.
+    lp : {"auto", "yes", "no"}
+        Solve the LPs: ``"auto"`` below :data:`LP_AUTO_MAX_NONZEROS` nonzeros, always, or never.
+    memory_cap : float, optional
+        Bytes (see :func:`otspec.block_optimum`).
+
+    Returns
+    -------
+    BlockReport
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If an exact enumeration (prefixes, or draft trees for ``k > 1``) is over its cap.
+    UnsupportedMethodError
+        If ``lp`` is not one of the three choices.
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
+    >>> [round(r["expected_accepted"] * 9, 6) for r in block_report(p, q, 2, lp="no").rows]
+    [10.0, 11.0, 11.0, 12.0]
+    """
+    if lp not in ("auto", "yes", "no"):
+        raise UnsupportedMethodError(f"lp must be 'auto', 'yes' or 'no' (got {lp!r})")
+    p_model = _models.as_model(p_model, name="p_model")
+    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
+    V = p_model.V
+    # Refuse before any work: the chain enumeration and (k > 1) the tree enumeration.
+    _models.check_prefix_enumeration(V, gamma)
+    if k > 1:
+        check_tree_enumeration(V, k, gamma)
+    rows: list[dict] = []
+    skipped: list[str] = []
+
+    def add(name: str, how: str, fn) -> None:
+        t0 = time.perf_counter()
+        val = fn()
+        status = None
+        if hasattr(val, "value"):
+            status, val = val.status, val.value
+        rows.append(
+            {
+                "verifier": name,
+                "how": how,
+                "expected_accepted": float(val),
+                "block_efficiency": float(val) + 1.0,
+                "status": status,
+                "seconds": round(time.perf_counter() - t0, 4),
+            }
+        )
+
+    def lp_wanted(nnz: int) -> bool:
+        return lp == "yes" or (lp == "auto" and nnz <= LP_AUTO_MAX_NONZEROS)
+
+    add("token", "closed form (product of mins)", lambda: _token_chain.expected_accepted(p_model, q_model, gamma, memory_cap=memory_cap))
+    add("block", "closed form (sum of W)", lambda: _block.expected_accepted(p_model, q_model, gamma, memory_cap=memory_cap))
+    opt = block_optimum(p_model, q_model, gamma, memory_cap=memory_cap)
+    rows.append(
+        {
+            "verifier": "block optimum",
+            "how": "closed form W",
+            "expected_accepted": opt.value,
+            "block_efficiency": opt.value + 1.0,
+            "status": opt.status,
+            "seconds": None,
+        }
+    )
+    _, _, nnz = lp_size(V, gamma, [V**gamma] * (gamma + 1), V**gamma)
+    if lp_wanted(nnz):
+        add(
+            "block optimum",
+            "block LP (HiGHS, certified)",
+            lambda: block_optimum(p_model, q_model, gamma, method="lp", memory_cap=memory_cap),
+        )
+    else:
+        skipped.append(f"block LP ({nnz:,} nonzeros; pass --lp yes to force)")
+    rows.append(
+        {
+            "verifier": "joint-coupling bound",
+            "how": "sum_i (1 - TV of i-token joints); NOT achievable",
+            "expected_accepted": opt.joint_coupling_bound,
+            "block_efficiency": opt.joint_coupling_bound + 1.0,
+            "status": None,
+            "seconds": None,
+        }
+    )
+    if k > 1:
+        add(
+            f"K-SEQ sequence (k={k})",
+            "exact enumeration of draft trees",
+            lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="kseq"),
+        )
+        add(
+            f"RRS tree (k={k})",
+            "exact enumeration, with replacement",
+            lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs"),
+        )
+        wor_ok = k <= int((q_model(()) > 0).sum())
+        if wor_ok:
+            add(
+                f"RRS tree w/o replacement (k={k})",
+                "exact enumeration",
+                lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs_wor"),
+            )
+        _, _, tnnz = lp_size(V, gamma, [min(k, V**t) * V ** (k * gamma) for t in range(gamma + 1)], V ** (k * gamma))
+        if lp_wanted(tnnz):
+            add(
+                f"tree optimum (k={k}, iid)",
+                "tree LP (HiGHS, certified)",
+                lambda: tree_optimum(p_model, q_model, k, gamma, memory_cap=memory_cap),
+            )
+            if wor_ok:
+                add(
+                    f"tree optimum (k={k}, w/o repl.)",
+                    "tree LP (HiGHS, certified)",
+                    lambda: tree_optimum(p_model, q_model, k, gamma, replacement=False, memory_cap=memory_cap),
+                )
+        else:
+            skipped.append(f"tree LP (up to {tnnz:,} nonzeros; pass --lp yes to force)")
+    return BlockReport(rows=rows, skipped=skipped)

@@ -1,0 +1,113 @@
+r"""The sequential accept/reject plan every sequential rule (and every tree node) is built from.
+
+A sequential rule is one object, a :class:`SequentialPlan`: the rule
+visits drafted tokens :math:`t_1, \dots, t_R` in order, stops at round :math:`j` with probability
+:math:`a_j` (outputting :math:`t_j`), and otherwise draws from a residual law :math:`r`. Its exact
+conditional output law is
+
+.. math:: \pi(y \mid \bar x) = \sum_{j=1}^{R} \Big[\prod_{l<j} (1 - a_l)\Big] a_j\, 1\{y = t_j\}
+          + \Big[\prod_{l \le R} (1 - a_l)\Big]\, r(y),
+
+and its sampler draws one accept coin per round from one random stream and the residual token from
+a *separate* child stream (:doc:`verifiers`, the verifier contract: separate streams: reusing the accept uniform biases the residual).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from otspec.sampling import sample_categorical, sample_categorical_rows
+
+__all__ = ["SequentialPlan", "residual", "residual_rows", "accept_ratio", "plan_rows", "sample_plan"]
+
+
+@dataclass(frozen=True, eq=False)
+class SequentialPlan:
+    """Rounds of a sequential accept/reject rule for ``n`` draft tuples (see the module docstring).
+
+    ``tokens`` and ``accept`` are ``(n, R)``; ``residual`` is ``(V,)`` (shared) or ``(n, V)``;
+    each residual row is a distribution (any distribution where it is reached with probability 0).
+    """
+
+    tokens: np.ndarray
+    accept: np.ndarray
+    residual: np.ndarray
+
+
+def residual(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, float]:
+    r"""Return :math:`(\mathrm{norm}((p-q)_+),\ \sum (p-q)_+)`.
+
+    When the mass is 0 (p == q on the support) the residual is never sampled; ``p`` is returned in
+    its place so that callers never see 0/0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r, m = residual(np.array([0.5, 0.5]), np.array([0.75, 0.25]))
+    >>> r.tolist(), m
+    ([0.0, 1.0], 0.25)
+    """
+    diff = np.maximum(p - q, 0.0)
+    mass = float(diff.sum())
+    if mass > 0.0:
+        return diff / mass, mass
+    return np.array(p, dtype=np.float64, copy=True), 0.0
+
+
+def residual_rows(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise :func:`residual` for ``(n, V)`` arrays: rows of zero mass keep ``P``."""
+    diff = np.maximum(P - Q, 0.0)
+    mass = diff.sum(axis=1)
+    ok = mass > 0.0
+    out = np.where(ok[:, None], diff / np.where(ok, mass, 1.0)[:, None], P)
+    return out, mass
+
+
+def accept_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    r""":math:`\min(1, \text{num}/\text{den})` elementwise, with 1 where ``den == 0`` (a token with
+    zero draft probability is never drafted, so the value there is never used)."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    safe = np.where(den > 0.0, den, 1.0)
+    with np.errstate(over="ignore"):  # a denormal den overflows num/den to +inf: min(1, inf) = 1 is exact
+        return np.where(den > 0.0, np.minimum(1.0, num / safe), 1.0)
+
+
+def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:
+    """Exact conditional output laws ``(n, V)`` of a :class:`SequentialPlan`."""
+    tok, acc = plan.tokens, plan.accept
+    n = tok.shape[0]
+    surv = np.ones(n)
+    pi = np.zeros((n, V))
+    r = np.arange(n)
+    for j in range(tok.shape[1]):
+        pi[r, tok[:, j]] += surv * acc[:, j]
+        surv = surv * (1.0 - acc[:, j])
+    res = plan.residual
+    pi += surv[:, None] * (res[None, :] if res.ndim == 1 else res)
+    return pi
+
+
+def sample_plan(plan: SequentialPlan, coin_rng: np.random.Generator, res_rng: np.random.Generator) -> np.ndarray:
+    """Run the sequential rule once per row: accept coins from ``coin_rng`` (one uniform per round,
+    accept iff U < a_j), residual draws from ``res_rng``."""
+    tok, acc = plan.tokens, plan.accept
+    n, R = tok.shape
+    out = np.empty(n, dtype=np.int64)
+    if R:
+        hit = coin_rng.random((n, R)) < acc
+        any_hit = hit.any(axis=1)
+        first = np.argmax(hit, axis=1)
+        out[any_hit] = tok[np.flatnonzero(any_hit), first[any_hit]]
+    else:
+        any_hit = np.zeros(n, dtype=bool)
+    rej = np.flatnonzero(~any_hit)
+    if rej.size:
+        res = plan.residual
+        if res.ndim == 1:
+            out[rej] = sample_categorical(res_rng, res, rej.size)
+        else:
+            out[rej] = sample_categorical_rows(res_rng, res[rej])
+    return out

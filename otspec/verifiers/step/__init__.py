@@ -1,0 +1,25 @@
+"""Single-step verifiers, one module per rule; each module defines the verifier class, its one
+instance (re-exported by :mod:`otspec.verifiers`) and the rule's own mathematics.
+
+========================  =====================================================================
+module                    rule
+========================  =====================================================================
+``token``                 single-draft speculative sampling on the first draft (maximal coupling)
+``kseq``                  SpecTr's K-SEQ with the optimal division factor
+``rrs``                   recursive rejection sampling, drafts with replacement (SpecInfer)
+``rrs_wor``               recursive rejection sampling without replacement (RSD)
+``greedy_optimal``        the optimum of Hu et al.'s greedy draft law
+``spechub``               SpecHub's hub verifier for two greedy drafts
+``khisti``                Khisti et al.'s canonical two-step selection
+``nss``                   ignore the drafts, sample p
+``naive``                 single-draft sampling on X_1 with a residual that may hit other drafts
+``optimal_plan``          sample the optimal transport plan of the LP
+``optimal_iid``           the exact optimal verifier for i.i.d. drafts at any V
+``approximate``           a lossy SPRINTER-style rule
+========================  =====================================================================
+
+Instances are reached as ``otspec.verifiers.kseq`` etc.; these modules as
+``otspec.verifiers.step.kseq`` (distinct names, so a module never shadows an instance).
+"""
+
+__all__: list[str] = []
