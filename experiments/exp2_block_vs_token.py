@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
             }
         exact[f"{target.name} / {draft.name}"] = res
         if dec_tokens > 0 and di == 0:
-            from otspec_gpu.decode import decode
+            from otspec_gpu.decoding import decode
 
             prompts = [ids[:n0] for ids, n0 in seqs]
             for g in dec_gammas:

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--tokens", type=int, default=32, help="tokens generated per prompt and run")
     ap.add_argument("--rrs-realized", action="store_true", help="also run RRS itself (its exact values come from the K-SEQ runs' trees)")
     args = _output.parse(ap, argv)
-    from otspec_gpu.decode import decode
+    from otspec_gpu.decoding import decode
 
     ks = [1, 2] if args.quick else [1, 2, 4]
     gamma = 2 if args.quick else args.gamma

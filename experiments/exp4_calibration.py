@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--wrong-temperature", type=float, default=1.5, help="temperature of the negative control's draft sampler")
     args = _output.parse(ap, argv)
     from otspec_gpu import trace as trace_io
-    from otspec_gpu.decode import decode
+    from otspec_gpu.decoding import decode
 
     n_prompts, n_tok = (2, 6) if args.quick else (args.prompts, args.tokens)
     T = args.temperature

@@ -76,7 +76,7 @@ def main(argv=None):
 
     torch.manual_seed(args.seed)  # no global randomness is used; set for third-party code paths
     from otspec_gpu import models
-    from otspec_gpu.decode import decode as sd_decode
+    from otspec_gpu.decoding import decode as sd_decode
     from otspec_gpu.sprinter import (
         ConstantPass,
         OraclePass,

@@ -21,10 +21,10 @@ except ImportError as exc:  # pragma: no cover - exercised in an environment wit
         "`pip install torch==2.13.0 && pip install \"otspec[torch]\"`"
     ) from exc
 
-__all__ = ["SINGLE_STEP", "drafting", "probs_from_logits", "processing", "sample_drafts", "verifiers"]
+__all__ = ["SINGLE_STEP", "decode", "drafting", "probs_from_logits", "processing", "sample_drafts", "verifiers"]
 
-_SUBMODULES = {"processing", "drafting", "verifiers", "models", "decode", "trace", "report", "theory"}
-_NAMES = {"probs_from_logits": "processing", "sample_drafts": "drafting", "SINGLE_STEP": "verifiers"}
+_SUBMODULES = {"processing", "drafting", "verifiers", "models", "decoding", "trace", "sprinter", "report", "theory"}
+_NAMES = {"probs_from_logits": "processing", "sample_drafts": "drafting", "SINGLE_STEP": "verifiers", "decode": "decoding"}
 
 
 def __getattr__(name: str):

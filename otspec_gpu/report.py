@@ -10,7 +10,9 @@ estimate (which is 0 when, say, every one of a few rounds accepted). Conditionin
 :math:`e_r` integrate out only the accept coins, so the interval is narrow.
 
 Efficiency: ``target_calls_per_token`` = records / generated tokens (each record is one target
-forward for its prompt); ``mean_accepted_length`` = its inverse (vLLM's metric, bonus included);
+forward for its prompt); ``mean_accepted_length`` = 1 + mean tau over records (vLLM's metric, bonus included; computed
+from the verifier's tau, not from the emitted count, which the last round of a prompt clips at
+``max_new_tokens``);
 ``tokens_per_s`` = generated tokens / (prefill + draft + target + verify + rollback time), the
 theory computation excluded; ``verify_share`` = verify time / (draft + target + verify + rollback).
 """
@@ -148,7 +150,7 @@ def summarize(trace: Trace) -> Report:
         rounds=int(c["round_t_draft"].size),
         tokens=tokens,
         target_calls_per_token=n / tokens if tokens else math.nan,
-        mean_accepted_length=tokens / n if n else math.nan,
+        mean_accepted_length=1.0 + float(tau.mean()) if n else math.nan,
         tokens_per_s=tokens / (work + t["prefill"]) if work > 0 else math.nan,
         verify_share=t["verify"] / work if work > 0 else math.nan,
         time_s=t,

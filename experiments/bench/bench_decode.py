@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from otspec_gpu import models
-from otspec_gpu.decode import decode
+from otspec_gpu.decoding import decode
 
 PROMPTS = [
     # chat

@@ -14,7 +14,7 @@ from otspec.cli._common import CliError, print_json, print_table, progress
 
 __all__ = ["DEFAULTS", "register", "run"]
 
-#: The library defaults of :func:`otspec_gpu.decode.decode` (kept equal by a test).
+#: The library defaults of :func:`otspec_gpu.decoding.decode` (kept equal by a test).
 DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_tokens=64, seed=0)
 
 
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             '`pip install torch==2.13.0 && pip install "otspec[decode]"`'
         ) from None
     from otspec_gpu import models
-    from otspec_gpu.decode import decode, plan_for
+    from otspec_gpu.decoding import decode, plan_for
 
     plan_for(args.verifier, drafts, gamma)  # reject a bad combination before loading models
     target = models.load(args.target)

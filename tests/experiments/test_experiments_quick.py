@@ -67,7 +67,7 @@ def test_exp5_bound_landscape(tmp_path):
 def _needs_harness():
     pytest.importorskip("torch", reason="install the [decode] extra (torch, transformers)")
     pytest.importorskip("transformers", reason="install the [decode] extra (torch, transformers)")
-    pytest.importorskip("otspec_gpu.decode", reason="the decoding harness is not available")
+    pytest.importorskip("otspec_gpu.decoding", reason="the decoding harness is not available")
 
 
 def test_exp1_verifiers_vs_optimum(tmp_path):

@@ -11,7 +11,7 @@ import torch
 
 from otspec.errors import OtspecInputError, UnsupportedMethodError
 from otspec_gpu import models
-from otspec_gpu.decode import IncompatibleModelsError, decode, plan_for
+from otspec_gpu.decoding import IncompatibleModelsError, decode, plan_for
 from otspec_gpu.verifiers import SINGLE_STEP, chain
 
 V = 6

@@ -18,7 +18,7 @@ import torch
 from scipy import stats
 
 from otspec_gpu import models
-from otspec_gpu.decode import decode
+from otspec_gpu.decoding import decode
 from otspec_gpu.processing import probs_from_logits
 
 N = 100_000

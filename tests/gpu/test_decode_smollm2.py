@@ -21,7 +21,7 @@ import torch
 
 from otspec.cli import main
 from otspec_gpu import models
-from otspec_gpu.decode import decode
+from otspec_gpu.decoding import decode
 from otspec_gpu.report import Z99, summarize
 from otspec_gpu.trace import load
 from otspec_gpu.verifiers import SINGLE_STEP

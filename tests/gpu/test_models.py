@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from otspec_gpu import models
-from otspec_gpu.decode import _KV
+from otspec_gpu.decoding import _KV
 
 
 @pytest.fixture(scope="module", autouse=True)

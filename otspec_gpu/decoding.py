@@ -36,9 +36,7 @@ Randomness: ``seed`` spawns three independent ``torch.Generator`` streams: draft
 from __future__ import annotations
 
 import math
-import sys
 import time
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -455,12 +453,3 @@ def decode(
     text = [target.decode_text(o) for o in out] if (has_text and target.tokenizer is not None) else None
     return DecodeResult(tokens=out, text=text, trace=trace, config=config)
 
-
-class _CallableModule(types.ModuleType):
-    """Lets ``otspec_gpu.decode(...)`` call :func:`decode` although ``otspec_gpu.decode`` is this module."""
-
-    def __call__(self, *args, **kwargs):
-        return decode(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
