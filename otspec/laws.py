@@ -111,7 +111,23 @@ def _sets_from_tuples(tuples: np.ndarray, weights: np.ndarray) -> tuple[np.ndarr
         s = np.where(dup, -1, s)
         s = np.sort(s, axis=1)[:, ::-1]  # distinct ids first (descending), padding -1 last
         s = np.ascontiguousarray(s)
-    uniq, inverse = np.unique(s, axis=0, return_inverse=True)
+    k = s.shape[1]
+    base = int(s.max(initial=-1)) + 2  # digits s + 1 in [0, base)
+    if k * math.log2(max(base, 2)) < 62.5:
+        # One int64 key per row: the base-`base` number with digits s_j + 1, most significant first.
+        # The map is monotone in the lexicographic order of the rows, so the sets come out in the
+        # same order as np.unique(axis=0) would give them, ~10x faster (one 1-D sort).
+        key = np.zeros(s.shape[0], dtype=np.int64)
+        for j in range(k):
+            key = key * base + (s[:, j] + 1)
+        ukey, inverse = np.unique(key, return_inverse=True)
+        uniq = np.empty((ukey.size, k), dtype=np.int64)
+        rest = ukey.copy()
+        for j in range(k - 1, -1, -1):
+            uniq[:, j] = rest % base - 1
+            rest //= base
+    else:  # the key would not fit in int64 (huge V ** k): group rows directly
+        uniq, inverse = np.unique(s, axis=0, return_inverse=True)
     w = np.bincount(inverse.ravel(), weights=weights, minlength=uniq.shape[0])
     return uniq, w
 

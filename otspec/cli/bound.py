@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--concentration", type=float, default=DEFAULTS.concentration, help=f"dirichlet: concentration (default {DEFAULTS.concentration})")
     ap.add_argument("--drafts", "-k", type=int, required=True, help="number of drafts k")
     ap.add_argument("--law", action="append", choices=LAWS, help="law(s) to evaluate (repeatable; default: all)")
-    ap.add_argument("--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow"), help="solver (default auto)")
+    ap.add_argument("--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow"), help="solver (default auto)")
     ap.add_argument("--memory-cap", type=float, default=None, metavar="GIB", help="refuse tuple-level solves whose estimated memory exceeds this many GiB (default 4)")
     ap.add_argument("--verifiers", action="store_true", help="also tabulate every applicable verifier's acceptance vs the optimum")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
