@@ -104,25 +104,33 @@ def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarr
 
 def _sets_from_tuples(tuples: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group tuples by their set of distinct tokens: sorted rows, repeated ids replaced by -1."""
-    s = np.sort(tuples, axis=1)
+    s = np.sort(np.asarray(tuples, dtype=np.int64), axis=1)
     if s.shape[1] > 1:
         dup = np.zeros_like(s, dtype=bool)
         dup[:, 1:] = s[:, 1:] == s[:, :-1]
         s = np.where(dup, -1, s)
-        s = np.sort(s, axis=1)[:, ::-1]  # distinct ids first (descending), padding -1 last
-        s = np.ascontiguousarray(s)
-    k = s.shape[1]
+        s = np.ascontiguousarray(np.sort(s, axis=1)[:, ::-1])  # distinct ids first (descending), -1 last
+    M, k = s.shape
     base = int(s.max(initial=-1)) + 2  # digits s + 1 in [0, base)
     if k * math.log2(max(base, 2)) < 62.5:
         # One int64 key per row: the base-`base` number with digits s_j + 1, most significant first.
         # The map is monotone in the lexicographic order of the rows, so the sets come out in the
-        # same order as np.unique(axis=0) would give them, ~10x faster (one 1-D sort).
-        key = np.zeros(s.shape[0], dtype=np.int64)
+        # same order as np.unique(axis=0) would give them, ~10x faster (one 1-D sort, or a count
+        # when the key space is small).
+        key = np.zeros(M, dtype=np.int64)
         for j in range(k):
             key = key * base + (s[:, j] + 1)
-        ukey, inverse = np.unique(key, return_inverse=True)
+        if base**k <= 4 * M + 1024:
+            present = np.zeros(base**k, dtype=bool)
+            present[key] = True
+            ukey = np.flatnonzero(present)
+            remap = np.zeros(base**k, dtype=np.int64)
+            remap[ukey] = np.arange(ukey.size)
+            inverse = remap[key]
+        else:
+            ukey, inverse = np.unique(key, return_inverse=True)
         uniq = np.empty((ukey.size, k), dtype=np.int64)
-        rest = ukey.copy()
+        rest = ukey.astype(np.int64)
         for j in range(k - 1, -1, -1):
             uniq[:, j] = rest % base - 1
             rest //= base
