@@ -423,13 +423,33 @@ class WithoutReplacementLaw(DraftLaw):
 
     def sample(self, rng, size):
         rng = as_generator(rng)
-        # Gumbel-top-k is exactly successive sampling proportional to q (Vieira 2014; Kool et al. 2019).
-        with np.errstate(divide="ignore"):
-            logq = np.log(self._q)
-        keys = logq[None, :] + rng.gumbel(size=(int(size), self.V))
-        top = np.argpartition(-keys, self.k - 1, axis=1)[:, : self.k]
-        ordered = np.take_along_axis(top, np.argsort(-np.take_along_axis(keys, top, axis=1), axis=1), axis=1)
-        return ordered.astype(np.int64)
+        # Successive sampling by inverse CDF: draw j is u ~ U[0, remaining mass) mapped through the
+        # cumulative q with the intervals of the drafts already taken skipped (in ascending id
+        # order). O(size * k * (k + log V)) instead of Gumbel-top-k's O(size * V) (issue 12: 2000
+        # draws at V = 262 144 took ~100 s that way).
+        n, k, q = int(size), self.k, self._q
+        cum = np.concatenate([[0.0], np.cumsum(q)])
+        positive = np.flatnonzero(q > 0)
+        out = np.empty((n, k), dtype=np.int64)
+        taken = np.full((n, k), np.iinfo(np.int64).max, dtype=np.int64)  # ascending per row
+        mass = np.zeros(n)
+        for j in range(k):
+            todo = np.arange(n)
+            while todo.size:
+                u = rng.random(todo.size) * (cum[-1] - mass[todo])
+                for col in range(j):
+                    e = taken[todo, col]
+                    u = u + np.where(cum[e] <= u, q[e], 0.0)
+                x = np.clip(np.searchsorted(cum, u, side="right") - 1, positive[0], positive[-1])
+                # rounding can land u on an edge of a taken or zero-probability interval: redraw
+                bad = (q[x] <= 0) | np.any(taken[todo, :j] == x[:, None], axis=1)
+                good = todo[~bad]
+                out[good, j] = x[~bad]
+                todo = todo[bad]
+            mass += q[out[:, j]]
+            taken[:, j] = out[:, j]
+            taken[:, : j + 1] = np.sort(taken[:, : j + 1], axis=1)
+        return out
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -760,9 +780,7 @@ def product(qs: Sequence[Any]) -> ProductLaw:
     if isinstance(qs, np.ndarray) and qs.ndim == 2:
         qs = list(qs)
     if not isinstance(qs, (list, tuple)) or len(qs) == 0:
-        raise InvalidDraftCountError(
-            f"qs must be a non-empty list of draft distributions (got {type(qs).__name__}); pass [q1, ..., qk]"
-        )
+        raise InvalidDraftCountError(f"qs must be a non-empty list of draft distributions (got {type(qs).__name__}); pass [q1, ..., qk]")
     arrs = tuple(as_distribution(qj, f"qs[{j}]") for j, qj in enumerate(qs))
     for j, a in enumerate(arrs[1:], start=1):
         check_same_vocab(arrs[0], a, ("qs[0]", f"qs[{j}]"))

@@ -291,13 +291,11 @@ def certify(
 def solve_tuple_level(p: np.ndarray, law, method: str, memory_cap: float | None, constraints: Callable | None) -> AcceptanceResult:
     """Enumerate the law's draft sets and solve with ``method`` in {"lp", "cvxpy", "flow", "maxflow"}."""
     if constraints is not None and method != "cvxpy":
-        raise UnsupportedMethodError(
-            f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'"
-        )
+        raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
     if method == "maxflow":
-        from otspec.bounds.maxflow import _import_max_flow
+        from otspec.bounds.maxflow import require_ortools
 
-        _import_max_flow()  # the install hint before any sizing or enumeration work
+        require_ortools()  # the install hint before any sizing or enumeration work
     check_memory(
         estimate_bytes(method, law),
         memory_cap,

@@ -42,7 +42,7 @@ import numpy as np
 
 from otspec.bounds.lp import membership_pairs
 
-__all__ = ["solve_maxflow", "scale_bits", "MAXFLOW_INSTALL", "maxflow_available", "BYTES_PER_ARC"]
+__all__ = ["solve_maxflow", "scale_bits", "require_ortools", "MAXFLOW_INSTALL", "maxflow_available", "BYTES_PER_ARC"]
 
 #: How to install the optional max-flow dependency.
 MAXFLOW_INSTALL = 'pip install "otspec[maxflow]"  (ortools)'
@@ -61,13 +61,12 @@ def maxflow_available() -> bool:
     return True
 
 
-def _import_max_flow():
+def require_ortools():
+    """OR-Tools' max_flow module, or an ImportError naming the extra to install."""
     try:
         max_flow = importlib.import_module("ortools.graph.python.max_flow")
     except ImportError as exc:
-        raise ImportError(
-            f"method='maxflow' needs OR-Tools, which is not installed; install the maxflow extra: {MAXFLOW_INSTALL}"
-        ) from exc
+        raise ImportError(f"method='maxflow' needs OR-Tools, which is not installed; install the maxflow extra: {MAXFLOW_INSTALL}") from exc
     return max_flow
 
 
@@ -102,7 +101,7 @@ def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     info : str
         Solver status, scaling and integer flow value.
     """
-    max_flow = _import_max_flow()
+    max_flow = require_ortools()
     S, V = sets.shape[0], p.shape[0]
     N = scale_bits(sets.shape[1])
     scale = float(2**N)

@@ -105,8 +105,7 @@ def _solve_subsets(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> Ac
     V = law.V
     if V > SUBSETS_MAX_V:
         raise UnsupportedMethodError(
-            f"method='subsets' enumerates 2^V token sets and is limited to V <= {SUBSETS_MAX_V} (got V = {V}); "
-            "use method='prefix' or 'lp'"
+            f"method='subsets' enumerates 2^V token sets and is limited to V <= {SUBSETS_MAX_V} (got V = {V}); use method='prefix' or 'lp'"
         )
     check_memory(8.0 * 6 * 2**V, memory_cap, f"method='subsets' with V = {V}", "use a smaller V")
     P = _subset_sums(p)
@@ -234,9 +233,7 @@ def optimal_acceptance(
             f"constraints must be a callable f(lp) -> list of cvxpy constraints (got {type(constraints).__name__}); pass a function"
         )
     if constraints is not None and method not in ("cvxpy",):
-        raise UnsupportedMethodError(
-            f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'"
-        )
+        raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
     chosen = _auto_method(law) if method == "auto" else method
     if chosen == "prefix":
         return _solve_prefix(p, law)

@@ -35,13 +35,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--logits", action="store_true", help="files hold logits (float64 softmax applied)")
     src.add_argument("--family", choices=FAMILIES, default=DEFAULTS.family, help=f"synthetic family (default {DEFAULTS.family})")
     src.add_argument("--seed", type=int, default=DEFAULTS.seed, help=f"seed of the synthetic pair (default {DEFAULTS.seed})")
-    src.add_argument("--temperature", type=float, default=DEFAULTS.temperature, help=f"sampling temperature of both models (default {DEFAULTS.temperature})")
-    src.add_argument("--draft-noise", type=float, default=DEFAULTS.draft_noise, help=f"zipf: std of the draft's logit noise (default {DEFAULTS.draft_noise})")
-    src.add_argument("--concentration", type=float, default=DEFAULTS.concentration, help=f"dirichlet: concentration (default {DEFAULTS.concentration})")
+    src.add_argument(
+        "--temperature",
+        type=float,
+        default=DEFAULTS.temperature,
+        help=f"sampling temperature of both models (default {DEFAULTS.temperature})",
+    )
+    src.add_argument(
+        "--draft-noise",
+        type=float,
+        default=DEFAULTS.draft_noise,
+        help=f"zipf: std of the draft's logit noise (default {DEFAULTS.draft_noise})",
+    )
+    src.add_argument(
+        "--concentration", type=float, default=DEFAULTS.concentration, help=f"dirichlet: concentration (default {DEFAULTS.concentration})"
+    )
     ap.add_argument("--drafts", "-k", type=int, required=True, help="number of drafts k")
     ap.add_argument("--law", action="append", choices=LAWS, help="law(s) to evaluate (repeatable; default: all)")
-    ap.add_argument("--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow"), help="solver (default auto)")
-    ap.add_argument("--memory-cap", type=float, default=None, metavar="GIB", help="refuse tuple-level solves whose estimated memory exceeds this many GiB (default 4)")
+    ap.add_argument(
+        "--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow"), help="solver (default auto)"
+    )
+    ap.add_argument(
+        "--memory-cap",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="refuse tuple-level solves whose estimated memory exceeds this many GiB (default 4)",
+    )
     ap.add_argument("--verifiers", action="store_true", help="also tabulate every applicable verifier's acceptance vs the optimum")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.set_defaults(func=run)
@@ -125,9 +145,7 @@ def run(args) -> int:
             "k": int(args.drafts),
             **meta,
             "tv": tv,
-            "results": [
-                {**res.to_dict(), "law": name, "law_repr": res.law, "k": int(law.k), "seconds": dt} for name, law, res, dt in rows
-            ],
+            "results": [{**res.to_dict(), "law": name, "law_repr": res.law, "k": int(law.k), "seconds": dt} for name, law, res, dt in rows],
         }
         if skipped:
             out["not_applicable"] = [{"law": name, "reason": why} for name, why in skipped]

@@ -96,9 +96,7 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     tok = sets[rows_s, cols_j]
     c = np.concatenate([np.zeros(nw), -np.ones(V)])
     A_eq = sp.csr_matrix((np.ones(nw), (rows_s, np.arange(nw))), shape=(S, nw + V))
-    A_ub = sp.hstack(
-        [sp.csr_matrix((-np.ones(nw), (tok, np.arange(nw))), shape=(V, nw)), sp.identity(V, format="csr")], format="csr"
-    )
+    A_ub = sp.hstack([sp.csr_matrix((-np.ones(nw), (tok, np.arange(nw))), shape=(V, nw)), sp.identity(V, format="csr")], format="csr")
     bounds = np.concatenate([np.stack([np.zeros(nw), np.full(nw, np.inf)], 1), np.stack([np.zeros(V), p], 1)])
     res = linprog(
         c,
