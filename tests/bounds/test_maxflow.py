@@ -111,7 +111,7 @@ def test_auto_uses_maxflow_above_the_dense_limit(monkeypatch):
     p, q, q2 = (random_simplex(rng, 8) for _ in range(3))
     law = otspec.product([q, q2])
     assert otspec.optimal_acceptance(p, law).method == "flow"
-    monkeypatch.setattr(multidraft, "_FLOW_MAX_ARCS", 10)
+    monkeypatch.setattr(multidraft, "_MAXFLOW_FROM_ARCS", 10)
     r = otspec.optimal_acceptance(p, law)
     assert r.method == "maxflow" and r.status == "optimal"
     assert abs(r.value - otspec.optimal_acceptance(p, law, method="subsets").value) <= TOL
@@ -122,6 +122,7 @@ def test_without_ortools_auto_refuses_naming_the_extra(monkeypatch):
     an explicit method='maxflow' raises ImportError with the install command."""
     monkeypatch.setitem(sys.modules, "ortools.graph.python.max_flow", None)
     monkeypatch.setattr(multidraft, "AUTO_MAX_TUPLES", 10)
+    monkeypatch.setattr(multidraft, "_MAXFLOW_FROM_ARCS", 10)
     monkeypatch.setattr(multidraft, "_FLOW_MAX_ARCS", 10)
     rng = np.random.default_rng(5)
     p, q, q2 = (random_simplex(rng, 8) for _ in range(3))
