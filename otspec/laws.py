@@ -89,7 +89,27 @@ def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     # over: a denormal q (e.g. 5e-324) overflows p/q to +inf, which is the right order key
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
-    return np.argsort(key, kind="stable")
+    return stable_argsort(key)
+
+
+def stable_argsort(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")``, computed as the default (unstable, ~3x faster) argsort
+    followed by re-sorting only the runs of tied keys by index: the same permutation exactly.
+
+    >>> stable_argsort(np.array([2.0, 1.0, 2.0, 1.0, 0.5])).tolist()
+    [4, 1, 3, 0, 2]
+    """
+    order = np.argsort(key)
+    ks = key[order]
+    tie = ks[1:] == ks[:-1]
+    if tie.any():
+        involved = np.zeros(ks.size, dtype=bool)
+        involved[1:] |= tie
+        involved[:-1] |= tie
+        pos = np.flatnonzero(involved)
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((sub, ks[pos]))]
+    return order
 
 
 def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarray, V: int) -> np.ndarray:
@@ -287,7 +307,8 @@ class DraftLaw:
 
     def _as_order(self, order: Any) -> np.ndarray:
         o = np.asarray(order, dtype=np.int64)
-        if o.shape != (self.V,) or not np.array_equal(np.sort(o), np.arange(self.V)):
+        # a permutation: every id in range and each counted once (O(V), no sort)
+        if o.shape != (self.V,) or (o.size and (o.min() < 0 or o.max() >= self.V or not np.all(np.bincount(o, minlength=self.V) == 1))):
             raise ShapeMismatchError(f"order must be a permutation of 0..{self.V - 1} (got shape {o.shape}); pass np.argsort of a key")
         return o
 

@@ -154,3 +154,17 @@ def test_enumerate_sets_key_grouping_matches_unique_rows(V, k, M):
     assert got[0].dtype == np.int64
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 1000, 100_000])
+def test_stable_argsort_is_numpy_stable_argsort(n):
+    """The fast tie-fixing argsort behind ratio_order returns numpy's stable permutation exactly, on
+    keys with many ties, +inf and zeros (the ratio keys of tokens with q = 0 or p = 0)."""
+    from otspec.laws import stable_argsort
+
+    rng = np.random.default_rng(n)
+    for key in (rng.random(n), rng.integers(0, 5, n).astype(float), np.round(rng.random(n), 2)):
+        key = key.copy()
+        key[rng.random(n) < 0.1] = np.inf
+        key[rng.random(n) < 0.1] = 0.0
+        np.testing.assert_array_equal(stable_argsort(key), np.argsort(key, kind="stable"))
