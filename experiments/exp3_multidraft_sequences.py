@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
             out = decode(target, draft, prompts, verifier=verifier, drafts=k, gamma=gamma, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False)
             out.trace.save(os.path.join(args.out, f"trace_tree_{verifier}_k{k}.safetensors"))  # input of exp4
             c = out.trace.columns
-            n_emit = c["n_emit"].astype(float)
+            n_emit = 1.0 + c["tau"].astype(float)  # tokens the round produced (n_emit is clipped at max_new_tokens)
             n = n_emit.size
             sp, rr = c["th_exp_kseq"], c["th_exp_rrs"]
             d = sp - rr

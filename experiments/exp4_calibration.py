@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
     traces = []
     for verifier, k in SINGLE:
         out = decode(target, draft, prompts, verifier=verifier, drafts=k, gamma=1, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False)
+        out.trace.save(os.path.join(args.out, f"trace_single_{verifier}_k{k}.safetensors"))
         traces.append(out.trace)
     if args.quick:  # one chain and one tree so that every family's code path runs
         traces.append(decode(target, draft, prompts, verifier="block", gamma=2, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False).trace)
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
     table = _output.markdown_table(["family", "mode", "records", "mean exact", "mean realized", "z (realized - exact)"], rows)
     payload = {"target": target.name, "draft": draft.name, "temperature": T, "families": results, "negative_control": nc, "seconds": {"decode": t_decode, "total": elapsed}, "png": os.path.basename(png)}
     notes = [
-        "z = mean(realized - exact) / (sd / sqrt(N)) over rounds; |z| > 3 would flag a bias (false-alarm rate ~0.3% per family under independence).",
+        "z = sum(realized - exact) / sqrt(sum of variances): exact Bernoulli variances for single-step acceptance, the sample variance for tau; |z| > 3 would flag a bias (false-alarm rate ~0.3% per family under independence).",
         f"Traces added from: {', '.join(args.traces) if args.traces else 'none'}.",
         f"Run time {elapsed:.0f} s.",
     ]

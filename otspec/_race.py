@@ -81,8 +81,9 @@ def _nodes(s_lo: float, s_hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
     return t, w * half * t  # dt = t ds
 
 
-def _reference_prefix_values(q_sorted: np.ndarray, k: int, *, n_nodes: int = 400, s_lo: float = -30.0,
-                             s_hi: float | None = None) -> np.ndarray:
+def _reference_prefix_values(
+    q_sorted: np.ndarray, k: int, *, n_nodes: int = 400, s_lo: float = -30.0, s_hi: float | None = None
+) -> np.ndarray:
     r"""Reference :math:`Q(H_i^k)`, i = 0..V: a Python loop over tokens carrying the
     Poisson-binomial DP of :math:`P(N = j), j < k`, at ``n_nodes`` Gauss-Legendre nodes in
     :math:`s = \log t` on ``[s_lo, s_hi]`` (default ``s_hi = log(40 / lambda_min) + 1``).
@@ -228,8 +229,7 @@ def _cumsum_blocked(x: np.ndarray) -> None:
     x += off[None]
 
 
-def _next_chunk(n_done: int, n_est: int, Tc_max: int, G_prev, G_last, t_prev: float, t_last: float,
-                tol: float, h: float, pos) -> int:
+def _next_chunk(n_done: int, n_est: int, Tc_max: int, G_prev, G_last, t_prev: float, t_last: float, tol: float, h: float, pos) -> int:
     """Nodes to compute next: the rest of the planned range, else a guess from the local decay
     rate of the slowest prefix's tail between the last two nodes (rates grow with t, so this tends
     to overshoot slightly; the a-posteriori check decides in any case)."""
@@ -280,8 +280,7 @@ class _Sweep:
     parts: dict  # largest value of each error component, and the grid (for benchmarks and docs)
 
 
-def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float,
-           target: float) -> _Sweep:
+def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Sweep:
     r"""Q(H_i^k) at the prefixes ``idx`` (all with lambda_i > 0 and >= k positive tokens).
 
     One sweep of the trapezoidal rule in s = log t over node chunks; for each chunk the

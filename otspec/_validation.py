@@ -58,20 +58,15 @@ def as_distribution(x: Any, name: str = "p") -> np.ndarray:
         arr = np.array(x, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:
         raise InvalidDistributionError(
-            f"{name} must be a 1-D array of probabilities (got {type(x).__name__}: {exc}); "
-            "pass a list or numpy array of floats"
+            f"{name} must be a 1-D array of probabilities (got {type(x).__name__}: {exc}); pass a list or numpy array of floats"
         ) from None
     if arr.ndim != 1:
-        raise ShapeMismatchError(
-            f"{name} must be one-dimensional (got shape {arr.shape}); pass one distribution of shape (V,)"
-        )
+        raise ShapeMismatchError(f"{name} must be one-dimensional (got shape {arr.shape}); pass one distribution of shape (V,)")
     if arr.size == 0:
         raise InvalidDistributionError(f"{name} must have at least one entry (got an empty array); pass a (V,) distribution")
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise InvalidDistributionError(
-            f"{name} must be finite (got {arr[bad]} at index {bad}); check the logits/softmax that produced it"
-        )
+        raise InvalidDistributionError(f"{name} must be finite (got {arr[bad]} at index {bad}); check the logits/softmax that produced it")
     if np.any(arr < 0):
         bad = int(np.argmin(arr))
         raise InvalidDistributionError(
@@ -143,7 +138,9 @@ def as_token_tuples(tuples: Any, V: int | None = None, name: str = "tuples") -> 
     try:
         arr = np.array(tuples)
     except (TypeError, ValueError) as exc:  # ragged input
-        raise InvalidDraftsError(f"{name} must be a rectangular (M, k) array of token ids ({exc}); give every tuple the same length") from None
+        raise InvalidDraftsError(
+            f"{name} must be a rectangular (M, k) array of token ids ({exc}); give every tuple the same length"
+        ) from None
     if arr.ndim == 1:
         arr = arr[None, :] if name == "drafts" else arr[:, None]
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:

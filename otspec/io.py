@@ -25,7 +25,9 @@ def _pick(arrays: dict, path: str, key: str | None, name: str = "p") -> np.ndarr
             raise InputFileError(f"{name} file {path!r} has no array named {key!r} (it has {sorted(arrays)}); pass one of those names")
         return arrays[key]
     if len(arrays) != 1:
-        raise InputFileError(f"{name} file {path!r} holds {len(arrays)} arrays ({sorted(arrays)[:5]}); it must hold exactly one, or name it with key=")
+        raise InputFileError(
+            f"{name} file {path!r} holds {len(arrays)} arrays ({sorted(arrays)[:5]}); it must hold exactly one, or name it with key="
+        )
     return next(iter(arrays.values()))
 
 

@@ -76,7 +76,9 @@ def as_prefix(prefix: Any, V: int, name: str = "prefix") -> tuple[int, ...]:
             raise InvalidDraftsError(f"{name} must hold integer token ids (got {x!r} in {items!r}); cast them to int")
         xi = int(x)
         if not 0 <= xi < V:
-            raise InvalidDraftsError(f"{name} token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary")
+            raise InvalidDraftsError(
+                f"{name} token ids must lie in [0, {V}) (got {xi} in {items!r}); every token must be in the vocabulary"
+            )
         out.append(xi)
     return tuple(out)
 
@@ -139,7 +141,7 @@ class DirichletModel(Model):
     zero_prob: float = 0.0
 
     def _conditional(self, prefix):
-        context = prefix if self.order is None else prefix[max(0, len(prefix) - self.order):]
+        context = prefix if self.order is None else prefix[max(0, len(prefix) - self.order) :]
         if self.order is not None and self.order == 0:
             context = ()
         return _seeded_dirichlet(self.seed, _SALT_DIRICHLET, context, self.V, self.concentration, self.zero_prob)
@@ -205,8 +207,7 @@ class TabulatedModel(Model):
         if hit is None:
             if self.default is None:
                 raise InvalidDraftsError(
-                    f"prefix {prefix} is not in the model's table ({len(self.table)} prefixes); "
-                    "add it, or pass default= to tabulated()"
+                    f"prefix {prefix} is not in the model's table ({len(self.table)} prefixes); add it, or pass default= to tabulated()"
                 )
             return self.default
         return hit
@@ -271,7 +272,9 @@ def _as_seed(seed: Any) -> int:
 _MODEL_BYTES_PER_TOKEN = 40
 
 
-def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0, memory_cap: float | None = None) -> DirichletModel:
+def dirichlet(
+    V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0, memory_cap: float | None = None
+) -> DirichletModel:
     r"""A seeded random model with an independent Dirichlet conditional for every prefix.
 
     .. math:: M(\cdot \mid x^i) \sim \mathrm{Dirichlet}(a, \dots, a) \quad \text{independently per } x^i,
@@ -302,8 +305,18 @@ def dirichlet(V: int, *, concentration: float = 1.0, seed: int = 0, zero_prob: f
     (True, (3,))
     """
     V = as_int_in_range(V, "V")
-    check_memory(_MODEL_BYTES_PER_TOKEN * V, memory_cap, f"one conditional of a random model over V = {V:,} tokens", "use a smaller V (or raise memory_cap)")
-    return DirichletModel(V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False))
+    check_memory(
+        _MODEL_BYTES_PER_TOKEN * V,
+        memory_cap,
+        f"one conditional of a random model over V = {V:,} tokens",
+        "use a smaller V (or raise memory_cap)",
+    )
+    return DirichletModel(
+        V=V,
+        concentration=_as_concentration(concentration),
+        seed=_as_seed(seed),
+        zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False),
+    )
 
 
 def markov(V: int, *, order: int = 1, concentration: float = 1.0, seed: int = 0, zero_prob: float = 0.0) -> DirichletModel:
@@ -325,7 +338,10 @@ def markov(V: int, *, order: int = 1, concentration: float = 1.0, seed: int = 0,
     V = as_int_in_range(V, "V")
     order = as_int_in_range(order, "order", minimum=0)
     return DirichletModel(
-        V=V, concentration=_as_concentration(concentration), seed=_as_seed(seed), order=order,
+        V=V,
+        concentration=_as_concentration(concentration),
+        seed=_as_seed(seed),
+        order=order,
         zero_prob=_as_unit(zero_prob, "zero_prob", closed_right=False),
     )
 
@@ -355,7 +371,11 @@ def close_draft(target: Any, *, temperature: float = 1.0, noise: float = 0.3, se
     if not np.isfinite(temperature) or temperature <= 0:
         raise InvalidDistributionError(f"temperature must be finite and > 0 (got {temperature}); 1 leaves the target unchanged")
     return CloseDraftModel(
-        V=target.V, target=target, temperature=temperature, noise=_as_unit(noise, "noise"), seed=_as_seed(seed),
+        V=target.V,
+        target=target,
+        temperature=temperature,
+        noise=_as_unit(noise, "noise"),
+        seed=_as_seed(seed),
         concentration=_as_concentration(concentration),
     )
 
@@ -387,7 +407,9 @@ def tabulated(table: Mapping, *, default: Any = None) -> TabulatedModel:
     ([1.0, 0.0], [0.0, 1.0])
     """
     if not isinstance(table, Mapping) or len(table) == 0:
-        raise InvalidDistributionError(f"table must be a non-empty mapping prefix -> distribution (got {type(table).__name__}); pass a dict")
+        raise InvalidDistributionError(
+            f"table must be a non-empty mapping prefix -> distribution (got {type(table).__name__}); pass a dict"
+        )
     items = {}
     V = None
     first_name = None

@@ -118,8 +118,10 @@ class CalibrationBins:
         Confidence interval of the realized bin mean: Wilson score interval when every outcome is
         0 or 1, otherwise the normal interval :math:`\bar y \pm z\, s/\sqrt{n}` (NaN for n = 1).
     z_overall : float
-        :math:`\bar d / (s_d/\sqrt{N})` for the differences :math:`d = y - E[y]` over all N
-        observations: about N(0, 1) when the expectations are right (independent steps).
+        Standardised total of the differences :math:`d = y - E[y]` over all N observations, about
+        N(0, 1) when the expectations are right (independent steps): for 0/1 outcomes the exact
+        Bernoulli variance :math:`\sum_i \sum d_i / \sqrt{\sum_i E[y_i](1 - E[y_i])}` (valid even when
+        every outcome is 1), otherwise :math:`\bar d / (s_d/\sqrt{N})` with the sample deviation.
     confidence : float
         Level of the intervals.
     binary : bool
@@ -220,8 +222,13 @@ def calibration_bins(expected: Any, realized: Any, *, n_bins: int = 10, strategy
         rows.append((n, float(e[m].mean()), ybar, lo, hi))
     arr = np.array(rows, dtype=np.float64)
     d = y - e
-    sd = float(d.std(ddof=1)) if N > 1 else 0.0
-    z_all = float(d.mean() / (sd / math.sqrt(N))) if sd > 0 else (0.0 if np.all(d == 0) else math.inf * np.sign(d.mean()))
+    if binary and np.all((e >= 0) & (e <= 1)):
+        var = float(np.sum(e * (1.0 - e)))  # exact variance of the total under the hypothesis
+        total = float(d.sum())
+    else:
+        var = float(d.var(ddof=1)) * N if N > 1 else 0.0
+        total = float(d.sum())
+    z_all = total / math.sqrt(var) if var > 0 else (0.0 if abs(total) < 1e-12 else math.copysign(math.inf, total))
     return CalibrationBins(
         edges=edges,
         count=arr[:, 0].astype(np.int64),

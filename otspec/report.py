@@ -52,9 +52,7 @@ class ComparisonRow:
     reason: str = ""
 
 
-def compare(
-    p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None
-) -> list[ComparisonRow]:
+def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None) -> list[ComparisonRow]:
     r"""Acceptance of every verifier in :data:`ALL` that applies to ``law``, against the optimum.
 
     ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``. Each verifier's
@@ -180,10 +178,16 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
         status = None
         if hasattr(val, "value"):
             status, val = val.status, val.value
-        rows.append({
-            "verifier": name, "how": how, "expected_accepted": float(val), "block_efficiency": float(val) + 1.0,
-            "status": status, "seconds": round(time.perf_counter() - t0, 4),
-        })
+        rows.append(
+            {
+                "verifier": name,
+                "how": how,
+                "expected_accepted": float(val),
+                "block_efficiency": float(val) + 1.0,
+                "status": status,
+                "seconds": round(time.perf_counter() - t0, 4),
+            }
+        )
 
     def lp_wanted(nnz: int) -> bool:
         return lp == "yes" or (lp == "auto" and nnz <= LP_AUTO_MAX_NONZEROS)
@@ -191,27 +195,66 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
     add("token", "closed form (product of mins)", lambda: _token_chain.expected_accepted(p_model, q_model, gamma, memory_cap=memory_cap))
     add("block", "closed form (sum of W)", lambda: _block.expected_accepted(p_model, q_model, gamma, memory_cap=memory_cap))
     opt = block_optimum(p_model, q_model, gamma, memory_cap=memory_cap)
-    rows.append({"verifier": "block optimum", "how": "closed form W", "expected_accepted": opt.value, "block_efficiency": opt.value + 1.0,
-                 "status": opt.status, "seconds": None})
+    rows.append(
+        {
+            "verifier": "block optimum",
+            "how": "closed form W",
+            "expected_accepted": opt.value,
+            "block_efficiency": opt.value + 1.0,
+            "status": opt.status,
+            "seconds": None,
+        }
+    )
     _, _, nnz = lp_size(V, gamma, [V**gamma] * (gamma + 1), V**gamma)
     if lp_wanted(nnz):
-        add("block optimum", "block LP (HiGHS, certified)", lambda: block_optimum(p_model, q_model, gamma, method="lp", memory_cap=memory_cap))
+        add(
+            "block optimum",
+            "block LP (HiGHS, certified)",
+            lambda: block_optimum(p_model, q_model, gamma, method="lp", memory_cap=memory_cap),
+        )
     else:
         skipped.append(f"block LP ({nnz:,} nonzeros; pass --lp yes to force)")
-    rows.append({"verifier": "joint-coupling bound", "how": "sum_i (1 - TV of i-token joints); NOT achievable",
-                 "expected_accepted": opt.joint_coupling_bound, "block_efficiency": opt.joint_coupling_bound + 1.0, "status": None, "seconds": None})
+    rows.append(
+        {
+            "verifier": "joint-coupling bound",
+            "how": "sum_i (1 - TV of i-token joints); NOT achievable",
+            "expected_accepted": opt.joint_coupling_bound,
+            "block_efficiency": opt.joint_coupling_bound + 1.0,
+            "status": None,
+            "seconds": None,
+        }
+    )
     if k > 1:
-        add(f"K-SEQ sequence (k={k})", "exact enumeration of draft trees", lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="kseq"))
-        add(f"RRS tree (k={k})", "exact enumeration, with replacement", lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs"))
+        add(
+            f"K-SEQ sequence (k={k})",
+            "exact enumeration of draft trees",
+            lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="kseq"),
+        )
+        add(
+            f"RRS tree (k={k})",
+            "exact enumeration, with replacement",
+            lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs"),
+        )
         wor_ok = k <= int((q_model(()) > 0).sum())
         if wor_ok:
-            add(f"RRS tree w/o replacement (k={k})", "exact enumeration", lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs_wor"))
+            add(
+                f"RRS tree w/o replacement (k={k})",
+                "exact enumeration",
+                lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs_wor"),
+            )
         _, _, tnnz = lp_size(V, gamma, [min(k, V**t) * V ** (k * gamma) for t in range(gamma + 1)], V ** (k * gamma))
         if lp_wanted(tnnz):
-            add(f"tree optimum (k={k}, iid)", "tree LP (HiGHS, certified)", lambda: tree_optimum(p_model, q_model, k, gamma, memory_cap=memory_cap))
+            add(
+                f"tree optimum (k={k}, iid)",
+                "tree LP (HiGHS, certified)",
+                lambda: tree_optimum(p_model, q_model, k, gamma, memory_cap=memory_cap),
+            )
             if wor_ok:
-                add(f"tree optimum (k={k}, w/o repl.)", "tree LP (HiGHS, certified)",
-                    lambda: tree_optimum(p_model, q_model, k, gamma, replacement=False, memory_cap=memory_cap))
+                add(
+                    f"tree optimum (k={k}, w/o repl.)",
+                    "tree LP (HiGHS, certified)",
+                    lambda: tree_optimum(p_model, q_model, k, gamma, replacement=False, memory_cap=memory_cap),
+                )
         else:
             skipped.append(f"tree LP (up to {tnnz:,} nonzeros; pass --lp yes to force)")
     return BlockReport(rows=rows, skipped=skipped)

@@ -77,5 +77,3 @@ def sample_categorical_rows(rng: np.random.Generator, W: np.ndarray) -> np.ndarr
     pos = W > 0
     last = W.shape[1] - 1 - np.argmax(pos[:, ::-1], axis=1)
     return np.minimum(idx, last).astype(np.int64)
-
-

@@ -90,7 +90,9 @@ def synthetic_pair(
     """
     V = as_int_in_range(V, "vocab", minimum=1)
     # the pair, the ranking, two logit vectors and the softmax temporaries: ~10 float64 per token
-    check_memory(_PAIR_BYTES_PER_TOKEN * V, memory_cap, f"a synthetic pair over V = {V:,} tokens", "use a smaller vocab (or raise memory_cap)")
+    check_memory(
+        _PAIR_BYTES_PER_TOKEN * V, memory_cap, f"a synthetic pair over V = {V:,} tokens", "use a smaller vocab (or raise memory_cap)"
+    )
     if family not in FAMILIES:
         raise OtspecInputError(f"family must be one of {', '.join(FAMILIES)} (got {family!r}); pick one of those")
     temperature = _positive("temperature", temperature)

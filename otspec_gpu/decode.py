@@ -39,8 +39,9 @@ import math
 import sys
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ from otspec._validation import as_int_in_range
 from otspec.errors import OtspecInputError, UnsupportedMethodError
 from otspec_gpu.models import LM
 
-__all__ = ["decode", "DecodeResult", "plan_for", "DecodePlan", "CHAIN_VERIFIERS", "TREE_VERIFIERS", "IncompatibleModelsError"]
+__all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodePlan", "DecodeResult", "IncompatibleModelsError", "decode", "plan_for"]
 
 #: Chain verifiers (one drafted block per prompt).
 CHAIN_VERIFIERS = ("token", "block")
@@ -279,8 +280,8 @@ def decode(
     -------
     DecodeResult
     """
-    from otspec_gpu.trace import TraceBuilder
     from otspec_gpu import theory as _theory
+    from otspec_gpu.trace import TraceBuilder
 
     if not isinstance(target, LM) or not isinstance(draft, LM):
         raise OtspecInputError("target and draft must be otspec_gpu.models.LM (load them with otspec_gpu.models.load or wrap)")

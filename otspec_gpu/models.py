@@ -54,22 +54,22 @@ import torch
 from otspec.errors import OtspecInputError
 
 __all__ = [
+    "CACHE_ENV",
+    "GEMMA_INSTALL",
     "LM",
+    "MODEL_NAMES",
+    "SMOLLM2_INSTALL",
     "MissingModelPackageError",
     "UnknownModelError",
+    "cache_dir",
+    "gemma3",
+    "gguf_path",
     "load",
-    "wrap",
-    "tiny",
+    "self_draft",
     "smollm2",
     "smollm2_int8",
-    "gemma3",
-    "self_draft",
-    "cache_dir",
-    "gguf_path",
-    "MODEL_NAMES",
-    "CACHE_ENV",
-    "SMOLLM2_INSTALL",
-    "GEMMA_INSTALL",
+    "tiny",
+    "wrap",
 ]
 
 #: Environment variable overriding the safetensors cache directory.

@@ -4,7 +4,9 @@ For records :math:`r = 1..n` with realized accepted count :math:`\tau_r` and the
 :math:`e_r` of the same round (:mod:`otspec_gpu.theory`), :math:`E[\tau_r - e_r] = 0` when the
 implementation is right, whatever the contexts were; the report gives the mean difference with a
 99% normal confidence interval :math:`\bar d \pm z_{0.995}\, s_d / \sqrt{n}` and says whether it
-contains 0. Conditioning on the drafted path (chains, trees) or tuple (single-step) makes
+contains 0. Single-step rounds accept or not, with probability :math:`e_r` given the past, so
+their standard error is the exact :math:`\sqrt{\sum_r e_r (1 - e_r)} / n` instead of the sample
+estimate (which is 0 when, say, every one of a few rounds accepted). Conditioning on the drafted path (chains, trees) or tuple (single-step) makes
 :math:`e_r` integrate out only the accept coins, so the interval is narrow.
 
 Efficiency: ``target_calls_per_token`` = records / generated tokens (each record is one target
@@ -22,7 +24,7 @@ import numpy as np
 
 from otspec_gpu.trace import Trace
 
-__all__ = ["Report", "Agreement", "summarize", "Z99", "AGREE_ATOL"]
+__all__ = ["AGREE_ATOL", "Z99", "Agreement", "Report", "summarize"]
 
 #: Two-sided 99% standard normal quantile.
 Z99 = 2.5758293035489004
@@ -48,7 +50,10 @@ class Agreement:
         return bool(self.ci_low - AGREE_ATOL <= 0.0 <= self.ci_high + AGREE_ATOL)
 
 
-def _agreement(label: str, realized: np.ndarray, expected: np.ndarray) -> Agreement:
+def _agreement(label: str, realized: np.ndarray, expected: np.ndarray, *, bernoulli: bool = False) -> Agreement:
+    r"""``bernoulli``: the realized values are 0/1 with success probability ``expected`` given the
+    past, so the variance of the mean difference is exactly :math:`\sum_r e_r (1 - e_r) / n^2`
+    (a martingale sum); otherwise the sample variance of the differences is used."""
     ok = np.isfinite(expected)
     r, e = realized[ok].astype(np.float64), expected[ok]
     n = int(r.size)
@@ -56,8 +61,11 @@ def _agreement(label: str, realized: np.ndarray, expected: np.ndarray) -> Agreem
         nan = math.nan
         return Agreement(label, nan, nan, nan, nan, nan, 0)
     d = r - e
-    sd = float(d.std(ddof=1)) if n > 1 else math.inf
-    half = Z99 * sd / math.sqrt(n)
+    if bernoulli:
+        se = math.sqrt(float(np.sum(e * (1.0 - e)))) / n
+    else:
+        se = float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else math.inf
+    half = Z99 * se
     m = float(d.mean())
     return Agreement(label, float(r.mean()), float(e.mean()), m, m - half, m + half, n)
 
@@ -122,8 +130,8 @@ def summarize(trace: Trace) -> Report:
     optimum, how = math.nan, ""
     if "th_expected" in c:
         if mode == "single":
-            agreement.append(_agreement("acceptance | drafts", tau, c["th_expected_cond"]))
-            agreement.append(_agreement("acceptance", tau, c["th_expected"]))
+            agreement.append(_agreement("acceptance | drafts", tau, c["th_expected_cond"], bernoulli=True))
+            agreement.append(_agreement("acceptance", tau, c["th_expected"], bernoulli=True))
         else:
             agreement.append(_agreement("accepted tokens | path", tau, c["th_expected"]))
         for name in trace.theory_columns():

@@ -42,14 +42,14 @@ by an exact walk over the drafted tree with the per-node plans of
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 #: Largest kernel (draft tuples x tokens) built for a verifier without a closed form.
 SMALL_KERNEL_ENTRIES = 200_000
 
-__all__ = ["SMALL_KERNEL_ENTRIES", "round_theory", "chain_theory", "single_theory", "tree_expected", "tree_theory", "single_step_rows"]
+__all__ = ["SMALL_KERNEL_ENTRIES", "chain_theory", "round_theory", "single_step_rows", "single_theory", "tree_expected", "tree_theory"]
 
 
 def _np(t) -> np.ndarray:

@@ -43,7 +43,7 @@ import numpy as np
 
 from otspec.errors import InputFileError
 
-__all__ = ["Trace", "TraceBuilder", "load", "save", "METADATA_KEY", "PHASES"]
+__all__ = ["METADATA_KEY", "PHASES", "Trace", "TraceBuilder", "load", "save"]
 
 METADATA_KEY = "otspec_trace"
 PHASES = ("draft", "target", "verify", "rollback", "theory")

@@ -33,9 +33,12 @@ def test_calibration_bins_by_hand():
     c = (ph + z * z / (2 * n)) / (1 + z * z / n)
     h = z * math.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     assert abs(b.ci_low[0] - (c - h)) < 1e-12 and abs(b.ci_high[0] - (c + h)) < 1e-12
-    # overall z of the differences d = y - e: mean 0.5/6 - ..., checked against numpy directly
-    d = np.array(y) - np.array(e)
-    assert abs(b.z_overall - d.mean() / (d.std(ddof=1) / math.sqrt(6))) < 1e-12
+    # binary outcomes: z = sum(y - e) / sqrt(sum e (1 - e)) = (3 - 3.0) / ... = 0 here
+    assert abs(b.z_overall) < 1e-12
+    b2 = plot.calibration_bins([0.5, 0.5, 0.5, 0.5], [1, 1, 1, 0], n_bins=1)
+    assert abs(b2.z_overall - 1.0 / math.sqrt(4 * 0.25)) < 1e-12  # (3 - 2) / sqrt(1)
+    b3 = plot.calibration_bins([0.9] * 10, [1] * 10, n_bins=1)  # every outcome 1: still finite
+    assert abs(b3.z_overall - 1.0 / math.sqrt(10 * 0.09)) < 1e-12
 
 
 def test_calibration_bins_counts_use_normal_interval():
@@ -43,6 +46,8 @@ def test_calibration_bins_counts_use_normal_interval():
     assert not b.binary
     half = 1.959963984540054 * np.std([0.5, 1.5], ddof=1) / math.sqrt(2)
     assert abs(b.ci_low[0] - (1.0 - half)) < 1e-12 and abs(b.ci_high[0] - (1.0 + half)) < 1e-12
+    d = np.array([0.5, 1.5, 2.0, 3.0]) - np.array([1.0, 1.0, 2.0, 2.0])  # counts: sample-deviation z
+    assert abs(b.z_overall - d.mean() / (d.std(ddof=1) / math.sqrt(4))) < 1e-12
 
 
 def test_calibration_detects_a_biased_sampler():

@@ -100,7 +100,7 @@ def special_q(rng, V, kind):
         if kind == "unequal":
             q[2:] = rng.dirichlet(np.ones(V - 2)) * (1e-9 - 1e-10)
         else:
-            q[len(extra):] *= (1.0 - sum(extra)) / q[len(extra):].sum()
+            q[len(extra) :] *= (1.0 - sum(extra)) / q[len(extra) :].sum()
     return q[rng.permutation(V)]
 
 

@@ -6,7 +6,8 @@ each configuration -- token (gamma 4), block (gamma 4 and 8), k = 4 single-token
 and RRS, and k = 4 draft trees of depth 4 with SpecTr and RRS when the tree verifiers are installed
 -- we decode ``--max-new-tokens`` tokens and record target forward calls per generated token,
 tokens/s (decoding only; the per-round exact theory is timed apart and excluded), the share of a
-round spent in verification, and realized vs exact expected acceptance.
+round spent in verification, and realized vs exact expected acceptance. Target calls include the
+prefill forward on both sides (``transformers`` counts it among its calls too).
 
 Baselines on the same prompts, same process: ``transformers`` assisted generation
 (``assistant_model`` = the same int8 draft, sampling, ``num_assistant_tokens = gamma`` with the
@@ -30,14 +31,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, write_report  # noqa: E402
+from _report import markdown_table, write_report
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-from otspec_gpu import models  # noqa: E402
-from otspec_gpu.decode import decode  # noqa: E402
+from otspec_gpu import models
+from otspec_gpu.decode import decode
 
 PROMPTS = [
     # chat
@@ -93,7 +94,8 @@ def run_otspec(target, draft, ids, cfg, n_new, seed):
     t = rep.time_s
     agreement = rep.agreement[0]
     return dict(
-        tokens=rep.tokens, target_calls=rep.records, decode_s=t["prefill"] + t["draft"] + t["target"] + t["verify"] + t["rollback"],
+        # + 1: the prefill forward, which transformers' generate also counts among its target calls
+        tokens=rep.tokens, target_calls=rep.records + 1, decode_s=t["prefill"] + t["draft"] + t["target"] + t["verify"] + t["rollback"],
         verify_share=rep.verify_share, theory_s=t["theory"], realized=agreement.realized, expected=agreement.expected,
         diff=agreement.diff, ci=(agreement.ci_low, agreement.ci_high), agrees=agreement.agrees, optimum=rep.optimum,
     )
@@ -125,9 +127,10 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", default="token4,block4,block8,kseq4,rrs4,tree-kseq4,tree-rrs4,hf4,hf8,plain", help="comma-separated subset")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: on a shared 2-core machine two threads per process stall on every small matmul)")
     ap.add_argument("--out", default="experiments/bench/results")
     args = ap.parse_args()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(args.threads)
     target, draft = models.smollm2(), models.smollm2_int8()
     prompts = [chat(target.tokenizer, p) for p in PROMPTS[: args.prompts]]
     configs = {

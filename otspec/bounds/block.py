@@ -188,7 +188,9 @@ def _polish(A, b: np.ndarray, c: np.ndarray, basis):
         nrow = A.shape[0]
         if cols.sum() + rows.sum() != nrow:
             return None
-        slack = sp.csc_matrix((-np.ones(int(rows.sum())), (np.flatnonzero(rows), np.arange(int(rows.sum())))), shape=(nrow, int(rows.sum())))
+        slack = sp.csc_matrix(
+            (-np.ones(int(rows.sum())), (np.flatnonzero(rows), np.arange(int(rows.sum())))), shape=(nrow, int(rows.sum()))
+        )
         M = sp.hstack([A[:, np.flatnonzero(cols)], slack], format="csc")
         lu = splu(M)
         rhs = np.where(rows, 0.0, b)
@@ -213,7 +215,9 @@ _HIGHS_LADDER = (
 )
 
 
-def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str) -> BlockOptimumResult:
+def solve_path_lp(
+    table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
+) -> BlockOptimumResult:
     r"""Solve the full-information LP over (drafted outcome, emitted block).
 
     ``weights[o]`` is the draft probability of outcome ``o`` (a path, or a tree); ``nodes[o][t]``
@@ -298,6 +302,7 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
     value_s[draft_entry] = scaled_draft / row_max[index[draft_entry]]
     row_scale = np.concatenate([1.0 / row_max, np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), 1.0)])
     rhs = np.concatenate([b[:n_out] / row_max, (target > 0).astype(np.float64)])
+
     # Small LPs on peaked models can end with HiGHS model status "unknown" or a plan that fails the
     # certificate under one algorithm and solve cleanly under another: try a short ladder of
     # algorithms (dual simplex after presolve, IPM with crossover, primal simplex without presolve,
@@ -333,9 +338,17 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
         joint = _joint_coupling(table)
         labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
         if not ok:
-            return BlockOptimumResult(value=float("nan"), method="lp", status=STATUS_SOLVER_FAILED, joint_coupling_bound=joint, gamma=g, V=V, k=k,
-                                      checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
-                                      solver_info=info)
+            return BlockOptimumResult(
+                value=float("nan"),
+                method="lp",
+                status=STATUS_SOLVER_FAILED,
+                joint_coupling_bound=joint,
+                gamma=g,
+                V=V,
+                k=k,
+                checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
+                solver_info=info,
+            )
 
         # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
         xc = np.maximum(x, 0.0)
@@ -370,9 +383,19 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
         good = all(v <= CERTIFICATE_ATOL for v in checks.values())
         x.setflags(write=False)
         return BlockOptimumResult(
-            value=primal, method="lp", status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED, joint_coupling_bound=joint,
-            gamma=g, V=V, k=k, gap=float(gap), error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
-            checks={**checks, "polished": float(polished)}, plan=x, columns=labels, solver_info=info,
+            value=primal,
+            method="lp",
+            status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED,
+            joint_coupling_bound=joint,
+            gamma=g,
+            V=V,
+            k=k,
+            gap=float(gap),
+            error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
+            checks={**checks, "polished": float(polished)},
+            plan=x,
+            columns=labels,
+            solver_info=info,
         )
 
     result = None
@@ -384,7 +407,9 @@ def solve_path_lp(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequ
     return result
 
 
-def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None) -> BlockOptimumResult:
+def block_optimum(
+    p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None
+) -> BlockOptimumResult:
     r"""The largest expected number of accepted draft tokens of any lossless chain verifier.
 
     .. math:: \max E[\tau] = \sum_{i=1}^{\gamma} \sum_{x^i} W(x^i), \qquad
@@ -441,11 +466,17 @@ def block_optimum(p_model: Any, q_model: Any, gamma: int, *, method: str = "clos
         value = float(sum(w.sum() for w in W[1:]))
         n_terms = sum(w.size for w in W)
         return BlockOptimumResult(
-            value=value, method="closed_form", status=STATUS_OPTIMAL, joint_coupling_bound=_joint_coupling(table), gamma=gamma, V=table.V,
+            value=value,
+            method="closed_form",
+            status=STATUS_OPTIMAL,
+            joint_coupling_bound=_joint_coupling(table),
+            gamma=gamma,
+            V=table.V,
             error_bound=ROUNDING_PER_TERM * n_terms * (gamma + 1),
         )
     keep = np.flatnonzero(table.q_joint[gamma] > 0)
     anc = table.ancestors(gamma)[keep]
     nodes = [[anc[o, t : t + 1] for t in range(gamma + 1)] for o in range(keep.size)]
-    return solve_path_lp(table, table.q_joint[gamma][keep], nodes, k=1, memory_cap=memory_cap,
-                          what=f"the block LP at V = {table.V}, gamma = {gamma}")
+    return solve_path_lp(
+        table, table.q_joint[gamma][keep], nodes, k=1, memory_cap=memory_cap, what=f"the block LP at V = {table.V}, gamma = {gamma}"
+    )

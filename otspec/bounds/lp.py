@@ -32,7 +32,7 @@ import numpy as np
 
 from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL
 from otspec._validation import check_memory
-from otspec.errors import UnsupportedMethodError
+from otspec.errors import InvalidOptionError, UnsupportedMethodError
 from otspec.bounds.cuts import prefix_cut_values_from_sets
 from otspec.bounds.highs import solve_colwise
 from otspec.laws import ratio_order
@@ -172,8 +172,6 @@ def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraint
         extra = list(got) if isinstance(got, (list, tuple)) else ([got] if got is not None else [])
         bad = [c for c in extra if not isinstance(c, cp.constraints.constraint.Constraint)]
         if bad:
-            from otspec._validation import InvalidOptionError
-
             raise InvalidOptionError(
                 f"constraints must return a list of cvxpy constraints (got {type(bad[0]).__name__}: {bad[0]!r:.60}); "
                 "build them from lp.w, e.g. [lp.w[0] <= 0.1]"

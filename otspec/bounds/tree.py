@@ -36,7 +36,9 @@ from otspec.trees import draft_trees
 __all__ = ["tree_optimum"]
 
 
-def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement: bool = True, memory_cap: float | None = None) -> BlockOptimumResult:
+def tree_optimum(
+    p_model: Any, q_model: Any, k: int, gamma: int, *, replacement: bool = True, memory_cap: float | None = None
+) -> BlockOptimumResult:
     r"""Solve the full-information tree LP for ``k`` drafted sequences of length ``gamma``.
 
     Parameters
@@ -87,5 +89,11 @@ def tree_optimum(p_model: Any, q_model: Any, k: int, gamma: int, *, replacement:
     for row in uniq:
         leaves = np.unique(row)
         nodes.append([np.unique(leaves // V ** (gamma - t)) for t in range(gamma + 1)])
-    return solve_path_lp(table, w, nodes, k=k, memory_cap=memory_cap,
-                          what=f"the tree LP at V = {V}, k = {k}, gamma = {gamma} ({uniq.shape[0]:,} distinct tries)")
+    return solve_path_lp(
+        table,
+        w,
+        nodes,
+        k=k,
+        memory_cap=memory_cap,
+        what=f"the tree LP at V = {V}, k = {k}, gamma = {gamma} ({uniq.shape[0]:,} distinct tries)",
+    )

@@ -37,12 +37,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--vocab", "-V", required=True, metavar="V", help="vocabulary size")
     ap.add_argument("--gamma", "-g", required=True, metavar="G", help="draft block length")
     ap.add_argument("--drafts", "-k", default="1", metavar="K", help="number of drafted sequences (default 1)")
-    ap.add_argument("--concentration", default=str(rnd["concentration"]), metavar="A", help=f"Dirichlet concentration of the target (default {rnd['concentration']})")
+    ap.add_argument(
+        "--concentration",
+        default=str(rnd["concentration"]),
+        metavar="A",
+        help=f"Dirichlet concentration of the target (default {rnd['concentration']})",
+    )
     ap.add_argument("--seed", default=str(rnd["seed"]), metavar="S", help=f"seed of both models (default {rnd['seed']})")
-    ap.add_argument("--noise", default=str(close["noise"]), metavar="L", help=f"draft = (1-L) tempered target + L Dirichlet noise (default {close['noise']})")
-    ap.add_argument("--temperature", default=str(close["temperature"]), metavar="T", help=f"temperature applied to the target to make the draft (default {close['temperature']})")
-    ap.add_argument("--lp", choices=("auto", "yes", "no"), default="auto", help="solve the block/tree LPs: auto = when small (default), yes = always, no = never")
-    ap.add_argument("--memory-cap", default=None, metavar="GIB", help="refuse computations whose estimated memory exceeds this many GiB (default 4)")
+    ap.add_argument(
+        "--noise",
+        default=str(close["noise"]),
+        metavar="L",
+        help=f"draft = (1-L) tempered target + L Dirichlet noise (default {close['noise']})",
+    )
+    ap.add_argument(
+        "--temperature",
+        default=str(close["temperature"]),
+        metavar="T",
+        help=f"temperature applied to the target to make the draft (default {close['temperature']})",
+    )
+    ap.add_argument(
+        "--lp",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="solve the block/tree LPs: auto = when small (default), yes = always, no = never",
+    )
+    ap.add_argument(
+        "--memory-cap", default=None, metavar="GIB", help="refuse computations whose estimated memory exceeds this many GiB (default 4)"
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.set_defaults(func=run)
 
@@ -77,24 +99,39 @@ def run(args: argparse.Namespace) -> int:
     if cap is not None and not cap > 0:
         raise CliError(f"--memory-cap must be > 0 GiB (got {args.memory_cap!r})")
     target = models.dirichlet(V, concentration=_float(args.concentration, "--concentration"), seed=seed, memory_cap=cap)
-    draft = models.close_draft(target, temperature=_float(args.temperature, "--temperature"), noise=_float(args.noise, "--noise"), seed=seed)
+    draft = models.close_draft(
+        target, temperature=_float(args.temperature, "--temperature"), noise=_float(args.noise, "--noise"), seed=seed
+    )
 
     models.check_prefix_enumeration(V, gamma, hint="use a smaller --vocab or --gamma")  # before any enumeration
     rep = block_report(target, draft, gamma, k, lp=args.lp, memory_cap=cap)
     rows, skipped = rep.rows, rep.skipped
 
-    params = {"vocab": V, "gamma": gamma, "drafts": k, "concentration": target.concentration, "seed": seed,
-              "noise": draft.noise, "temperature": draft.temperature, "target": repr(target), "draft": repr(draft)}
+    params = {
+        "vocab": V,
+        "gamma": gamma,
+        "drafts": k,
+        "concentration": target.concentration,
+        "seed": seed,
+        "noise": draft.noise,
+        "temperature": draft.temperature,
+        "target": repr(target),
+        "draft": repr(draft),
+    }
     if args.json:
         print_json({"params": params, "results": rows, "skipped": skipped})
         return 0
     table_rows = [
-        (r["verifier"], r["how"], f"{r['expected_accepted']:.10f}", f"{r['block_efficiency']:.10f}", r["status"] or "")
-        for r in rows
+        (r["verifier"], r["how"], f"{r['expected_accepted']:.10f}", f"{r['block_efficiency']:.10f}", r["status"] or "") for r in rows
     ]
     # (no square brackets: rich would read them as markup)
     caption = "accepted = E(tau), expected accepted draft tokens per block; block efficiency = E(tau) + 1."
     if skipped:
         caption += " Skipped: " + "; ".join(skipped) + "."
-    print_table(f"otspec block: V={V}, gamma={gamma}, k={k}, seed={seed}", ("verifier", "how", "accepted E(tau)", "block efficiency", "status"), table_rows, caption=caption)
+    print_table(
+        f"otspec block: V={V}, gamma={gamma}, k={k}, seed={seed}",
+        ("verifier", "how", "accepted E(tau)", "block efficiency", "status"),
+        table_rows,
+        caption=caption,
+    )
     return 0

@@ -12,7 +12,7 @@ from typing import Any
 
 from otspec.cli._common import CliError, print_json, print_table, progress
 
-__all__ = ["register", "run", "DEFAULTS"]
+__all__ = ["DEFAULTS", "register", "run"]
 
 #: The library defaults of :func:`otspec_gpu.decode.decode` (kept equal by a test).
 DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_tokens=64, seed=0)
@@ -31,19 +31,49 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     ap.add_argument("--target", default="smollm2", help="target model: smollm2, gemma3-270m, tiny (default smollm2)")
-    ap.add_argument("--draft", default="smollm2-int8", help="draft model: smollm2-int8, smollm2-t<T> (self-draft at temperature T), gemma3-270m-t<T>, tiny-draft (default smollm2-int8)")
+    ap.add_argument(
+        "--draft",
+        default="smollm2-int8",
+        help="draft model: smollm2-int8, smollm2-t<T> (self-draft at temperature T), gemma3-270m-t<T>, tiny-draft (default smollm2-int8)",
+    )
     ap.add_argument("--verifier", default=DEFAULTS["verifier"], help=f"verifier name (default {DEFAULTS['verifier']})")
-    ap.add_argument("--drafts", "-k", default=str(DEFAULTS["drafts"]), metavar="K", help=f"number of drafts / drafted sequences (default {DEFAULTS['drafts']})")
-    ap.add_argument("--gamma", "-g", default=str(DEFAULTS["gamma"]), metavar="G", help=f"draft block length (default {DEFAULTS['gamma']}; 1 for single-step verifiers)")
+    ap.add_argument(
+        "--drafts",
+        "-k",
+        default=str(DEFAULTS["drafts"]),
+        metavar="K",
+        help=f"number of drafts / drafted sequences (default {DEFAULTS['drafts']})",
+    )
+    ap.add_argument(
+        "--gamma",
+        "-g",
+        default=str(DEFAULTS["gamma"]),
+        metavar="G",
+        help=f"draft block length (default {DEFAULTS['gamma']}; 1 for single-step verifiers)",
+    )
     ap.add_argument("--prompt", "-p", action="append", required=True, help="prompt text (repeat for a batch)")
-    ap.add_argument("--temperature", "-t", default=str(DEFAULTS["temperature"]), metavar="T", help=f"sampling temperature, 0 = greedy (default {DEFAULTS['temperature']})")
+    ap.add_argument(
+        "--temperature",
+        "-t",
+        default=str(DEFAULTS["temperature"]),
+        metavar="T",
+        help=f"sampling temperature, 0 = greedy (default {DEFAULTS['temperature']})",
+    )
     ap.add_argument("--top-k", default=None, metavar="N", help="keep the N most likely tokens (default: all)")
     ap.add_argument("--top-p", default=None, metavar="P", help="nucleus sampling mass (default: 1)")
-    ap.add_argument("--max-new-tokens", "-n", default=str(DEFAULTS["max_new_tokens"]), metavar="N", help=f"tokens to generate per prompt (default {DEFAULTS['max_new_tokens']})")
+    ap.add_argument(
+        "--max-new-tokens",
+        "-n",
+        default=str(DEFAULTS["max_new_tokens"]),
+        metavar="N",
+        help=f"tokens to generate per prompt (default {DEFAULTS['max_new_tokens']})",
+    )
     ap.add_argument("--seed", default=str(DEFAULTS["seed"]), metavar="S", help=f"seed (default {DEFAULTS['seed']})")
     ap.add_argument("--no-theory", action="store_true", help="skip the per-round exact theory (faster)")
     ap.add_argument("--trace", default=None, metavar="FILE", help="write the per-round trace (safetensors) to FILE")
     ap.add_argument("--json", action="store_true", help="print JSON instead of text and a table")
+    ap.add_argument("--verifier-weights", default=None, metavar="FILE", help="trained verifier for --verifier sprinter (approximate; prints its certified TV bound)")
+    ap.add_argument("--threshold", default=None, metavar="T", help="decision threshold of the sprinter verifier (default: the one stored in FILE)")
     ap.set_defaults(func=run)
 
 
@@ -62,6 +92,10 @@ def _num(value: Any, flag: str, kind: type, *, minimum: float | None = None, opt
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.verifier == "sprinter":  # approximate (SPRINTER): its own decoder and report
+        from otspec.cli.sprinter import run_sprinter
+
+        return run_sprinter(args)
     drafts = _num(args.drafts, "--drafts", int, minimum=1)
     gamma = _num(args.gamma, "--gamma", int, minimum=1)
     temperature = _num(args.temperature, "--temperature", float, minimum=0)
@@ -89,8 +123,18 @@ def run(args: argparse.Namespace) -> int:
     with progress(not args.json) as bar:
         task = bar.add_task("decoding", total=n_new)
         res = decode(
-            target, draft, args.prompt if len(args.prompt) > 1 else args.prompt[0], verifier=args.verifier, drafts=drafts, gamma=gamma,
-            temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=n_new, seed=seed, theory=not args.no_theory,
+            target,
+            draft,
+            args.prompt if len(args.prompt) > 1 else args.prompt[0],
+            verifier=args.verifier,
+            drafts=drafts,
+            gamma=gamma,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            max_new_tokens=n_new,
+            seed=seed,
+            theory=not args.no_theory,
             progress=lambda n: bar.update(task, completed=n),
         )
     if args.trace:

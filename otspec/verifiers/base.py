@@ -70,9 +70,7 @@ class Verifier:
         p = as_distribution(p, "p")
         law.check_compatible(p)
         if not self.applies_to(law):
-            raise UnsupportedMethodError(
-                f"verifier {self.name!r} does not apply to the draft law {law!r}: {self.rule}; {self.fix}"
-            )
+            raise UnsupportedMethodError(f"verifier {self.name!r} does not apply to the draft law {law!r}: {self.rule}; {self.fix}")
         return p
 
     # -- public API ------------------------------------------------------------------------

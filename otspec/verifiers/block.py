@@ -252,7 +252,9 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     for i in range(1, g + 1):
         pb, qb = p_model(x[: i - 1]), q_model(x[: i - 1])
         if qb[x[i - 1]] <= 0:
-            raise InvalidDraftsError(f"drafts[{i - 1}] = {x[i - 1]} has draft probability 0 after {x[:i - 1]}; pass a path the draft can produce")
+            raise InvalidDraftsError(
+                f"drafts[{i - 1}] = {x[i - 1]} has draft probability 0 after {x[: i - 1]}; pass a path the draft can produce"
+            )
         with np.errstate(divide="ignore"):
             lp = min(logp[-1] + np.log(pb[x[i - 1]]) - np.log(qb[x[i - 1]]), 0.0)
         logp.append(lp)

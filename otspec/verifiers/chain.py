@@ -132,7 +132,9 @@ def check_path_row(row: np.ndarray, name: str, i: int) -> None:
     total = np.einsum("i->", row)  # ~2x faster than row.sum() at V = 262 144
     V = row.shape[0]
     if not np.isfinite(total) or abs(total - 1.0) > PATH_ROW_SUM_ATOL * max(1.0, V / 1e5):
-        raise InvalidDistributionError(f"{name}[{i}] must be a finite distribution summing to 1 (got sum {total:.12g}); normalise in float64")
+        raise InvalidDistributionError(
+            f"{name}[{i}] must be a finite distribution summing to 1 (got sum {total:.12g}); normalise in float64"
+        )
     low = row.min()
     if low < 0:
         raise InvalidDistributionError(f"{name}[{i}] must be non-negative (got {low:.3g}); clip rounding noise yourself if intended")
@@ -188,5 +190,3 @@ def kernel_from_table(table: "_models.PrefixTable", path_law: Callable, name: st
     for arr in (paths, weights, law):
         arr.setflags(write=False)
     return ChainKernel(paths=paths, weights=weights, law=law, verifier=name)
-
-

@@ -194,6 +194,8 @@ def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
     """
     p_model = _models.as_model(p_model, name="p_model")
     P = _models.conditionals_along(p_model, np.asarray(drafts).reshape(-1).tolist())
-    Qc = _models.conditionals_along(_models.as_model(q_model, V=p_model.V, name="q_model"), np.asarray(drafts).reshape(-1).tolist(), include_last=False)
+    Qc = _models.conditionals_along(
+        _models.as_model(q_model, V=p_model.V, name="q_model"), np.asarray(drafts).reshape(-1).tolist(), include_last=False
+    )
     P, Qc, x = check_path_arrays(P, Qc, drafts, validate=True)
     return _path_law(P, Qc, x)

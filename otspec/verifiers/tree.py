@@ -260,7 +260,9 @@ def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
         raise InvalidDraftsError(f"tree must have shape (k, gamma) (got {arr.shape}); pass one drafted sequence per row")
     paths = tuple(_models.as_prefix(row.tolist(), p_model.V, name=f"tree[{j}]") for j, row in enumerate(arr))
     for j, path in enumerate(paths):  # every drafted token must have positive draft probability at its node
-        as_supported_drafts(path, _models.conditionals_along(q_model, list(path), include_last=False), name=f"tree[{j}]", q_name="q_model conditionals")
+        as_supported_drafts(
+            path, _models.conditionals_along(q_model, list(path), include_last=False), name=f"tree[{j}]", q_name="q_model conditionals"
+        )
     if verifier == "rrs_wor" and len({x[0] for x in paths}) < len(paths):
         raise InvalidDraftsError("tree's first tokens repeat, which drafting without replacement never does; pass distinct first tokens")
     return p_model, q_model, rng, paths

@@ -33,7 +33,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["approximate", "pass_probabilities", "plan", "tv_to_target"]
+__all__ = ["approximate", "conditional", "pass_probabilities", "plan", "sample", "tv_to_target"]
 
 
 def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> torch.Tensor:

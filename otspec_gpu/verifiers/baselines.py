@@ -29,7 +29,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["VERIFIERS", "naive", "naive_plan", "nss"]
+__all__ = ["VERIFIERS", "naive", "naive_conditional", "naive_plan", "naive_sample", "nss", "nss_conditional", "nss_sample"]
 
 _LAWS = ("iid", "without_replacement", "greedy")
 

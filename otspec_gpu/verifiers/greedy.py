@@ -35,7 +35,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["VERIFIERS", "greedy_optimal", "hub_plans", "plan", "spechub"]
+__all__ = ["VERIFIERS", "conditional", "conditional_hub", "greedy_optimal", "hub_plans", "plan", "sample", "sample_hub", "spechub"]
 
 
 def _q_rest(q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
@@ -73,8 +73,8 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     --------
     >>> import torch
     >>> p = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64); q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
-    >>> conditional(p, q, torch.tensor([[0, 2]])).tolist()
-    [[0.2, 0.5, 0.3]]
+    >>> [round(v, 12) for v in conditional(p, q, torch.tensor([[0, 2]]))[0].tolist()]  # keep 2 w.p. 0.3 / 0.4
+    [0.25, 0.0, 0.75]
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
     if validate:
@@ -117,8 +117,8 @@ def conditional_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
     --------
     >>> import torch
     >>> p = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64); q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
-    >>> [round(v, 12) for v in conditional_hub(p, q, torch.tensor([[0, 2]]))[0].tolist()]
-    [0.2, 0.5, 0.3]
+    >>> [round(v, 12) for v in conditional_hub(p, q, torch.tensor([[0, 2]]))[0].tolist()]  # = greedy_optimal's row
+    [0.25, 0.0, 0.75]
     """
     p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
     if validate:

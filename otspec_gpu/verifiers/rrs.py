@@ -35,7 +35,7 @@ from otspec_gpu.verifiers._common import (
     step_output,
 )
 
-__all__ = ["VERIFIERS", "conditional", "conditional_wor", "plan", "plan_wor", "rrs", "rrs_wor", "sample", "sample_wor"]
+__all__ = ["VERIFIERS", "SharedWor", "conditional", "conditional_wor", "plan", "plan_wor", "rrs", "rrs_wor", "sample", "sample_wor", "shared_wor"]
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:

@@ -369,7 +369,7 @@ def draft_sequences(
         if t == 0:
             prefix = prefix.to(qt.device)
         if t == 0 and not replacement:
-            x = sample_drafts(qt.view(B, k, -1)[:, 0], k, "without_replacement", generator=generator).reshape(n)
+            x = sample_drafts(qt.reshape(B, k, -1)[:, 0], k, "without_replacement", generator=generator).reshape(n)
         else:
             x = categorical(qt, generator)
         xs.append(x)

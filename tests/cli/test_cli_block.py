@@ -30,12 +30,15 @@ def test_json_matches_library(capsys):
     by = {(r["verifier"], r["how"]): r for r in out["results"]}
     names = [r["verifier"] for r in out["results"]]
     assert names[:2] == ["token", "block"]
-    assert by[("token", "closed form (product of mins)")]["expected_accepted"] == pytest.approx(tc.expected_accepted(p, q, 2), abs=FLOAT64_ATOL)
+    assert by[("token", "closed form (product of mins)")]["expected_accepted"] == pytest.approx(
+        tc.expected_accepted(p, q, 2), abs=FLOAT64_ATOL
+    )
     assert by[("block", "closed form (sum of W)")]["expected_accepted"] == pytest.approx(bv.expected_accepted(p, q, 2), abs=FLOAT64_ATOL)
     lp = by[("block optimum", "block LP (HiGHS, certified)")]
     assert lp["status"] == "optimal" and lp["expected_accepted"] == pytest.approx(block_optimum(p, q, 2).value, abs=EXACT_ATOL)
     assert by[("K-SEQ sequence (k=2)", "exact enumeration of draft trees")]["expected_accepted"] == pytest.approx(
-        tree.expected_accepted(p, q, 2, 2, verifier="kseq"), abs=FLOAT64_ATOL)
+        tree.expected_accepted(p, q, 2, 2, verifier="kseq"), abs=FLOAT64_ATOL
+    )
     t = [r for r in out["results"] if r["verifier"].startswith("tree optimum (k=2, iid)")][0]
     assert t["expected_accepted"] == pytest.approx(tree_optimum(p, q, 2, 2).value, abs=EXACT_ATOL)
     for r in out["results"]:
@@ -80,8 +83,12 @@ def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
 
 def test_subprocess():
     env = dict(os.environ, COLUMNS="200")
-    r = subprocess.run([sys.executable, "-m", "otspec", "block", "--vocab", "2", "--gamma", "2", "--json"], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "otspec", "block", "--vocab", "2", "--gamma", "2", "--json"], capture_output=True, text=True, env=env
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["params"]["gamma"] == 2
-    r = subprocess.run([sys.executable, "-m", "otspec", "block", "--vocab", "100000", "--gamma", "3"], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "otspec", "block", "--vocab", "100000", "--gamma", "3"], capture_output=True, text=True, env=env
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "1,000,010,000,100,001 prefixes" in r.stderr

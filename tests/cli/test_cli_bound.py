@@ -67,7 +67,9 @@ def test_logits_files(tmp_path, capsys):
     lp, lq = np.array([1.0, 0.0, -1.0]), np.array([0.0, 0.0, 0.0])
     np.save(tmp_path / "p.npy", lp)
     np.save(tmp_path / "q.npy", lq)
-    rc = main(["bound", "--p", str(tmp_path / "p.npy"), "--q", str(tmp_path / "q.npy"), "--logits", "--drafts", "1", "--json", "--law", "k1"])
+    rc = main(
+        ["bound", "--p", str(tmp_path / "p.npy"), "--q", str(tmp_path / "q.npy"), "--logits", "--drafts", "1", "--json", "--law", "k1"]
+    )
     assert rc == 0
     p = np.exp(lp) / np.exp(lp).sum()
     out = json.loads(capsys.readouterr().out)
@@ -129,7 +131,9 @@ def test_default_laws_that_do_not_apply_are_listed_not_fatal(capsys):
 def test_broken_pipe_is_quiet():
     r = subprocess.run(
         f"{sys.executable} -m otspec bound --vocab 2000 --drafts 2 --json --verifiers | head -1",
-        shell=True, capture_output=True, text=True,
+        shell=True,
+        capture_output=True,
+        text=True,
     )
     assert r.stdout.strip() == "{"
     assert "Traceback" not in r.stderr
@@ -137,6 +141,7 @@ def test_broken_pipe_is_quiet():
 
 def _strict_loads(text):
     """json.loads that refuses NaN / Infinity (what strict RFC 8259 parsers do)."""
+
     def refuse(token):
         raise ValueError(f"non-standard JSON constant {token}")
 

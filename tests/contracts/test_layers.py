@@ -52,14 +52,19 @@ def _modules():
         yield ".".join(parts), ast.parse(path.read_text())
 
 
+def _in_core(name: str) -> bool:
+    """``otspec`` and its submodules (``otspec_gpu`` is an optional adapter the CLI imports lazily)."""
+    return name == "otspec" or name.startswith("otspec.")
+
+
 def _imports(tree: ast.AST):
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("otspec"):
+        if isinstance(node, ast.ImportFrom) and node.module and _in_core(node.module):
             for alias in node.names:
                 yield node.module, alias.name
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("otspec"):
+                if _in_core(alias.name):
                     yield alias.name, None
 
 

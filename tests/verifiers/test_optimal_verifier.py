@@ -140,7 +140,8 @@ def test_lorenz_curve_of_r_star_lies_below_phi(V, k, family):
 
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "V,k,family,seed", [(3000, 2, "zipf", 0), (3000, 4, "zipf", 1), (4000, 8, "zipf", 2), (2000, 8, "dirichlet", 3), (3000, 3, "dirichlet", 4)]
+    "V,k,family,seed",
+    [(3000, 2, "zipf", 0), (3000, 4, "zipf", 1), (4000, 8, "zipf", 2), (2000, 8, "dirichlet", 3), (3000, 3, "dirichlet", 4)],
 )
 def test_integrated_selection_law_equals_r_star(V, k, family, seed):
     p, q = synthetic_pair(V, family=family, seed=seed)

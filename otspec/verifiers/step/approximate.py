@@ -80,9 +80,7 @@ class ApproximateVerifier(Verifier):
             )
         if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
             bad = int(np.flatnonzero(~(np.isfinite(a) & (a >= 0) & (a <= 1)))[0])
-            raise InvalidDistributionError(
-                f"pass_prob must lie in [0, 1] (got {a[bad]} at index {bad}); pass probabilities, not logits"
-            )
+            raise InvalidDistributionError(f"pass_prob must lie in [0, 1] (got {a[bad]} at index {bad}); pass probabilities, not logits")
 
     def applies_to(self, law: DraftLaw) -> bool:
         return law.k == 1
@@ -101,7 +99,9 @@ class ApproximateVerifier(Verifier):
         x = tuples[:, :1]
         res, _ = residual(p, q)
         # round 1: the predicate's coin; round 2: the exact rule's coin, on the same token
-        return SequentialPlan(tokens=np.concatenate([x, x], axis=1), accept=np.concatenate([a[x], accept_ratio(p[x], q[x])], axis=1), residual=res)
+        return SequentialPlan(
+            tokens=np.concatenate([x, x], axis=1), accept=np.concatenate([a[x], accept_ratio(p[x], q[x])], axis=1), residual=res
+        )
 
     def _closed_form(self, p, law):
         q = law.first_draft_marginal()

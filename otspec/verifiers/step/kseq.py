@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
+from otspec._validation import as_distribution, as_int_in_range, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual
@@ -206,8 +206,6 @@ def details(p: Any, q: Any, k: int) -> KSeqDetails:
     >>> 1.0 <= d.rho_star <= 2.0, d.phase1 <= d.membership
     (True, True)
     """
-    from otspec._validation import as_int_in_range
-
     p = as_distribution(p, "p")
     q = as_distribution(q, "q")
     check_same_vocab(p, q)

@@ -259,7 +259,9 @@ class _Geometry:
         one = (i - a) == 1
         two = (b - i) == 1
         dl = np.where(one, self.rho[np.maximum(i - 1, 0)] / self.w[np.maximum(i - 1, 0)], (L[i] - L[a]) / np.where(w1 > 0, w1, 1.0))
-        dr = np.where(two, self.rho[np.minimum(i, self.m - 1)] / self.w[np.minimum(i, self.m - 1)], (L[b] - L[i]) / np.where(w2 > 0, w2, 1.0))
+        dr = np.where(
+            two, self.rho[np.minimum(i, self.m - 1)] / self.w[np.minimum(i, self.m - 1)], (L[b] - L[i]) / np.where(w2 > 0, w2, 1.0)
+        )
         den = (w1 + w2) * _hsum3(self.Y[a], self.Y[i], self.Y[b], self.k - 2)
         out = (dl - dr) / den
         return np.where(den > 0, out, 0.0)

@@ -40,8 +40,11 @@ def test_khisti_lp_weights_attain_optimum_for_every_law_kind(rng):
     for _ in range(15):
         V, k = int(rng.integers(2, 6)), int(rng.integers(2, 4))
         q, p = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
-        laws = [otspec.iid(q, k), otspec.product([rng.dirichlet(np.ones(V)) for _ in range(k)]),
-                otspec.explicit(rng.integers(0, V, size=(5, k)), rng.dirichlet(np.ones(5)), vocab_size=V)]
+        laws = [
+            otspec.iid(q, k),
+            otspec.product([rng.dirichlet(np.ones(V)) for _ in range(k)]),
+            otspec.explicit(rng.integers(0, V, size=(5, k)), rng.dirichlet(np.ones(5)), vocab_size=V),
+        ]
         if k <= V:
             laws.append(otspec.without_replacement(q, k))
         for law in laws:
@@ -125,7 +128,6 @@ def test_greedy_top_is_the_stable_full_sort_including_ties(rng):
         rest = q.copy()
         rest[top] = 0.0
         return top, rest / rest.sum()
-
 
     for q in ([0.2, 0.2, 0.2, 0.2, 0.2], [0.1, 0.3, 0.3, 0.1, 0.2], [0.0, 0.5, 0.0, 0.25, 0.25]):
         for k in (1, 2, 3):

@@ -1,0 +1,165 @@
+"""The decoder on a real LLM: SmolLM2-135M-Instruct target, its int8 dynamic-quantized draft.
+
+* temperature 0: every verifier reproduces the target's own greedy decoding token for token (two
+  prompts decoded as one left-padded batch, so the masked-cache path runs on a real model);
+* temperature 1: the realized accepted count agrees with the exact per-round expectation of the
+  otspec core; the test's interval is z = 4.89 standard errors (two-sided false alarm 1e-6, normal
+  approximation over the rounds; the report itself prints 99% intervals);
+* the trace survives a save / load round trip and the report recomputes identically from it;
+* the ``otspec decode`` command.
+
+SpecHub is absent from the greedy test: it verifies exactly two drafts of the greedy law (top-1
+plus one sampled from the rest), which a one-hot draft distribution cannot produce.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from otspec.cli import main
+from otspec_gpu import models
+from otspec_gpu.decode import decode
+from otspec_gpu.report import Z99, summarize
+from otspec_gpu.trace import load
+from otspec_gpu.verifiers import SINGLE_STEP
+
+PROMPTS = ["The capital of France is", "def fibonacci(n):"]
+Z_TEST = 4.891638475698996  # two-sided normal quantile for 1e-6
+N_GREEDY = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine, two threads per process make every small
+    matmul wait for the other thread (measured 10-20x slower under load)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return models.smollm2(), models.smollm2_int8()
+
+
+def greedy_reference(target, prompt: str, n: int) -> list:
+    from transformers import DynamicCache
+
+    ids = target.encode(prompt)
+    cache = DynamicCache()
+    logits = target.logits(torch.tensor([ids]), cache=cache)[0, -1]
+    out = []
+    for _ in range(n):
+        tok = int(torch.argmax(logits))  # ties -> lowest index, as probs_from_logits(temperature=0)
+        out.append(tok)
+        logits = target.logits(torch.tensor([[tok]]), cache=cache)[0, -1]
+    return out
+
+
+def greedy_cases():
+    cases = [("token", 1, 3), ("block", 1, 3)]
+    for name, v in SINGLE_STEP.items():
+        if not v.lossless:
+            continue
+        # A one-hot draft law has one token of positive probability: drafts without replacement or
+        # greedy top-(k-1) drafts need k distinct tokens, so those laws run with k = 1 at temperature 0.
+        # SpecHub takes exactly 2 drafts from the greedy law, which a one-hot q cannot produce, so it
+        # has no temperature-0 run.
+        k = 2 if v.draft_law == "iid" else 1
+        if name in ("token", "spechub"):
+            continue
+        cases.append((name, k, 1))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def references(pair):
+    return [greedy_reference(pair[0], p, N_GREEDY) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("verifier,k,gamma", greedy_cases())
+def test_temperature_zero_equals_target_greedy(pair, references, verifier, k, gamma):
+    res = decode(*pair, PROMPTS, verifier=verifier, drafts=k, gamma=gamma, temperature=0.0, max_new_tokens=N_GREEDY, seed=0, theory=False, stop_at_eos=False)
+    assert res.tokens == references
+
+
+def test_tree_temperature_zero_equals_target_greedy(pair, references):
+    for verifier in ("kseq", "rrs"):
+        res = decode(*pair, PROMPTS, verifier=verifier, drafts=2, gamma=3, temperature=0.0, max_new_tokens=N_GREEDY, seed=0, theory=False, stop_at_eos=False)
+        assert res.tokens == references, verifier
+
+
+def assert_agrees(rep):
+    assert rep.agreement
+    for a in rep.agreement:
+        se = (a.ci_high - a.ci_low) / (2 * Z99)
+        assert a.n >= 8
+        assert abs(a.diff) <= Z_TEST * se + 1e-9, a
+
+
+@pytest.fixture(scope="module")
+def block_run(pair):
+    return decode(*pair, "Write a short poem about rivers.", verifier="block", gamma=4, temperature=1.0, max_new_tokens=40, seed=3, stop_at_eos=False)
+
+
+def test_block_realized_matches_expected(block_run):
+    rep = block_run.report()
+    assert_agrees(rep)
+    assert rep.tokens == 40 and math.isclose(rep.target_calls_per_token, rep.records / 40)
+
+
+def test_single_step_realized_matches_expected(pair):
+    res = decode(*pair, "Explain why the sky is blue.", verifier="rrs", drafts=3, gamma=1, temperature=1.0, max_new_tokens=40, seed=5, stop_at_eos=False)
+    rep = res.report()
+    assert_agrees(rep)
+    c = res.trace.columns
+    # the exact optimum bounds every verifier's expected acceptance, round by round
+    for name in ("rrs", "kseq", "nss", "naive"):
+        assert np.all(c[f"th_exp_{name}"] <= c["th_optimum"] + 1e-9), name
+
+
+def test_tree_realized_matches_expected(pair):
+    res = decode(*pair, "List three facts about the moon.", verifier="kseq", drafts=2, gamma=3, temperature=1.0, max_new_tokens=24, seed=2, stop_at_eos=False)
+    assert res.config["mode"] == "tree"
+    assert_agrees(res.report())
+
+
+def test_trace_round_trip_and_report_recomputes(block_run, tmp_path):
+    path = block_run.trace.save(tmp_path / "run.safetensors")
+    back = load(path)
+    assert back.config == json.loads(json.dumps(block_run.trace.config))
+    assert set(back.columns) == set(block_run.trace.columns)
+    for name, arr in block_run.trace.columns.items():
+        np.testing.assert_array_equal(back.columns[name], arr, err_msg=name)
+    assert summarize(back).to_dict() == block_run.report().to_dict()
+    # the kept top-K probabilities plus tail mass are the full mass of each row
+    np.testing.assert_allclose(back["p_top"].sum(-1) + back["p_tail"], 1.0, atol=1e-9)
+    # the records reproduce the generated text: drafted prefix then the next token
+    toks = []
+    for r in range(back.n_records):
+        toks += back["drafts"][r, back["path"][r], : back["tau"][r]].tolist() + [int(back["next_token"][r])]
+    assert toks[:40] == block_run.tokens[0]
+
+
+def test_cli_decode_json(capsys):
+    rc = main(["decode", "--verifier", "block", "--gamma", "2", "--prompt", "Hello", "-n", "4", "--json", "--no-theory", "--temperature", "0"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(out["tokens"][0]) == 4 and out["report"]["tokens"] == 4
+
+
+def test_cli_errors_exit_2(capsys):
+    assert main(["decode", "--verifier", "nss", "--gamma", "4", "--prompt", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "single-step verifiers need gamma = 1" in err
+    assert main(["decode", "--gamma", "zero", "--prompt", "x"]) == 2
+
+
+def test_cli_defaults_are_the_library_defaults():
+    from otspec.cli.decode import DEFAULTS
+
+    kw = decode.__kwdefaults__
+    assert {key: kw[key] for key in DEFAULTS} == DEFAULTS
