@@ -49,6 +49,7 @@ from otspec._validation import as_distribution, as_supported_drafts, check_same_
 from otspec.laws import DraftLaw, ratio_order
 from otspec.verifiers.kernel import AcceptanceEstimate
 from otspec.verifiers.base import Verifier
+from otspec.sampling import sample_categorical_rows
 from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual_rows
 
 __all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_plan", "rsd_path_acceptance"]
@@ -215,6 +216,44 @@ class RRSWorVerifier(Verifier):
 
     def _plan(self, p, law, tuples):
         return rrs_wor_plan(p, law.q, tuples)
+
+    def _sample_rows(self, p, law, tuples, coin_rng, res_rng):
+        """The rule of :func:`rrs_wor_plan` run lazily: a row's round-j residual is built only if
+        the row reaches round j + 1 (round 0 needs no (n, V) array at all). The random draws
+        (one coin per row and round up front, then one residual draw per fully rejected row) and
+        every per-row float operation are those of ``sample_plan(rrs_wor_plan(...))``, so the
+        output is the same token for the same generator states."""
+        q = law.q
+        n, k = tuples.shape
+        V = p.shape[0]
+        out = np.empty(n, dtype=np.int64)
+        U = coin_rng.random((n, k))
+        x0 = tuples[:, 0]
+        hit = U[:, 0] < accept_ratio(p[x0], q[x0])
+        out[hit] = x0[hit]
+        alive = np.flatnonzero(~hit)
+        if alive.size == 0:
+            return out
+        P = np.broadcast_to(p, (alive.size, V)).copy()
+        Q = np.broadcast_to(q, (alive.size, V)).copy()
+        for j in range(k):
+            r = np.arange(alive.size)
+            if j > 0:
+                x = tuples[alive, j]
+                hit = U[alive, j] < accept_ratio(P[r, x], Q[r, x])
+                out[alive[hit]] = x[hit]
+                keep = ~hit
+                alive, P, Q = alive[keep], P[keep], Q[keep]
+                if alive.size == 0:
+                    return out
+                r = np.arange(alive.size)
+            P, _ = residual_rows(P, Q)
+            if j + 1 < k:
+                Q[r, tuples[alive, j]] = 0.0
+                tot = Q.sum(axis=1)
+                Q /= np.where(tot > 0, tot, 1.0)[:, None]
+        out[alive] = sample_categorical_rows(res_rng, P)
+        return out
 
     def _monte_carlo(self, p, law, n, rng) -> AcceptanceEstimate:
         """Rejection-path sampling (:func:`rsd_path_acceptance`) with ``n`` paths and a 99% normal
