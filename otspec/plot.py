@@ -425,7 +425,12 @@ def calibration(
     ax = _axes(ax, figsize=(5.0, 5.0))
     lo = min(float(b.edges[0]), float(np.nanmin(b.ci_low)) if np.any(np.isfinite(b.ci_low)) else float(b.edges[0]))
     hi = max(float(b.edges[-1]), float(np.nanmax(b.ci_high)) if np.any(np.isfinite(b.ci_high)) else float(b.edges[-1]))
-    if not any(getattr(line, "_otspec_diagonal", False) for line in ax.get_lines()):
+    diags = [line for line in ax.get_lines() if getattr(line, "_otspec_diagonal", False)]
+    if diags:  # one diagonal per Axes, stretched to cover every series drawn on it
+        x = diags[0].get_xdata()
+        lo, hi = min(lo, float(x[0])), max(hi, float(x[-1]))
+        diags[0].set_data([lo, hi], [lo, hi])
+    else:
         (diag,) = ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="exact = realized")
         diag._otspec_diagonal = True
     yerr = np.vstack([b.mean_realized - b.ci_low, b.ci_high - b.mean_realized])

@@ -95,6 +95,9 @@ def test_plots_draw_on_agg(tmp_path):
     ax = plot.calibration(e, (rng.uniform(size=200) < e).astype(float), label="ok")
     plot.calibration(e, e + 0.01, ax=ax, label="counts")
     assert sum(getattr(line, "_otspec_diagonal", False) for line in ax.get_lines()) == 1
+    plot.calibration([2.0, 3.0, 4.0], [2.0, 3.5, 4.0], n_bins=1, ax=ax, label="wider")
+    diag = next(line for line in ax.get_lines() if getattr(line, "_otspec_diagonal", False))
+    assert diag.get_xdata()[-1] >= 3.0  # stretched to the new series
     ax.figure.savefig(tmp_path / "c.png")
     assert (tmp_path / "k.png").stat().st_size > 0 and (tmp_path / "c.png").stat().st_size > 0
     plt.close("all")

@@ -70,7 +70,8 @@ def run_sprinter(args: argparse.Namespace) -> int:
         ("tokens", str(summ["tokens"])),
         ("target calls per token", f"{summ['target_calls_per_token']:.3f}"),
         ("mean drafted run length", f"{summ['mean_run_length']:.2f}"),
-        ("certified TV bound per sequence", ", ".join(f"{c:.4f}" for c in res.certified_tv)),
+        ("sum of exact per-token TV terms", ", ".join(f"{c:.4f}" for c in res.certified_tv)),
+        ("certified TV bound, min(1, sum)", ", ".join(f"{min(1.0, c):.4f}" for c in res.certified_tv)),
         ("target log-likelihood per token", f"{summ['loglik_per_token']:.3f}"),
     ]
     print_table(f"SPRINTER: {target.name} <- {draft.name}", ["quantity", "value"], rows)

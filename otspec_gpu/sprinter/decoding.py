@@ -73,7 +73,8 @@ class SprinterResult:
     text : list of str or None
         Decoded text (``None`` without a tokenizer).
     certified_tv : list of float
-        Per sequence, :math:`\\sum_t \\delta_t` over its emitted tokens (see the module docstring).
+        Per sequence, :math:`\\sum_t \\delta_t` over its emitted tokens (see the module docstring);
+        a TV distance is at most 1, so only values below 1 are informative.
     target_calls : list of int
         Per sequence, target forwards (one per round; the oracle rule's look-ups are not counted).
     loglik : list of float
