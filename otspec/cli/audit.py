@@ -35,15 +35,32 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     ap.add_argument("target", metavar="MODULE:OBJECT", help="the verifier to audit, e.g. mypkg.rules:my_rule or rules.py:my_rule")
-    ap.add_argument("--seed", type=int, default=defaults["seed"], help=f"seed of the problems and sampler draws (default {defaults['seed']})")
+    ap.add_argument(
+        "--seed", type=int, default=defaults["seed"], help=f"seed of the problems and sampler draws (default {defaults['seed']})"
+    )
     ap.add_argument("--problems", type=int, default=defaults["problems"], help=f"number of small problems (default {defaults['problems']})")
     ap.add_argument("--draws", type=int, default=defaults["draws"], help=f"sampler draws per sampled problem (default {defaults['draws']})")
-    ap.add_argument("--false-alarm", type=float, default=defaults["false_alarm"],
-                    help=f"false-alarm probability of each sampler test (default {defaults['false_alarm']:g})")
-    ap.add_argument("--kinds", action="append", choices=_KINDS, help="for a plain function: draft-law kinds it is defined for (repeatable; default all)")
-    ap.add_argument("-k", "--k", dest="k", type=int, action="append", help="for a plain function: draft counts it is defined for (repeatable; default all)")
+    ap.add_argument(
+        "--false-alarm",
+        type=float,
+        default=defaults["false_alarm"],
+        help=f"false-alarm probability of each sampler test (default {defaults['false_alarm']:g})",
+    )
+    ap.add_argument(
+        "--kinds", action="append", choices=_KINDS, help="for a plain function: draft-law kinds it is defined for (repeatable; default all)"
+    )
+    ap.add_argument(
+        "-k",
+        "--k",
+        dest="k",
+        type=int,
+        action="append",
+        help="for a plain function: draft counts it is defined for (repeatable; default all)",
+    )
     ap.add_argument("--lossy", action="store_true", help="for a plain function: it is not claimed lossless (skip the lossless verdict)")
-    ap.add_argument("--out", default="otspec-audit", help="folder for counterexample snippets (default ./otspec-audit; written only on failure)")
+    ap.add_argument(
+        "--out", default="otspec-audit", help="folder for counterexample snippets (default ./otspec-audit; written only on failure)"
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.set_defaults(func=run)
 
@@ -78,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
             if r.counterexample.path:
                 print(f"reproduce with: python {r.counterexample.path}")
     if not report.ok:
-        print(f"\n{sum(r.verdict == 'fail' for r in report.properties)} propert{'y' if sum(r.verdict == 'fail' for r in report.properties) == 1 else 'ies'} failed")
+        print(
+            f"\n{sum(r.verdict == 'fail' for r in report.properties)} propert{'y' if sum(r.verdict == 'fail' for r in report.properties) == 1 else 'ies'} failed"
+        )
     return report.exit_code
 
 

@@ -8,20 +8,7 @@ from __future__ import annotations
 
 from otspec.verifiers import AcceptanceEstimate, Verifier, VerifierKernel
 
-try:  # the public home of the error classes
-    from otspec.errors import (
-        InvalidDistributionError,
-        InvalidDraftsError,
-        OtspecInputError,
-        UnsupportedMethodError,
-    )
-except ImportError:  # before otspec.errors existed
-    from otspec.errors import (
-        InvalidDistributionError,
-        InvalidDraftsError,
-        OtspecInputError,
-        UnsupportedMethodError,
-    )
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError, UnsupportedMethodError
 
 __all__ = [
     "AcceptanceEstimate",

@@ -197,7 +197,9 @@ class ConditionalVerifier(_FunctionVerifier):
             except (TypeError, ValueError) as exc:
                 if isinstance(exc, OtspecInputError):
                     raise
-                raise VerifierOutputError(f"{self.name}(p, {'q' if self.second == 'q' else 'law'}, drafts={d.tolist()}) raised {type(exc).__name__}: {exc}") from exc
+                raise VerifierOutputError(
+                    f"{self.name}(p, {'q' if self.second == 'q' else 'law'}, drafts={d.tolist()}) raised {type(exc).__name__}: {exc}"
+                ) from exc
             if row.shape != (V,):
                 raise VerifierOutputError(
                     f"{self.name} must return an output law of shape ({V},) for drafts {d.tolist()} (got shape {row.shape}); "
@@ -264,7 +266,9 @@ class SamplerVerifier(_FunctionVerifier):
             out[m] = int(y)
         return out
 
-    def acceptance(self, p: Any, law: DraftLaw, *, method: str = "auto", n_samples: int = 20_000, rng: np.random.Generator | None = None) -> AcceptanceEstimate:
+    def acceptance(
+        self, p: Any, law: DraftLaw, *, method: str = "auto", n_samples: int = 20_000, rng: np.random.Generator | None = None
+    ) -> AcceptanceEstimate:
         r"""Monte Carlo estimate of :math:`P(Y \in \{X_1..X_k\})` from ``n_samples`` runs of the sampler.
 
         Draft tuples are drawn from ``law`` and the sampler from the same generator (default
@@ -284,7 +288,14 @@ class SamplerVerifier(_FunctionVerifier):
         hit = np.any(drafts == ys[:, None], axis=1)
         v = float(hit.mean())
         half = _Z99 * np.sqrt(max(v * (1.0 - v), 0.25 / n) / n)
-        return AcceptanceEstimate(v, "monte_carlo", max(0.0, v - half), min(1.0, v + half), n, {"confidence": 0.99, "estimator": "fraction of sampled outputs among the drafts"})
+        return AcceptanceEstimate(
+            v,
+            "monte_carlo",
+            max(0.0, v - half),
+            min(1.0, v + half),
+            n,
+            {"confidence": 0.99, "estimator": "fraction of sampled outputs among the drafts"},
+        )
 
 
 def _categorical_rows(rng: np.random.Generator, W: np.ndarray) -> np.ndarray:
@@ -504,7 +515,9 @@ def load_object(spec: str) -> Any:
     'kseq'
     """
     if not isinstance(spec, str) or not spec or spec.startswith(":"):
-        raise InvalidVerifierError(f"expected MODULE:OBJECT (got {spec!r}); e.g. mypackage.rules:my_verifier or path/to/file.py:my_verifier")
+        raise InvalidVerifierError(
+            f"expected MODULE:OBJECT (got {spec!r}); e.g. mypackage.rules:my_verifier or path/to/file.py:my_verifier"
+        )
     mod_name, _, attr = spec.partition(":") if not _looks_like_windows_path(spec) else _split_windows(spec)
     if mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name:
         path = Path(mod_name)
@@ -529,7 +542,9 @@ def load_object(spec: str) -> Any:
     obj: Any = module
     for part in filter(None, attr.split(".")):
         if not hasattr(obj, part):
-            raise InvalidVerifierError(f"{mod_name} has no attribute {attr!r}; available: {[n for n in dir(module) if not n.startswith('_')][:20]}")
+            raise InvalidVerifierError(
+                f"{mod_name} has no attribute {attr!r}; available: {[n for n in dir(module) if not n.startswith('_')][:20]}"
+            )
         obj = getattr(obj, part)
     return obj
 
@@ -563,7 +578,7 @@ def object_spec(obj: Any) -> str | None:
         parts = cand.split(".")
         for i in range(1, len(parts) + 1):  # the package that re-exports it reads best: shortest first
             module = sys.modules.get(".".join(parts[:i]))
-            for attr, value in (vars(module).items() if module is not None else ()):
+            for attr, value in vars(module).items() if module is not None else ():
                 if any(value is t for t in targets) and not attr.startswith("_"):
                     return f"{'.'.join(parts[:i])}:{attr}"
     return None

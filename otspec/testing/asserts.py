@@ -218,12 +218,21 @@ def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_
         ]
         if row_bad.size:
             b = int(row_bad[0])
-            lines.append(f"and {row_bad.size} kernel row(s) are not distributions, e.g. x = {_tuple_text(tuples[b])} sums to {_fmt(sums[b])}")
+            lines.append(
+                f"and {row_bad.size} kernel row(s) are not distributions, e.g. x = {_tuple_text(tuples[b])} sums to {_fmt(sums[b])}"
+            )
         lines.append(f"output law {np.array2string(out, precision=6)} vs p {np.array2string(p, precision=6)}")
         return VerifierAssertionError(
             "\n".join(lines),
-            {"property": "lossless", "token": y, "expected": float(p[y]), "actual": float(out[y]), "error": float(err[y]),
-             "tuples": [tuples[m].tolist() for m in order], "contributions": [float(contrib[m]) for m in order]},
+            {
+                "property": "lossless",
+                "token": y,
+                "expected": float(p[y]),
+                "actual": float(out[y]),
+                "error": float(err[y]),
+                "tuples": [tuples[m].tolist() for m in order],
+                "contributions": [float(contrib[m]) for m in order],
+            },
         )
     if row_bad.size:
         b = int(row_bad[0])
@@ -235,7 +244,9 @@ def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_
     return None
 
 
-def assert_acceptance_matches_kernel(verifier: Any, p: Any, law: DraftLaw, *, method: str = "auto", atol: float = EXACT_ATOL, rng: np.random.Generator | None = None) -> Any:
+def assert_acceptance_matches_kernel(
+    verifier: Any, p: Any, law: DraftLaw, *, method: str = "auto", atol: float = EXACT_ATOL, rng: np.random.Generator | None = None
+) -> Any:
     r"""Assert that ``verifier.acceptance(p, law, method=method)`` equals the kernel's exact acceptance.
 
     The kernel's value is :math:`\sum_{\bar x} Q(\bar x) \sum_{y \in \bar x} \pi(y \mid \bar x)`.
@@ -411,7 +422,9 @@ def assert_sampler_matches(
     """
     v, p = _prepare(verifier, p, law)
     if isinstance(v, SamplerVerifier):
-        raise UnsupportedMethodError(f"verifier {v.name!r} is a sampler only: there is no kernel to compare with; use assert_sampler_lossless")
+        raise UnsupportedMethodError(
+            f"verifier {v.name!r} is a sampler only: there is no kernel to compare with; use assert_sampler_lossless"
+        )
     rng = np.random.default_rng(0) if rng is None else rng
     K = v.kernel(p, law)
     pi, tuples = np.asarray(K.pi), np.asarray(K.tuples)
@@ -455,11 +468,26 @@ def assert_sampler_matches(
             f"chi-square p-value {pval:.3g} < {alpha:.3g} (false alarm {false_alarm:g} / {M} tuples, {per} draws each); "
             f"token {y}: sampled frequency {_fmt(freq[y])} vs kernel pi({y}|x) = {_fmt(pi[m, y])}\n"
             f"sampled {np.array2string(freq, precision=4)} vs kernel {np.array2string(pi[m], precision=4)}",
-            {"property": "sampler", "tuples": [tuples[m].tolist()], "token": y, "p_value": pval,
-             "expected": float(pi[m, y]), "actual": float(freq[y])},
+            {
+                "property": "sampler",
+                "tuples": [tuples[m].tolist()],
+                "token": y,
+                "p_value": pval,
+                "expected": float(pi[m, y]),
+                "actual": float(freq[y]),
+            },
         )
-    return SamplerCheck(n=per * M, cells=M, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=min_power,
-                        detectable_tv=detect, worst=tuple(int(t) for t in tuples[m]), pooled=pooled)
+    return SamplerCheck(
+        n=per * M,
+        cells=M,
+        min_p_value=pval,
+        false_alarm=false_alarm,
+        tv=tv,
+        power=min_power,
+        detectable_tv=detect,
+        worst=tuple(int(t) for t in tuples[m]),
+        pooled=pooled,
+    )
 
 
 def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
@@ -495,8 +523,16 @@ def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
             f"{_fmt(observed[cell] / seen)} vs kernel pi({y}|x) = {_fmt(pi[cell // V, y])}",
             {"property": "sampler", "tuples": [x.tolist()], "token": int(y), "p_value": pval},
         )
-    return SamplerCheck(n=n, cells=1, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=_power(false_alarm, df, n, tv),
-                        detectable_tv=_detectable_tv(false_alarm, df, n), pooled=pooled)
+    return SamplerCheck(
+        n=n,
+        cells=1,
+        min_p_value=pval,
+        false_alarm=false_alarm,
+        tv=tv,
+        power=_power(false_alarm, df, n, tv),
+        detectable_tv=_detectable_tv(false_alarm, df, n),
+        pooled=pooled,
+    )
 
 
 def assert_sampler_lossless(
@@ -567,15 +603,33 @@ def assert_sampler_lossless(
             f"({n} draws; chi-square p-value {pval:.3g} < false alarm {false_alarm:g})",
             f"draft tuples contributing most, (#outputs {y} after x - #x * p[{y}]) / n:",
         ]
-        lines += [f"  x = {_tuple_text(rows[m])}: seen {int(seen[m])} times, output {y} {int(got[m])} times, contribution {contrib[m]:+.3g}" for m in order]
+        lines += [
+            f"  x = {_tuple_text(rows[m])}: seen {int(seen[m])} times, output {y} {int(got[m])} times, contribution {contrib[m]:+.3g}"
+            for m in order
+        ]
         lines.append(f"output frequencies {np.array2string(freq, precision=4)} vs p {np.array2string(p, precision=4)}")
         raise VerifierAssertionError(
             "\n".join(lines),
-            {"property": "lossless", "token": y, "expected": float(p[y]), "actual": float(freq[y]), "p_value": pval,
-             "tuples": [rows[m].tolist() for m in order], "contributions": [float(contrib[m]) for m in order]},
+            {
+                "property": "lossless",
+                "token": y,
+                "expected": float(p[y]),
+                "actual": float(freq[y]),
+                "p_value": pval,
+                "tuples": [rows[m].tolist() for m in order],
+                "contributions": [float(contrib[m]) for m in order],
+            },
         )
-    return SamplerCheck(n=n, cells=1, min_p_value=pval, false_alarm=false_alarm, tv=tv, power=_power(false_alarm, df, n, tv),
-                        detectable_tv=_detectable_tv(false_alarm, df, n), pooled=pooled)
+    return SamplerCheck(
+        n=n,
+        cells=1,
+        min_p_value=pval,
+        false_alarm=false_alarm,
+        tv=tv,
+        power=_power(false_alarm, df, n, tv),
+        detectable_tv=_detectable_tv(false_alarm, df, n),
+        pooled=pooled,
+    )
 
 
 def _most_common_rows(rows: np.ndarray, top: int) -> list:
@@ -642,8 +696,15 @@ def acceptance_ratio(
 
 
 def assert_within_optimum(
-    verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL, at_least: float | None = None, n_samples: int = 20_000,
-    rng: np.random.Generator | None = None, optimum: float | None = None,
+    verifier: Any,
+    p: Any,
+    law: DraftLaw,
+    *,
+    atol: float = EXACT_ATOL,
+    at_least: float | None = None,
+    n_samples: int = 20_000,
+    rng: np.random.Generator | None = None,
+    optimum: float | None = None,
 ) -> AcceptanceRatio:
     r"""Assert :math:`\alpha \le \alpha^*(p, Q)` (no lossless verifier beats the optimum), and
     optionally :math:`\alpha \ge \text{at\_least} \cdot \alpha^*`.
@@ -672,10 +733,14 @@ def assert_within_optimum(
 def ratio_from(est: Any, optimum: float) -> AcceptanceRatio:
     """An :class:`AcceptanceRatio` from an acceptance estimate and the optimum."""
     ratio = est.value / optimum if optimum > 0 else (1.0 if est.value <= 0 else math.inf)
-    return AcceptanceRatio(float(est.value), float(optimum), float(ratio), float(optimum) - float(est.value), est.how, float(est.ci_low), float(est.ci_high))
+    return AcceptanceRatio(
+        float(est.value), float(optimum), float(ratio), float(optimum) - float(est.value), est.how, float(est.ci_low), float(est.ci_high)
+    )
 
 
-def optimum_finding(name: str, r: AcceptanceRatio, law: Any, *, atol: float = EXACT_ATOL, at_least: float | None = None) -> VerifierAssertionError | None:
+def optimum_finding(
+    name: str, r: AcceptanceRatio, law: Any, *, atol: float = EXACT_ATOL, at_least: float | None = None
+) -> VerifierAssertionError | None:
     """The error :func:`assert_within_optimum` raises for ``r``, or ``None``."""
     low, high = (r.ci_low, r.ci_high) if r.how == "monte_carlo" else (r.acceptance, r.acceptance)
     if low > r.optimum + atol:
@@ -697,7 +762,9 @@ def optimum_finding(name: str, r: AcceptanceRatio, law: Any, *, atol: float = EX
 # Chain (block) verifiers
 
 
-def check_chain_lossless(verifier: Any, p_model: Any, q_model: Any, gamma: int, *, atol: float = EXACT_ATOL) -> VerifierAssertionError | None:
+def check_chain_lossless(
+    verifier: Any, p_model: Any, q_model: Any, gamma: int, *, atol: float = EXACT_ATOL
+) -> VerifierAssertionError | None:
     """:func:`assert_chain_lossless` returning the error instead of raising it."""
     from otspec import models
 
@@ -754,8 +821,14 @@ def check_chain_lossless(verifier: Any, p_model: Any, q_model: Any, gamma: int, 
     ]
     return VerifierAssertionError(
         "\n".join(lines),
-        {"property": "lossless", "prefix": list(head), "token": y, "expected": want, "actual": got,
-         "tuples": [list(pth) for _, pth in contrib[:TOP_CONTRIBUTORS]]},
+        {
+            "property": "lossless",
+            "prefix": list(head),
+            "token": y,
+            "expected": want,
+            "actual": got,
+            "tuples": [list(pth) for _, pth in contrib[:TOP_CONTRIBUTORS]],
+        },
     )
 
 
@@ -802,4 +875,3 @@ def assert_chain_within_optimum(verifier: Any, p_model: Any, q_model: Any, gamma
             {"property": "optimum", "acceptance": e, "optimum": opt},
         )
     return r
-

@@ -290,11 +290,15 @@ def _run(check: Callable[[], Any]) -> VerifierAssertionError | None:
         return exc
     except Exception as exc:  # the verifier's own code failed on valid input: that is a finding too
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return VerifierAssertionError(f"raised {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})", {"exception": type(exc).__name__})
+        return VerifierAssertionError(
+            f"raised {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})", {"exception": type(exc).__name__}
+        )
     return out if isinstance(out, VerifierAssertionError) else None
 
 
-def _shrink(problem: _Problem, fails: Callable[[_Problem], VerifierAssertionError | None], first: VerifierAssertionError, budget: int = 150):
+def _shrink(
+    problem: _Problem, fails: Callable[[_Problem], VerifierAssertionError | None], first: VerifierAssertionError, budget: int = 150
+):
     """Greedy shrinking: take the first simpler problem that still fails, until none does."""
     best, err = problem, first
     tried: set = set()
@@ -398,8 +402,10 @@ def audit(
 def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, spec) -> list:
     catalogue = [pr for pr in _problems(rng, 40, 64) if _applies(v, pr)]
     if not catalogue:
-        return [PropertyResult(name, "skip", "the verifier applies to none of the audit's draft laws (kinds / k)") for name in
-                ("kernel", "lossless", "acceptance", "optimum", "ratio", "sampler", "bad_inputs")]
+        return [
+            PropertyResult(name, "skip", "the verifier applies to none of the audit's draft laws (kinds / k)")
+            for name in ("kernel", "lossless", "acceptance", "optimum", "ratio", "sampler", "bad_inputs")
+        ]
     order = rng.permutation(len(catalogue))[:n_problems]
     chosen = sorted((catalogue[i] for i in order), key=lambda pr: pr.size())
     exact = not isinstance(v, SamplerVerifier)
@@ -421,7 +427,9 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
                 memo[key] = reference_optimum(p, law)
         return memo[key]
 
-    def exact_property(prop: str, check: Callable[[_Problem], VerifierAssertionError | None], call: str, imports: str, ok: str, probs=chosen):
+    def exact_property(
+        prop: str, check: Callable[[_Problem], VerifierAssertionError | None], call: str, imports: str, ok: str, probs=chosen
+    ):
         for n, pr in enumerate(probs, 1):
             err = _run(lambda pr=pr: check(pr))
             if err is not None:
@@ -432,18 +440,42 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
 
     if exact:
         kernel_call = f"assert_kernel_valid(verifier, p, law, atol={atol!r})"
-        out.append(exact_property("kernel", lambda pr: kernel_finding(v.name, get(pr, "kernel"), pr.build()[1], atol=atol), kernel_call, "assert_kernel_valid",
-                                  "every pi(.|x) is a distribution on {n} problems"))
+        out.append(
+            exact_property(
+                "kernel",
+                lambda pr: kernel_finding(v.name, get(pr, "kernel"), pr.build()[1], atol=atol),
+                kernel_call,
+                "assert_kernel_valid",
+                "every pi(.|x) is a distribution on {n} problems",
+            )
+        )
         if v.lossless:
-            out.append(exact_property("lossless", lambda pr: check_lossless(v, *pr.build(), atol=atol, kernel=get(pr, "kernel")), f"assert_lossless(verifier, p, law, atol={atol!r})",
-                                      "assert_lossless", "output law == p (exact, atol " + f"{atol:g}" + ") on {n} problems"))
+            out.append(
+                exact_property(
+                    "lossless",
+                    lambda pr: check_lossless(v, *pr.build(), atol=atol, kernel=get(pr, "kernel")),
+                    f"assert_lossless(verifier, p, law, atol={atol!r})",
+                    "assert_lossless",
+                    "output law == p (exact, atol " + f"{atol:g}" + ") on {n} problems",
+                )
+            )
         else:
             tv = max(_run_value(lambda pr=pr: _tv(v, *pr.build()), 0.0) for pr in chosen)
-            out.append(PropertyResult("lossless", "info", f"declared lossy: largest TV(output law, p) = {tv:.4g} over {len(chosen)} problems", len(chosen)))
+            out.append(
+                PropertyResult(
+                    "lossless", "info", f"declared lossy: largest TV(output law, p) = {tv:.4g} over {len(chosen)} problems", len(chosen)
+                )
+            )
         acc_call = f"assert_acceptance_matches_kernel(verifier, p, law, atol={atol!r})"
-        out.append(exact_property("acceptance", lambda pr: acceptance_finding(v.name, get(pr, "acceptance"), get(pr, "kernel"), pr.build()[1], atol=atol), acc_call,
-                                  "assert_acceptance_matches_kernel",
-                                  "acceptance() == kernel acceptance on {n} problems"))
+        out.append(
+            exact_property(
+                "acceptance",
+                lambda pr: acceptance_finding(v.name, get(pr, "acceptance"), get(pr, "kernel"), pr.build()[1], atol=atol),
+                acc_call,
+                "assert_acceptance_matches_kernel",
+                "acceptance() == kernel acceptance on {n} problems",
+            )
+        )
     else:
         out.append(PropertyResult("kernel", "skip", "sampler only: no exact kernel"))
         out.append(_sampled_lossless(v, chosen, seed, draws, false_alarm, spec, max(n_sampler, 4)))
@@ -452,9 +484,16 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
     if v.lossless:
         probs = chosen if exact else chosen[: max(n_sampler, 4)]
         what = "acceptance" if exact else "the 99% interval of the Monte Carlo acceptance"
-        out.append(exact_property("optimum", lambda pr: optimum_finding(v.name, ratio_from(get(pr, "acceptance"), get(pr, "optimum")), pr.build()[1], atol=atol),
-                                  f"assert_within_optimum(verifier, p, law, n_samples={draws if exact else max(2000, draws // 4)}, rng=np.random.default_rng({seed}))",
-                                  "assert_within_optimum", what + " <= optimum on {n} problems", probs))
+        out.append(
+            exact_property(
+                "optimum",
+                lambda pr: optimum_finding(v.name, ratio_from(get(pr, "acceptance"), get(pr, "optimum")), pr.build()[1], atol=atol),
+                f"assert_within_optimum(verifier, p, law, n_samples={draws if exact else max(2000, draws // 4)}, rng=np.random.default_rng({seed}))",
+                "assert_within_optimum",
+                what + " <= optimum on {n} problems",
+                probs,
+            )
+        )
     else:
         out.append(PropertyResult("optimum", "skip", "declared lossy: may exceed the lossless optimum"))
     out.append(_ratio(v, chosen if exact else chosen[: max(n_sampler, 4)], get))
@@ -549,7 +588,8 @@ def _sampler(v, probs, seed, draws, n_sampler, false_alarm, spec, get) -> Proper
     power = min(r.power for r in results)
     detect = max(r.detectable_tv for r in results)
     return PropertyResult(
-        "sampler", "pass",
+        "sampler",
+        "pass",
         f"chi-square per draft tuple on {len(results)} problems, {draws} draws each, false alarm {false_alarm:g}; "
         f"power >= {power:.3f} against a TV error of {results[0].tv:g} per tuple; TV >= {detect:.3g} caught w.p. 0.99",
         len(results),
@@ -563,14 +603,21 @@ def _sampled_lossless(v, probs, seed, draws, false_alarm, spec, n_problems) -> P
             continue
         tested += 1
         p, law = pr.build()
-        err = _run(lambda p=p, law=law: assert_sampler_lossless(v, p, law, n=draws, false_alarm=false_alarm, rng=np.random.default_rng(seed)))
+        err = _run(
+            lambda p=p, law=law: assert_sampler_lossless(v, p, law, n=draws, false_alarm=false_alarm, rng=np.random.default_rng(seed))
+        )
         if err is not None:
             call = f"assert_sampler_lossless(verifier, p, law, n={draws}, false_alarm={false_alarm!r}, rng=np.random.default_rng({seed}))"
             snippet = _snippet("lossless", v.name, spec, seed, pr.code(), call, "assert_sampler_lossless")
             return PropertyResult("lossless", "fail", str(err).splitlines()[0], tested, Counterexample(pr.code(), str(err), snippet))
         if tested >= n_problems:
             break
-    return PropertyResult("lossless", "pass", f"sampled output law matches p (chi-square, {draws} draws, false alarm {false_alarm:g}) on {tested} problems", tested)
+    return PropertyResult(
+        "lossless",
+        "pass",
+        f"sampled output law matches p (chi-square, {draws} draws, false alarm {false_alarm:g}) on {tested} problems",
+        tested,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -586,30 +633,72 @@ def _bad_inputs(v, probs, spec, seed) -> PropertyResult:
     V = law.V
     short = np.asarray(p[:-1]) + np.asarray(p[-1]) / (V - 1)
     cases = [
-        ("p does not sum to 1", lambda: v.sample(np.asarray(p) * 0.9, law, d, rng=np.random.default_rng(0)), ValueError,
-         "verifier.sample(p * 0.9, law, drafts, rng=np.random.default_rng(0))"),
-        ("p has a NaN", lambda: v.sample(np.where(np.arange(V) == 0, np.nan, p), law, d, rng=np.random.default_rng(0)), ValueError,
-         "verifier.sample(np.where(np.arange(len(p)) == 0, np.nan, p), law, drafts, rng=np.random.default_rng(0))"),
-        ("p of the wrong length", lambda: v.sample(short, law, d, rng=np.random.default_rng(0)), ValueError,
-         "verifier.sample(p[:-1] + p[-1] / (len(p) - 1), law, drafts, rng=np.random.default_rng(0))"),
-        ("draft id outside the vocabulary", lambda: v.sample(p, law, np.append(d[:-1], V), rng=np.random.default_rng(0)), ValueError,
-         f"verifier.sample(p, law, np.append(drafts[:-1], {V}), rng=np.random.default_rng(0))"),
-        ("k + 1 drafts", lambda: v.sample(p, law, np.append(d, d[0]), rng=np.random.default_rng(0)), ValueError,
-         "verifier.sample(p, law, np.append(drafts, drafts[0]), rng=np.random.default_rng(0))"),
+        (
+            "p does not sum to 1",
+            lambda: v.sample(np.asarray(p) * 0.9, law, d, rng=np.random.default_rng(0)),
+            ValueError,
+            "verifier.sample(p * 0.9, law, drafts, rng=np.random.default_rng(0))",
+        ),
+        (
+            "p has a NaN",
+            lambda: v.sample(np.where(np.arange(V) == 0, np.nan, p), law, d, rng=np.random.default_rng(0)),
+            ValueError,
+            "verifier.sample(np.where(np.arange(len(p)) == 0, np.nan, p), law, drafts, rng=np.random.default_rng(0))",
+        ),
+        (
+            "p of the wrong length",
+            lambda: v.sample(short, law, d, rng=np.random.default_rng(0)),
+            ValueError,
+            "verifier.sample(p[:-1] + p[-1] / (len(p) - 1), law, drafts, rng=np.random.default_rng(0))",
+        ),
+        (
+            "draft id outside the vocabulary",
+            lambda: v.sample(p, law, np.append(d[:-1], V), rng=np.random.default_rng(0)),
+            ValueError,
+            f"verifier.sample(p, law, np.append(drafts[:-1], {V}), rng=np.random.default_rng(0))",
+        ),
+        (
+            "k + 1 drafts",
+            lambda: v.sample(p, law, np.append(d, d[0]), rng=np.random.default_rng(0)),
+            ValueError,
+            "verifier.sample(p, law, np.append(drafts, drafts[0]), rng=np.random.default_rng(0))",
+        ),
         ("a seed instead of a Generator", lambda: v.sample(p, law, d, rng=0), TypeError, "verifier.sample(p, law, drafts, rng=0)"),
     ]
     tuples, _ = law.enumerate()
     present = {tuple(int(x) for x in t) for t in tuples}
     impossible = next((t for t in np.ndindex(*(V,) * law.k) if t not in present), None)
     if impossible is not None:
-        cases.append(("drafts of probability 0", lambda: v.sample(p, law, np.array(impossible), rng=np.random.default_rng(0)), ValueError,
-                      f"verifier.sample(p, law, np.array({list(impossible)}), rng=np.random.default_rng(0))"))
-    other = next((lw for lw in (otspec.iid(_norm(base.qs[0] if base.qs else (1,) * V), 2), otspec.explicit([[0] * law.k], [1.0], vocab_size=V),
-                                otspec.product([_norm((1,) * V)] * 2)) if not _safe_applies(v, lw)), None)
+        cases.append(
+            (
+                "drafts of probability 0",
+                lambda: v.sample(p, law, np.array(impossible), rng=np.random.default_rng(0)),
+                ValueError,
+                f"verifier.sample(p, law, np.array({list(impossible)}), rng=np.random.default_rng(0))",
+            )
+        )
+    other = next(
+        (
+            lw
+            for lw in (
+                otspec.iid(_norm(base.qs[0] if base.qs else (1,) * V), 2),
+                otspec.explicit([[0] * law.k], [1.0], vocab_size=V),
+                otspec.product([_norm((1,) * V)] * 2),
+            )
+            if not _safe_applies(v, lw)
+        ),
+        None,
+    )
     if other is not None:
         od = other.sample(np.random.default_rng(0), 1)[0]
-        cases.append(("a law it does not apply to", lambda: v.sample(p, other, od, rng=np.random.default_rng(0)), ValueError,
-                      f"verifier.sample(p, {law_code(other)}, np.array({od.tolist()}), rng=np.random.default_rng(0))"))
+        cases.append(
+            (
+                "a law it does not apply to",
+                lambda: v.sample(p, other, od, rng=np.random.default_rng(0)),
+                ValueError,
+                f"verifier.sample(p, {law_code(other)}, np.array({od.tolist()}), rng=np.random.default_rng(0))",
+            )
+        )
     failures = []
     for what, call, expected, code in cases:
         try:
@@ -625,7 +714,9 @@ def _bad_inputs(v, probs, spec, seed) -> PropertyResult:
     what, msg, code, expected = failures[0]
     setup = base.code() + f"\ndrafts = np.array({d.tolist()})"
     call = f"try:\n    {code}\nexcept {expected.__name__}:\n    pass\nelse:\n    raise AssertionError('no {expected.__name__}')"
-    message = f"{what}: sample {msg}" + (f" (and {len(failures) - 1} more: {', '.join(f[0] for f in failures[1:])})" if len(failures) > 1 else "")
+    message = f"{what}: sample {msg}" + (
+        f" (and {len(failures) - 1} more: {', '.join(f[0] for f in failures[1:])})" if len(failures) > 1 else ""
+    )
     snippet = _snippet("bad_inputs", v.name, spec, seed, setup, call, "")
     return PropertyResult("bad_inputs", "fail", message, len(cases), Counterexample(setup, message, snippet))
 
@@ -668,10 +759,14 @@ class _ChainProblem:
     def code(self) -> str:
         if self.dirichlet:
             V, s, z = self.dirichlet
-            return (f"p_model = models.dirichlet({V}, seed={s}, zero_prob={z})\n"
-                    f"q_model = models.dirichlet({V}, seed={s + 1000}, zero_prob={z})\ngamma = {self.gamma}")
-        return (f"p_model = models.context_free({array_code(_norm(self.p))})\n"
-                f"q_model = models.context_free({array_code(_norm(self.q))})\ngamma = {self.gamma}")
+            return (
+                f"p_model = models.dirichlet({V}, seed={s}, zero_prob={z})\n"
+                f"q_model = models.dirichlet({V}, seed={s + 1000}, zero_prob={z})\ngamma = {self.gamma}"
+            )
+        return (
+            f"p_model = models.context_free({array_code(_norm(self.p))})\n"
+            f"q_model = models.context_free({array_code(_norm(self.q))})\ngamma = {self.gamma}"
+        )
 
     def shrinks(self):
         if self.gamma > 1:
@@ -719,10 +814,17 @@ def _audit_chain(v: ChainVerifier, rng, seed, n_problems, atol, spec) -> list:
             err = check(pr)
             if err is not None:
                 small, err = _shrink_chain(pr, check, err)
-                snip = chain_snippet("lossless", small, f"assert_chain_lossless(verifier, p_model, q_model, gamma, atol={atol!r})", "assert_chain_lossless")
+                snip = chain_snippet(
+                    "lossless", small, f"assert_chain_lossless(verifier, p_model, q_model, gamma, atol={atol!r})", "assert_chain_lossless"
+                )
                 res = PropertyResult("lossless", "fail", str(err).splitlines()[0], n, Counterexample(small.code(), str(err), snip))
                 break
-        out.append(res or PropertyResult("lossless", "pass", f"decoded stream has the target law (exact, atol {atol:g}) on {len(chosen)} model pairs", len(chosen)))
+        out.append(
+            res
+            or PropertyResult(
+                "lossless", "pass", f"decoded stream has the target law (exact, atol {atol:g}) on {len(chosen)} model pairs", len(chosen)
+            )
+        )
     else:
         out.append(PropertyResult("lossless", "skip", "declared lossy"))
     ratios, fail = [], None
@@ -735,15 +837,30 @@ def _audit_chain(v: ChainVerifier, rng, seed, n_problems, atol, spec) -> list:
             continue
         if v.lossless and e > opt + atol and fail is None:
             msg = f"E[tau] = {e:.6g} above the optimum {opt:.6g} of any lossless chain verifier (gamma = {pr.gamma})"
-            fail = PropertyResult("optimum", "fail", msg, n, Counterexample(pr.code(), msg, chain_snippet("optimum", pr, "assert_chain_within_optimum(verifier, p_model, q_model, gamma)", "assert_chain_within_optimum")))
+            fail = PropertyResult(
+                "optimum",
+                "fail",
+                msg,
+                n,
+                Counterexample(
+                    pr.code(),
+                    msg,
+                    chain_snippet(
+                        "optimum", pr, "assert_chain_within_optimum(verifier, p_model, q_model, gamma)", "assert_chain_within_optimum"
+                    ),
+                ),
+            )
         if opt > 0:
             ratios.append(e / opt)
     if v.lossless:
         out.append(fail or PropertyResult("optimum", "pass", f"E[tau] <= block optimum on {len(chosen)} model pairs", len(chosen)))
     else:
         out.append(PropertyResult("optimum", "skip", "declared lossy"))
-    out.append(PropertyResult("ratio", "info", f"E[tau] / optimum >= {min(ratios):.4f} over {len(ratios)} model pairs", len(ratios)) if ratios
-               else PropertyResult("ratio", "skip", "no model pair with a positive optimum"))
+    out.append(
+        PropertyResult("ratio", "info", f"E[tau] / optimum >= {min(ratios):.4f} over {len(ratios)} model pairs", len(ratios))
+        if ratios
+        else PropertyResult("ratio", "skip", "no model pair with a positive optimum")
+    )
     out.append(PropertyResult("sampler", "skip", "chain verifiers are audited through their exact per-path law"))
     out.append(PropertyResult("bad_inputs", "skip", "not defined for chain-verifier functions"))
     return out

@@ -96,14 +96,24 @@ def pairs(V: Any = None, *, zeros: bool = True, peaky: bool = True, max_weight: 
     @st.composite
     def build(draw):
         n = draw(_sizes(V, 2, 5))
-        return (draw(distributions(n, zeros=zeros, peaky=peaky, max_weight=max_weight)),
-                draw(distributions(n, zeros=zeros, peaky=peaky, max_weight=max_weight)))
+        return (
+            draw(distributions(n, zeros=zeros, peaky=peaky, max_weight=max_weight)),
+            draw(distributions(n, zeros=zeros, peaky=peaky, max_weight=max_weight)),
+        )
 
     return build()
 
 
-def laws(V: Any = None, k: Any = None, *, kinds: Sequence[str] = LAW_KINDS, q: Any = None, zeros: bool = True, peaky: bool = True,
-         max_tuples: int = 125) -> st.SearchStrategy:
+def laws(
+    V: Any = None,
+    k: Any = None,
+    *,
+    kinds: Sequence[str] = LAW_KINDS,
+    q: Any = None,
+    zeros: bool = True,
+    peaky: bool = True,
+    max_tuples: int = 125,
+) -> st.SearchStrategy:
     r"""Draft laws of the given ``kinds`` (default: every kind), over ``V`` tokens with ``k`` drafts.
 
     ``V`` and ``k`` may be ints, strategies or ``None`` (2..5 tokens, 1..3 drafts); sizes with more
@@ -165,8 +175,9 @@ class Problem:
         return f"Problem(p={array_code(self.p)}, law={law_code(self.law)})"
 
 
-def problems(V: Any = None, k: Any = None, *, kinds: Sequence[str] = LAW_KINDS, zeros: bool = True, peaky: bool = True,
-             max_tuples: int = 125) -> st.SearchStrategy:
+def problems(
+    V: Any = None, k: Any = None, *, kinds: Sequence[str] = LAW_KINDS, zeros: bool = True, peaky: bool = True, max_tuples: int = 125
+) -> st.SearchStrategy:
     """A :class:`Problem`: a target from :func:`distributions` and a law from :func:`laws`.
 
     Examples

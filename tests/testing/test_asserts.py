@@ -42,8 +42,14 @@ def keep_first(p, q, drafts):
 
 
 def test_every_lossless_verifier_passes_assert_lossless():
-    laws = [otspec.iid(Q5, 1), otspec.iid(Q5, 2), otspec.without_replacement(Q5, 2), otspec.greedy(Q5, 2),
-            otspec.product([Q5, P5]), otspec.explicit([[0, 1], [3, 3]], [0.5, 0.5], vocab_size=5)]
+    laws = [
+        otspec.iid(Q5, 1),
+        otspec.iid(Q5, 2),
+        otspec.without_replacement(Q5, 2),
+        otspec.greedy(Q5, 2),
+        otspec.product([Q5, P5]),
+        otspec.explicit([[0, 1], [3, 3]], [0.5, 0.5], vocab_size=5),
+    ]
     for v in ALL:
         for law in laws:
             if v.applies_to(law) and v.lossless:
