@@ -89,7 +89,27 @@ def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     # over: a denormal q (e.g. 5e-324) overflows p/q to +inf, which is the right order key
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
-    return np.argsort(key, kind="stable")
+    return stable_argsort(key)
+
+
+def stable_argsort(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")``, computed as the default (unstable, ~3x faster) argsort
+    followed by re-sorting only the runs of tied keys by index: the same permutation exactly.
+
+    >>> stable_argsort(np.array([2.0, 1.0, 2.0, 1.0, 0.5])).tolist()
+    [4, 1, 3, 0, 2]
+    """
+    order = np.argsort(key)
+    ks = key[order]
+    tie = ks[1:] == ks[:-1]
+    if tie.any():
+        involved = np.zeros(ks.size, dtype=bool)
+        involved[1:] |= tie
+        involved[:-1] |= tie
+        pos = np.flatnonzero(involved)
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((sub, ks[pos]))]
+    return order
 
 
 def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarray, V: int) -> np.ndarray:
@@ -104,14 +124,38 @@ def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarr
 
 def _sets_from_tuples(tuples: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group tuples by their set of distinct tokens: sorted rows, repeated ids replaced by -1."""
-    s = np.sort(tuples, axis=1)
+    s = np.sort(np.asarray(tuples, dtype=np.int64), axis=1)
     if s.shape[1] > 1:
         dup = np.zeros_like(s, dtype=bool)
         dup[:, 1:] = s[:, 1:] == s[:, :-1]
         s = np.where(dup, -1, s)
-        s = np.sort(s, axis=1)[:, ::-1]  # distinct ids first (descending), padding -1 last
-        s = np.ascontiguousarray(s)
-    uniq, inverse = np.unique(s, axis=0, return_inverse=True)
+        s = np.ascontiguousarray(np.sort(s, axis=1)[:, ::-1])  # distinct ids first (descending), -1 last
+    M, k = s.shape
+    base = int(s.max(initial=-1)) + 2  # digits s + 1 in [0, base)
+    if k * math.log2(max(base, 2)) < 62.5:
+        # One int64 key per row: the base-`base` number with digits s_j + 1, most significant first.
+        # The map is monotone in the lexicographic order of the rows, so the sets come out in the
+        # same order as np.unique(axis=0) would give them, ~10x faster (one 1-D sort, or a count
+        # when the key space is small).
+        key = np.zeros(M, dtype=np.int64)
+        for j in range(k):
+            key = key * base + (s[:, j] + 1)
+        if base**k <= 4 * M + 1024:
+            present = np.zeros(base**k, dtype=bool)
+            present[key] = True
+            ukey = np.flatnonzero(present)
+            remap = np.zeros(base**k, dtype=np.int64)
+            remap[ukey] = np.arange(ukey.size)
+            inverse = remap[key]
+        else:
+            ukey, inverse = np.unique(key, return_inverse=True)
+        uniq = np.empty((ukey.size, k), dtype=np.int64)
+        rest = ukey.astype(np.int64)
+        for j in range(k - 1, -1, -1):
+            uniq[:, j] = rest % base - 1
+            rest //= base
+    else:  # the key would not fit in int64 (huge V ** k): group rows directly
+        uniq, inverse = np.unique(s, axis=0, return_inverse=True)
     w = np.bincount(inverse.ravel(), weights=weights, minlength=uniq.shape[0])
     return uniq, w
 
@@ -263,7 +307,8 @@ class DraftLaw:
 
     def _as_order(self, order: Any) -> np.ndarray:
         o = np.asarray(order, dtype=np.int64)
-        if o.shape != (self.V,) or not np.array_equal(np.sort(o), np.arange(self.V)):
+        # a permutation: every id in range and each counted once (O(V), no sort)
+        if o.shape != (self.V,) or (o.size and (o.min() < 0 or o.max() >= self.V or not np.all(np.bincount(o, minlength=self.V) == 1))):
             raise ShapeMismatchError(f"order must be a permutation of 0..{self.V - 1} (got shape {o.shape}); pass np.argsort of a key")
         return o
 
@@ -399,13 +444,33 @@ class WithoutReplacementLaw(DraftLaw):
 
     def sample(self, rng, size):
         rng = as_generator(rng)
-        # Gumbel-top-k is exactly successive sampling proportional to q (Vieira 2014; Kool et al. 2019).
-        with np.errstate(divide="ignore"):
-            logq = np.log(self._q)
-        keys = logq[None, :] + rng.gumbel(size=(int(size), self.V))
-        top = np.argpartition(-keys, self.k - 1, axis=1)[:, : self.k]
-        ordered = np.take_along_axis(top, np.argsort(-np.take_along_axis(keys, top, axis=1), axis=1), axis=1)
-        return ordered.astype(np.int64)
+        # Successive sampling by inverse CDF: draw j is u ~ U[0, remaining mass) mapped through the
+        # cumulative q with the intervals of the drafts already taken skipped (in ascending id
+        # order). O(size * k * (k + log V)) instead of Gumbel-top-k's O(size * V) (issue 12: 2000
+        # draws at V = 262 144 took ~100 s that way).
+        n, k, q = int(size), self.k, self._q
+        cum = np.concatenate([[0.0], np.cumsum(q)])
+        positive = np.flatnonzero(q > 0)
+        out = np.empty((n, k), dtype=np.int64)
+        taken = np.full((n, k), np.iinfo(np.int64).max, dtype=np.int64)  # ascending per row
+        mass = np.zeros(n)
+        for j in range(k):
+            todo = np.arange(n)
+            while todo.size:
+                u = rng.random(todo.size) * (cum[-1] - mass[todo])
+                for col in range(j):
+                    e = taken[todo, col]
+                    u = u + np.where(cum[e] <= u, q[e], 0.0)
+                x = np.clip(np.searchsorted(cum, u, side="right") - 1, positive[0], positive[-1])
+                # rounding can land u on an edge of a taken or zero-probability interval: redraw
+                bad = (q[x] <= 0) | np.any(taken[todo, :j] == x[:, None], axis=1)
+                good = todo[~bad]
+                out[good, j] = x[~bad]
+                todo = todo[bad]
+            mass += q[out[:, j]]
+            taken[:, j] = out[:, j]
+            taken[:, : j + 1] = np.sort(taken[:, : j + 1], axis=1)
+        return out
 
 
 @dataclass(frozen=True, eq=False, repr=False)

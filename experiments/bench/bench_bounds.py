@@ -1,11 +1,15 @@
 """Benchmark of otspec.optimal_acceptance: closed forms at LLM vocabulary sizes, tuple-level
-solvers (network simplex vs HiGHS vs cvxpy) side by side, and the whole `otspec bound` command.
+solvers (network simplex vs HiGHS vs cvxpy) side by side, the sparse max-flow (OR-Tools) against
+them at 1e5 / 1e6 / 1e7 LP columns, `import otspec`, and the whole `otspec bound` command.
 
     python experiments/bench/bench_bounds.py --out experiments/out/bench_bounds
 
 Baselines named in the output: for without replacement, the plain-numpy reference loop over
 prefixes (400 + 200 Gauss-Legendre nodes) where it finishes in reasonable time; for tuple-level
-solves, HiGHS (``lp``) and cvxpy beside the network simplex (``flow``) on the same LP.
+solves, HiGHS (``lp``) and cvxpy beside the network simplex (``flow``) on the same LP; for the
+max-flow scaling runs, the exact closed form (``prefix``, i.i.d. drafts) as the value every solver
+must reach, and ``lp`` / ``flow`` in the same run (each solve in a fresh process: whole-process
+time and peak RSS); for ``import otspec``, ``import numpy`` in the same fresh process.
 """
 
 from __future__ import annotations
@@ -58,7 +62,13 @@ def tuple_level(seed: int, quick: bool):
         big = arcs > 1e8
         row = {"law": repr(law), "draft_sets": int(sets.shape[0]), "dense_arcs": int(arcs), "lp_columns": int((sets >= 0).sum())}
         values = {}
-        for method in ("prefix", "flow", "lp", "cvxpy"):
+        from otspec.bounds.maxflow import maxflow_available
+
+        methods = ["prefix", "flow", "lp", "cvxpy"] + (["maxflow"] if maxflow_available() else [])
+        if big:  # HiGHS took 480 s here at revision 4e56b75 (cvxpy and flow refuse): not re-run
+            methods = [m for m in methods if m not in ("lp", "cvxpy")]
+            row["lp_s"] = "not run (480 s at revision 4e56b75)"
+        for method in methods:
             if method == "prefix" and kind == "product":
                 continue
             reps = 1 if (method == "cvxpy" or big) else 3
@@ -86,19 +96,123 @@ _RSS_WRAPPER = (
 
 def whole_command(quick: bool):
     rows = []
-    cases = [["--vocab", "5000", "--drafts", "4"]] + ([] if quick else [["--vocab", "262144", "--drafts", "8"]])
+    cases = [["--vocab", "5000", "--drafts", "4"]] + ([] if quick else [["--vocab", "262144", "--drafts", "8"], ["--vocab", "262144", "--drafts", "8", "--verifiers"]])
     for args in cases:
         times, rss = [], []
         for _ in range(5 if args[1] == "5000" else 3):
             t0 = time.perf_counter()
             # A child's ru_maxrss includes the memory it inherited at fork, so the command runs
             # under a tiny wrapper interpreter that reports its own child's peak RSS (KiB).
-            out = subprocess.run([sys.executable, "-c", _RSS_WRAPPER, "-m", "otspec", "bound", *args, "--json"], check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, "-c", _RSS_WRAPPER, "-m", "otspec", "bound", *args, "--json"], check=True, capture_output=True, text=True
+            )
             times.append(time.perf_counter() - t0)
             rss.append(int(out.stdout.strip().splitlines()[-1]))
         rows.append({"command": "otspec bound " + " ".join(args), "seconds_median": float(np.median(times)), "peak_rss_mb": max(rss) / 1024})
         print(rows[-1], flush=True)
     return rows
+
+
+_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np, otspec
+from otspec.synthetic import synthetic_pair
+V, k, method, seed = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+p, q = synthetic_pair(V, seed=seed)
+law = otspec.iid(q, k)
+t = time.perf_counter()
+try:
+    r = otspec.optimal_acceptance(p, law, method=method, memory_cap=12 * 2**30)
+    out = {"value": r.value, "status": r.status, "gap": r.gap, "cut_value": float(otspec.bounds.cuts.cut_value(p, law, r.cut))}
+except Exception as exc:  # a refusal is a result here
+    out = {"refused": type(exc).__name__ + ": " + str(exc).split(";")[0]}
+out["solve_s"] = time.perf_counter() - t
+out["process_s"] = time.perf_counter() - t0
+print(json.dumps(out))
+"""
+
+_RSS_CAPTURE = (
+    "import resource, subprocess, sys\n"
+    "r = subprocess.run([sys.executable, *sys.argv[1:]], check=True, stdout=subprocess.PIPE, text=True)\n"
+    "print(r.stdout.strip().splitlines()[-1])\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+
+
+def _run_child(V: int, k: int, method: str, seed: int) -> dict:
+    """One solve in a fresh process: its result, solve time, whole-process time and peak RSS."""
+    import json
+
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _RSS_CAPTURE, "-c", _CHILD, str(V), str(k), method, str(seed)], check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    lines = out.stdout.strip().splitlines()
+    row = json.loads(lines[-2])
+    row.update({"wall_s": wall, "peak_rss_mb": int(lines[-1]) / 1024})
+    return row
+
+
+def maxflow_scaling(seed: int, quick: bool):
+    """maxflow vs lp vs flow on i.i.d. k = 2 laws with 1e5, 1e6 and 1e7 LP columns (V^2 pairs)."""
+    from otspec.bounds.maxflow import maxflow_available
+
+    if not maxflow_available():
+        print("maxflow: OR-Tools not installed, skipped", flush=True)
+        return []
+    sizes = [(316, "1e5")] + ([] if quick else [(1000, "1e6"), (3163, "1e7")])
+    rows = []
+    for V, label in sizes:
+        exact = _run_child(V, 2, "prefix", seed)
+        # lp: ~5 s at 1e5 columns, ~10 minutes at 1e6 (issue 12): run only where it finishes.
+        methods = ["maxflow", "flow"] + (["lp"] if V <= 316 else [])
+        for method in methods:
+            r = _run_child(V, 2, method, seed)
+            row = {"V": V, "k": 2, "columns": label, "pairs": V * V, "method": method, **r}
+            if "value" in r:
+                row["minus_exact"] = r["value"] - exact["value"]
+            rows.append(row)
+            print(row, flush=True)
+    return rows
+
+
+def iid_floor(seed: int, quick: bool):
+    """The i.i.d. optimum at V = 262 144, k = 8 against its floor: argsort of p/q + cumsum of p."""
+    V = 5000 if quick else 262144
+    p, q = synthetic_pair(V, seed=seed)
+    law = otspec.iid(q, 8)
+    t_opt, res = median_time(lambda: otspec.optimal_acceptance(p, law, method="prefix"), 15)
+    t_floor, _ = median_time(lambda: np.cumsum(p[np.argsort(p / q)]), 15)
+    row = {"V": V, "k": 8, "optimum_ms": t_opt * 1e3, "floor_ms": t_floor * 1e3, "ratio": t_opt / t_floor, "status": res.status}
+    print(row, flush=True)
+    return row
+
+
+_IMPORT_PROBE = (
+    "import time; t0 = time.perf_counter(); import numpy; t1 = time.perf_counter(); import otspec; t2 = time.perf_counter(); "
+    "import sys; print(t1 - t0, t2 - t1, int('scipy.optimize' in sys.modules))"
+)
+
+
+def import_time():
+    """`import otspec` in fresh processes (best and median of 7), beside `import numpy`."""
+    np_s, ot_s, heavy = [], [], 0
+    for _ in range(7):
+        out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], check=True, capture_output=True, text=True).stdout.split()
+        np_s.append(float(out[0]))
+        ot_s.append(float(out[1]))
+        heavy |= int(out[2])
+    row = {"numpy_best_s": min(np_s), "otspec_after_numpy_best_s": min(ot_s), "otspec_after_numpy_median_s": float(np.median(ot_s)),
+           "total_best_s": min(a + b for a, b in zip(np_s, ot_s)), "scipy_optimize_imported": bool(heavy)}
+    print(row, flush=True)
+    return row
+
+
+def _load_average() -> float:
+    try:
+        return float(os.getloadavg()[0])
+    except OSError:
+        return float("nan")
 
 
 def main() -> None:
@@ -107,8 +221,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="smallest sizes only (smoke test)")
     args = ap.parse_args()
+    load_before = _load_average()
+    imp = import_time()
+    fl = iid_floor(args.seed, args.quick)
     cf = closed_forms(args.seed, args.quick)
     tl = tuple_level(args.seed, args.quick)
+    mf = maxflow_scaling(args.seed, args.quick)
     wc = whole_command(args.quick)
     t1 = markdown_table(
         ["V", "k", "law", "ms", "optimum", "error bound", "|cut|", "status"],
@@ -116,12 +234,48 @@ def main() -> None:
     )
     fmt = lambda x: f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else ("refused (memory cap)" if str(x).startswith("refused") else str(x)))
     t2 = markdown_table(
-        ["law", "draft sets", "dense arcs", "LP columns", "prefix s", "flow s", "HiGHS lp s", "cvxpy s", "max disagreement"],
-        [(r["law"], r["draft_sets"], r["dense_arcs"], r["lp_columns"], fmt(r.get("prefix_s")), fmt(r.get("flow_s")), fmt(r.get("lp_s")), fmt(r.get("cvxpy_s")), f"{r['max_disagreement']:.1e}") for r in tl],
+        ["law", "draft sets", "dense arcs", "LP columns", "prefix s", "flow s", "HiGHS lp s", "cvxpy s", "maxflow s", "max disagreement"],
+        [
+            (r["law"], r["draft_sets"], r["dense_arcs"], r["lp_columns"], fmt(r.get("prefix_s")), fmt(r.get("flow_s")), fmt(r.get("lp_s")),
+             fmt(r.get("cvxpy_s")), fmt(r.get("maxflow_s")), f"{r['max_disagreement']:.1e}")
+            for r in tl
+        ],
     )
     t3 = markdown_table(["command", "median s", "peak RSS MB"], [(r["command"], f"{r['seconds_median']:.2f}", f"{r['peak_rss_mb']:.0f}") for r in wc])
-    write_report(args.out, "bench_bounds", {"closed_forms": cf, "tuple_level": tl, "whole_command": wc},
-                 {"Closed forms (method='prefix')": t1, "Tuple-level exact solvers on the same LP": t2, "Whole command": t3})
+    t4 = markdown_table(
+        ["LP columns", "V (iid, k = 2)", "method", "solve s", "whole process s", "peak RSS MB", "value - exact", "gap", "status"],
+        [
+            (
+                r["columns"], r["V"], r["method"], f"{r['solve_s']:.2f}", f"{r['wall_s']:.2f}", f"{r['peak_rss_mb']:.0f}",
+                f"{r['minus_exact']:.1e}" if "minus_exact" in r else "-", f"{r['gap']:.1e}" if "gap" in r else "-",
+                r.get("status", "refused (memory cap)" if "refused" in r else "-"),
+            )
+            for r in mf
+        ],
+    )
+    t5 = markdown_table(
+        ["import numpy (best s)", "import otspec after numpy (best s)", "(median s)", "total (best s)", "scipy.optimize imported"],
+        [(f"{imp['numpy_best_s']:.3f}", f"{imp['otspec_after_numpy_best_s']:.3f}", f"{imp['otspec_after_numpy_median_s']:.3f}", f"{imp['total_best_s']:.3f}", imp["scipy_optimize_imported"])],
+    )
+    t6 = markdown_table(
+        ["V", "k", "optimum ms (median of 15)", "floor ms: argsort(p/q) + cumsum", "ratio"],
+        [(fl["V"], fl["k"], f"{fl['optimum_ms']:.1f}", f"{fl['floor_ms']:.1f}", f"{fl['ratio']:.2f}")],
+    )
+    load = {"load_average_1min_before": load_before, "load_average_1min_after": _load_average(), "cpus": os.cpu_count()}
+    write_report(
+        args.out,
+        "bench_bounds",
+        {"closed_forms": cf, "iid_floor": fl, "tuple_level": tl, "maxflow_scaling": mf, "import_time": imp, "whole_command": wc, "machine_load": load},
+        {
+            "Closed forms (method='prefix')": t1,
+            "i.i.d. optimum against the argsort + cumsum floor": t6,
+            "Tuple-level exact solvers on the same LP": t2,
+            "Sparse max-flow (OR-Tools) vs lp / flow, each solve in a fresh process": t4,
+            "import otspec": t5,
+            "Whole command": t3,
+            "Machine load": f"1-minute load average {load['load_average_1min_before']:.1f} before, {load['load_average_1min_after']:.1f} after, {load['cpus']} CPUs",
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ common residual law, so its optimum is :math:`\alpha^*`. Three engines solve it:
   exactly two non-zeros: its set row and its token row), tolerances 1e-10;
 * ``"cvxpy"`` -- the same LP through cvxpy (HiGHS backend), accepting extra user constraints;
 * ``"flow"`` -- the two-marginal transport with cost :math:`1[y \notin s]` solved exactly by POT's
-  network simplex (``ot.emd``), the fast path for moderately sized laws.
+  network simplex (``ot.emd``), the fast path for moderately sized laws (dense: sets x tokens);
+* ``"maxflow"`` -- the sparse max-flow source -> set -> its tokens -> sink on OR-Tools' integer
+  ``SimpleMaxFlow`` (:mod:`otspec.bounds.maxflow`, optional extra), the fast path for large laws.
 
 :func:`certify` re-checks every answer in numpy: the plan is made exactly feasible (negatives
 clipped, rows scaled down where a tolerance was used), its objective recomputed, and an upper bound
@@ -43,7 +45,7 @@ from otspec.bounds.result import (
     TransportPlan,
 )
 
-__all__ = ["MembershipLP", "membership_pairs", "solve_highs", "solve_cvxpy", "solve_flow", "certify", "estimate_bytes"]
+__all__ = ["MembershipLP", "membership_pairs", "num_sets_bound", "solve_highs", "solve_cvxpy", "solve_flow", "certify", "estimate_bytes"]
 
 #: Rough peak bytes per LP column (HiGHS model + factorisation + our arrays), and for cvxpy.
 _BYTES_PER_COLUMN = {"lp": 400, "cvxpy": 2500}
@@ -53,9 +55,29 @@ def estimate_bytes(method: str, law) -> float:
     """Peak-memory estimate of a tuple-level solve, computed before anything is allocated."""
     M = float(law.num_tuples())
     enum = M * law.k * 24 * 3  # tuples, sorted copy, set grouping
+    S = num_sets_bound(law)
     if method == "flow":
-        return enum + 4 * 8 * M * law.V  # cost matrix, plan, POT internals (dense S x V)
+        return enum + 4 * 8 * S * law.V  # cost matrix, plan, POT internals (dense S x V)
+    if method == "maxflow":
+        from otspec.bounds.maxflow import BYTES_PER_ARC
+
+        return enum + BYTES_PER_ARC * (S * (law.k + 1) + law.V)  # source, middle and sink arcs
     return enum + _BYTES_PER_COLUMN[method] * M * law.k
+
+
+def num_sets_bound(law) -> float:
+    r"""Upper bound on the number of distinct draft sets of ``law``: at most its number of tuples,
+    and at most :math:`\sum_{j=1}^{k} \binom{n}{j}` sets of at most k of its n possible tokens."""
+    M = float(law.num_tuples())
+    q = getattr(law, "q", None)
+    n = int(np.count_nonzero(q)) if q is not None else law.V
+    subsets, term = 0.0, 1.0
+    for j in range(1, law.k + 1):
+        term = term * (n - j + 1) / j
+        subsets += term
+        if subsets >= M:
+            return M
+    return min(M, subsets)
 
 
 def membership_pairs(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -265,9 +287,13 @@ def certify(
 
 
 def solve_tuple_level(p: np.ndarray, law, method: str, memory_cap: float | None, constraints: Callable | None) -> AcceptanceResult:
-    """Enumerate the law's draft sets and solve with ``method`` in {"lp", "cvxpy", "flow"}."""
+    """Enumerate the law's draft sets and solve with ``method`` in {"lp", "cvxpy", "flow", "maxflow"}."""
     if constraints is not None and method != "cvxpy":
         raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
+    if method == "maxflow":
+        from otspec.bounds.maxflow import require_ortools
+
+        require_ortools()  # the install hint before any sizing or enumeration work
     check_memory(
         estimate_bytes(method, law),
         memory_cap,
@@ -275,6 +301,11 @@ def solve_tuple_level(p: np.ndarray, law, method: str, memory_cap: float | None,
         "use method='prefix' for iid/without_replacement/greedy laws, a smaller V or k, or raise memory_cap",
     )
     sets, weights = law.enumerate_sets(memory_cap=memory_cap)
+    if method == "maxflow":
+        from otspec.bounds.maxflow import solve_maxflow
+
+        w, cut_indicator, ok, info = solve_maxflow(p, sets, weights)
+        return certify(p, law, sets, weights, w, cut_indicator, ok, "maxflow", info)
     if method == "lp":
         w, duals, ok, info = solve_highs(p, sets, weights)
         return certify(p, law, sets, weights, w, duals, ok, "lp", info)

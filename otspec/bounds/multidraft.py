@@ -20,12 +20,12 @@ from otspec._validation import as_distribution, as_memory_cap, check_memory
 from otspec.bounds.cuts import cut_value
 from otspec.errors import InvalidOptionError, NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
-from otspec.bounds.lp import estimate_bytes, solve_tuple_level
+from otspec.bounds.lp import estimate_bytes, num_sets_bound, solve_tuple_level
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult
 
 __all__ = ["optimal_acceptance", "METHODS", "SUBSETS_MAX_V"]
 
-METHODS = ("auto", "prefix", "subsets", "lp", "cvxpy", "flow")
+METHODS = ("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow")
 
 #: Brute force over 2^V subsets is the oracle for tiny vocabularies only.
 SUBSETS_MAX_V = 20
@@ -33,10 +33,18 @@ SUBSETS_MAX_V = 20
 #: ``auto`` uses the dense network simplex up to this many (draft set x token) arcs, HiGHS above.
 _FLOW_MAX_ARCS = 25_000_000
 
-#: ``auto`` refuses, before starting, tuple-level problems (laws without a closed form: product,
-#: explicit) with more draft tuples than this. Measured on the 2-core project machine for a
-#: two-drafter product law: ~10-20 s at V = 300-400 (90 000-160 000 tuples), 40 s at V = 700
-#: (490 000), over 10 minutes at V = 2000 (4e6). An explicit method='lp' / 'flow' still runs.
+#: ``auto`` uses the sparse max-flow (when OR-Tools is installed) above this many dense arcs: at
+#: 1e5 LP columns (i.i.d. V = 316, k = 2; 1.6e7 dense arcs) it took 0.27 s against 38 s for the
+#: dense network simplex and 11 s for HiGHS (:doc:`benchmarks`); below it the dense simplex is
+#: already fast and avoids importing OR-Tools (~0.3 s).
+_MAXFLOW_FROM_ARCS = 1_000_000
+
+#: Without the ``maxflow`` extra, ``auto`` refuses, before starting, tuple-level problems (laws
+#: without a closed form: product, explicit) with more draft tuples than this. Measured on the
+#: 2-core project machine for a two-drafter product law with the dense/LP methods: ~10-20 s at
+#: V = 300-400 (90 000-160 000 tuples), 40 s at V = 700 (490 000), over 10 minutes at V = 2000
+#: (4e6). With OR-Tools installed ``auto`` uses ``maxflow`` above the dense limits instead (seconds
+#: at 1e7 arcs, see :doc:`benchmarks`). An explicit method='lp' / 'flow' still runs.
 AUTO_MAX_TUPLES = 250_000
 
 
@@ -127,10 +135,28 @@ def _solve_subsets(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> Ac
 
 
 def _auto_method(law: DraftLaw) -> str:
+    """``prefix`` where exact; the dense network simplex on small problems; above
+    :data:`_MAXFLOW_FROM_ARCS` dense arcs ``maxflow`` when OR-Tools is installed; without it the
+    dense simplex up to its limits, then ``lp`` up to :data:`AUTO_MAX_TUPLES` tuples, else a refusal."""
     if type(law).prefix_cut_order is not DraftLaw.prefix_cut_order:  # the sorted-prefix dual is exact
         return "prefix"
-    arcs = float(law.num_tuples()) * law.V
-    return "flow" if arcs <= _FLOW_MAX_ARCS else "lp"
+    dense_arcs = num_sets_bound(law) * law.V
+    if dense_arcs <= _MAXFLOW_FROM_ARCS:
+        return "flow"
+    from otspec.bounds.maxflow import MAXFLOW_INSTALL, maxflow_available
+
+    if maxflow_available():
+        return "maxflow"
+    if dense_arcs <= _FLOW_MAX_ARCS and law.num_tuples() <= AUTO_MAX_TUPLES:
+        return "flow"
+    if law.num_tuples() <= AUTO_MAX_TUPLES:
+        return "lp"
+    raise ProblemTooLargeError(
+        f"method='auto' on {law!r} has no closed form and would solve a transport problem over "
+        f"{law.num_tuples():,} draft tuples x {law.V:,} tokens (above {AUTO_MAX_TUPLES:,} tuples: minutes or more "
+        "without the sparse max-flow); install the maxflow extra to solve it in seconds "
+        f"({MAXFLOW_INSTALL}), or use a smaller V or k, or pass method='lp' explicitly to run it anyway"
+    )
 
 
 def optimal_acceptance(
@@ -153,14 +179,21 @@ def optimal_acceptance(
     law : DraftLaw
         From :func:`otspec.iid`, :func:`otspec.without_replacement`, :func:`otspec.greedy`,
         :func:`otspec.product` or :func:`otspec.explicit`, over the same vocabulary.
-    method : {"auto", "prefix", "subsets", "lp", "cvxpy", "flow"}
+    method : {"auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow"}
         ``"prefix"``: sort tokens by p/q and scan prefixes -- :math:`q(H)^k` for iid, the
         exponential-race integral with an error bound for without replacement, the closed form
         :math:`P(G) + \sum_{x \notin G} \min(p, \tilde q)` for greedy. ``"subsets"``: brute force
         over all :math:`2^V` sets (V <= 20), the oracle. ``"lp"``: HiGHS on the membership LP over
         enumerated draft sets, with the plan. ``"cvxpy"``: the same LP through cvxpy, with
-        ``constraints``. ``"flow"``: exact transport by network simplex (POT), with the plan.
-        ``"auto"``: ``prefix`` where it is exact, otherwise ``flow`` up to 2.5e7 arcs, else ``lp``.
+        ``constraints``. ``"flow"``: exact transport by network simplex (POT), with the plan
+        (dense: sets x tokens). ``"maxflow"``: the sparse max-flow source -> draft set -> its
+        tokens -> sink with integer capacities :math:`\lfloor x 2^N \rfloor` on OR-Tools, with
+        the plan (optional extra ``pip install "otspec[maxflow]"``; the flow is the lower bound,
+        the float64 cut the upper bound, :mod:`otspec.bounds.maxflow`).
+        ``"auto"``: ``prefix`` where it is exact, otherwise ``flow`` up to 1e6 dense (set x token)
+        arcs, above that ``maxflow`` if OR-Tools is installed; without it ``flow`` up to 2.5e7 dense
+        arcs and 250 000 tuples, then ``lp`` up to 250 000 tuples, else a
+        :class:`~otspec.errors.ProblemTooLargeError` naming the extra.
     memory_cap : float, optional
         Bytes; tuple-level methods estimate their peak memory first and refuse above it
         (default 4 GiB).
@@ -212,12 +245,6 @@ def optimal_acceptance(
     if constraints is not None and method not in ("cvxpy",):
         raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
     chosen = _auto_method(law) if method == "auto" else method
-    if method == "auto" and chosen in ("flow", "lp") and law.num_tuples() > AUTO_MAX_TUPLES:
-        raise ProblemTooLargeError(
-            f"method='auto' on {law!r} has no closed form and would solve a transport problem over "
-            f"{law.num_tuples():,} draft tuples x {law.V:,} tokens (above {AUTO_MAX_TUPLES:,} tuples: minutes or more); "
-            "use a smaller V or k, or pass method='lp' explicitly to run it anyway"
-        )
     if chosen == "prefix":
         return _solve_prefix(p, law)
     if chosen == "subsets":

@@ -52,7 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ap.add_argument("--drafts", "-k", type=int, required=True, help="number of drafts k")
     ap.add_argument("--law", action="append", choices=LAWS, help="law(s) to evaluate (repeatable; default: all)")
-    ap.add_argument("--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow"), help="solver (default auto)")
+    ap.add_argument(
+        "--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow"), help="solver (default auto)"
+    )
     ap.add_argument(
         "--memory-cap",
         type=float,

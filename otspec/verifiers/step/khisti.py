@@ -25,8 +25,6 @@ closed-form acceptance is available at any V).
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from otspec._tolerances import LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
 from otspec._validation import as_distribution, check_same_vocab
@@ -86,6 +84,9 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     :math:`0 \le t_y \le p(y)`; constraints :math:`\sum_y w_{s,y} = Q(s)`,
     :math:`t_y \le \sum_{s \ni y} w_{s,y}`; maximise :math:`\sum_y t_y`.
     """
+    import scipy.sparse as sp  # lazily: scipy.optimize alone is ~0.4 s of `import otspec`
+    from scipy.optimize import linprog
+
     sets, Qs = law.enumerate_sets()
     S, k = sets.shape
     V = law.V
