@@ -217,6 +217,16 @@ def token_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
     return torch.cat([stop.unsqueeze(-1) * res, reach[:, g:].unsqueeze(-1) * p[:, g:]], dim=1)
 
 
+def _draw_uniforms(p: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms of one chain verification per row, from two separate ``generator`` calls:
+    ``coins`` ``[B, gamma]`` (dtype of ``p``, one per drafted position) then ``u`` ``[B]`` float64
+    (the residual / bonus draw), so no uniform is used twice."""
+    B, g = drafts.shape
+    coins = torch.rand((B, g), generator=generator, dtype=p.dtype, device=p.device)
+    u = torch.rand((B,), generator=generator, dtype=torch.float64, device=p.device)
+    return coins, u
+
+
 def _token_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> ChainOutput:
     """Algorithm 1 with given accept coins [B, gamma] and residual uniforms [B] (validated input)."""
     g = drafts.shape[1]
@@ -248,10 +258,7 @@ def token_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, gene
     [2, 2, 2, 2]
     """
     p, q, drafts = _check(p, q, drafts, validate)
-    B, g = drafts.shape
-    coins = torch.rand((B, g), generator=generator, dtype=p.dtype, device=p.device)
-    u = torch.rand((B,), generator=generator, dtype=torch.float64, device=p.device)
-    return _token_sample_from_uniforms(p, q, drafts, coins, u)
+    return _token_sample_from_uniforms(p, q, drafts, *_draw_uniforms(p, drafts, generator))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -363,10 +370,7 @@ def block_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, gene
     [2, 2, 2, 2]
     """
     p, q, drafts = _check(p, q, drafts, validate)
-    B, g = drafts.shape
-    coins = torch.rand((B, g), generator=generator, dtype=p.dtype, device=p.device)
-    u = torch.rand((B,), generator=generator, dtype=torch.float64, device=p.device)
-    return _block_sample_from_uniforms(p, q, drafts, coins, u)
+    return _block_sample_from_uniforms(p, q, drafts, *_draw_uniforms(p, drafts, generator))
 
 
 def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:
