@@ -21,6 +21,7 @@ from scipy import stats
 from otspec import models
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import block, token_chain
+from tests.gpu._stats import pooled_chi_square
 from otspec_gpu.verifiers import chain
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -93,30 +94,6 @@ def test_toy_known_answers():
 
 
 # ------------------------------------------------------------------------------------------------
-def pooled_chi_square(counts: np.ndarray, probs: np.ndarray, n: int) -> tuple[float, float, int]:
-    """Pearson statistic of ``counts`` against ``probs`` and its 1 - ALPHA quantile.
-
-    Cells of probability 0 must be empty (checked exactly by the caller); cells with expected count
-    < 10 are pooled into one cell (merged into the smallest other cell if the pool is still < 10).
-    Returns ``(statistic, threshold, df)``.
-    """
-    pos = probs > 0
-    c, e = counts[pos].astype(float), probs[pos] * n
-    small = e < 10
-    if small.any():
-        c = np.append(c[~small], c[small].sum())
-        e = np.append(e[~small], e[small].sum())
-        if e[-1] < 10 and len(e) > 1:
-            j = int(np.argmin(e[:-1]))
-            c[j] += c[-1]
-            e[j] += e[-1]
-            c, e = c[:-1], e[:-1]
-    df = len(e) - 1
-    if df < 1:
-        return 0.0, np.inf, 0
-    return float(((c - e) ** 2 / e).sum()), float(stats.chi2.isf(ALPHA, df)), df
-
-
 def outcome_counts(out: chain.ChainOutput, g: int, V: int) -> np.ndarray:
     cell = (out.accepted * V + out.next_token).cpu().numpy()
     return np.bincount(cell, minlength=(g + 1) * V).reshape(g + 1, V)
@@ -168,7 +145,7 @@ def test_sampler_matches_conditional(rule):
         out = sample(*_batch(P, Q, path, N_ROWS, dtype), generator=gen)
         counts = outcome_counts(out, g, V)
         assert counts[law == 0].sum() == 0, "an outcome of probability 0 was emitted"
-        stat, thr, df = pooled_chi_square(counts.ravel(), law.ravel(), N_ROWS)
+        stat, thr, df = pooled_chi_square(counts.ravel(), law.ravel(), N_ROWS, ALPHA)
         assert df >= 3
         assert stat < thr, f"{rule} path {path}: chi2 = {stat:.1f} >= {thr:.1f} (df {df})"
 
@@ -202,7 +179,7 @@ def test_negative_controls_are_caught(control, monkeypatch):
     for P, Q, path, law in cases:
         g, V = Q.shape
         counts = outcome_counts(sample(*_batch(P, Q, path, N_ROWS), generator=gen), g, V)
-        stat, thr, _ = pooled_chi_square(counts.ravel(), law.ravel(), N_ROWS)
+        stat, thr, _ = pooled_chi_square(counts.ravel(), law.ravel(), N_ROWS, ALPHA)
         caught += bool(stat >= thr or counts[law == 0].sum() > 0)
     assert caught >= 2, f"negative control {control} slipped through on {3 - caught} of 3 paths"
 
@@ -223,7 +200,7 @@ def test_determinism_and_row_independence(rule):
     tau = cond(*_batch(P, Q, path, 1))[0].sum(-1).numpy()
     t = a.accepted.numpy()
     pairs = np.bincount(t[0::2] * (g + 1) + t[1::2], minlength=(g + 1) ** 2)
-    stat, thr, df = pooled_chi_square(pairs, np.outer(tau, tau).ravel(), N_ROWS // 2)
+    stat, thr, df = pooled_chi_square(pairs, np.outer(tau, tau).ravel(), N_ROWS // 2, ALPHA)
     assert df >= 1 and stat < thr
 
 

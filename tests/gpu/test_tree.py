@@ -24,6 +24,7 @@ from otspec import models
 from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec.trees import draft_trees
 from otspec.verifiers import tree as np_tree
+from tests.gpu._stats import pooled_chi_square
 from otspec_gpu.verifiers import chain, tree
 
 N_ROWS = 100_000
@@ -108,25 +109,6 @@ def test_one_sequence_is_token_verification():
 
 
 # ------------------------------------------------------------------------------------------------
-def pooled_chi_square(counts: np.ndarray, probs: np.ndarray, n: int) -> tuple[float, float, int]:
-    """Pearson statistic and its 1 - ALPHA quantile; cells with expected count < 10 pooled."""
-    pos = probs > 0
-    c, e = counts[pos].astype(float), probs[pos] * n
-    small = e < 10
-    if small.any():
-        c = np.append(c[~small], c[small].sum())
-        e = np.append(e[~small], e[small].sum())
-        if e[-1] < 10 and len(e) > 1:
-            j = int(np.argmin(e[:-1]))
-            c[j] += c[-1]
-            e[j] += e[-1]
-            c, e = c[:-1], e[:-1]
-    df = len(e) - 1
-    if df < 1:
-        return 0.0, np.inf, 0
-    return float(((c - e) ** 2 / e).sum()), float(stats.chi2.isf(ALPHA, df)), df
-
-
 def test_chi_square_design_has_power():
     """N = 1e5 rows: noncentrality >= N (2 TV)^2 = 160 at TV = 0.02 (Cauchy-Schwarz), rejected with
     probability > 0.999 at the largest df used here, k (gamma + 1) V - 1 = 44."""
@@ -168,7 +150,7 @@ def _chi_square_tree(rule, P, Q, x, law, gen, dtype=torch.float64):
     # The path's first tau tokens are the emitted prefix by construction; the cell encodes it.
     counts = outcome_counts(out, k, g, V)
     impossible = int(counts[law.ravel() == 0].sum())
-    stat, thr, df = pooled_chi_square(counts, law.ravel(), N_ROWS)
+    stat, thr, df = pooled_chi_square(counts, law.ravel(), N_ROWS, ALPHA)
     return stat, thr, df, impossible
 
 
@@ -232,7 +214,7 @@ def test_draft_sequences_law(replacement):
     probs[codes(np.asarray(trees))] = w
     counts = np.bincount(codes(x.numpy()), minlength=V ** (k * g))
     assert counts[probs == 0].sum() == 0
-    stat, thr, df = pooled_chi_square(counts, probs, n)
+    stat, thr, df = pooled_chi_square(counts, probs, n, ALPHA)
     assert df >= 20 and stat < thr
 
 
