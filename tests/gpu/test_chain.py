@@ -34,13 +34,7 @@ ALPHA = 1e-6  # false-alarm rate of one chi-square comparison
 TV_POWER = 0.02
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors on a shared 2-core machine: one intra-op thread avoids spin-wait contention."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 
 def along(p_model, q_model, paths):

@@ -17,13 +17,7 @@ from otspec_gpu.verifiers import SINGLE_STEP, chain
 V = 6
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread (tiny matmuls; two threads per process stall on a shared 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 
 @pytest.fixture(scope="module")

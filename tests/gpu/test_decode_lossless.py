@@ -27,14 +27,7 @@ PROMPT = [1, 2, 3]
 V = 6
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine, two threads per process make every small
-    matmul wait for the other thread (measured 10-20x slower under load)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 
 @pytest.fixture(scope="module")

@@ -31,14 +31,7 @@ Z_TEST = 4.891638475698996  # two-sided normal quantile for 1e-6
 N_GREEDY = 8
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine, two threads per process make every small
-    matmul wait for the other thread (measured 10-20x slower under load)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 
 @pytest.fixture(scope="module")

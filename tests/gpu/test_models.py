@@ -9,13 +9,7 @@ from otspec_gpu import models
 from otspec_gpu.decoding import _KV
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread (small matmuls; two threads per process stall on a shared 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 
 def test_tiny_is_seeded_and_small():

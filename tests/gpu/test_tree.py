@@ -32,13 +32,7 @@ ALPHA = 1e-6
 RULES = tree.RULES
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors on a shared 2-core machine: one intra-op thread avoids spin-wait contention."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 
 def along(p_model, q_model, trees):
