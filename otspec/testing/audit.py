@@ -297,18 +297,28 @@ def _run(check: Callable[[], Any]) -> VerifierAssertionError | None:
 
 
 def _shrink(
-    problem: _Problem, fails: Callable[[_Problem], VerifierAssertionError | None], first: VerifierAssertionError, budget: int = 150
+    problem: Any,
+    fails: Callable[[Any], VerifierAssertionError | None],
+    first: VerifierAssertionError,
+    budget: int = 150,
+    *,
+    remember: bool = True,
 ):
-    """Greedy shrinking: take the first simpler problem that still fails, until none does."""
+    """Greedy shrinking: take the first simpler problem that still fails, until none does.
+
+    ``problem`` is a single-step or chain problem (``shrinks``, ``valid``, ``size``); each call of
+    ``fails`` costs one unit of ``budget``. With ``remember`` a candidate already tried is skipped
+    (it costs no budget the second time); without it, it is tried again."""
     best, err = problem, first
     tried: set = set()
     progress = True
     while progress and budget > 0:
         progress = False
         for cand in best.shrinks():
-            if cand in tried or not cand.valid():
+            if (remember and cand in tried) or not cand.valid():
                 continue
-            tried.add(cand)
+            if remember:
+                tried.add(cand)
             try:
                 if cand.size() >= best.size():
                     continue
@@ -813,7 +823,7 @@ def _audit_chain(v: ChainVerifier, rng, seed, n_problems, atol, spec) -> list:
 
             err = check(pr)
             if err is not None:
-                small, err = _shrink_chain(pr, check, err)
+                small, err = _shrink(pr, check, err, 80, remember=False)
                 snip = chain_snippet(
                     "lossless", small, f"assert_chain_lossless(verifier, p_model, q_model, gamma, atol={atol!r})", "assert_chain_lossless"
                 )
@@ -864,21 +874,3 @@ def _audit_chain(v: ChainVerifier, rng, seed, n_problems, atol, spec) -> list:
     out.append(PropertyResult("sampler", "skip", "chain verifiers are audited through their exact per-path law"))
     out.append(PropertyResult("bad_inputs", "skip", "not defined for chain-verifier functions"))
     return out
-
-
-def _shrink_chain(problem, fails, first, budget=80):
-    best, err = problem, first
-    progress = True
-    while progress and budget > 0:
-        progress = False
-        for cand in best.shrinks():
-            if not cand.valid() or cand.size() >= best.size():
-                continue
-            budget -= 1
-            e = fails(cand)
-            if e is not None:
-                best, err, progress = cand, e, True
-                break
-            if budget <= 0:
-                break
-    return best, err
