@@ -91,6 +91,22 @@ def _num(value: Any, flag: str, kind: type, *, minimum: float | None = None, opt
     return x
 
 
+def _require_decode_stack() -> None:
+    """Keep the model loaders offline (``HF_HUB_OFFLINE=1`` unless set) and check that torch and
+    transformers import; a missing one is a :class:`CliError` that says how to install it."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise CliError(
+            f"otspec decode needs torch and transformers ({exc.name} is missing); install them with "
+            '`pip install torch==2.13.0 && pip install "otspec[decode]"`'
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.verifier == "sprinter":  # approximate (SPRINTER): its own decoder and report
         from otspec.cli.sprinter import run_sprinter
@@ -103,17 +119,7 @@ def run(args: argparse.Namespace) -> int:
     top_p = _num(args.top_p, "--top-p", float, optional=True)
     n_new = _num(args.max_new_tokens, "--max-new-tokens", int, minimum=1)
     seed = _num(args.seed, "--seed", int, minimum=0)
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise CliError(
-            f"otspec decode needs torch and transformers ({exc.name} is missing); install them with "
-            '`pip install torch==2.13.0 && pip install "otspec[decode]"`'
-        ) from None
+    _require_decode_stack()
     from otspec_gpu import models
     from otspec_gpu.decoding import decode, plan_for
 
