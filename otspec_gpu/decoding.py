@@ -205,7 +205,8 @@ def _probs(logits: torch.Tensor, temperature: float, top_k, top_p) -> torch.Tens
 
 
 def _multinomial(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of ``probs`` [R, V] (float64) from ``generator``, by inverse CDF."""
+    """One token per row of ``probs`` [R, V] (float64, rows sum to 1 up to rounding) from ``generator``,
+    by inverse CDF (one uniform per row). Also the sampler of :mod:`otspec_gpu.sprinter`."""
     u = torch.rand(probs.shape[0], dtype=torch.float64, generator=generator, device=probs.device)
     cdf = torch.cumsum(probs, -1)
     idx = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)

@@ -7,6 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from otspec_gpu.decoding import _multinomial
+from otspec_gpu.decoding import _probs as _decoder_probs
+
 try:  # the public home of the errors after the core layout refactor
     from otspec.errors import OtspecInputError
 except ImportError:  # pragma: no cover - before it
@@ -20,18 +23,12 @@ class SprinterInputError(OtspecInputError):
 
 
 def probs(logits: torch.Tensor, temperature: float = 1.0, top_k=None, top_p=None) -> torch.Tensor:
-    """float64 probabilities after the transform shared by target and draft."""
-    from otspec_gpu.processing import probs_from_logits
-
-    return probs_from_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p, dtype=torch.float64)
+    """float64 probabilities after the transform shared by target and draft (the decoder's own)."""
+    return _decoder_probs(logits, temperature, top_k, top_p)
 
 
-def multinomial(p: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One index per row of ``p`` [R, V] (float64, rows sum to 1 up to rounding), by inverse CDF."""
-    u = torch.rand(p.shape[0], dtype=torch.float64, generator=generator, device=p.device)
-    cdf = torch.cumsum(p, -1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
-    return idx.clamp_max(p.shape[-1] - 1)
+#: One index per row of ``p`` [R, V] (float64) from ``generator``, by inverse CDF: the decoder's own.
+multinomial = _multinomial
 
 
 def generators(seed: int, n: int, device: Any = "cpu") -> tuple[torch.Generator, ...]:
