@@ -18,7 +18,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in an environment without torch
     raise ImportError(
         "otspec_gpu needs torch, which is not installed; install the pinned CPU build and the extra with "
-        "`pip install torch==2.13.0 && pip install \"otspec[torch]\"`"
+        '`pip install torch==2.13.0 && pip install "otspec[torch]"`'
     ) from exc
 
 __all__ = ["SINGLE_STEP", "decode", "drafting", "probs_from_logits", "processing", "sample_drafts", "verifiers"]

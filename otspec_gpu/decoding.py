@@ -93,11 +93,15 @@ def plan_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodePlan:
         raise UnsupportedMethodError(f"verifier must be a name (got {verifier!r}); e.g. 'token', 'block', 'kseq'")
     if verifier in CHAIN_VERIFIERS and (k == 1 or verifier == "block"):
         if k != 1:
-            raise UnsupportedMethodError(f"verifier 'block' verifies one drafted block (got drafts = {k}); use drafts=1, or a tree verifier (kseq, rrs, rrs_wor) for k sequences")
+            raise UnsupportedMethodError(
+                f"verifier 'block' verifies one drafted block (got drafts = {k}); use drafts=1, or a tree verifier (kseq, rrs, rrs_wor) for k sequences"
+            )
         return DecodePlan("chain", verifier, 1, g, verifier, "iid")
     single = _single_step()
     if verifier == "approximate":
-        raise UnsupportedMethodError("verifier 'approximate' is lossy and needs a per-token predicate; the decoder runs lossless verifiers only")
+        raise UnsupportedMethodError(
+            "verifier 'approximate' is lossy and needs a per-token predicate; the decoder runs lossless verifiers only"
+        )
     if g == 1 and verifier in single:
         v = single[verifier]
         return DecodePlan("single", verifier, k, 1, verifier, v.draft_law)
@@ -146,7 +150,7 @@ class _KV:
         """Roll back: of the last ``n_fed`` cache positions, row ``r`` keeps the first ``keep[r]``."""
         L = self.mask.shape[1]
         col = torch.arange(n_fed, device=self.mask.device)
-        tail = self.mask[:, L - n_fed:] & (col.unsqueeze(0) < keep.unsqueeze(1))
+        tail = self.mask[:, L - n_fed :] & (col.unsqueeze(0) < keep.unsqueeze(1))
         self.mask = torch.cat([self.mask[:, : L - n_fed], tail], 1)
         drop = n_fed - int(keep.max())
         if drop > 0:
@@ -195,7 +199,9 @@ def _as_prompts(target: LM, prompt: Any) -> tuple[list[list[int]], bool]:
         return [[int(x) for x in prompt]], False
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(x, (list, tuple)) and x for x in prompt):
         return [[int(t) for t in x] for x in prompt], False
-    raise OtspecInputError(f"prompt must be a string, a list of strings, a list of token ids or a list of such lists (got {type(prompt).__name__}); pass e.g. 'Hello'")
+    raise OtspecInputError(
+        f"prompt must be a string, a list of strings, a list of token ids or a list of such lists (got {type(prompt).__name__}); pass e.g. 'Hello'"
+    )
 
 
 def _probs(logits: torch.Tensor, temperature: float, top_k, top_p) -> torch.Tensor:
@@ -285,7 +291,9 @@ def decode(
     if not isinstance(target, LM) or not isinstance(draft, LM):
         raise OtspecInputError("target and draft must be otspec_gpu.models.LM (load them with otspec_gpu.models.load or wrap)")
     if target.vocab_size != draft.vocab_size:
-        raise IncompatibleModelsError(f"target and draft vocabularies differ ({target.vocab_size} vs {draft.vocab_size}); pick a draft that shares the target's tokenizer")
+        raise IncompatibleModelsError(
+            f"target and draft vocabularies differ ({target.vocab_size} vs {draft.vocab_size}); pick a draft that shares the target's tokenizer"
+        )
     plan = plan_for(verifier, drafts, gamma)
     n_new = as_int_in_range(max_new_tokens, "max_new_tokens")
     if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
@@ -294,7 +302,9 @@ def decode(
     V = target.vocab_size
     for pr in prompts:
         if min(pr) < 0 or max(pr) >= V:
-            raise OtspecInputError(f"prompt token ids must lie in [0, {V}) (got {min(pr)}..{max(pr)}); tokenize with the target's tokenizer")
+            raise OtspecInputError(
+                f"prompt token ids must lie in [0, {V}) (got {min(pr)}..{max(pr)}); tokenize with the target's tokenizer"
+            )
     device = next(target.model.parameters()).device
     B, k, g = len(prompts), plan.k, plan.gamma
     R = B * k
@@ -315,8 +325,8 @@ def decode(
     ids_np = np.zeros((B, width), dtype=np.int64)
     valid_np = np.zeros((B, width), dtype=bool)
     for b, pr in enumerate(prompts):
-        ids_np[b, width - len(pr):] = pr
-        valid_np[b, width - len(pr):] = True
+        ids_np[b, width - len(pr) :] = pr
+        valid_np[b, width - len(pr) :] = True
     ids, valid = torch.from_numpy(ids_np), torch.from_numpy(valid_np)
     ids, valid = ids.repeat_interleave(k, 0).to(device), valid.repeat_interleave(k, 0).to(device)
     tgt, drf = _KV(target, R, device), _KV(draft, R, device)
@@ -371,7 +381,9 @@ def decode(
             X = torch.stack(x_list, 1)  # [R, gamma]
         t1 = time.perf_counter()
         # ---- target: one forward scoring every drafted token ------------------------------------
-        P = _probs(tgt.feed(torch.cat([last.unsqueeze(1), X], 1), torch.ones(R, g + 1, dtype=torch.bool, device=device)), **sampling)  # [R, gamma+1, V]
+        P = _probs(
+            tgt.feed(torch.cat([last.unsqueeze(1), X], 1), torch.ones(R, g + 1, dtype=torch.bool, device=device)), **sampling
+        )  # [R, gamma+1, V]
         t2 = time.perf_counter()
         # ---- verify ------------------------------------------------------------------------------
         extra_cond = None
@@ -437,20 +449,44 @@ def decode(
             if len(out[b]) >= n_new:
                 done[b] = True
         builder.add_round(
-            rnd, live, P=P, Q=Q, X=X, chosen=chosen, tau=tau, next_token=y, n_emit=n_emit,
-            times=dict(draft=t1 - t0, target=t2 - t1, verify=t3 - t2, rollback=t4 - t3, theory=t_th), theory=th,
+            rnd,
+            live,
+            P=P,
+            Q=Q,
+            X=X,
+            chosen=chosen,
+            tau=tau,
+            next_token=y,
+            n_emit=n_emit,
+            times=dict(draft=t1 - t0, target=t2 - t1, verify=t3 - t2, rollback=t4 - t3, theory=t_th),
+            theory=th,
         )
         rnd += 1
         if progress is not None:
             progress(min(len(o) for o in out))
     wall = time.perf_counter() - t_start
     config = dict(
-        target=target.name, draft=draft.name, verifier=plan.verifier, mode=plan.mode, rule=plan.rule, draft_law=plan.draft_law,
-        drafts=k, gamma=g, temperature=float(temperature), top_k=top_k, top_p=top_p, max_new_tokens=n_new, seed=int(seed),
-        batch=B, vocab_size=V, prefill_s=t_prefill, wall_s=wall, target_calls=tgt.calls - (1 if width > 1 else 0),
-        draft_calls=drf.calls - (1 if width > 1 else 0), prompt_tokens=[len(p) for p in prompts],
+        target=target.name,
+        draft=draft.name,
+        verifier=plan.verifier,
+        mode=plan.mode,
+        rule=plan.rule,
+        draft_law=plan.draft_law,
+        drafts=k,
+        gamma=g,
+        temperature=float(temperature),
+        top_k=top_k,
+        top_p=top_p,
+        max_new_tokens=n_new,
+        seed=int(seed),
+        batch=B,
+        vocab_size=V,
+        prefill_s=t_prefill,
+        wall_s=wall,
+        target_calls=tgt.calls - (1 if width > 1 else 0),
+        draft_calls=drf.calls - (1 if width > 1 else 0),
+        prompt_tokens=[len(p) for p in prompts],
     )
     trace = builder.build(config)
     text = [target.decode_text(o) for o in out] if (has_text and target.tokenizer is not None) else None
     return DecodeResult(tokens=out, text=text, trace=trace, config=config)
-

@@ -60,7 +60,9 @@ def _shared(q: torch.Tensor, k: int, law: str, n: int, generator: torch.Generato
     return torch.cat([top, _skip_draw(cdf, q64, top, last, generator)[:, None]], dim=1)
 
 
-def sample_drafts(q: torch.Tensor, k: int, law: str, *, generator: torch.Generator, n: int | None = None, validate: bool = True) -> torch.Tensor:
+def sample_drafts(
+    q: torch.Tensor, k: int, law: str, *, generator: torch.Generator, n: int | None = None, validate: bool = True
+) -> torch.Tensor:
     r"""Draw ``k`` drafts per row of ``q`` under the draft law ``law``.
 
     Parameters
@@ -106,7 +108,9 @@ def sample_drafts(q: torch.Tensor, k: int, law: str, *, generator: torch.Generat
             raise InvalidDraftsError(f"greedy drafts need positive q outside the top-{k - 1} tokens in every row; lower k")
     if n is not None:
         if B != 1:
-            raise InvalidDraftCountError(f"n is only for a shared law q of shape [1, V] (got {B} rows); drop n to draw one row per row of q")
+            raise InvalidDraftCountError(
+                f"n is only for a shared law q of shape [1, V] (got {B} rows); drop n to draw one row per row of q"
+            )
         return _shared(q, k, law, int(n), generator)
     q64 = q.double()
     if law == "iid":

@@ -123,7 +123,13 @@ class LM:
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor, *, attention_mask=None, position_ids=None, cache=None) -> torch.Tensor:
         """``[B, L, V]`` float32 logits divided by :attr:`logit_temperature`; updates ``cache`` in place."""
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, past_key_values=cache, use_cache=cache is not None)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=cache is not None,
+        )
         lg = out.logits.float()
         if self.logit_temperature != 1.0:
             lg = lg / self.logit_temperature
@@ -332,13 +338,21 @@ def self_draft(target: LM, temperature: float, *, name: str | None = None) -> LM
     t = float(temperature)
     if not (t > 0):
         raise OtspecInputError(f"self-draft temperature must be > 0 (got {temperature!r}); pass e.g. 0.7")
-    return LM(name or f"{target.name}-t{t:g}", target.model, target.tokenizer, logit_temperature=target.logit_temperature * t, vocab_size=target.vocab_size)
+    return LM(
+        name or f"{target.name}-t{t:g}",
+        target.model,
+        target.tokenizer,
+        logit_temperature=target.logit_temperature * t,
+        vocab_size=target.vocab_size,
+    )
 
 
 def wrap(model: Any, tokenizer: Any = None, *, name: str | None = None, fast_linear: bool = False) -> LM:
     """Wrap any ``transformers`` causal LM (it must share the target's tokenizer / vocabulary)."""
     if not hasattr(model, "get_output_embeddings") or model.get_output_embeddings() is None:
-        raise OtspecInputError(f"model must be a transformers causal LM with an output layer (got {type(model).__name__}); load it with AutoModelForCausalLM")
+        raise OtspecInputError(
+            f"model must be a transformers causal LM with an output layer (got {type(model).__name__}); load it with AutoModelForCausalLM"
+        )
     model.eval()
     if fast_linear:
         _patch_linear(model)
@@ -354,9 +368,18 @@ def tiny(*, vocab_size: int = 6, seed: int = 0, hidden_size: int = 16, layers: i
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=False,
-        bos_token_id=0, eos_token_id=None, pad_token_id=None, initializer_range=0.5,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=None,
+        pad_token_id=None,
+        initializer_range=0.5,
     )
     # Eager attention: with head dims this small, SDPA's masked path on 10^5 rows is several times slower.
     cfg._attn_implementation = "eager"

@@ -61,7 +61,9 @@ def probs_from_logits(
     if dtype not in (torch.float32, torch.float64):
         raise UnsupportedMethodError(f"dtype must be torch.float32 or torch.float64 (got {dtype}); pick one of those")
     if logits.ndim < 1 or logits.shape[-1] < 1:
-        raise InvalidDistributionError(f"logits must have shape [..., V] with V >= 1 (got {tuple(logits.shape)}); pass one row of logits per position")
+        raise InvalidDistributionError(
+            f"logits must have shape [..., V] with V >= 1 (got {tuple(logits.shape)}); pass one row of logits per position"
+        )
     t = float(temperature)
     if not math.isfinite(t) or t < 0:
         raise InvalidDistributionError(f"temperature must be a finite number >= 0 (got {temperature}); use 0 for greedy decoding")

@@ -98,12 +98,20 @@ class Report:
     def table(self) -> list[tuple[str, str]]:
         """(label, value) rows for printing."""
         rows = [
-            ("verifier", f"{self.config.get('verifier')} ({self.config.get('mode')}, k={self.config.get('drafts')}, gamma={self.config.get('gamma')})"),
+            (
+                "verifier",
+                f"{self.config.get('verifier')} ({self.config.get('mode')}, k={self.config.get('drafts')}, gamma={self.config.get('gamma')})",
+            ),
             ("records / tokens", f"{self.records} / {self.tokens}"),
         ]
         for a in self.agreement:
             verdict = "agree" if a.agrees else "DISAGREE"
-            rows.append((f"{a.label}: realized vs expected", f"{a.realized:.4f} vs {a.expected:.4f}  diff {a.diff:+.4f} [99% CI {a.ci_low:+.4f}, {a.ci_high:+.4f}] {verdict}"))
+            rows.append(
+                (
+                    f"{a.label}: realized vs expected",
+                    f"{a.realized:.4f} vs {a.expected:.4f}  diff {a.diff:+.4f} [99% CI {a.ci_low:+.4f}, {a.ci_high:+.4f}] {verdict}",
+                )
+            )
         for name, v in sorted(self.theory.items()):
             rows.append((f"mean {name}", f"{v:.4f}"))
         if not math.isnan(self.optimum):

@@ -72,8 +72,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--no-theory", action="store_true", help="skip the per-round exact theory (faster)")
     ap.add_argument("--trace", default=None, metavar="FILE", help="write the per-round trace (safetensors) to FILE")
     ap.add_argument("--json", action="store_true", help="print JSON instead of text and a table")
-    ap.add_argument("--verifier-weights", default=None, metavar="FILE", help="trained verifier for --verifier sprinter (approximate; prints its certified TV bound)")
-    ap.add_argument("--threshold", default=None, metavar="T", help="decision threshold of the sprinter verifier (default: the one stored in FILE)")
+    ap.add_argument(
+        "--verifier-weights",
+        default=None,
+        metavar="FILE",
+        help="trained verifier for --verifier sprinter (approximate; prints its certified TV bound)",
+    )
+    ap.add_argument(
+        "--threshold", default=None, metavar="T", help="decision threshold of the sprinter verifier (default: the one stored in FILE)"
+    )
     ap.set_defaults(func=run)
 
 

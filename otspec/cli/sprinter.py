@@ -29,12 +29,16 @@ def run_sprinter(args: argparse.Namespace) -> int:
     """Decode with SPRINTER (a trained verifier file is required) and print text and the fidelity summary."""
     weights = getattr(args, "verifier_weights", None)
     if not weights:
-        raise CliError("--verifier sprinter needs --verifier-weights FILE (train one with `python experiments/sprinter.py`, which writes verifier.safetensors)")
+        raise CliError(
+            "--verifier sprinter needs --verifier-weights FILE (train one with `python experiments/sprinter.py`, which writes verifier.safetensors)"
+        )
     if str(args.drafts) != "1":
         raise CliError(f"--verifier sprinter drafts one token at a time (got --drafts {args.drafts}); drop --drafts")
     threshold = None if getattr(args, "threshold", None) is None else _number(args.threshold, "--threshold", float, 0.0, 1.0)
     if str(args.gamma) != "4":  # 4 is otspec decode's default
-        raise CliError(f"--gamma does not apply to --verifier sprinter (got {args.gamma}): the verifier decides each run's length, capped at 20; drop --gamma")
+        raise CliError(
+            f"--gamma does not apply to --verifier sprinter (got {args.gamma}): the verifier decides each run's length, capped at 20; drop --gamma"
+        )
     temperature = _number(args.temperature, "--temperature", float, 0.0)
     n_new = _number(args.max_new_tokens, "--max-new-tokens", int, 1)
     seed = _number(args.seed, "--seed", int, 0)
@@ -48,10 +52,30 @@ def run_sprinter(args: argparse.Namespace) -> int:
     verifier = load_verifier(weights, threshold)
     target, draft = models.load(args.target), models.load(args.draft)
     prompt = args.prompt if len(args.prompt) > 1 else args.prompt[0]
-    res = decode(target, draft, prompt, verifier=verifier, cap=DEFAULT_CAP, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=n_new, seed=seed)
+    res = decode(
+        target,
+        draft,
+        prompt,
+        verifier=verifier,
+        cap=DEFAULT_CAP,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        max_new_tokens=n_new,
+        seed=seed,
+    )
     summ = res.summary()
     if args.json:
-        print_json({"text": res.text, "tokens": res.tokens, "certified_tv": res.certified_tv, "target_calls": res.target_calls, "summary": summ, "config": res.config})
+        print_json(
+            {
+                "text": res.text,
+                "tokens": res.tokens,
+                "certified_tv": res.certified_tv,
+                "target_calls": res.target_calls,
+                "summary": summ,
+                "config": res.config,
+            }
+        )
         return 0
     for i, txt in enumerate(res.text or [" ".join(map(str, t)) for t in res.tokens]):
         print(f"--- prompt {i}: {args.prompt[i] if i < len(args.prompt) else ''}")

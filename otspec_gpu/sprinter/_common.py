@@ -58,7 +58,14 @@ class Scorer:
         self.device = next(lm.model.parameters()).device
 
     def _forward(self, ids, attn, pos, cache):
-        out = self.lm.model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=cache is not None, output_hidden_states=self.hidden)
+        out = self.lm.model(
+            input_ids=ids,
+            attention_mask=attn,
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=cache is not None,
+            output_hidden_states=self.hidden,
+        )
         lg = out.logits.float()
         if self.lm.logit_temperature != 1.0:
             lg = lg / self.lm.logit_temperature
@@ -95,10 +102,10 @@ class Scorer:
         ids_np = np.zeros((len(seqs), W), dtype=np.int64)
         mask_np = np.zeros((len(seqs), W), dtype=np.int64)
         for r, s in enumerate(seqs):
-            ids_np[r, W - len(s):] = s
-            mask_np[r, W - len(s):] = 1
+            ids_np[r, W - len(s) :] = s
+            mask_np[r, W - len(s) :] = 1
         ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
         pos = (mask.cumsum(1) - 1).clamp_min(0)
         attn = None if bool(mask.all()) else mask.to(self.device)
         lg, hid = self._forward(ids.to(self.device), attn, pos.to(self.device), None)
-        return [lg[r, W - n:] for r, n in enumerate(n_last)], [hid[r, W - n:] if hid is not None else None for r, n in enumerate(n_last)]
+        return [lg[r, W - n :] for r, n in enumerate(n_last)], [hid[r, W - n :] if hid is not None else None for r, n in enumerate(n_last)]

@@ -99,7 +99,17 @@ def _rows(model: ScoreModel, ds) -> torch.Tensor:
     return model.score_rows(ds.hidden, ds.entropy, ds.position, ds.q_x)
 
 
-def train(ds, *, kind: str = "head", label: str = "hard", units: int = 32, steps: int = 400, lr: float = 1e-2, weight_decay: float = 1e-3, seed: int = 0) -> ScoreModel:
+def train(
+    ds,
+    *,
+    kind: str = "head",
+    label: str = "hard",
+    units: int = 32,
+    steps: int = 400,
+    lr: float = 1e-2,
+    weight_decay: float = 1e-3,
+    seed: int = 0,
+) -> ScoreModel:
     """Fit a :class:`ScoreModel` to a :class:`~otspec_gpu.sprinter.data.Dataset` (full-batch Adam, seeded).
 
     Parameters
@@ -166,11 +176,19 @@ def metrics(model: ScoreModel, ds, threshold: float = 0.5, *, bins: int = 10) ->
     auc = (float(ranks[y].sum()) - n1 * (n1 + 1) / 2) / (n1 * n0) if n1 and n0 else float("nan")
     eps = 1e-12
     return {
-        "n": n, "threshold": float(threshold), "accuracy": float((pred == y).double().mean()), "majority_accuracy": max(pos, 1 - pos),
-        "positive_rate": pos, "false_accept_rate": float(pred[~y].double().mean()) if n0 else float("nan"),
-        "true_pass_rate": float(pred[y].double().mean()) if n1 else float("nan"), "pass_rate": float(pred.double().mean()),
+        "n": n,
+        "threshold": float(threshold),
+        "accuracy": float((pred == y).double().mean()),
+        "majority_accuracy": max(pos, 1 - pos),
+        "positive_rate": pos,
+        "false_accept_rate": float(pred[~y].double().mean()) if n0 else float("nan"),
+        "true_pass_rate": float(pred[y].double().mean()) if n1 else float("nan"),
+        "pass_rate": float(pred.double().mean()),
         "log_loss": float(-(y.double() * torch.log(s + eps) + (~y).double() * torch.log(1 - s + eps)).mean()),
-        "brier": float(((s - y.double()) ** 2).mean()), "auc": auc, "ece": ece, "reliability": table,
+        "brier": float(((s - y.double()) ** 2).mean()),
+        "auc": auc,
+        "ece": ece,
+        "reliability": table,
     }
 
 
@@ -190,7 +208,9 @@ class ClassifierVerifier(PassRule):
     @torch.no_grad()
     def pass_prob(self, f: Features) -> torch.Tensor:
         if f.hidden.shape[-1] != self.model.hidden_size:
-            raise SprinterInputError(f"the verifier was trained on hidden size {self.model.hidden_size} but the draft has {f.hidden.shape[-1]}; use weights trained for this draft")
+            raise SprinterInputError(
+                f"the verifier was trained on hidden size {self.model.hidden_size} but the draft has {f.hidden.shape[-1]}; use weights trained for this draft"
+            )
         return (torch.sigmoid(self.model.score_vocab(f)) >= self.threshold).double()
 
 
@@ -201,7 +221,9 @@ def save_verifier(v: ClassifierVerifier, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"kind": v.model.kind, "hidden_size": v.model.hidden_size, "units": v.model.units, "threshold": v.threshold, "info": v.meta}
-    save_file({k: t.contiguous() for k, t in v.model.state_dict().items()}, str(path), metadata={"otspec_sprinter_verifier": json.dumps(meta)})
+    save_file(
+        {k: t.contiguous() for k, t in v.model.state_dict().items()}, str(path), metadata={"otspec_sprinter_verifier": json.dumps(meta)}
+    )
     return path
 
 
@@ -211,7 +233,9 @@ def load_verifier(path: str | Path, threshold: float | None = None) -> Classifie
 
     path = Path(path)
     if not path.exists():
-        raise SprinterInputError(f"verifier weights {str(path)!r} do not exist; train them with experiments/sprinter.py or otspec_gpu.sprinter.classifier.train")
+        raise SprinterInputError(
+            f"verifier weights {str(path)!r} do not exist; train them with experiments/sprinter.py or otspec_gpu.sprinter.classifier.train"
+        )
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = (f.metadata() or {}).get("otspec_sprinter_verifier")

@@ -120,14 +120,21 @@ def collect(
         ids = torch.zeros(R, W, dtype=torch.long)
         mask = torch.zeros(R, W, dtype=torch.long)
         for r, c in enumerate(chunk):
-            ids[r, W - len(c):] = torch.tensor(c)
-            mask[r, W - len(c):] = 1
+            ids[r, W - len(c) :] = torch.tensor(c)
+            mask[r, W - len(c) :] = 1
         pos = (mask.cumsum(1) - 1).clamp_min(0)
         cache = DynamicCache()
         feed, fmask, fpos = ids, mask, pos
         Q, Hs, X = [], [], []
         for _ in range(max_new_tokens):
-            out = draft.model(input_ids=feed.to(dev), attention_mask=fmask.to(dev), position_ids=fpos.to(dev), past_key_values=cache, use_cache=True, output_hidden_states=True)
+            out = draft.model(
+                input_ids=feed.to(dev),
+                attention_mask=fmask.to(dev),
+                position_ids=fpos.to(dev),
+                past_key_values=cache,
+                use_cache=True,
+                output_hidden_states=True,
+            )
             lg = out.logits[:, -1].float() / draft.logit_temperature
             q = probs(lg, temperature=temperature)
             x = multinomial(q, g)
@@ -140,7 +147,9 @@ def collect(
         Xs = torch.stack(X, 1)  # [R, T]
         full = torch.cat([ids, Xs], 1)
         fm = torch.cat([mask, torch.ones_like(Xs)], 1)
-        tl = target.model(input_ids=full.to(dev), attention_mask=fm.to(dev), position_ids=((fm.cumsum(1) - 1).clamp_min(0)).to(dev)).logits.float()
+        tl = target.model(
+            input_ids=full.to(dev), attention_mask=fm.to(dev), position_ids=((fm.cumsum(1) - 1).clamp_min(0)).to(dev)
+        ).logits.float()
         tl = tl / target.logit_temperature
         Pall = probs(tl[:, W - 1 : W - 1 + max_new_tokens].cpu(), temperature=temperature)  # [R, T, V]
         Qall = torch.stack(Q, 1)  # [R, T, V]
@@ -164,7 +173,11 @@ def collect(
             cols["prompt_id"].append(torch.full((T,), pids[b0 + r], dtype=torch.long))
             cols["token"].append(x_r.long())
     meta = {
-        "target": target.name, "draft": draft.name, "temperature": float(temperature), "seed": int(seed), "max_new_tokens": int(max_new_tokens),
+        "target": target.name,
+        "draft": draft.name,
+        "temperature": float(temperature),
+        "seed": int(seed),
+        "max_new_tokens": int(max_new_tokens),
         "prompts": {str(i): (p if isinstance(p, str) else list(map(int, p))) for i, p in zip(pids, prompts)},
     }
     return Dataset(**{k: torch.cat(v) for k, v in cols.items()}, meta=meta)
@@ -212,7 +225,9 @@ def load(path: str | Path) -> Dataset:
 
     path = Path(path)
     if not path.exists():
-        raise SprinterInputError(f"dataset file {str(path)!r} does not exist; collect one with otspec_gpu.sprinter.data.collect and save it")
+        raise SprinterInputError(
+            f"dataset file {str(path)!r} does not exist; collect one with otspec_gpu.sprinter.data.collect and save it"
+        )
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
         if "otspec_sprinter_dataset" not in meta:

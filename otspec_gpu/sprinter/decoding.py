@@ -100,7 +100,9 @@ class SprinterResult:
         n_tok = sum(len(t) for t in self.tokens)
         calls = sum(self.target_calls)
         return {
-            "sequences": len(self.tokens), "tokens": n_tok, "target_calls": calls,
+            "sequences": len(self.tokens),
+            "tokens": n_tok,
+            "target_calls": calls,
             "target_calls_per_token": calls / n_tok if n_tok else float("nan"),
             "tokens_per_call": n_tok / calls if calls else float("nan"),
             "certified_tv_mean": sum(self.certified_tv) / len(self.certified_tv),
@@ -119,7 +121,9 @@ def _prompts(target: Any, prompt: Any) -> tuple[list[list[int]], bool]:
         return [list(prompt)], False
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(s, (list, tuple)) and s for s in prompt):
         return [[int(t) for t in s] for s in prompt], False
-    raise SprinterInputError(f"prompt must be a string, a list of strings, token ids or a list of token-id lists (got {type(prompt).__name__}); pass e.g. 'Hello'")
+    raise SprinterInputError(
+        f"prompt must be a string, a list of strings, token ids or a list of token-id lists (got {type(prompt).__name__}); pass e.g. 'Hello'"
+    )
 
 
 def decode(
@@ -174,9 +178,13 @@ def decode(
     (4, [0.0])
     """
     if not isinstance(verifier, PassRule):
-        raise SprinterInputError(f"verifier must be a pass rule from otspec_gpu.sprinter (got {type(verifier).__name__}); e.g. ConstantPass(0.5) or load_verifier(path)")
+        raise SprinterInputError(
+            f"verifier must be a pass rule from otspec_gpu.sprinter (got {type(verifier).__name__}); e.g. ConstantPass(0.5) or load_verifier(path)"
+        )
     if target.vocab_size != draft.vocab_size:
-        raise SprinterInputError(f"target and draft vocabularies differ ({target.vocab_size} vs {draft.vocab_size}); pick a draft that shares the target's tokenizer")
+        raise SprinterInputError(
+            f"target and draft vocabularies differ ({target.vocab_size} vs {draft.vocab_size}); pick a draft that shares the target's tokenizer"
+        )
     if not (isinstance(cap, int) and cap >= 1):
         raise SprinterInputError(f"cap must be an integer >= 1 (got {cap!r}); SPRINTER uses 20")
     if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
@@ -306,10 +314,20 @@ def decode(
             cert[r] += sum(dl)
             loglik[r] += sum(ll_all[k_ll : k_ll + n_emit])
             calls[r] += 1
-            rounds.append({
-                "row": r, "round": n_round[r], "start": len(out[r]), "L": L, "stop": stop_why[r], "accepted": bool(acc[i]), "n_emit": n_emit,
-                "delta": dl, "tv_pq": tv_all[k_run : k_run + m], "pass_mass": mass_all[k_run : k_run + m],
-            })
+            rounds.append(
+                {
+                    "row": r,
+                    "round": n_round[r],
+                    "start": len(out[r]),
+                    "L": L,
+                    "stop": stop_why[r],
+                    "accepted": bool(acc[i]),
+                    "n_emit": n_emit,
+                    "delta": dl,
+                    "tv_pq": tv_all[k_run : k_run + m],
+                    "pass_mass": mass_all[k_run : k_run + m],
+                }
+            )
             k_run += L
             k_ll += n_emit
             n_round[r] += 1
@@ -320,8 +338,19 @@ def decode(
                 done[r] = True
     wall = time.perf_counter() - t0
     config = {
-        "target": target.name, "draft": draft.name, "verifier": verifier.name, "cap": cap, "temperature": float(temperature), "top_k": top_k, "top_p": top_p,
-        "max_new_tokens": n_new, "seed": int(seed), "batch": B, "cached": bool(cached), "wall_s": wall, "vocab_size": V,
+        "target": target.name,
+        "draft": draft.name,
+        "verifier": verifier.name,
+        "cap": cap,
+        "temperature": float(temperature),
+        "top_k": top_k,
+        "top_p": top_p,
+        "max_new_tokens": n_new,
+        "seed": int(seed),
+        "batch": B,
+        "cached": bool(cached),
+        "wall_s": wall,
+        "vocab_size": V,
     }
     text = [target.decode_text(o) for o in out] if (has_text and target.tokenizer is not None) else None
     return SprinterResult(tokens=out, text=text, certified_tv=cert, target_calls=calls, loglik=loglik, rounds=rounds, config=config)

@@ -13,11 +13,30 @@ from otspec_gpu.sprinter._common import SprinterInputError
 __all__ = ["TEMPLATES", "TOPICS", "prompts_for", "split_topics"]
 
 TOPICS = (
-    "volcanoes", "the history of the bicycle", "how vaccines work", "black holes", "sourdough bread",
-    "the French Revolution", "photosynthesis", "chess openings", "coral reefs", "the internet",
-    "honeybees", "climate change", "the Roman aqueducts", "jazz music", "electric cars",
-    "the human heart", "desert plants", "the printing press", "earthquakes", "octopuses",
-    "solar panels", "the Moon landing", "tea ceremonies", "glaciers",
+    "volcanoes",
+    "the history of the bicycle",
+    "how vaccines work",
+    "black holes",
+    "sourdough bread",
+    "the French Revolution",
+    "photosynthesis",
+    "chess openings",
+    "coral reefs",
+    "the internet",
+    "honeybees",
+    "climate change",
+    "the Roman aqueducts",
+    "jazz music",
+    "electric cars",
+    "the human heart",
+    "desert plants",
+    "the printing press",
+    "earthquakes",
+    "octopuses",
+    "solar panels",
+    "the Moon landing",
+    "tea ceremonies",
+    "glaciers",
 )
 
 TEMPLATES = (

@@ -106,5 +106,7 @@ class OraclePass(PassRule):
 
     def pass_prob(self, f: Features) -> torch.Tensor:
         if f.p is None:
-            raise SprinterInputError("the oracle pass rule needs the target's law p at the position; the decoder supplies it when needs_target is set")
+            raise SprinterInputError(
+                "the oracle pass rule needs the target's law p at the position; the decoder supplies it when needs_target is set"
+            )
         return (f.p >= f.q).double()

@@ -108,7 +108,9 @@ def check_probs(x: Any, name: str, *, validate: bool = True) -> torch.Tensor:
         raise ShapeMismatchError(f"{name} must have shape [B, V] (got {tuple(x.shape)}); add a batch dimension with {name}[None]")
     if validate and x.numel():
         if not bool(torch.isfinite(x).all()) or bool((x < 0).any()):
-            raise InvalidDistributionError(f"{name} must be finite and non-negative; pass probabilities, not logits (see probs_from_logits)")
+            raise InvalidDistributionError(
+                f"{name} must be finite and non-negative; pass probabilities, not logits (see probs_from_logits)"
+            )
         s = x.sum(-1, dtype=torch.float64)
         dev = float((s - 1.0).abs().max())
         if dev > SUM_TOL[x.dtype]:
@@ -136,7 +138,9 @@ def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None
             "process both with the same transform"
         )
     if not isinstance(drafts, torch.Tensor) or drafts.dtype != torch.long:
-        raise InvalidDraftsError(f"drafts must be a torch.long tensor of shape [B, k] (got {getattr(drafts, 'dtype', type(drafts).__name__)}); build it with torch.as_tensor(..., dtype=torch.long)")
+        raise InvalidDraftsError(
+            f"drafts must be a torch.long tensor of shape [B, k] (got {getattr(drafts, 'dtype', type(drafts).__name__)}); build it with torch.as_tensor(..., dtype=torch.long)"
+        )
     if drafts.ndim != 2 or (drafts.shape[0] != p.shape[0] and p.shape[0] != 1) or drafts.device != p.device:
         raise ShapeMismatchError(
             f"drafts must have shape [B, k] = [{p.shape[0]}, k] on {p.device} (got {tuple(drafts.shape)} on {drafts.device}); "
@@ -149,7 +153,9 @@ def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None
     if validate and drafts.numel():
         V = p.shape[1]
         if bool(((drafts < 0) | (drafts >= V)).any()):
-            raise InvalidDraftsError(f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary")
+            raise InvalidDraftsError(
+                f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary"
+            )
         qd = gather(q, drafts)
         if bool((qd <= 0).any()):
             b, j = (qd <= 0).nonzero()[0].tolist()

@@ -44,7 +44,9 @@ def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, 
     if a.ndim == 1:
         a = a[None, :]
     if a.ndim != 2 or a.shape[1] != p.shape[1]:
-        raise ShapeMismatchError(f"pass_prob must have shape [V] or [B, V] = [{p.shape[0]}, {p.shape[1]}] (got {tuple(a.shape)}); give one pass probability per token")
+        raise ShapeMismatchError(
+            f"pass_prob must have shape [V] or [B, V] = [{p.shape[0]}, {p.shape[1]}] (got {tuple(a.shape)}); give one pass probability per token"
+        )
     if validate and (not bool(torch.isfinite(a).all()) or bool(((a < 0) | (a > 1)).any())):
         raise InvalidDistributionError("pass_prob must lie in [0, 1]; pass probabilities, not logits")
     return a
@@ -88,4 +90,6 @@ def tv_to_target(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None) -> tor
     return (a * torch.clamp(q.double() - p.double(), min=0.0)).sum(-1)
 
 
-approximate = TorchVerifier("approximate", "iid", False, sample, conditional, k_min=1, k_max=1, reference="SPRINTER (Zhong et al. 2025), single-token analysis")
+approximate = TorchVerifier(
+    "approximate", "iid", False, sample, conditional, k_min=1, k_max=1, reference="SPRINTER (Zhong et al. 2025), single-token analysis"
+)

@@ -79,23 +79,33 @@ def _check(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, validate: boo
         if not isinstance(t, torch.Tensor):
             raise ShapeMismatchError(f"{name} must be a torch.Tensor (got {type(t).__name__}); convert it with torch.as_tensor")
     if p.dtype not in (torch.float32, torch.float64) or q.dtype != p.dtype:
-        raise InvalidDistributionError(f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)")
+        raise InvalidDistributionError(
+            f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)"
+        )
     if drafts.dtype.is_floating_point or drafts.dtype == torch.bool or drafts.is_complex():
         raise InvalidDraftsError(f"drafts must be an integer tensor (got {drafts.dtype}); cast it with .long()")
     if drafts.ndim != 2 or drafts.shape[1] < 1:
         raise ShapeMismatchError(f"drafts must have shape [B, gamma] with gamma >= 1 (got {list(drafts.shape)}); one drafted block per row")
     B, g = drafts.shape
     if q.ndim != 3 or q.shape[0] != B or q.shape[1] != g or q.shape[2] < 1:
-        raise ShapeMismatchError(f"q must have shape [B, gamma, V] = [{B}, {g}, V] to match drafts (got {list(q.shape)}); row i is M_s(. | x^i)")
+        raise ShapeMismatchError(
+            f"q must have shape [B, gamma, V] = [{B}, {g}, V] to match drafts (got {list(q.shape)}); row i is M_s(. | x^i)"
+        )
     V = q.shape[2]
     if p.ndim != 3 or tuple(p.shape) != (B, g + 1, V):
-        raise ShapeMismatchError(f"p must have shape [B, gamma + 1, V] = [{B}, {g + 1}, {V}] (got {list(p.shape)}); row i is M_b(. | x^i), row gamma the bonus law")
+        raise ShapeMismatchError(
+            f"p must have shape [B, gamma + 1, V] = [{B}, {g + 1}, {V}] (got {list(p.shape)}); row i is M_b(. | x^i), row gamma the bonus law"
+        )
     if p.device != q.device or drafts.device != p.device:
-        raise ShapeMismatchError(f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)")
+        raise ShapeMismatchError(
+            f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)"
+        )
     drafts = drafts.long()
     if validate:
         if bool(((drafts < 0) | (drafts >= V)).any()):
-            raise InvalidDraftsError(f"drafts must be token ids in [0, {V}) (got min {int(drafts.min())}, max {int(drafts.max())}); every drafted token must be in the vocabulary")
+            raise InvalidDraftsError(
+                f"drafts must be token ids in [0, {V}) (got min {int(drafts.min())}, max {int(drafts.max())}); every drafted token must be in the vocabulary"
+            )
         qx = q.gather(2, drafts.unsqueeze(-1)).squeeze(-1)
         px = p[:, :g].gather(2, drafts.unsqueeze(-1)).squeeze(-1)
         if not bool(torch.isfinite(qx).all() & torch.isfinite(px).all()):
@@ -227,7 +237,9 @@ def _draw_uniforms(p: torch.Tensor, drafts: torch.Tensor, generator: torch.Gener
     return coins, u
 
 
-def _token_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> ChainOutput:
+def _token_sample_from_uniforms(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
+) -> ChainOutput:
     """Algorithm 1 with given accept coins [B, gamma] and residual uniforms [B] (validated input)."""
     g = drafts.shape[1]
     a, _ = _token_accept(p, q, drafts)
@@ -236,7 +248,9 @@ def _token_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.
     return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, None), u))
 
 
-def token_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> ChainOutput:
+def token_sample(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True
+) -> ChainOutput:
     r"""Token verification (Sun et al. Algorithm 1) of one drafted block per row.
 
     Position :math:`i` is accepted when its own coin :math:`\eta_i < \min(1, r_i)`; the first
@@ -335,7 +349,9 @@ def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
     return torch.cat([tau[:, :g].unsqueeze(-1) * law_res, tau[:, g:].unsqueeze(-1) * p[:, g:]], dim=1)
 
 
-def _block_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> ChainOutput:
+def _block_sample_from_uniforms(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
+) -> ChainOutput:
     """Algorithm 2 with given coins [B, gamma] and residual uniforms [B] (validated input)."""
     B, g = drafts.shape
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
@@ -353,7 +369,9 @@ def _block_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.
     return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, wt), u))
 
 
-def block_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> ChainOutput:
+def block_sample(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True
+) -> ChainOutput:
     r"""Block verification (Sun et al. Algorithm 2) of one drafted block per row.
 
     Every position draws its own coin :math:`\eta_i`; :math:`\tau` is the *last* index with

@@ -141,5 +141,7 @@ def sample_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, genera
 
 
 greedy_optimal = TorchVerifier("greedy_optimal", "greedy", True, sample, conditional, k_min=1, reference="Hu et al., ICLR 2025")
-spechub = TorchVerifier("spechub", "greedy", True, sample_hub, conditional_hub, k_min=2, k_max=2, reference="SpecHub (Sun et al., EMNLP 2024)")
+spechub = TorchVerifier(
+    "spechub", "greedy", True, sample_hub, conditional_hub, k_min=2, k_max=2, reference="SpecHub (Sun et al., EMNLP 2024)"
+)
 VERIFIERS = (greedy_optimal, spechub)

@@ -29,13 +29,25 @@ from otspec_gpu.verifiers._common import (
     accept_ratio,
     check_step,
     gather,
-        plan_conditional,
+    plan_conditional,
     plan_sample,
     residual,
     step_output,
 )
 
-__all__ = ["VERIFIERS", "SharedWor", "conditional", "conditional_wor", "plan", "plan_wor", "rrs", "rrs_wor", "sample", "sample_wor", "shared_wor"]
+__all__ = [
+    "VERIFIERS",
+    "SharedWor",
+    "conditional",
+    "conditional_wor",
+    "plan",
+    "plan_wor",
+    "rrs",
+    "rrs_wor",
+    "sample",
+    "sample_wor",
+    "shared_wor",
+]
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:

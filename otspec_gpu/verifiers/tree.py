@@ -104,23 +104,35 @@ def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch
         if not isinstance(t, torch.Tensor):
             raise ShapeMismatchError(f"{name} must be a torch.Tensor (got {type(t).__name__}); convert it with torch.as_tensor")
     if p.dtype not in (torch.float32, torch.float64) or q.dtype != p.dtype:
-        raise InvalidDistributionError(f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)")
+        raise InvalidDistributionError(
+            f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)"
+        )
     if drafts.dtype.is_floating_point or drafts.dtype == torch.bool or drafts.is_complex():
         raise InvalidDraftsError(f"drafts must be an integer tensor (got {drafts.dtype}); cast it with .long()")
     if drafts.ndim != 3 or drafts.shape[1] < 1 or drafts.shape[2] < 1:
-        raise ShapeMismatchError(f"drafts must have shape [B, k, gamma] with k, gamma >= 1 (got {list(drafts.shape)}); k drafted sequences per row")
+        raise ShapeMismatchError(
+            f"drafts must have shape [B, k, gamma] with k, gamma >= 1 (got {list(drafts.shape)}); k drafted sequences per row"
+        )
     B, k, g = drafts.shape
     if q.ndim != 4 or tuple(q.shape[:3]) != (B, k, g) or q.shape[3] < 1:
-        raise ShapeMismatchError(f"q must have shape [B, k, gamma, V] = [{B}, {k}, {g}, V] (got {list(q.shape)}); q[b, j, i] = M_s(. | drafts[b, j, :i])")
+        raise ShapeMismatchError(
+            f"q must have shape [B, k, gamma, V] = [{B}, {k}, {g}, V] (got {list(q.shape)}); q[b, j, i] = M_s(. | drafts[b, j, :i])"
+        )
     V = q.shape[3]
     if p.ndim != 4 or tuple(p.shape) != (B, k, g + 1, V):
-        raise ShapeMismatchError(f"p must have shape [B, k, gamma + 1, V] = [{B}, {k}, {g + 1}, {V}] (got {list(p.shape)}); p[b, j, i] = M_b(. | drafts[b, j, :i])")
+        raise ShapeMismatchError(
+            f"p must have shape [B, k, gamma + 1, V] = [{B}, {k}, {g + 1}, {V}] (got {list(p.shape)}); p[b, j, i] = M_b(. | drafts[b, j, :i])"
+        )
     if p.device != q.device or drafts.device != p.device:
-        raise ShapeMismatchError(f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)")
+        raise ShapeMismatchError(
+            f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)"
+        )
     drafts = drafts.long()
     if validate:
         if bool(((drafts < 0) | (drafts >= V)).any()):
-            raise InvalidDraftsError(f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary")
+            raise InvalidDraftsError(
+                f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary"
+            )
         qx = q.gather(3, drafts.unsqueeze(-1)).squeeze(-1)  # [B, k, g]
         if bool((qx <= 0).any()):
             b, j, i = (int(v) for v in (qx <= 0).nonzero()[0])
@@ -131,7 +143,9 @@ def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch
         if rule == "rrs_wor" and k > 1:
             first = torch.sort(drafts[:, :, 0], dim=1).values
             if bool((first[:, 1:] == first[:, :-1]).any()):
-                raise InvalidDraftsError("rule 'rrs_wor' needs distinct first tokens in every row (got a repeat); draft them without replacement (draft_sequences(..., replacement=False))")
+                raise InvalidDraftsError(
+                    "rule 'rrs_wor' needs distinct first tokens in every row (got a repeat); draft them without replacement (draft_sequences(..., replacement=False))"
+                )
     return p, q, drafts, ver
 
 
@@ -238,7 +252,9 @@ def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:
     return tau @ torch.arange(tau.shape[-1], dtype=tau.dtype, device=tau.device)
 
 
-def expected_accepted_given_drafts(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, validate: bool = True) -> torch.Tensor:
+def expected_accepted_given_drafts(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, validate: bool = True
+) -> torch.Tensor:
     r""":math:`E[\tau \mid \text{drafts}] = \sum_{t=1}^{\gamma} P(\tau \ge t \mid \text{drafts})` per row
     ``[B]`` (float64), without building the ``[B, k, gamma + 1, V]`` law.
 
@@ -263,7 +279,9 @@ def _node_sample(ver: TorchVerifier, p: torch.Tensor, q: torch.Tensor, toks: tor
     return ver.sample(p, q, toks, generator=generator, validate=False).token
 
 
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, generator: torch.Generator, validate: bool = True) -> TreeOutput:
+def sample(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, generator: torch.Generator, validate: bool = True
+) -> TreeOutput:
     r"""Verify ``k`` drafted sequences per row once (top-down walk; see the module docstring).
 
     At each depth the rows are grouped by their number ``m`` of alive drafts and each group goes

@@ -51,7 +51,11 @@ def small_cases():
         V, g = 2 + seed % 5, 1 + seed % 3
         zp = 0.0 if seed % 4 == 0 else 0.3
         pm = models.dirichlet(V, seed=seed, zero_prob=zp, concentration=0.7)
-        qm = models.dirichlet(V, seed=1000 + seed, zero_prob=zp) if seed % 3 else models.close_draft(pm, temperature=1.3, noise=0.2, seed=seed)
+        qm = (
+            models.dirichlet(V, seed=1000 + seed, zero_prob=zp)
+            if seed % 3
+            else models.close_draft(pm, temperature=1.3, noise=0.2, seed=seed)
+        )
         cases.append((pm, qm, g))
     return cases
 
@@ -266,7 +270,12 @@ def test_float32_disjoint_supports(rule):
     want = torch.zeros(1, g + 1, V, dtype=torch.float64)
     want[0, 0] = torch.as_tensor(p, dtype=torch.float64)
     torch.testing.assert_close(law32, want, rtol=0, atol=0)
-    out = sample(torch.as_tensor(P).expand(1000, -1, -1), torch.as_tensor(Q).expand(1000, -1, -1), x.expand(1000, -1), generator=torch.Generator().manual_seed(0))
+    out = sample(
+        torch.as_tensor(P).expand(1000, -1, -1),
+        torch.as_tensor(Q).expand(1000, -1, -1),
+        x.expand(1000, -1),
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.all(out.accepted == 0) and torch.all(out.next_token < 2)
 
 
@@ -287,7 +296,9 @@ def test_float32_long_block_log_space():
     pm = models.tabulated({path[:i]: P[i] for i in range(g + 1)})
     qm = models.tabulated({path[:i]: Q[i] for i in range(g)})
     want = block.conditional_law(pm, qm, path)  # the numpy kernel row of this path
-    got = chain.block_conditional(torch.as_tensor(P[None], dtype=torch.float32), torch.as_tensor(Q[None], dtype=torch.float32), torch.as_tensor(x[None]))
+    got = chain.block_conditional(
+        torch.as_tensor(P[None], dtype=torch.float32), torch.as_tensor(Q[None], dtype=torch.float32), torch.as_tensor(x[None])
+    )
     assert torch.isfinite(got).all()
     np.testing.assert_allclose(got[0].double().numpy(), want, rtol=0, atol=1e-5)
 

@@ -66,7 +66,20 @@ def chi_square_pvalue(tokens: list, joint: np.ndarray) -> float:
 
 def run(pair, verifier, k, gamma, *, seed=7, fault=None, **sampling):
     target, draft = pair
-    res = decode(target, draft, [PROMPT] * N, verifier=verifier, drafts=k, gamma=gamma, max_new_tokens=3, seed=seed, theory=False, top_k_trace=1, _fault=fault, **sampling)
+    res = decode(
+        target,
+        draft,
+        [PROMPT] * N,
+        verifier=verifier,
+        drafts=k,
+        gamma=gamma,
+        max_new_tokens=3,
+        seed=seed,
+        theory=False,
+        top_k_trace=1,
+        _fault=fault,
+        **sampling,
+    )
     return res
 
 

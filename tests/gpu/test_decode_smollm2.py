@@ -76,13 +76,35 @@ def references(pair):
 
 @pytest.mark.parametrize("verifier,k,gamma", greedy_cases())
 def test_temperature_zero_equals_target_greedy(pair, references, verifier, k, gamma):
-    res = decode(*pair, PROMPTS, verifier=verifier, drafts=k, gamma=gamma, temperature=0.0, max_new_tokens=N_GREEDY, seed=0, theory=False, stop_at_eos=False)
+    res = decode(
+        *pair,
+        PROMPTS,
+        verifier=verifier,
+        drafts=k,
+        gamma=gamma,
+        temperature=0.0,
+        max_new_tokens=N_GREEDY,
+        seed=0,
+        theory=False,
+        stop_at_eos=False,
+    )
     assert res.tokens == references
 
 
 def test_tree_temperature_zero_equals_target_greedy(pair, references):
     for verifier in ("kseq", "rrs"):
-        res = decode(*pair, PROMPTS, verifier=verifier, drafts=2, gamma=3, temperature=0.0, max_new_tokens=N_GREEDY, seed=0, theory=False, stop_at_eos=False)
+        res = decode(
+            *pair,
+            PROMPTS,
+            verifier=verifier,
+            drafts=2,
+            gamma=3,
+            temperature=0.0,
+            max_new_tokens=N_GREEDY,
+            seed=0,
+            theory=False,
+            stop_at_eos=False,
+        )
         assert res.tokens == references, verifier
 
 
@@ -96,7 +118,9 @@ def assert_agrees(rep):
 
 @pytest.fixture(scope="module")
 def block_run(pair):
-    return decode(*pair, "Write a short poem about rivers.", verifier="block", gamma=4, temperature=1.0, max_new_tokens=40, seed=3, stop_at_eos=False)
+    return decode(
+        *pair, "Write a short poem about rivers.", verifier="block", gamma=4, temperature=1.0, max_new_tokens=40, seed=3, stop_at_eos=False
+    )
 
 
 def test_block_realized_matches_expected(block_run):
@@ -106,7 +130,17 @@ def test_block_realized_matches_expected(block_run):
 
 
 def test_single_step_realized_matches_expected(pair):
-    res = decode(*pair, "Explain why the sky is blue.", verifier="rrs", drafts=3, gamma=1, temperature=1.0, max_new_tokens=40, seed=5, stop_at_eos=False)
+    res = decode(
+        *pair,
+        "Explain why the sky is blue.",
+        verifier="rrs",
+        drafts=3,
+        gamma=1,
+        temperature=1.0,
+        max_new_tokens=40,
+        seed=5,
+        stop_at_eos=False,
+    )
     rep = res.report()
     assert_agrees(rep)
     c = res.trace.columns
@@ -116,7 +150,17 @@ def test_single_step_realized_matches_expected(pair):
 
 
 def test_tree_realized_matches_expected(pair):
-    res = decode(*pair, "List three facts about the moon.", verifier="kseq", drafts=2, gamma=3, temperature=1.0, max_new_tokens=24, seed=2, stop_at_eos=False)
+    res = decode(
+        *pair,
+        "List three facts about the moon.",
+        verifier="kseq",
+        drafts=2,
+        gamma=3,
+        temperature=1.0,
+        max_new_tokens=24,
+        seed=2,
+        stop_at_eos=False,
+    )
     assert res.config["mode"] == "tree"
     assert_agrees(res.report())
 
@@ -139,7 +183,9 @@ def test_trace_round_trip_and_report_recomputes(block_run, tmp_path):
 
 
 def test_cli_decode_json(capsys):
-    rc = main(["decode", "--verifier", "block", "--gamma", "2", "--prompt", "Hello", "-n", "4", "--json", "--no-theory", "--temperature", "0"])
+    rc = main(
+        ["decode", "--verifier", "block", "--gamma", "2", "--prompt", "Hello", "-n", "4", "--json", "--no-theory", "--temperature", "0"]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(out["tokens"][0]) == 4 and out["report"]["tokens"] == 4
 

@@ -67,7 +67,9 @@ def test_kv_rollback_is_exact_with_masks_and_rows():
     new = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
     out = kv.feed(new, torch.ones(3, 3, dtype=torch.bool))
     for j in range(3):
-        torch.testing.assert_close(out[:, j], _reference(lm, [h + new[r, : j + 1].tolist() for r, h in enumerate(hist)]), atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            out[:, j], _reference(lm, [h + new[r, : j + 1].tolist() for r, h in enumerate(hist)]), atol=2e-5, rtol=1e-5
+        )
     keep = torch.tensor([1, 3, 0])
     kv.keep(3, keep)
     hist = [h + new[r, : int(keep[r])].tolist() for r, h in enumerate(hist)]

@@ -46,7 +46,9 @@ def reference(logits: np.ndarray, T: float, top_k, top_p) -> np.ndarray:
     return np.array(out)
 
 
-@pytest.mark.parametrize("T,top_k,top_p", [(1.0, None, None), (0.7, None, None), (1.3, 5, None), (1.0, None, 0.8), (0.5, 7, 0.9), (2.0, 3, 0.5)])
+@pytest.mark.parametrize(
+    "T,top_k,top_p", [(1.0, None, None), (0.7, None, None), (1.3, 5, None), (1.0, None, 0.8), (0.5, 7, 0.9), (2.0, 3, 0.5)]
+)
 def test_matches_reference(T, top_k, top_p, device):
     rng = np.random.default_rng(3)
     logits = rng.normal(scale=2.0, size=(6, 12))
@@ -76,8 +78,14 @@ def test_greedy_and_ties():
 
 @pytest.mark.parametrize(
     "kwargs,err",
-    [({"temperature": -1.0}, InvalidDistributionError), ({"temperature": float("nan")}, InvalidDistributionError), ({"top_k": 0}, InvalidDistributionError),
-     ({"top_p": 0.0}, InvalidDistributionError), ({"top_p": 1.5}, InvalidDistributionError), ({"dtype": torch.int64}, UnsupportedMethodError)],
+    [
+        ({"temperature": -1.0}, InvalidDistributionError),
+        ({"temperature": float("nan")}, InvalidDistributionError),
+        ({"top_k": 0}, InvalidDistributionError),
+        ({"top_p": 0.0}, InvalidDistributionError),
+        ({"top_p": 1.5}, InvalidDistributionError),
+        ({"dtype": torch.int64}, UnsupportedMethodError),
+    ],
 )
 def test_bad_arguments(kwargs, err):
     with pytest.raises(err):

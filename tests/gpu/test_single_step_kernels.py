@@ -66,7 +66,12 @@ def test_conditional_equals_numpy_kernel(name, law, k, dtype, device):
             # residue); the exact kernel at p == q keeps the first draft: rho* = 1, accept 1
             K = type(K)(tuples=K.tuples, weights=K.weights, pi=np.eye(V)[K.tuples[:, 0]], verifier="kseq")
         # one shared-law call per problem
-        got = v.conditional(_t(p[None], dtype, device), _t(q[None], dtype, device), torch.as_tensor(K.tuples, device=device), **_tensors(extra, dtype, device))
+        got = v.conditional(
+            _t(p[None], dtype, device),
+            _t(q[None], dtype, device),
+            torch.as_tensor(K.tuples, device=device),
+            **_tensors(extra, dtype, device),
+        )
         assert got.dtype == dtype and got.shape == (M, V)
         np.testing.assert_allclose(got.cpu().double().numpy(), K.pi, rtol=0, atol=TOL[dtype])
         if name != "approximate" or "pass_prob" not in extra:  # stacked below (pass_prob is per problem)
@@ -76,7 +81,12 @@ def test_conditional_equals_numpy_kernel(name, law, k, dtype, device):
             want.append(np.pad(K.pi, ((0, 0), (0, 6 - V))))
             extras.append(extra)
     # every problem stacked into one batch: rows never leak into each other
-    got = v.conditional(_t(np.concatenate(P), dtype, device), _t(np.concatenate(Q), dtype, device), torch.as_tensor(np.concatenate(D), device=device), **extras[0])
+    got = v.conditional(
+        _t(np.concatenate(P), dtype, device),
+        _t(np.concatenate(Q), dtype, device),
+        torch.as_tensor(np.concatenate(D), device=device),
+        **extras[0],
+    )
     np.testing.assert_allclose(got.cpu().double().numpy(), np.concatenate(want), rtol=0, atol=TOL[dtype])
 
 
@@ -96,7 +106,12 @@ def test_lossless_by_enumeration(name, law, k, device):
         V = int(rng.integers(max(2, k), 7))
         p, q = random_law_pair(rng, V, k, law)
         T, W = LAWS[law](q, k).enumerate()
-        pi = v.conditional(_t(p[None], torch.float64, device), _t(q[None], torch.float64, device), torch.as_tensor(T, device=device), **extra_for(name, law, V))
+        pi = v.conditional(
+            _t(p[None], torch.float64, device),
+            _t(q[None], torch.float64, device),
+            torch.as_tensor(T, device=device),
+            **extra_for(name, law, V),
+        )
         np.testing.assert_allclose(W @ pi.cpu().numpy(), p, rtol=0, atol=1e-12)
 
 

@@ -98,13 +98,18 @@ def test_per_row_laws_give_the_same_tokens(name, law, k, device):
     idx = torch.as_tensor(np.random.default_rng(0).choice(len(T), 3000, p=W), device=device)
     drafts = torch.as_tensor(T, device=device)[idx]
     a = v.sample(pt, qt, drafts, generator=torch.Generator(device).manual_seed(4), **kw)
-    b = v.sample(pt.expand(3000, -1).contiguous(), qt.expand(3000, -1).contiguous(), drafts, generator=torch.Generator(device).manual_seed(4), **kw)
+    b = v.sample(
+        pt.expand(3000, -1).contiguous(), qt.expand(3000, -1).contiguous(), drafts, generator=torch.Generator(device).manual_seed(4), **kw
+    )
     if name != "rrs_wor":
         # (rrs_wor's shared-law path draws its residual in p/q order, a different but equally exact
         # inverse CDF, so its tokens differ; its per-row path gets its own chi-square below)
         assert all(torch.equal(x, y) for x, y in zip(a, b))
     np.testing.assert_allclose(
-        v.conditional(pt, qt, drafts, **kw).cpu().numpy(), v.conditional(pt.expand(3000, -1), qt.expand(3000, -1), drafts, **kw).cpu().numpy(), rtol=0, atol=1e-15
+        v.conditional(pt, qt, drafts, **kw).cpu().numpy(),
+        v.conditional(pt.expand(3000, -1), qt.expand(3000, -1), drafts, **kw).cpu().numpy(),
+        rtol=0,
+        atol=1e-15,
     )
 
 
@@ -181,7 +186,9 @@ def test_same_seed_same_tokens(name, device):
     P = pt.expand(4096, -1).clone()
     P[1::2] = torch.as_tensor(np.roll(p, 1), device=device)  # change every odd row's target
     Q = qt.expand(4096, -1).contiguous()
-    same = v.sample(pt.expand(4096, -1).contiguous(), Q, drafts, generator=torch.Generator(device).manual_seed(11), validate=False, **extra).token
+    same = v.sample(
+        pt.expand(4096, -1).contiguous(), Q, drafts, generator=torch.Generator(device).manual_seed(11), validate=False, **extra
+    ).token
     other = v.sample(P, Q, drafts, generator=torch.Generator(device).manual_seed(11), validate=False, **extra).token
     assert torch.equal(other[0::2], same[0::2])  # the even rows did not change, nor did their tokens
     assert not torch.equal(other[1::2], same[1::2])

@@ -140,7 +140,7 @@ def test_constant_pass_bound_closed_form_and_empirical_tv(pair):
     # unbatched cache-free forwards on the recorded context
     for r in res.rounds[:300]:
         ctx = PROMPT + res.tokens[r["row"]][: r["start"]]
-        toks = res.tokens[r["row"]][r["start"]:]
+        toks = res.tokens[r["row"]][r["start"] :]
         for j, d in enumerate(r["delta"]):
             pre = ctx + toks[:j]
             p, q = law(target, pre), law(draft, pre)

@@ -81,7 +81,9 @@ def test_conditional_equals_numpy_kernel(rule, device):
         x = torch.as_tensor(np.array(K.trees), device=device)
         law = tree.conditional(torch.as_tensor(P, device=device), torch.as_tensor(Q, device=device), x, rule=rule)
         np.testing.assert_allclose(law.cpu().numpy(), want, rtol=0, atol=1e-12)
-        law32 = tree.conditional(torch.as_tensor(P, dtype=torch.float32, device=device), torch.as_tensor(Q, dtype=torch.float32, device=device), x, rule=rule)
+        law32 = tree.conditional(
+            torch.as_tensor(P, dtype=torch.float32, device=device), torch.as_tensor(Q, dtype=torch.float32, device=device), x, rule=rule
+        )
         assert law32.dtype == torch.float32
         np.testing.assert_allclose(law32.cpu().numpy(), want, rtol=0, atol=1e-5)
         # E[tau | tree]: from the law, and without building it; and the numpy kernel's average.
@@ -223,7 +225,13 @@ def test_float32_equal_and_disjoint(rule):
     law = tree.conditional(P, P[:, :, :g], x, rule=rule)
     assert torch.isfinite(law).all()
     assert torch.all(law[:, :, :g] == 0) and abs(float(law.sum()) - 1) < 1e-6
-    out = tree.sample(P.expand(n, -1, -1, -1), P[:, :, :g].expand(n, -1, -1, -1), x.expand(n, -1, -1), rule=rule, generator=torch.Generator().manual_seed(0))
+    out = tree.sample(
+        P.expand(n, -1, -1, -1),
+        P[:, :, :g].expand(n, -1, -1, -1),
+        x.expand(n, -1, -1),
+        rule=rule,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.all(out.accepted == g)
     q = torch.tensor([0.0, 0.0, 0.0, 0.4, 0.3, 0.3])
     pd = torch.tensor([0.5, 0.5, 0.0, 0.0, 0.0, 0.0])
@@ -233,7 +241,9 @@ def test_float32_equal_and_disjoint(rule):
     want = torch.zeros(1, k, g + 1, V)
     want[0, 0, 0] = pd
     torch.testing.assert_close(law, want, rtol=0, atol=1e-7)
-    out = tree.sample(Pd.expand(n, -1, -1, -1), Qd.expand(n, -1, -1, -1), xd.expand(n, -1, -1), rule=rule, generator=torch.Generator().manual_seed(0))
+    out = tree.sample(
+        Pd.expand(n, -1, -1, -1), Qd.expand(n, -1, -1, -1), xd.expand(n, -1, -1), rule=rule, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.all(out.accepted == 0) and torch.all(out.next_token < 2) and torch.all(out.path == 0)
 
 
