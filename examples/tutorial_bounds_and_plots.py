@@ -63,7 +63,9 @@ greedy = [vs.greedy_optimal.acceptance(p, otspec.greedy(q, k)).value for k in ks
 
 # %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-plot.acceptance_vs_k(ks, {"K-SEQ": kseq, "RRS": rrs, "greedy verifier": greedy}, optimum=optimum, e_line="i.i.d.", ax=ax1, title="acceptance vs k")
+plot.acceptance_vs_k(
+    ks, {"K-SEQ": kseq, "RRS": rrs, "greedy verifier": greedy}, optimum=optimum, e_line="i.i.d.", ax=ax1, title="acceptance vs k"
+)
 gaps = {
     "K-SEQ": np.subtract(optimum["i.i.d."], kseq),
     "RRS": np.subtract(optimum["i.i.d."], rrs),

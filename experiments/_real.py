@@ -25,7 +25,7 @@ __all__ = ["PROMPTS", "Steps", "load_pair", "sample_continuations", "real_steps"
 PROMPTS = (
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
     "Explain why the sky is blue to a ten-year-old.",
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
     "List five practical tips for staying focused while working from home.",
     "What is the derivative of x^3 + 2x, and how do you compute it?",
     "Summarise the causes of the French Revolution in a few sentences.",

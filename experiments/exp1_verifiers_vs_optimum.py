@@ -39,7 +39,14 @@ NAME = "exp1_verifiers_vs_optimum"
 LAWS = {"iid": otspec.iid, "wor": otspec.without_replacement, "greedy": otspec.greedy}
 #: (verifier, draft law whose optimum it is measured against)
 VERIFIERS = (("kseq", "iid"), ("rrs", "iid"), ("khisti", "iid"), ("rrs_wor", "wor"), ("greedy_optimal", "greedy"), ("spechub", "greedy"))
-LABELS = {"kseq": "K-SEQ (SpecTr)", "rrs": "RRS (SpecInfer)", "khisti": "Khisti (k=2)", "rrs_wor": "RRS w/o repl.", "greedy_optimal": "greedy (Hu et al.)", "spechub": "SpecHub (k=2)"}
+LABELS = {
+    "kseq": "K-SEQ (SpecTr)",
+    "rrs": "RRS (SpecInfer)",
+    "khisti": "Khisti (k=2)",
+    "rrs_wor": "RRS w/o repl.",
+    "greedy_optimal": "greedy (Hu et al.)",
+    "spechub": "SpecHub (k=2)",
+}
 
 
 def step_metrics(p: np.ndarray, q: np.ndarray, ks: list[int], n_mc: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -120,7 +127,9 @@ def main(argv: list[str] | None = None) -> dict:
         "kseq_phase1_ratio_min_by_k": np.nanmin(ratio, 0).tolist(),
         "kseq_phase1_ratio_mean_by_k": np.nanmean(ratio, 0).tolist(),
         "kseq_membership_ratio_mean_by_k": np.nanmean(all_d["kseq"] / all_d["opt_iid"], 0).tolist(),
-        "max_verifier_above_optimum": float(max(np.nanmax(all_d[v] - all_d[f"opt_{law}"]) for v, law in VERIFIERS if v != "rrs_wor" and np.isfinite(all_d[v]).any())),
+        "max_verifier_above_optimum": float(
+            max(np.nanmax(all_d[v] - all_d[f"opt_{law}"]) for v, law in VERIFIERS if v != "rrs_wor" and np.isfinite(all_d[v]).any())
+        ),
     }
     # where K-SEQ / RRS lose most: mean gap by TV tercile, at the largest k
     all_tv = np.concatenate([tv[T] for T in temps])
@@ -158,8 +167,16 @@ def main(argv: list[str] | None = None) -> dict:
     Tref = 1.0 if 1.0 in temps else temps[-1]
     s = summary[str(Tref)]
     gaps = {LABELS[v]: s[f"gap_{v}"]["mean"] for v, _ in VERIFIERS if v not in ("khisti", "spechub")}
-    ci = {LABELS[v]: (np.array(s[f"gap_{v}"]["mean"]) - 1.96 * np.array(s[f"gap_{v}"]["se"]), np.array(s[f"gap_{v}"]["mean"]) + 1.96 * np.array(s[f"gap_{v}"]["se"])) for v in ("kseq", "rrs", "rrs_wor")}
-    plot.verifier_gaps(gaps, groups=[f"k={k}" for k in ks], ci=ci, ax=a1, title=f"mean gap to the law's optimum, T = {Tref} (95% CI over steps)")
+    ci = {
+        LABELS[v]: (
+            np.array(s[f"gap_{v}"]["mean"]) - 1.96 * np.array(s[f"gap_{v}"]["se"]),
+            np.array(s[f"gap_{v}"]["mean"]) + 1.96 * np.array(s[f"gap_{v}"]["se"]),
+        )
+        for v in ("kseq", "rrs", "rrs_wor")
+    }
+    plot.verifier_gaps(
+        gaps, groups=[f"k={k}" for k in ks], ci=ci, ax=a1, title=f"mean gap to the law's optimum, T = {Tref} (95% CI over steps)"
+    )
     kk = len(ks) - 1
     plot.verifier_gaps(
         {LABELS[v]: [row[f"gap_{v}"][kk] for row in by_tv] for v in ("kseq", "rrs", "rrs_wor")},
@@ -175,7 +192,13 @@ def main(argv: list[str] | None = None) -> dict:
     for T in temps:
         s = summary[str(T)]
         for i, k in enumerate(ks):
-            rows.append([T, k] + [_output.fmt(s[key]["mean"][i]) for key in ("opt_iid", "opt_wor", "opt_greedy", "kseq", "rrs", "khisti", "rrs_wor", "greedy_optimal", "spechub")])
+            rows.append(
+                [T, k]
+                + [
+                    _output.fmt(s[key]["mean"][i])
+                    for key in ("opt_iid", "opt_wor", "opt_greedy", "kseq", "rrs", "khisti", "rrs_wor", "greedy_optimal", "spechub")
+                ]
+            )
     table_acc = _output.markdown_table(cols, rows)
     gcols = ["T", "k", "K-SEQ gap", "RRS gap", "RRS w/o gap", "greedy gap", "K-SEQ phase-1 / alpha* (min)", "guarantee"]
     grows = []
@@ -183,10 +206,22 @@ def main(argv: list[str] | None = None) -> dict:
         s, d = summary[str(T)], per_t[T]
         rmin = np.nanmin(d["kseq_phase1"] / d["opt_iid"], 0)
         for i, k in enumerate(ks):
-            grows.append([T, k] + [f"{s[f'gap_{v}']['mean'][i]:.4f} ± {1.96 * s[f'gap_{v}']['se'][i]:.4f}" for v in ("kseq", "rrs", "rrs_wor", "greedy_optimal")] + [_output.fmt(rmin[i], 3), _output.fmt(guarantee[i], 3)])
+            grows.append(
+                [T, k]
+                + [
+                    f"{s[f'gap_{v}']['mean'][i]:.4f} ± {1.96 * s[f'gap_{v}']['se'][i]:.4f}"
+                    for v in ("kseq", "rrs", "rrs_wor", "greedy_optimal")
+                ]
+                + [_output.fmt(rmin[i], 3), _output.fmt(guarantee[i], 3)]
+            )
     table_gap = _output.markdown_table(gcols, grows)
-    tv_rows = [[f"{r['tv_low']:.3f}-{r['tv_high']:.3f}", r["n"]] + [_output.fmt(r[f"gap_{v}"][kk]) for v in ("kseq", "rrs", "rrs_wor")] for r in by_tv]
-    table_tv = _output.markdown_table(["step TV", "steps", f"K-SEQ gap k={ks[kk]}", f"RRS gap k={ks[kk]}", f"RRS w/o gap k={ks[kk]}"], tv_rows)
+    tv_rows = [
+        [f"{r['tv_low']:.3f}-{r['tv_high']:.3f}", r["n"]] + [_output.fmt(r[f"gap_{v}"][kk]) for v in ("kseq", "rrs", "rrs_wor")]
+        for r in by_tv
+    ]
+    table_tv = _output.markdown_table(
+        ["step TV", "steps", f"K-SEQ gap k={ks[kk]}", f"RRS gap k={ks[kk]}", f"RRS w/o gap k={ks[kk]}"], tv_rows
+    )
     payload = {
         "target": base.target,
         "draft": base.draft,
@@ -209,7 +244,14 @@ def main(argv: list[str] | None = None) -> dict:
         f"max(exact verifier - its optimum) = {checks['max_verifier_above_optimum']:.3g}.",
         f"Time: load {t_load:.0f} s, models {t_models - t_load:.0f} s, total {t_total:.0f} s.",
     ]
-    _output.write(args.out, NAME, args, payload, {"Acceptance (mean over steps)": table_acc, "Gap to the optimum": table_gap, "Where the gap is largest": table_tv}, notes)
+    _output.write(
+        args.out,
+        NAME,
+        args,
+        payload,
+        {"Acceptance (mean over steps)": table_acc, "Gap to the optimum": table_gap, "Where the gap is largest": table_tv},
+        notes,
+    )
     return payload
 
 

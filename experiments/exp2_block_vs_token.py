@@ -109,7 +109,17 @@ def main(argv: list[str] | None = None) -> dict:
             prompts = [ids[:n0] for ids, n0 in seqs]
             for g in dec_gammas:
                 for rule in ("token", "block"):
-                    out = decode(target, draft, prompts, verifier=rule, gamma=g, temperature=T, max_new_tokens=dec_tokens, seed=args.seed, stop_at_eos=False)
+                    out = decode(
+                        target,
+                        draft,
+                        prompts,
+                        verifier=rule,
+                        gamma=g,
+                        temperature=T,
+                        max_new_tokens=dec_tokens,
+                        seed=args.seed,
+                        stop_at_eos=False,
+                    )
                     out.trace.save(os.path.join(args.out, f"trace_chain_{rule}_g{g}.safetensors"))  # input of exp4
                     c = out.trace.columns
                     n_emit = 1.0 + c["tau"].astype(float)  # tokens the round produced (n_emit is clipped at max_new_tokens)
@@ -140,7 +150,16 @@ def main(argv: list[str] | None = None) -> dict:
         gse = np.array([res[g]["gain_se_pct"] for g in gammas])
         a2.errorbar(gammas, gain, yerr=1.96 * gse, marker="s", capsize=3, label=pair)
     for r in realized:
-        a1.errorbar([r["gamma"]], [r["be_realized"]], yerr=[1.96 * r["be_realized_se"]], fmt="x" if r["rule"] == "token" else "D", color="black", ms=6, capsize=2, label=f"realized {r['rule']} (decoder)" if r["gamma"] == dec_gammas[0] else None)
+        a1.errorbar(
+            [r["gamma"]],
+            [r["be_realized"]],
+            yerr=[1.96 * r["be_realized_se"]],
+            fmt="x" if r["rule"] == "token" else "D",
+            color="black",
+            ms=6,
+            capsize=2,
+            label=f"realized {r['rule']} (decoder)" if r["gamma"] == dec_gammas[0] else None,
+        )
     a1.set_xlabel("draft length gamma")
     a1.set_ylabel("block efficiency 1 + E[tau]")
     a1.set_title(f"exact E[tau | path] averaged over drafted paths, T = {T}")
@@ -156,16 +175,49 @@ def main(argv: list[str] | None = None) -> dict:
     a2.legend(fontsize="x-small")
     png = _output.save_figure(fig, args.out, NAME)
 
-    cols = ["pair", "gamma", "paths", "alpha_1", "BE token", "BE block", "gain % (95% CI)", "naive bound BE", "paper BE token -> block (gain)"]
+    cols = [
+        "pair",
+        "gamma",
+        "paths",
+        "alpha_1",
+        "BE token",
+        "BE block",
+        "gain % (95% CI)",
+        "naive bound BE",
+        "paper BE token -> block (gain)",
+    ]
     table = []
     for pair, res in exact.items():
         for g in gammas:
             r = res[g]
             paper = f"{PAPER[g][0]:.2f} -> {PAPER[g][1]:.2f} (+{PAPER[g][2]:.2f}%)" if g in PAPER else "-"
-            table.append([pair, g, r["paths"], _output.fmt(r["alpha1"], 3), f"{r['be_token']:.3f} ± {1.96 * r['se_token']:.3f}", f"{r['be_block']:.3f} ± {1.96 * r['se_block']:.3f}", f"{r['gain_pct']:+.2f} ± {1.96 * r['gain_se_pct']:.2f}", f"{r['be_naive']:.3f}", paper])
+            table.append(
+                [
+                    pair,
+                    g,
+                    r["paths"],
+                    _output.fmt(r["alpha1"], 3),
+                    f"{r['be_token']:.3f} ± {1.96 * r['se_token']:.3f}",
+                    f"{r['be_block']:.3f} ± {1.96 * r['se_block']:.3f}",
+                    f"{r['gain_pct']:+.2f} ± {1.96 * r['gain_se_pct']:.2f}",
+                    f"{r['be_naive']:.3f}",
+                    paper,
+                ]
+            )
     rtable = _output.markdown_table(
         ["draft", "gamma", "rule", "records", "BE realized (95% CI)", "exact BE token, same paths", "exact BE block, same paths"],
-        [[r["draft"], r["gamma"], r["rule"], r["records"], f"{r['be_realized']:.3f} ± {1.96 * r['be_realized_se']:.3f}", f"{r['be_exact_token_same_paths']:.3f}", f"{r['be_exact_block_same_paths']:.3f}"] for r in realized],
+        [
+            [
+                r["draft"],
+                r["gamma"],
+                r["rule"],
+                r["records"],
+                f"{r['be_realized']:.3f} ± {1.96 * r['be_realized_se']:.3f}",
+                f"{r['be_exact_token_same_paths']:.3f}",
+                f"{r['be_exact_block_same_paths']:.3f}",
+            ]
+            for r in realized
+        ],
     )
     # the decoder's paths, pooled over its token and block runs (same draft law): a larger paired sample
     pooled = {}
@@ -182,17 +234,45 @@ def main(argv: list[str] | None = None) -> dict:
         if tk:
             tk, bk = np.concatenate(tk), np.concatenate(bk)
             d = bk - tk
-            pooled[g] = {"paths": int(d.size), "be_token": 1 + float(tk.mean()), "be_block": 1 + float(bk.mean()), "gain_pct": 100 * float(d.mean()) / (1 + float(tk.mean())), "gain_ci95_pct": 100 * 1.96 * float(d.std(ddof=1) / np.sqrt(d.size)) / (1 + float(tk.mean())) if d.size > 1 else float("nan")}
+            pooled[g] = {
+                "paths": int(d.size),
+                "be_token": 1 + float(tk.mean()),
+                "be_block": 1 + float(bk.mean()),
+                "gain_pct": 100 * float(d.mean()) / (1 + float(tk.mean())),
+                "gain_ci95_pct": 100 * 1.96 * float(d.std(ddof=1) / np.sqrt(d.size)) / (1 + float(tk.mean()))
+                if d.size > 1
+                else float("nan"),
+            }
     ptable = _output.markdown_table(
         ["gamma", "paths", "BE token", "BE block", "gain % (95% CI)", "paper gain %"],
-        [[g, r["paths"], f"{r['be_token']:.3f}", f"{r['be_block']:.3f}", f"{r['gain_pct']:+.2f} ± {r['gain_ci95_pct']:.2f}", f"+{PAPER[g][2]:.2f}" if g in PAPER else "-"] for g, r in pooled.items()],
+        [
+            [
+                g,
+                r["paths"],
+                f"{r['be_token']:.3f}",
+                f"{r['be_block']:.3f}",
+                f"{r['gain_pct']:+.2f} ± {r['gain_ci95_pct']:.2f}",
+                f"+{PAPER[g][2]:.2f}" if g in PAPER else "-",
+            ]
+            for g, r in pooled.items()
+        ],
     )
     checks = {
         "min_paired_block_minus_token": min(r["min_paired_diff"] for res in exact.values() for r in res.values()),
         "max_frac_paths_block_below_token": max(r["frac_paths_block_below_token"] for res in exact.values() for r in res.values()),
         "max_mean_block_minus_naive": max(r["mean_block_minus_naive"] for res in exact.values() for r in res.values()),
     }
-    payload = {"temperature": T, "gammas": gammas, "decoder_paths_pooled": {str(g): v for g, v in pooled.items()}, "exact": {pair: {str(g): v for g, v in res.items()} for pair, res in exact.items()}, "realized": realized, "paper": {str(g): v for g, v in PAPER.items()}, "checks": checks, "seconds": elapsed, "png": os.path.basename(png)}
+    payload = {
+        "temperature": T,
+        "gammas": gammas,
+        "decoder_paths_pooled": {str(g): v for g, v in pooled.items()},
+        "exact": {pair: {str(g): v for g, v in res.items()} for pair, res in exact.items()},
+        "realized": realized,
+        "paper": {str(g): v for g, v in PAPER.items()},
+        "checks": checks,
+        "seconds": elapsed,
+        "png": os.path.basename(png),
+    }
     notes = [
         f"Exact part: {n_prompts} prompts x {n_pos} contexts per draft, one 8-token drafted path each; gamma < 8 uses the path's prefix (same law as a fresh gamma-path).",
         f"Paired per path: min (block - token) E[tau | path] = {checks['min_paired_block_minus_token']:.3g}, at most "
@@ -201,7 +281,18 @@ def main(argv: list[str] | None = None) -> dict:
         "Realized: otspec_gpu.decode over the same prompts (batched), int8 draft; BE = mean tokens emitted per target call.",
         f"Run time {elapsed:.0f} s.",
     ]
-    _output.write(args.out, NAME, args, payload, {"Block efficiency from exact E[tau | path]": _output.markdown_table(cols, table), "Realized decoding": rtable, "Exact paired gain on the decoder's paths (token and block runs pooled)": ptable}, notes)
+    _output.write(
+        args.out,
+        NAME,
+        args,
+        payload,
+        {
+            "Block efficiency from exact E[tau | path]": _output.markdown_table(cols, table),
+            "Realized decoding": rtable,
+            "Exact paired gain on the decoder's paths (token and block runs pooled)": ptable,
+        },
+        notes,
+    )
     return payload
 
 

@@ -50,14 +50,28 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     target, draft = _real.load_pair(args.draft, quick=args.quick)
     rng = np.random.default_rng(args.seed)
-    prompts = [target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)] for s in _real.PROMPTS[:n_prompts]]
+    prompts = [
+        target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)]
+        for s in _real.PROMPTS[:n_prompts]
+    ]
     runs = []
     rules = [("kseq", "kseq")] + ([("rrs", "rrs")] if args.rrs_realized or args.quick else [])
     for k in ks:
         for verifier, rule in rules:
             if verifier == "rrs" and k == 1:
                 continue  # one sequence: both rules are token verification
-            out = decode(target, draft, prompts, verifier=verifier, drafts=k, gamma=gamma, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False)
+            out = decode(
+                target,
+                draft,
+                prompts,
+                verifier=verifier,
+                drafts=k,
+                gamma=gamma,
+                temperature=T,
+                max_new_tokens=n_tok,
+                seed=args.seed,
+                stop_at_eos=False,
+            )
             out.trace.save(os.path.join(args.out, f"trace_tree_{verifier}_k{k}.safetensors"))  # input of exp4
             c = out.trace.columns
             n_emit = 1.0 + c["tau"].astype(float)  # tokens the round produced (n_emit is clipped at max_new_tokens)
@@ -78,7 +92,11 @@ def main(argv: list[str] | None = None) -> dict:
                     "kseq_minus_rrs_mean": float(d.mean()),
                     "kseq_minus_rrs_se": float(d.std(ddof=1) / np.sqrt(n)),
                     "kseq_minus_rrs_min": float(d.min()),
-                    "realized_minus_exact_z": float((c["tau"] - c["th_expected"]).mean() / ((c["tau"] - c["th_expected"]).std(ddof=1) / np.sqrt(n))) if n > 1 else float("nan"),
+                    "realized_minus_exact_z": float(
+                        (c["tau"] - c["th_expected"]).mean() / ((c["tau"] - c["th_expected"]).std(ddof=1) / np.sqrt(n))
+                    )
+                    if n > 1
+                    else float("nan"),
                 }
             )
     elapsed = time.perf_counter() - t0
@@ -86,12 +104,42 @@ def main(argv: list[str] | None = None) -> dict:
     ks_run = [r["k"] for r in runs if r["verifier"] == "kseq"]
     kr = [r for r in runs if r["verifier"] == "kseq"]
     fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
-    ax.errorbar(ks_run, [r["be_exact_kseq"] for r in kr], yerr=[1.96 * r["be_exact_kseq_se"] for r in kr], marker="s", capsize=3, label="SpecTr (K-SEQ) exact, E[tau | tree]")
-    ax.errorbar(ks_run, [r["be_exact_rrs"] for r in kr], yerr=[1.96 * r["be_exact_rrs_se"] for r in kr], marker="o", capsize=3, label="RRS exact on the same trees")
-    ax.errorbar(np.array(ks_run) + 0.05, [r["be_realized"] for r in kr], yerr=[1.96 * r["be_realized_se"] for r in kr], fmt="x", color="black", capsize=3, label="SpecTr realized (decoder)")
+    ax.errorbar(
+        ks_run,
+        [r["be_exact_kseq"] for r in kr],
+        yerr=[1.96 * r["be_exact_kseq_se"] for r in kr],
+        marker="s",
+        capsize=3,
+        label="SpecTr (K-SEQ) exact, E[tau | tree]",
+    )
+    ax.errorbar(
+        ks_run,
+        [r["be_exact_rrs"] for r in kr],
+        yerr=[1.96 * r["be_exact_rrs_se"] for r in kr],
+        marker="o",
+        capsize=3,
+        label="RRS exact on the same trees",
+    )
+    ax.errorbar(
+        np.array(ks_run) + 0.05,
+        [r["be_realized"] for r in kr],
+        yerr=[1.96 * r["be_realized_se"] for r in kr],
+        fmt="x",
+        color="black",
+        capsize=3,
+        label="SpecTr realized (decoder)",
+    )
     rr_runs = [r for r in runs if r["verifier"] == "rrs"]
     if rr_runs:
-        ax.errorbar(np.array([r["k"] for r in rr_runs]) - 0.05, [r["be_realized"] for r in rr_runs], yerr=[1.96 * r["be_realized_se"] for r in rr_runs], fmt="+", color="0.4", capsize=3, label="RRS realized (decoder)")
+        ax.errorbar(
+            np.array([r["k"] for r in rr_runs]) - 0.05,
+            [r["be_realized"] for r in rr_runs],
+            yerr=[1.96 * r["be_realized_se"] for r in rr_runs],
+            fmt="+",
+            color="0.4",
+            capsize=3,
+            label="RRS realized (decoder)",
+        )
     ax.set_xticks(ks_run)
     ax.set_xlabel("number of drafted sequences k")
     ax.set_ylabel("block efficiency 1 + E[tau]")
@@ -101,13 +149,39 @@ def main(argv: list[str] | None = None) -> dict:
     png = _output.save_figure(fig, args.out, NAME)
 
     table = _output.markdown_table(
-        ["k", "run", "rounds", "BE exact SpecTr", "BE exact RRS (same trees)", "SpecTr - RRS (paired)", "BE realized", "realized - exact z"],
         [
-            [r["k"], r["verifier"], r["records"], f"{r['be_exact_kseq']:.3f} ± {1.96 * r['be_exact_kseq_se']:.3f}", f"{r['be_exact_rrs']:.3f} ± {1.96 * r['be_exact_rrs_se']:.3f}", f"{r['kseq_minus_rrs_mean']:+.4f} ± {1.96 * r['kseq_minus_rrs_se']:.4f}", f"{r['be_realized']:.3f} ± {1.96 * r['be_realized_se']:.3f}", f"{r['realized_minus_exact_z']:+.2f}"]
+            "k",
+            "run",
+            "rounds",
+            "BE exact SpecTr",
+            "BE exact RRS (same trees)",
+            "SpecTr - RRS (paired)",
+            "BE realized",
+            "realized - exact z",
+        ],
+        [
+            [
+                r["k"],
+                r["verifier"],
+                r["records"],
+                f"{r['be_exact_kseq']:.3f} ± {1.96 * r['be_exact_kseq_se']:.3f}",
+                f"{r['be_exact_rrs']:.3f} ± {1.96 * r['be_exact_rrs_se']:.3f}",
+                f"{r['kseq_minus_rrs_mean']:+.4f} ± {1.96 * r['kseq_minus_rrs_se']:.4f}",
+                f"{r['be_realized']:.3f} ± {1.96 * r['be_realized_se']:.3f}",
+                f"{r['realized_minus_exact_z']:+.2f}",
+            ]
             for r in runs
         ],
     )
-    payload = {"target": target.name, "draft": draft.name, "gamma": gamma, "temperature": T, "runs": runs, "seconds": elapsed, "png": os.path.basename(png)}
+    payload = {
+        "target": target.name,
+        "draft": draft.name,
+        "gamma": gamma,
+        "temperature": T,
+        "runs": runs,
+        "seconds": elapsed,
+        "png": os.path.basename(png),
+    }
     notes = [
         f"{n_prompts} prompts decoded together, {n_tok} tokens each, per run; one record per (round, prompt).",
         "Exact columns are the decoder's per-round theory (both rules on the tree that was drafted); +- is 1.96 standard errors over rounds.",

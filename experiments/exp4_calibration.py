@@ -82,15 +82,46 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     target, draft = _real.load_pair(args.draft, quick=args.quick)
     rng = np.random.default_rng(args.seed)
-    prompts = [target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)] for s in _real.PROMPTS[:n_prompts]]
+    prompts = [
+        target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)]
+        for s in _real.PROMPTS[:n_prompts]
+    ]
     traces = []
     for verifier, k in SINGLE:
-        out = decode(target, draft, prompts, verifier=verifier, drafts=k, gamma=1, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False)
+        out = decode(
+            target,
+            draft,
+            prompts,
+            verifier=verifier,
+            drafts=k,
+            gamma=1,
+            temperature=T,
+            max_new_tokens=n_tok,
+            seed=args.seed,
+            stop_at_eos=False,
+        )
         out.trace.save(os.path.join(args.out, f"trace_single_{verifier}_k{k}.safetensors"))
         traces.append(out.trace)
     if args.quick:  # one chain and one tree so that every family's code path runs
-        traces.append(decode(target, draft, prompts, verifier="block", gamma=2, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False).trace)
-        traces.append(decode(target, draft, prompts, verifier="kseq", drafts=2, gamma=2, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False).trace)
+        traces.append(
+            decode(
+                target, draft, prompts, verifier="block", gamma=2, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False
+            ).trace
+        )
+        traces.append(
+            decode(
+                target,
+                draft,
+                prompts,
+                verifier="kseq",
+                drafts=2,
+                gamma=2,
+                temperature=T,
+                max_new_tokens=n_tok,
+                seed=args.seed,
+                stop_at_eos=False,
+            ).trace
+        )
     for folder in args.traces:
         for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
             traces.append(trace_io.load(path))
@@ -117,7 +148,13 @@ def main(argv: list[str] | None = None) -> dict:
         b = plot.calibration_bins(e, y, n_bins=nb)
         ax = axes[0] if mode == "single" else axes[1]
         plot.calibration(e, y, n_bins=nb, label=name, ax=ax)
-        results[name] = {"mode": mode, "n": int(e.size), "mean_expected": float(e.mean()), "mean_realized": float(y.mean()), "z_overall": b.z_overall}
+        results[name] = {
+            "mode": mode,
+            "n": int(e.size),
+            "mean_expected": float(e.mean()),
+            "mean_realized": float(y.mean()),
+            "z_overall": b.z_overall,
+        }
         rows.append([name, mode, e.size, f"{e.mean():.4f}", f"{y.mean():.4f}", f"{b.z_overall:+.2f}"])
     axes[0].set_title("single-step rounds: P(accept | drafts)")
     axes[1].set_title("chains and trees: E[tau | drafted path / tree]")
@@ -130,11 +167,45 @@ def main(argv: list[str] | None = None) -> dict:
     axes[2].set_xlabel("acceptance promised by theory")
     png = _output.save_figure(fig, args.out, NAME)
     b_ok, b_bad = plot.calibration_bins(e_nc, ok_nc, n_bins=nb), plot.calibration_bins(e_nc, bad_nc, n_bins=nb)
-    nc = {"k": kk, "draws": int(e_nc.size), "promised": float(e_nc.mean()), "correct": float(ok_nc.mean()), "wrong_q": float(bad_nc.mean()), "z_correct": b_ok.z_overall, "z_wrong_q": b_bad.z_overall}
-    rows.append([f"negative control: K-SEQ k={kk}, correct", "numpy", e_nc.size, f"{e_nc.mean():.4f}", f"{ok_nc.mean():.4f}", f"{b_ok.z_overall:+.2f}"])
-    rows.append([f"negative control: K-SEQ k={kk}, wrong q", "numpy", e_nc.size, f"{e_nc.mean():.4f}", f"{bad_nc.mean():.4f}", f"{b_bad.z_overall:+.2f}"])
+    nc = {
+        "k": kk,
+        "draws": int(e_nc.size),
+        "promised": float(e_nc.mean()),
+        "correct": float(ok_nc.mean()),
+        "wrong_q": float(bad_nc.mean()),
+        "z_correct": b_ok.z_overall,
+        "z_wrong_q": b_bad.z_overall,
+    }
+    rows.append(
+        [
+            f"negative control: K-SEQ k={kk}, correct",
+            "numpy",
+            e_nc.size,
+            f"{e_nc.mean():.4f}",
+            f"{ok_nc.mean():.4f}",
+            f"{b_ok.z_overall:+.2f}",
+        ]
+    )
+    rows.append(
+        [
+            f"negative control: K-SEQ k={kk}, wrong q",
+            "numpy",
+            e_nc.size,
+            f"{e_nc.mean():.4f}",
+            f"{bad_nc.mean():.4f}",
+            f"{b_bad.z_overall:+.2f}",
+        ]
+    )
     table = _output.markdown_table(["family", "mode", "records", "mean exact", "mean realized", "z (realized - exact)"], rows)
-    payload = {"target": target.name, "draft": draft.name, "temperature": T, "families": results, "negative_control": nc, "seconds": {"decode": t_decode, "total": elapsed}, "png": os.path.basename(png)}
+    payload = {
+        "target": target.name,
+        "draft": draft.name,
+        "temperature": T,
+        "families": results,
+        "negative_control": nc,
+        "seconds": {"decode": t_decode, "total": elapsed},
+        "png": os.path.basename(png),
+    }
     notes = [
         "z = sum(realized - exact) / sqrt(sum of variances): exact Bernoulli variances for single-step acceptance, the sample variance for tau; |z| > 3 would flag a bias (false-alarm rate ~0.3% per family under independence).",
         f"Traces added from: {', '.join(args.traces) if args.traces else 'none'}.",

@@ -72,7 +72,13 @@ def main(argv: list[str] | None = None) -> dict:
     for s in noises:
         ps, qs = otspec.synthetic.synthetic_pair(V, seed=args.seed, draft_noise=s)
         o = optima(ps, qs, tv_ks)
-        sweep.append({"draft_noise": s, "tv": 0.5 * float(np.abs(ps - qs).sum()), **{f"{law}_k{k}": o[law][i] for law in LAWS for i, k in enumerate(tv_ks)}})
+        sweep.append(
+            {
+                "draft_noise": s,
+                "tv": 0.5 * float(np.abs(ps - qs).sum()),
+                **{f"{law}_k{k}": o[law][i] for law in LAWS for i, k in enumerate(tv_ks)},
+            }
+        )
 
     checks = {
         "wor_minus_iid_min": min(w - i for w, i in zip(opt["wor"], opt["iid"])),
@@ -97,10 +103,40 @@ def main(argv: list[str] | None = None) -> dict:
     plot.acceptance_vs_tv([row["tv"] for row in sweep], curves, ax=ax2, title=r"$\alpha^*$ vs TV (draft noise sweep)")
     png = _output.save_figure(fig, args.out, NAME)
 
-    rows = [[k, _output.fmt(opt["iid"][i]), _output.fmt(opt["wor"][i]), _output.fmt(opt["greedy"][i]), _output.fmt(indep[i]), _output.fmt(member[i]), _output.fmt(ratio[i], 3), _output.fmt(guarantee[i], 3)] for i, k in enumerate(ks)]
-    table_k = _output.markdown_table(["k", "alpha* iid", "alpha* w/o repl.", "alpha* greedy", "1-(1-alpha_1)^k", "K-SEQ", "K-SEQ phase-1 / alpha* iid", "guarantee 1-(1-1/k)^k"], rows)
+    rows = [
+        [
+            k,
+            _output.fmt(opt["iid"][i]),
+            _output.fmt(opt["wor"][i]),
+            _output.fmt(opt["greedy"][i]),
+            _output.fmt(indep[i]),
+            _output.fmt(member[i]),
+            _output.fmt(ratio[i], 3),
+            _output.fmt(guarantee[i], 3),
+        ]
+        for i, k in enumerate(ks)
+    ]
+    table_k = _output.markdown_table(
+        [
+            "k",
+            "alpha* iid",
+            "alpha* w/o repl.",
+            "alpha* greedy",
+            "1-(1-alpha_1)^k",
+            "K-SEQ",
+            "K-SEQ phase-1 / alpha* iid",
+            "guarantee 1-(1-1/k)^k",
+        ],
+        rows,
+    )
     cols = ["draft noise", "TV"] + [f"{law} k={k}" for k in tv_ks for law in LAWS]
-    table_tv = _output.markdown_table(cols, [[_output.fmt(r["draft_noise"], 2), _output.fmt(r["tv"], 3)] + [_output.fmt(r[f"{law}_k{k}"]) for k in tv_ks for law in LAWS] for r in sweep])
+    table_tv = _output.markdown_table(
+        cols,
+        [
+            [_output.fmt(r["draft_noise"], 2), _output.fmt(r["tv"], 3)] + [_output.fmt(r[f"{law}_k{k}"]) for k in tv_ks for law in LAWS]
+            for r in sweep
+        ],
+    )
     payload = {
         "vocab": V,
         "ks": ks,

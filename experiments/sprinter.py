@@ -50,17 +50,42 @@ def rst_tables(payload: dict) -> str:
         return "\n".join(out) + "\n"
 
     meta = payload.get("meta", {})
-    clf = [[k.split("@")[0], f"{float(k.split('@')[1]):.3f}", fmt(m["accuracy"], 3), fmt(m["majority_accuracy"], 3), fmt(m["false_accept_rate"], 3),
-            fmt(m["true_pass_rate"], 3), fmt(m["auc"], 3), fmt(m["ece"], 3)] for k, m in payload["classifier"].items()]
-    runs = [[r["method"], "-" if r["threshold"] is None else f"{r['threshold']:.3f}", fmt(r["target_calls_per_token"], 3),
-             fmt(r["certified_tv_mean"], 3), fmt(r["certified_tv_max"], 3), fmt(r["loglik_per_token"], 3)] for r in payload["runs"]]
-    head = (f"Target ``{payload['target']}``, draft ``{payload['draft']}``, temperature 1, cap 20; {payload['n_train']} training "
-            f"positions, {payload['n_test']} held-out positions (held-out topics: {', '.join(payload['test_topics']) or '-'}). "
-            f"Command ``{meta.get('command', '')}`` at revision ``{payload.get('git_revision_at_start', '')}``.\n\n")
-    return (head + "Verifier on held-out prompts (false accept = share of positions with :math:`p < q` that pass):\n\n"
-            + table(["model", "threshold", "accuracy", "majority", "false accept", "true pass", "AUC", "ECE"], clf)
-            + "\nThreshold trade-off on other held-out prompts (certified TV = per-sequence sum of the exact per-token terms):\n\n"
-            + table(["method", "threshold", "target calls / token", "certified TV (mean)", "certified TV (max)", "log-lik / token"], runs))
+    clf = [
+        [
+            k.split("@")[0],
+            f"{float(k.split('@')[1]):.3f}",
+            fmt(m["accuracy"], 3),
+            fmt(m["majority_accuracy"], 3),
+            fmt(m["false_accept_rate"], 3),
+            fmt(m["true_pass_rate"], 3),
+            fmt(m["auc"], 3),
+            fmt(m["ece"], 3),
+        ]
+        for k, m in payload["classifier"].items()
+    ]
+    runs = [
+        [
+            r["method"],
+            "-" if r["threshold"] is None else f"{r['threshold']:.3f}",
+            fmt(r["target_calls_per_token"], 3),
+            fmt(r["certified_tv_mean"], 3),
+            fmt(r["certified_tv_max"], 3),
+            fmt(r["loglik_per_token"], 3),
+        ]
+        for r in payload["runs"]
+    ]
+    head = (
+        f"Target ``{payload['target']}``, draft ``{payload['draft']}``, temperature 1, cap 20; {payload['n_train']} training "
+        f"positions, {payload['n_test']} held-out positions (held-out topics: {', '.join(payload['test_topics']) or '-'}). "
+        f"Command ``{meta.get('command', '')}`` at revision ``{payload.get('git_revision_at_start', '')}``.\n\n"
+    )
+    return (
+        head
+        + "Verifier on held-out prompts (false accept = share of positions with :math:`p < q` that pass):\n\n"
+        + table(["model", "threshold", "accuracy", "majority", "false accept", "true pass", "AUC", "ECE"], clf)
+        + "\nThreshold trade-off on other held-out prompts (certified TV = per-sequence sum of the exact per-token terms):\n\n"
+        + table(["method", "threshold", "target calls / token", "certified TV (mean)", "certified TV (max)", "log-lik / token"], runs)
+    )
 
 
 def main(argv=None):
@@ -69,8 +94,11 @@ def main(argv=None):
     ap.add_argument("--data-tokens", type=int, default=32, help="drafted positions per data prompt (default 32)")
     ap.add_argument("--train-topics", type=int, default=12, help="training topics (3 prompts each; default 12)")
     ap.add_argument("--decode-prompts", type=int, default=3, help="held-out prompts decoded per method (default 3)")
-    ap.add_argument("--pass-rates", default="0.9,0.7,0.5,0.3",
-                    help="thresholds are set so that these shares of held-out positions pass (default 0.9,0.7,0.5,0.3)")
+    ap.add_argument(
+        "--pass-rates",
+        default="0.9,0.7,0.5,0.3",
+        help="thresholds are set so that these shares of held-out positions pass (default 0.9,0.7,0.5,0.3)",
+    )
     args = parse(ap, argv)
     import torch
 
@@ -104,7 +132,9 @@ def main(argv=None):
         train_topics = train_topics[: args.train_topics]
 
         def chat(text):  # the instruct model's chat format (raw text makes it stop after a few tokens)
-            return target.encode(target.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False))
+            return target.encode(
+                target.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
+            )
 
         train_prompts = [chat(p) for p in prompts.prompts_for(train_topics)]
         test_all = [chat(p) for p in prompts.prompts_for(test_topics)]  # 18 prompts
@@ -114,16 +144,25 @@ def main(argv=None):
     # ---- 1. data ---------------------------------------------------------------------------------
     t0 = time.perf_counter()
     ds_train = data.collect(target, draft, train_prompts, max_new_tokens=n_data, seed=args.seed, batch=8)
-    ds_test = data.collect(target, draft, test_prompts, max_new_tokens=n_data, seed=args.seed + 1, batch=8,
-                           prompt_ids=list(range(1000, 1000 + len(test_prompts))))
+    ds_test = data.collect(
+        target,
+        draft,
+        test_prompts,
+        max_new_tokens=n_data,
+        seed=args.seed + 1,
+        batch=8,
+        prompt_ids=list(range(1000, 1000 + len(test_prompts))),
+    )
     t_data = time.perf_counter() - t0
     data.save(ds_train, os.path.join(args.out, "train.safetensors"))
     data.save(ds_test, os.path.join(args.out, "test.safetensors"))
     # ---- 2. verifiers ------------------------------------------------------------------------------
     t0 = time.perf_counter()
     # the head is regularised hard: on ~1k positions a 576-d input overfits (train AUC 1, held-out at chance) otherwise
-    trained = {"logreg": classifier.train(ds_train, kind="logreg", seed=args.seed, steps=steps),
-               "head": classifier.train(ds_train, kind="head", units=8, weight_decay=0.1, lr=3e-3, steps=steps // 2, seed=args.seed)}
+    trained = {
+        "logreg": classifier.train(ds_train, kind="logreg", seed=args.seed, steps=steps),
+        "head": classifier.train(ds_train, kind="head", units=8, weight_decay=0.1, lr=3e-3, steps=steps // 2, seed=args.seed),
+    }
     t_train = time.perf_counter() - t0
     auc = {k: classifier.metrics(m, ds_test)["auc"] for k, m in trained.items()}
     best = max(auc, key=lambda k: auc[k])  # chosen on the classifier's held-out prompts, disjoint from the decoded ones
@@ -135,9 +174,22 @@ def main(argv=None):
         for th in thresholds:
             mt = classifier.metrics(m, ds_test, th)
             clf_json[f"{kind}@{th:g}"] = mt
-            clf_rows.append([kind, f"{th:g}", fmt(mt["accuracy"], 3), fmt(mt["majority_accuracy"], 3), fmt(mt["false_accept_rate"], 3),
-                             fmt(mt["true_pass_rate"], 3), fmt(mt["auc"], 3), fmt(mt["ece"], 3), fmt(mt["brier"], 3)])
-    chosen = classifier.ClassifierVerifier(trained[best], thresholds[len(thresholds) // 2], meta={"target": target.name, "draft": draft.name})
+            clf_rows.append(
+                [
+                    kind,
+                    f"{th:g}",
+                    fmt(mt["accuracy"], 3),
+                    fmt(mt["majority_accuracy"], 3),
+                    fmt(mt["false_accept_rate"], 3),
+                    fmt(mt["true_pass_rate"], 3),
+                    fmt(mt["auc"], 3),
+                    fmt(mt["ece"], 3),
+                    fmt(mt["brier"], 3),
+                ]
+            )
+    chosen = classifier.ClassifierVerifier(
+        trained[best], thresholds[len(thresholds) // 2], meta={"target": target.name, "draft": draft.name}
+    )
     weights = classifier.save_verifier(chosen, os.path.join(args.out, "verifier.safetensors"))
     # ---- 3. trade-off ------------------------------------------------------------------------------
     runs = []
@@ -145,8 +197,20 @@ def main(argv=None):
     def record(name, kind, threshold, tokens, calls, cert, wall, pids):
         n = sum(len(t) for t in tokens)
         ll = sum(loglik_per_token(target, pid, t) for pid, t in zip(pids, tokens))
-        runs.append({"method": name, "kind": kind, "threshold": threshold, "tokens": n, "target_calls": calls, "target_calls_per_token": calls / n,
-                         "certified_tv_mean": float(np.mean(cert)), "certified_tv_max": float(np.max(cert)), "loglik_per_token": ll / n, "wall_s": wall})
+        runs.append(
+            {
+                "method": name,
+                "kind": kind,
+                "threshold": threshold,
+                "tokens": n,
+                "target_calls": calls,
+                "target_calls_per_token": calls / n,
+                "certified_tv_mean": float(np.mean(cert)),
+                "certified_tv_max": float(np.max(cert)),
+                "loglik_per_token": ll / n,
+                "wall_s": wall,
+            }
+        )
 
     pids = [list(p) for p in dec_prompts]
     rules = [(f"sprinter-{best}", best, th, chosen.with_threshold(th)) for th in thresholds]
@@ -161,7 +225,9 @@ def main(argv=None):
         record(name, kind, th, toks, calls, cert, time.perf_counter() - t0, pids)
     toks, calls, t0 = [], 0, time.perf_counter()
     for i, pid in enumerate(pids):
-        r = sd_decode(target, draft, pid, verifier="token", gamma=4, max_new_tokens=n_tok, seed=args.seed + i, theory=False, stop_at_eos=False)
+        r = sd_decode(
+            target, draft, pid, verifier="token", gamma=4, max_new_tokens=n_tok, seed=args.seed + i, theory=False, stop_at_eos=False
+        )
         toks.append(r.tokens[0])
         calls += r.config["target_calls"]
     record("exact SD (token, gamma 4)", "exact", None, toks, calls, [0.0] * len(pids), time.perf_counter() - t0, pids)
@@ -182,37 +248,82 @@ def main(argv=None):
     fig.suptitle(f"SPRINTER threshold trade-off: {target.name} <- {draft.name}, {n_tok} tokens x {len(pids)} held-out prompts")
     fig.tight_layout()
     save_figure(fig, args.out, NAME)
-    run_rows = [[r["method"], "-" if r["threshold"] is None else f"{r['threshold']:.3g}", r["tokens"], fmt(r["target_calls_per_token"], 3),
-                 fmt(1 / r["target_calls_per_token"], 2), fmt(r["certified_tv_mean"], 3), fmt(r["certified_tv_max"], 3), fmt(r["loglik_per_token"], 3),
-                 fmt(r["wall_s"], 1)] for r in runs]
+    run_rows = [
+        [
+            r["method"],
+            "-" if r["threshold"] is None else f"{r['threshold']:.3g}",
+            r["tokens"],
+            fmt(r["target_calls_per_token"], 3),
+            fmt(1 / r["target_calls_per_token"], 2),
+            fmt(r["certified_tv_mean"], 3),
+            fmt(r["certified_tv_max"], 3),
+            fmt(r["loglik_per_token"], 3),
+            fmt(r["wall_s"], 1),
+        ]
+        for r in runs
+    ]
     sd = runs[-1]
     notes = [
-        (f"target {target.name}, draft {draft.name}, temperature 1, cap 20; {len(train_prompts)} train prompts ({len(ds_train)} drafted positions), "
-        f"{len(test_prompts)} held-out prompts for the classifier metrics ({len(ds_test)} positions), {len(pids)} other held-out prompts decoded "
-        f"({n_tok} tokens each); train / test topics disjoint: {list(test_topics)} held out."),
+        (
+            f"target {target.name}, draft {draft.name}, temperature 1, cap 20; {len(train_prompts)} train prompts ({len(ds_train)} drafted positions), "
+            f"{len(test_prompts)} held-out prompts for the classifier metrics ({len(ds_test)} positions), {len(pids)} other held-out prompts decoded "
+            f"({n_tok} tokens each); train / test topics disjoint: {list(test_topics)} held out."
+        ),
         f"data collection {t_data:.0f} s, training both classifiers {t_train:.1f} s on this CPU; verifier weights: {weights}.",
-        (f"held-out AUC: logreg {auc['logreg']:.3f}, head {auc['head']:.3f}; the sweep uses {best}, with thresholds at the held-out score "
-        f"quantiles that pass {', '.join(f'{r:g}' for r in pass_rates)} of the positions ({', '.join(f'{t:.3f}' for t in thresholds)})."),
-        ("certified TV bound: per sequence, the sum over emitted tokens of sum_x a(x)(q(x)-p(x))_+ from the round's real p and q; its mean "
-        "over sequences estimates E[sum], which bounds the TV distance between the law of the generated sequence and the target's (docs/sprinter.rst). "
-        "With few prompts the mean is a noisy estimate; the per-token terms are exact."),
-        (f"exact SD makes {fmt(sd['target_calls_per_token'], 3)} target calls per token; SPRINTER's ratio to it is the target-compute saving "
-        "(one target forward per run of drafted tokens)."),
-        ("Comparable with the paper (1.7x latency, 8.3x fewer FLOPs than SD, GPT-2 small -> XL on Wiki-Summaries): only the direction and the "
-        "mechanism (target calls per token as a proxy for target FLOPs). Not comparable: the models (a 135M target and its int8 twin, cost "
-        "ratio about 0.64, vs a 12x smaller draft), the data, the sampling (temperature 1 here, greedy top-k = 1 in the released script), the "
-        "quality measure (target log-likelihood here, ROUGE / LLM judge there), and latency: on this 2-core CPU in pure PyTorch no draft is "
-        "cheap enough for a wall-clock speedup, so no latency claim is made (wall-clock is shown as information only)."),
+        (
+            f"held-out AUC: logreg {auc['logreg']:.3f}, head {auc['head']:.3f}; the sweep uses {best}, with thresholds at the held-out score "
+            f"quantiles that pass {', '.join(f'{r:g}' for r in pass_rates)} of the positions ({', '.join(f'{t:.3f}' for t in thresholds)})."
+        ),
+        (
+            "certified TV bound: per sequence, the sum over emitted tokens of sum_x a(x)(q(x)-p(x))_+ from the round's real p and q; its mean "
+            "over sequences estimates E[sum], which bounds the TV distance between the law of the generated sequence and the target's (docs/sprinter.rst). "
+            "With few prompts the mean is a noisy estimate; the per-token terms are exact."
+        ),
+        (
+            f"exact SD makes {fmt(sd['target_calls_per_token'], 3)} target calls per token; SPRINTER's ratio to it is the target-compute saving "
+            "(one target forward per run of drafted tokens)."
+        ),
+        (
+            "Comparable with the paper (1.7x latency, 8.3x fewer FLOPs than SD, GPT-2 small -> XL on Wiki-Summaries): only the direction and the "
+            "mechanism (target calls per token as a proxy for target FLOPs). Not comparable: the models (a 135M target and its int8 twin, cost "
+            "ratio about 0.64, vs a 12x smaller draft), the data, the sampling (temperature 1 here, greedy top-k = 1 in the released script), the "
+            "quality measure (target log-likelihood here, ROUGE / LLM judge there), and latency: on this 2-core CPU in pure PyTorch no draft is "
+            "cheap enough for a wall-clock speedup, so no latency claim is made (wall-clock is shown as information only)."
+        ),
         "Log-likelihood per token is a noisy measure over a few hundred tokens; exact SD samples the target's law, so its value is the reference.",
     ]
     tables = {
         "Verifier on held-out prompts (label 1{q <= p}; false accept = passed among p < q)": markdown_table(
-            ["model", "threshold", "accuracy", "majority", "false accept", "true pass", "AUC", "ECE", "Brier"], clf_rows),
+            ["model", "threshold", "accuracy", "majority", "false accept", "true pass", "AUC", "ECE", "Brier"], clf_rows
+        ),
         "Threshold trade-off on held-out prompts": markdown_table(
-            ["method", "threshold", "tokens", "target calls / token", "tokens / call", "certified TV (mean)", "certified TV (max)", "log-lik / token", "wall s"], run_rows),
+            [
+                "method",
+                "threshold",
+                "tokens",
+                "target calls / token",
+                "tokens / call",
+                "certified TV (mean)",
+                "certified TV (max)",
+                "log-lik / token",
+                "wall s",
+            ],
+            run_rows,
+        ),
     }
-    payload = {"target": target.name, "draft": draft.name, "train_topics": list(train_topics), "test_topics": list(test_topics), "n_train": len(ds_train),
-                   "n_test": len(ds_test), "data_s": t_data, "train_s": t_train, "classifier": clf_json, "runs": runs, "total_s": time.perf_counter() - t_start}
+    payload = {
+        "target": target.name,
+        "draft": draft.name,
+        "train_topics": list(train_topics),
+        "test_topics": list(test_topics),
+        "n_train": len(ds_train),
+        "n_test": len(ds_test),
+        "data_s": t_data,
+        "train_s": t_train,
+        "classifier": clf_json,
+        "runs": runs,
+        "total_s": time.perf_counter() - t_start,
+    }
     write(args.out, NAME, args, payload, tables, notes)
     import json
 

@@ -150,7 +150,9 @@ def _wilson(successes: float, n: int, z: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def calibration_bins(expected: Any, realized: Any, *, n_bins: int = 10, strategy: str = "quantile", confidence: float = 0.95) -> CalibrationBins:
+def calibration_bins(
+    expected: Any, realized: Any, *, n_bins: int = 10, strategy: str = "quantile", confidence: float = 0.95
+) -> CalibrationBins:
     r"""Bin realized outcomes by their exact expectation and put a confidence interval on each bin.
 
     For a lossless, correctly implemented verifier the realized acceptance of a step is a draw with
@@ -289,18 +291,37 @@ def acceptance_vs_k(
         else:
             opt = {"optimum": _vector(optimum, "optimum", n)}
     for i, (name, vals) in enumerate(opt.items()):
-        ax.plot(ks_arr, vals, color="black", lw=2.2, ls=("-", "-.", ":")[i % 3], marker="s", ms=4, label=rf"$\alpha^*$ {name}" if name != "optimum" else r"optimum $\alpha^*$", zorder=3)
+        ax.plot(
+            ks_arr,
+            vals,
+            color="black",
+            lw=2.2,
+            ls=("-", "-.", ":")[i % 3],
+            marker="s",
+            ms=4,
+            label=rf"$\alpha^*$ {name}" if name != "optimum" else r"optimum $\alpha^*$",
+            zorder=3,
+        )
     if e_line is not None and opt:
         key = next(iter(opt)) if e_line == "auto" else e_line
         if key not in opt:
             raise OtspecInputError(f"e_line must be a key of optimum {sorted(opt)} or None (got {e_line!r}); pick one of those")
-        ax.plot(ks_arr, ONE_MINUS_INV_E * opt[key], color="0.45", lw=1.2, ls="--", label=rf"$(1-1/e)\,\alpha^*$ {key if key != 'optimum' else ''}".rstrip())
+        ax.plot(
+            ks_arr,
+            ONE_MINUS_INV_E * opt[key],
+            color="0.45",
+            lw=1.2,
+            ls="--",
+            label=rf"$(1-1/e)\,\alpha^*$ {key if key != 'optimum' else ''}".rstrip(),
+        )
     for name, vals in curves.items():
         y = _vector(vals, f"curves[{name!r}]", n)
         (line,) = ax.plot(ks_arr, y, marker="o", ms=4, lw=1.4, label=str(name))
         if ci is not None and name in ci:
             lo, hi = ci[name]
-            ax.fill_between(ks_arr, _vector(lo, f"ci[{name!r}] low", n), _vector(hi, f"ci[{name!r}] high", n), color=line.get_color(), alpha=0.2, lw=0)
+            ax.fill_between(
+                ks_arr, _vector(lo, f"ci[{name!r}] low", n), _vector(hi, f"ci[{name!r}] high", n), color=line.get_color(), alpha=0.2, lw=0
+            )
     ax.set_xlabel("number of drafts k")
     ax.set_ylabel(ylabel)
     ax.set_xticks(ks_arr)
@@ -435,7 +456,15 @@ def calibration(
         diag._otspec_diagonal = True
     yerr = np.vstack([b.mean_realized - b.ci_low, b.ci_high - b.mean_realized])
     text = f"{label} " if label else ""
-    ax.errorbar(b.mean_expected, b.mean_realized, yerr=np.nan_to_num(yerr), fmt="o", ms=4, capsize=3, label=f"{text}(z = {b.z_overall:+.2f}, N = {int(b.count.sum())})")
+    ax.errorbar(
+        b.mean_expected,
+        b.mean_realized,
+        yerr=np.nan_to_num(yerr),
+        fmt="o",
+        ms=4,
+        capsize=3,
+        label=f"{text}(z = {b.z_overall:+.2f}, N = {int(b.count.sum())})",
+    )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)

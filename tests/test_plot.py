@@ -81,7 +81,12 @@ def test_plots_draw_on_agg(tmp_path):
     import matplotlib.pyplot as plt
 
     ks = [1, 2, 4]
-    ax = plot.acceptance_vs_k(ks, {"kseq": [0.6, 0.7, 0.8]}, optimum={"iid": [0.6, 0.75, 0.85], "wor": [0.6, 0.76, 0.86]}, ci={"kseq": ([0.5, 0.6, 0.7], [0.7, 0.8, 0.9])})
+    ax = plot.acceptance_vs_k(
+        ks,
+        {"kseq": [0.6, 0.7, 0.8]},
+        optimum={"iid": [0.6, 0.75, 0.85], "wor": [0.6, 0.76, 0.86]},
+        ci={"kseq": ([0.5, 0.6, 0.7], [0.7, 0.8, 0.9])},
+    )
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "kseq" in labels and any("1-1/e" in s for s in labels)
     # the guarantee line is (1 - 1/e) times the first optimum

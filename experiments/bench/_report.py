@@ -46,10 +46,22 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> 
 def write_report(out_dir: str, name: str, payload: dict, tables: dict[str, str]) -> None:
     """Write ``name.json`` and ``name.md`` (all tables, with the exact command and revision)."""
     os.makedirs(out_dir, exist_ok=True)
-    meta = {"command": command_line(), "git_revision": git_revision(), "python": sys.version.split()[0], "machine": platform.machine(), "cpus": os.cpu_count()}
+    meta = {
+        "command": command_line(),
+        "git_revision": git_revision(),
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+    }
     with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
         json.dump({"meta": meta, **payload}, f, indent=2, default=float)
-    md = [f"# {name}", "", f"Command: `{meta['command']}`  ", f"Revision: `{meta['git_revision']}`, Python {meta['python']}, {meta['cpus']} CPUs", ""]
+    md = [
+        f"# {name}",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Revision: `{meta['git_revision']}`, Python {meta['python']}, {meta['cpus']} CPUs",
+        "",
+    ]
     for title, table in tables.items():
         md += [f"## {title}", "", table, ""]
     with open(os.path.join(out_dir, f"{name}.md"), "w") as f:

@@ -56,7 +56,7 @@ def exact_scaling(seed: int, quick: bool) -> list[dict]:
         t_cf, e_blk = median_time(lambda: bv.expected_accepted(p, q, g), 3)
         t_opt, opt = median_time(lambda: otspec.block_optimum(p, q, g), 3)
         n_paths = V**g
-        t_kernel, e_kernel = (median_time(lambda: bv.expected_accepted(p, q, g, method="kernel"), 1) if n_paths <= 70_000 else (None, None))
+        t_kernel, e_kernel = median_time(lambda: bv.expected_accepted(p, q, g, method="kernel"), 1) if n_paths <= 70_000 else (None, None)
         _, _, nnz = lp_size(V, g, [V**g] * (g + 1), V**g)
         if nnz <= LP_MAX_NONZEROS:
             t_lp, lp = median_time(lambda: otspec.block_optimum(p, q, g, method="lp"), 1)
@@ -64,16 +64,32 @@ def exact_scaling(seed: int, quick: bool) -> list[dict]:
         else:
             t_lp = lp_val = lp_status = lp_gap = None
         row = {
-            "V": V, "gamma": g, "prefixes": models.enumeration_size(V, g), "lp_nonzeros": nnz,
-            "enumerate_first_s": t_enum, "enumerate_cached_s": t_enum_cached,
-            "token_closed_form_s": t_tok, "block_closed_form_s": t_cf, "block_kernel_loop_s": t_kernel,
-            "block_optimum_s": t_opt, "block_lp_s": t_lp,
-            "E_token": e_tok, "E_block": e_blk, "E_block_kernel": e_kernel, "optimum": opt.value, "naive": opt.joint_coupling_bound,
-            "lp_value": lp_val, "lp_status": lp_status, "lp_gap": lp_gap,
+            "V": V,
+            "gamma": g,
+            "prefixes": models.enumeration_size(V, g),
+            "lp_nonzeros": nnz,
+            "enumerate_first_s": t_enum,
+            "enumerate_cached_s": t_enum_cached,
+            "token_closed_form_s": t_tok,
+            "block_closed_form_s": t_cf,
+            "block_kernel_loop_s": t_kernel,
+            "block_optimum_s": t_opt,
+            "block_lp_s": t_lp,
+            "E_token": e_tok,
+            "E_block": e_blk,
+            "E_block_kernel": e_kernel,
+            "optimum": opt.value,
+            "naive": opt.joint_coupling_bound,
+            "lp_value": lp_val,
+            "lp_status": lp_status,
+            "lp_gap": lp_gap,
             "lp_minus_closed_form": None if lp_val is None else lp_val - opt.value,
         }
         rows.append(row)
-        print({k: row[k] for k in ("V", "gamma", "block_closed_form_s", "block_kernel_loop_s", "block_lp_s", "lp_minus_closed_form")}, flush=True)
+        print(
+            {k: row[k] for k in ("V", "gamma", "block_closed_form_s", "block_kernel_loop_s", "block_lp_s", "lp_minus_closed_form")},
+            flush=True,
+        )
     return rows
 
 
@@ -104,12 +120,22 @@ def per_path(seed: int, quick: bool) -> list[dict]:
         t_val, e_val = median_time(lambda: bv.expected_accepted_given_path(P, Q, x), reps)
         t_naive, e_naive = median_time(lambda: naive_per_path(P, Q, x), reps)
         t_tok, e_tok = median_time(lambda: tc.expected_accepted_given_path(P, Q, x, validate=False), reps)
-        rows.append({
-            "gamma": g, "V": V, "dirichlet": a, "noise": noise,
-            "block_vectorised_ms": 1e3 * t_fast, "block_vectorised_validated_ms": 1e3 * t_val,
-            "baseline_loop_ms": 1e3 * t_naive, "token_ms": 1e3 * t_tok,
-            "E_block_given_path": e_fast, "E_baseline": e_naive, "abs_diff": abs(e_fast - e_naive), "E_token_given_path": e_tok,
-        })
+        rows.append(
+            {
+                "gamma": g,
+                "V": V,
+                "dirichlet": a,
+                "noise": noise,
+                "block_vectorised_ms": 1e3 * t_fast,
+                "block_vectorised_validated_ms": 1e3 * t_val,
+                "baseline_loop_ms": 1e3 * t_naive,
+                "token_ms": 1e3 * t_tok,
+                "E_block_given_path": e_fast,
+                "E_baseline": e_naive,
+                "abs_diff": abs(e_fast - e_naive),
+                "E_token_given_path": e_tok,
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -131,12 +157,22 @@ def tree_table(seed: int, quick: bool) -> list[dict]:
             vals = {v: tree.expected_accepted(p, q, k, g, verifier=v) for v in tree.VERIFIERS}
             t_ver = time.perf_counter() - t0
             row = {
-                "V": V, "gamma": g, "k": k, "concentration": a, "seed": s,
-                "tree_lp_iid": lp_iid.value, "tree_lp_iid_status": lp_iid.status,
-                "tree_lp_wor": lp_wor.value, "tree_lp_wor_status": lp_wor.status,
-                "kseq_sequence": vals["kseq"], "rrs_tree": vals["rrs"], "rrs_tree_wor": vals["rrs_wor"],
-                "block_single_chain": bv.expected_accepted(p, q, g), "token_single_chain": tc.expected_accepted(p, q, g),
-                "lp_seconds": t_lp, "verifiers_seconds": t_ver,
+                "V": V,
+                "gamma": g,
+                "k": k,
+                "concentration": a,
+                "seed": s,
+                "tree_lp_iid": lp_iid.value,
+                "tree_lp_iid_status": lp_iid.status,
+                "tree_lp_wor": lp_wor.value,
+                "tree_lp_wor_status": lp_wor.status,
+                "kseq_sequence": vals["kseq"],
+                "rrs_tree": vals["rrs"],
+                "rrs_tree_wor": vals["rrs_wor"],
+                "block_single_chain": bv.expected_accepted(p, q, g),
+                "token_single_chain": tc.expected_accepted(p, q, g),
+                "lp_seconds": t_lp,
+                "verifiers_seconds": t_ver,
             }
             rows.append(row)
             print({kk: (round(vv, 4) if isinstance(vv, float) else vv) for kk, vv in row.items()}, flush=True)
@@ -158,22 +194,93 @@ def main() -> None:
         return "-" if x is None else format(x, spec)
 
     t1 = markdown_table(
-        ["V", "gamma", "prefixes", "token closed form (s)", "block closed form (s)", "baseline: per-path Alg. 2 loop (s)", "block_optimum (s)", "block LP (s)", "LP - closed form"],
-        [[r["V"], r["gamma"], r["prefixes"], fmt(r["token_closed_form_s"]), fmt(r["block_closed_form_s"]), fmt(r["block_kernel_loop_s"]),
-          fmt(r["block_optimum_s"]), fmt(r["block_lp_s"]), fmt(r["lp_minus_closed_form"], ".1e")] for r in scaling],
+        [
+            "V",
+            "gamma",
+            "prefixes",
+            "token closed form (s)",
+            "block closed form (s)",
+            "baseline: per-path Alg. 2 loop (s)",
+            "block_optimum (s)",
+            "block LP (s)",
+            "LP - closed form",
+        ],
+        [
+            [
+                r["V"],
+                r["gamma"],
+                r["prefixes"],
+                fmt(r["token_closed_form_s"]),
+                fmt(r["block_closed_form_s"]),
+                fmt(r["block_kernel_loop_s"]),
+                fmt(r["block_optimum_s"]),
+                fmt(r["block_lp_s"]),
+                fmt(r["lp_minus_closed_form"], ".1e"),
+            ]
+            for r in scaling
+        ],
     )
     t2 = markdown_table(
-        ["gamma", "V", "Dirichlet a", "noise", "vectorised (ms)", "vectorised + validation (ms)", "baseline loop (ms)", "token (ms)", "|vectorised - baseline|"],
-        [[r["gamma"], r["V"], r["dirichlet"], r["noise"], f"{r['block_vectorised_ms']:.2f}", f"{r['block_vectorised_validated_ms']:.2f}",
-          f"{r['baseline_loop_ms']:.2f}", f"{r['token_ms']:.3f}", f"{r['abs_diff']:.1e}"] for r in paths],
+        [
+            "gamma",
+            "V",
+            "Dirichlet a",
+            "noise",
+            "vectorised (ms)",
+            "vectorised + validation (ms)",
+            "baseline loop (ms)",
+            "token (ms)",
+            "|vectorised - baseline|",
+        ],
+        [
+            [
+                r["gamma"],
+                r["V"],
+                r["dirichlet"],
+                r["noise"],
+                f"{r['block_vectorised_ms']:.2f}",
+                f"{r['block_vectorised_validated_ms']:.2f}",
+                f"{r['baseline_loop_ms']:.2f}",
+                f"{r['token_ms']:.3f}",
+                f"{r['abs_diff']:.1e}",
+            ]
+            for r in paths
+        ],
     )
     t3 = markdown_table(
-        ["V", "gamma", "a", "seed", "tree LP (iid)", "SpecTr seq.", "RRS tree", "tree LP (w/o repl.)", "RRS tree w/o repl.", "best chain (block)", "token"],
-        [[r["V"], r["gamma"], r["concentration"], r["seed"], f"{r['tree_lp_iid']:.4f}", f"{r['kseq_sequence']:.4f}", f"{r['rrs_tree']:.4f}",
-          f"{r['tree_lp_wor']:.4f}", f"{r['rrs_tree_wor']:.4f}", f"{r['block_single_chain']:.4f}", f"{r['token_single_chain']:.4f}"] for r in trees],
+        [
+            "V",
+            "gamma",
+            "a",
+            "seed",
+            "tree LP (iid)",
+            "SpecTr seq.",
+            "RRS tree",
+            "tree LP (w/o repl.)",
+            "RRS tree w/o repl.",
+            "best chain (block)",
+            "token",
+        ],
+        [
+            [
+                r["V"],
+                r["gamma"],
+                r["concentration"],
+                r["seed"],
+                f"{r['tree_lp_iid']:.4f}",
+                f"{r['kseq_sequence']:.4f}",
+                f"{r['rrs_tree']:.4f}",
+                f"{r['tree_lp_wor']:.4f}",
+                f"{r['rrs_tree_wor']:.4f}",
+                f"{r['block_single_chain']:.4f}",
+                f"{r['token_single_chain']:.4f}",
+            ]
+            for r in trees
+        ],
     )
     write_report(
-        args.out, "bench_block",
+        args.out,
+        "bench_block",
         {"seed": args.seed, "exact_scaling": scaling, "per_path": paths, "trees": trees},
         {
             "Exact E[tau] and the block optimum (seconds, median; models cached after a first enumeration)": t1,

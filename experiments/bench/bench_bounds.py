@@ -42,13 +42,27 @@ def closed_forms(seed: int, quick: bool):
                 law = make(q, k)
                 reps = 1 if name == "without_replacement" else 5
                 t, res = median_time(lambda: otspec.optimal_acceptance(p, law, method="prefix"), reps)
-                rows.append({"V": V, "k": k, "law": name, "method": "prefix", "seconds": t, "value": res.value, "error_bound": res.error_bound, "status": res.status, "cut": int(res.cut.size)})
+                rows.append(
+                    {
+                        "V": V,
+                        "k": k,
+                        "law": name,
+                        "method": "prefix",
+                        "seconds": t,
+                        "value": res.value,
+                        "error_bound": res.error_bound,
+                        "status": res.status,
+                        "cut": int(res.cut.size),
+                    }
+                )
                 print(rows[-1], flush=True)
     return rows
 
 
 def tuple_level(seed: int, quick: bool):
-    cases = [("iid", 2, 50), ("iid", 2, 126), ("iid", 3, 30)] + ([] if quick else [("iid", 2, 300), ("iid", 3, 60), ("product", 2, 126), ("without_replacement", 3, 40), ("iid", 2, 1000)])
+    cases = [("iid", 2, 50), ("iid", 2, 126), ("iid", 3, 30)] + (
+        [] if quick else [("iid", 2, 300), ("iid", 3, 60), ("product", 2, 126), ("without_replacement", 3, 40), ("iid", 2, 1000)]
+    )
     rows = []
     for kind, k, V in cases:
         p, q = synthetic_pair(V, seed=seed)
@@ -96,7 +110,9 @@ _RSS_WRAPPER = (
 
 def whole_command(quick: bool):
     rows = []
-    cases = [["--vocab", "5000", "--drafts", "4"]] + ([] if quick else [["--vocab", "262144", "--drafts", "8"], ["--vocab", "262144", "--drafts", "8", "--verifiers"]])
+    cases = [["--vocab", "5000", "--drafts", "4"]] + (
+        [] if quick else [["--vocab", "262144", "--drafts", "8"], ["--vocab", "262144", "--drafts", "8", "--verifiers"]]
+    )
     for args in cases:
         times, rss = [], []
         for _ in range(5 if args[1] == "5000" else 3):
@@ -108,7 +124,9 @@ def whole_command(quick: bool):
             )
             times.append(time.perf_counter() - t0)
             rss.append(int(out.stdout.strip().splitlines()[-1]))
-        rows.append({"command": "otspec bound " + " ".join(args), "seconds_median": float(np.median(times)), "peak_rss_mb": max(rss) / 1024})
+        rows.append(
+            {"command": "otspec bound " + " ".join(args), "seconds_median": float(np.median(times)), "peak_rss_mb": max(rss) / 1024}
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -145,7 +163,9 @@ def _run_child(V: int, k: int, method: str, seed: int) -> dict:
     import json
 
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", _RSS_CAPTURE, "-c", _CHILD, str(V), str(k), method, str(seed)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_CAPTURE, "-c", _CHILD, str(V), str(k), method, str(seed)], check=True, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     lines = out.stdout.strip().splitlines()
     row = json.loads(lines[-2])
@@ -202,8 +222,13 @@ def import_time():
         np_s.append(float(out[0]))
         ot_s.append(float(out[1]))
         heavy |= int(out[2])
-    row = {"numpy_best_s": min(np_s), "otspec_after_numpy_best_s": min(ot_s), "otspec_after_numpy_median_s": float(np.median(ot_s)),
-           "total_best_s": min(a + b for a, b in zip(np_s, ot_s)), "scipy_optimize_imported": bool(heavy)}
+    row = {
+        "numpy_best_s": min(np_s),
+        "otspec_after_numpy_best_s": min(ot_s),
+        "otspec_after_numpy_median_s": float(np.median(ot_s)),
+        "total_best_s": min(a + b for a, b in zip(np_s, ot_s)),
+        "scipy_optimize_imported": bool(heavy),
+    }
     print(row, flush=True)
     return row
 
@@ -230,24 +255,47 @@ def main() -> None:
     wc = whole_command(args.quick)
     t1 = markdown_table(
         ["V", "k", "law", "ms", "optimum", "error bound", "|cut|", "status"],
-        [(r["V"], r["k"], r["law"], f"{r['seconds'] * 1e3:.1f}", f"{r['value']:.10f}", f"{r['error_bound']:.1e}", r["cut"], r["status"]) for r in cf],
+        [
+            (r["V"], r["k"], r["law"], f"{r['seconds'] * 1e3:.1f}", f"{r['value']:.10f}", f"{r['error_bound']:.1e}", r["cut"], r["status"])
+            for r in cf
+        ],
     )
-    fmt = lambda x: f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else ("refused (memory cap)" if str(x).startswith("refused") else str(x)))
+    fmt = lambda x: (
+        f"{x:.3f}" if isinstance(x, float) else ("-" if x is None else ("refused (memory cap)" if str(x).startswith("refused") else str(x)))
+    )
     t2 = markdown_table(
         ["law", "draft sets", "dense arcs", "LP columns", "prefix s", "flow s", "HiGHS lp s", "cvxpy s", "maxflow s", "max disagreement"],
         [
-            (r["law"], r["draft_sets"], r["dense_arcs"], r["lp_columns"], fmt(r.get("prefix_s")), fmt(r.get("flow_s")), fmt(r.get("lp_s")),
-             fmt(r.get("cvxpy_s")), fmt(r.get("maxflow_s")), f"{r['max_disagreement']:.1e}")
+            (
+                r["law"],
+                r["draft_sets"],
+                r["dense_arcs"],
+                r["lp_columns"],
+                fmt(r.get("prefix_s")),
+                fmt(r.get("flow_s")),
+                fmt(r.get("lp_s")),
+                fmt(r.get("cvxpy_s")),
+                fmt(r.get("maxflow_s")),
+                f"{r['max_disagreement']:.1e}",
+            )
             for r in tl
         ],
     )
-    t3 = markdown_table(["command", "median s", "peak RSS MB"], [(r["command"], f"{r['seconds_median']:.2f}", f"{r['peak_rss_mb']:.0f}") for r in wc])
+    t3 = markdown_table(
+        ["command", "median s", "peak RSS MB"], [(r["command"], f"{r['seconds_median']:.2f}", f"{r['peak_rss_mb']:.0f}") for r in wc]
+    )
     t4 = markdown_table(
         ["LP columns", "V (iid, k = 2)", "method", "solve s", "whole process s", "peak RSS MB", "value - exact", "gap", "status"],
         [
             (
-                r["columns"], r["V"], r["method"], f"{r['solve_s']:.2f}", f"{r['wall_s']:.2f}", f"{r['peak_rss_mb']:.0f}",
-                f"{r['minus_exact']:.1e}" if "minus_exact" in r else "-", f"{r['gap']:.1e}" if "gap" in r else "-",
+                r["columns"],
+                r["V"],
+                r["method"],
+                f"{r['solve_s']:.2f}",
+                f"{r['wall_s']:.2f}",
+                f"{r['peak_rss_mb']:.0f}",
+                f"{r['minus_exact']:.1e}" if "minus_exact" in r else "-",
+                f"{r['gap']:.1e}" if "gap" in r else "-",
                 r.get("status", "refused (memory cap)" if "refused" in r else "-"),
             )
             for r in mf
@@ -255,7 +303,15 @@ def main() -> None:
     )
     t5 = markdown_table(
         ["import numpy (best s)", "import otspec after numpy (best s)", "(median s)", "total (best s)", "scipy.optimize imported"],
-        [(f"{imp['numpy_best_s']:.3f}", f"{imp['otspec_after_numpy_best_s']:.3f}", f"{imp['otspec_after_numpy_median_s']:.3f}", f"{imp['total_best_s']:.3f}", imp["scipy_optimize_imported"])],
+        [
+            (
+                f"{imp['numpy_best_s']:.3f}",
+                f"{imp['otspec_after_numpy_best_s']:.3f}",
+                f"{imp['otspec_after_numpy_median_s']:.3f}",
+                f"{imp['total_best_s']:.3f}",
+                imp["scipy_optimize_imported"],
+            )
+        ],
     )
     t6 = markdown_table(
         ["V", "k", "optimum ms (median of 15)", "floor ms: argsort(p/q) + cumsum", "ratio"],
@@ -265,7 +321,15 @@ def main() -> None:
     write_report(
         args.out,
         "bench_bounds",
-        {"closed_forms": cf, "iid_floor": fl, "tuple_level": tl, "maxflow_scaling": mf, "import_time": imp, "whole_command": wc, "machine_load": load},
+        {
+            "closed_forms": cf,
+            "iid_floor": fl,
+            "tuple_level": tl,
+            "maxflow_scaling": mf,
+            "import_time": imp,
+            "whole_command": wc,
+            "machine_load": load,
+        },
         {
             "Closed forms (method='prefix')": t1,
             "i.i.d. optimum against the argsort + cumsum floor": t6,

@@ -89,15 +89,34 @@ class CallCounter:
 
 
 def run_otspec(target, draft, ids, cfg, n_new, seed):
-    res = decode(target, draft, ids, verifier=cfg["verifier"], drafts=cfg["k"], gamma=cfg["gamma"], temperature=1.0, max_new_tokens=n_new, seed=seed, stop_at_eos=False)
+    res = decode(
+        target,
+        draft,
+        ids,
+        verifier=cfg["verifier"],
+        drafts=cfg["k"],
+        gamma=cfg["gamma"],
+        temperature=1.0,
+        max_new_tokens=n_new,
+        seed=seed,
+        stop_at_eos=False,
+    )
     rep = res.report()
     t = rep.time_s
     agreement = rep.agreement[0]
     return dict(
         # + 1: the prefill forward, which transformers' generate also counts among its target calls
-        tokens=rep.tokens, target_calls=rep.records + 1, decode_s=t["prefill"] + t["draft"] + t["target"] + t["verify"] + t["rollback"],
-        verify_share=rep.verify_share, theory_s=t["theory"], realized=agreement.realized, expected=agreement.expected,
-        diff=agreement.diff, ci=(agreement.ci_low, agreement.ci_high), agrees=agreement.agrees, optimum=rep.optimum,
+        tokens=rep.tokens,
+        target_calls=rep.records + 1,
+        decode_s=t["prefill"] + t["draft"] + t["target"] + t["verify"] + t["rollback"],
+        verify_share=rep.verify_share,
+        theory_s=t["theory"],
+        realized=agreement.realized,
+        expected=agreement.expected,
+        diff=agreement.diff,
+        ci=(agreement.ci_low, agreement.ci_high),
+        agrees=agreement.agrees,
+        optimum=rep.optimum,
     )
 
 
@@ -106,7 +125,9 @@ def run_hf(target, draft, ids, gamma, n_new, seed):
     torch.manual_seed(seed)
     x = torch.tensor([ids])
     counter = CallCounter(target.model)
-    kw = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=n_new, min_new_tokens=n_new, attention_mask=torch.ones_like(x))
+    kw = dict(
+        do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=n_new, min_new_tokens=n_new, attention_mask=torch.ones_like(x)
+    )
     if gamma:
         draft.model.generation_config.num_assistant_tokens = gamma
         draft.model.generation_config.num_assistant_tokens_schedule = "constant"
@@ -126,8 +147,15 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=20, help="how many of the 20 prompts (default 20)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--configs", default="token4,block4,block8,kseq4,rrs4,tree-kseq4,tree-rrs4,hf4,hf8,plain", help="comma-separated subset")
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: on a shared 2-core machine two threads per process stall on every small matmul)")
+    ap.add_argument(
+        "--configs", default="token4,block4,block8,kseq4,rrs4,tree-kseq4,tree-rrs4,hf4,hf8,plain", help="comma-separated subset"
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: on a shared 2-core machine two threads per process stall on every small matmul)",
+    )
     ap.add_argument("--out", default="experiments/bench/results")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -159,7 +187,10 @@ def main() -> None:
             else:
                 r = run_hf(target, draft, ids, 0, args.max_new_tokens, seed)
             results[c].append(r)
-            print(f"prompt {i} {c}: {r['tokens']} tokens, {r['target_calls']} target calls, {r['tokens'] / r['decode_s']:.2f} tok/s", flush=True)
+            print(
+                f"prompt {i} {c}: {r['tokens']} tokens, {r['target_calls']} target calls, {r['tokens'] / r['decode_s']:.2f} tok/s",
+                flush=True,
+            )
     rows, summary = [], {}
     for c in wanted:
         rs = results[c]
@@ -176,18 +207,37 @@ def main() -> None:
                 optimum=statistics.mean(r["optimum"] for r in rs),
             )
         summary[c] = s
-        rows.append([
-            c, tok, f"{calls / tok:.3f}", f"{tps:.2f}",
-            f"{100 * s['verify_share']:.2f}%" if "verify_share" in s else "-",
-            f"{s['realized']:.3f} / {s['expected']:.3f}" if "realized" in s else "-",
-            f"{s['optimum']:.3f}" if "optimum" in s and s["optimum"] == s["optimum"] else "-",
-            f"{s['agree_fraction']:.2f}" if "agree_fraction" in s else "-",
-        ])
+        rows.append(
+            [
+                c,
+                tok,
+                f"{calls / tok:.3f}",
+                f"{tps:.2f}",
+                f"{100 * s['verify_share']:.2f}%" if "verify_share" in s else "-",
+                f"{s['realized']:.3f} / {s['expected']:.3f}" if "realized" in s else "-",
+                f"{s['optimum']:.3f}" if "optimum" in s and s["optimum"] == s["optimum"] else "-",
+                f"{s['agree_fraction']:.2f}" if "agree_fraction" in s else "-",
+            ]
+        )
     table = markdown_table(
-        ["config", "tokens", "target calls / token", "tokens/s (median)", "verify share", "realized / expected accepted per round", "optimum (mean)", "prompts agreeing (99% CI)"],
+        [
+            "config",
+            "tokens",
+            "target calls / token",
+            "tokens/s (median)",
+            "verify share",
+            "realized / expected accepted per round",
+            "optimum (mean)",
+            "prompts agreeing (99% CI)",
+        ],
         rows,
     )
-    write_report(args.out, "bench_decode", {"args": vars(args), "summary": summary, "per_prompt": results}, {"SmolLM2 target + int8 draft, temperature 1": table})
+    write_report(
+        args.out,
+        "bench_decode",
+        {"args": vars(args), "summary": summary, "per_prompt": results},
+        {"SmolLM2 target + int8 draft, temperature 1": table},
+    )
 
 
 if __name__ == "__main__":

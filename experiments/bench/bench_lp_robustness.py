@@ -27,7 +27,10 @@ from otspec.bounds.tree import tree_optimum  # noqa: E402
 
 def pair(seed: int, V: int, a: float, sparse: bool):
     if sparse:
-        return (models.dirichlet(V, concentration=a, seed=seed, zero_prob=0.3), models.dirichlet(V, concentration=a, seed=seed + 1000, zero_prob=0.3))
+        return (
+            models.dirichlet(V, concentration=a, seed=seed, zero_prob=0.3),
+            models.dirichlet(V, concentration=a, seed=seed + 1000, zero_prob=0.3),
+        )
     p = models.dirichlet(V, concentration=a, seed=seed)
     return p, models.close_draft(p, noise=0.5, temperature=1.3, seed=seed + 1)
 
@@ -67,7 +70,15 @@ def main(argv=None) -> None:
                 if single > 1 or not r.ok:
                     fails["single_run"] += 1
             payload["results"].append({"concentration": a, "case": name, **fails, "library_failed_seeds": examples[:10]})
-            rows.append([a, name, args.n, f"{fails['single_run']} ({100 * fails['single_run'] / args.n:.1f}%)", f"{fails['library']} ({100 * fails['library'] / args.n:.1f}%)"])
+            rows.append(
+                [
+                    a,
+                    name,
+                    args.n,
+                    f"{fails['single_run']} ({100 * fails['single_run'] / args.n:.1f}%)",
+                    f"{fails['library']} ({100 * fails['library'] / args.n:.1f}%)",
+                ]
+            )
     table = markdown_table(["concentration", "LP", "pairs", "first HiGHS run fails", "library fails"], rows)
     write_report(args.out, "bench_lp_robustness", payload, {"LP failures on peaked V = 3 models": table})
 

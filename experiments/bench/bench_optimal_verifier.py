@@ -98,15 +98,43 @@ def main(argv=None) -> int:
             except OtspecInputError as exc:
                 plan = f"refused ({type(exc).__name__})"
             rec = {
-                "V": V, "k": k, "m_super_tokens": st.geometry.m, "alpha_star": st.alpha, "r_star_s": t_r, "prepare_s": t_prep,
-                "tree_s": max(t_prep - t_r, 0.0), "one_draw_s": t_one, "batch_per_draw_s": t_draw, "build_plus_draw_s": t_prep + t_one,
-                "kseq_acceptance": a_kseq, "kseq_acceptance_s": t_kseq_a, "kseq_per_draw_s": t_kseq_d,
-                "rrs_acceptance": a_rrs, "rrs_acceptance_s": t_rrs_a, "rrs_per_draw_s": t_rrs_d, "optimal_plan": plan,
+                "V": V,
+                "k": k,
+                "m_super_tokens": st.geometry.m,
+                "alpha_star": st.alpha,
+                "r_star_s": t_r,
+                "prepare_s": t_prep,
+                "tree_s": max(t_prep - t_r, 0.0),
+                "one_draw_s": t_one,
+                "batch_per_draw_s": t_draw,
+                "build_plus_draw_s": t_prep + t_one,
+                "kseq_acceptance": a_kseq,
+                "kseq_acceptance_s": t_kseq_a,
+                "kseq_per_draw_s": t_kseq_d,
+                "rrs_acceptance": a_rrs,
+                "rrs_acceptance_s": t_rrs_a,
+                "rrs_per_draw_s": t_rrs_d,
+                "optimal_plan": plan,
                 "max_clamp": st.tree.max_clamp,
             }
             payload["timing"].append(rec)
-            rows.append((V, k, st.geometry.m, f"{t_r * 1e3:.1f}", f"{rec['tree_s'] * 1e3:.0f}", f"{t_prep * 1e3:.0f}", f"{t_one * 1e6:.0f}",
-                         f"{t_draw * 1e6:.1f}", f"{t_kseq_a * 1e3:.1f}", f"{t_kseq_d * 1e6:.1f}", f"{t_rrs_a * 1e3:.1f}", f"{t_rrs_d * 1e6:.1f}", plan))
+            rows.append(
+                (
+                    V,
+                    k,
+                    st.geometry.m,
+                    f"{t_r * 1e3:.1f}",
+                    f"{rec['tree_s'] * 1e3:.0f}",
+                    f"{t_prep * 1e3:.0f}",
+                    f"{t_one * 1e6:.0f}",
+                    f"{t_draw * 1e6:.1f}",
+                    f"{t_kseq_a * 1e3:.1f}",
+                    f"{t_kseq_d * 1e6:.1f}",
+                    f"{t_rrs_a * 1e3:.1f}",
+                    f"{t_rrs_d * 1e6:.1f}",
+                    plan,
+                )
+            )
             print(rows[-1], flush=True)
 
     # enumerated LP where it runs, beside optimal_iid on the same small laws
@@ -116,7 +144,9 @@ def main(argv=None) -> int:
         law = otspec.iid(q, k)
         t_lp, a_lp = _best(partial(_value, optimal_plan, p, law), 1)
         t_o, st = _best(partial(prepare, p, q, k), args.repeats)
-        payload["small"].append({"V": V, "k": k, "optimal_plan_s": t_lp, "optimal_plan_acceptance": a_lp, "optimal_iid_prepare_s": t_o, "alpha_star": st.alpha})
+        payload["small"].append(
+            {"V": V, "k": k, "optimal_plan_s": t_lp, "optimal_plan_acceptance": a_lp, "optimal_iid_prepare_s": t_o, "alpha_star": st.alpha}
+        )
         small_rows.append((V, k, law.num_tuples(), f"{t_lp * 1e3:.0f}", f"{a_lp:.10f}", f"{t_o * 1e3:.2f}", f"{st.alpha:.10f}"))
 
     # acceptance gained on LM-shaped pairs
@@ -130,8 +160,17 @@ def main(argv=None) -> int:
                     a = otspec.verifiers.optimal_iid.acceptance(p, law).value
                     gains.append((a, a - kseq.acceptance(p, law).value, a - rrs.acceptance(p, law).value))
                 g = np.array(gains)
-                payload["gain"].append({"V": V, "temperature": T, "k": k, "alpha_star_mean": g[:, 0].mean(),
-                                        "gain_over_kseq_mean": g[:, 1].mean(), "gain_over_rrs_mean": g[:, 2].mean(), "seeds": 3})
+                payload["gain"].append(
+                    {
+                        "V": V,
+                        "temperature": T,
+                        "k": k,
+                        "alpha_star_mean": g[:, 0].mean(),
+                        "gain_over_kseq_mean": g[:, 1].mean(),
+                        "gain_over_rrs_mean": g[:, 2].mean(),
+                        "seeds": 3,
+                    }
+                )
                 gain_rows.append((V, T, k, f"{g[:, 0].mean():.5f}", f"{g[:, 1].mean():+.5f}", f"{g[:, 2].mean():+.5f}"))
 
     # the 50 ms goal at k = 8
@@ -150,14 +189,32 @@ def main(argv=None) -> int:
 
     tables = {
         "Times (ms / us): r*, tree, full preparation, one draw, batch per draw; K-SEQ / RRS acceptance and per draw": markdown_table(
-            ["V", "k", "super-tokens", "r* ms", "tree ms", "prepare ms", "one draw us", "batch us/draw", "kseq acc ms", "kseq us/draw",
-             "rrs acc ms", "rrs us/draw", "optimal_plan"], rows),
+            [
+                "V",
+                "k",
+                "super-tokens",
+                "r* ms",
+                "tree ms",
+                "prepare ms",
+                "one draw us",
+                "batch us/draw",
+                "kseq acc ms",
+                "kseq us/draw",
+                "rrs acc ms",
+                "rrs us/draw",
+                "optimal_plan",
+            ],
+            rows,
+        ),
         "Enumerated LP (optimal_plan) where it runs, beside optimal_iid": markdown_table(
-            ["V", "k", "tuples", "optimal_plan ms", "optimal_plan acceptance", "optimal_iid prepare ms", "alpha*"], small_rows),
+            ["V", "k", "tuples", "optimal_plan ms", "optimal_plan acceptance", "optimal_iid prepare ms", "alpha*"], small_rows
+        ),
         "Acceptance gained by optimal_iid (alpha*) over K-SEQ and RRS, zipf pairs, mean of 3 seeds": markdown_table(
-            ["V", "temperature", "k", "alpha*", "gain over K-SEQ", "gain over RRS"], gain_rows),
+            ["V", "temperature", "k", "alpha*", "gain over K-SEQ", "gain over RRS"], gain_rows
+        ),
         f"Goal: build + one draw < 50 ms at k = 8 (largest V under 50 ms: {largest})": markdown_table(
-            ["V", "prepare ms", "one draw us", "total ms", "< 50 ms"], goal_rows),
+            ["V", "prepare ms", "one draw us", "total ms", "< 50 ms"], goal_rows
+        ),
     }
     write_report(args.out, "bench_optimal_verifier", payload, tables)
     return 0

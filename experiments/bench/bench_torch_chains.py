@@ -123,9 +123,7 @@ def tree_rows(B, V, g, gen, repeats):
         else:
             x = draw(q, gen)
         P1, Q1, X = p1[:, 0].double().numpy(), q1[:, 0].double().numpy(), x.numpy()
-        np_models = [
-            (models.context_free(P1[b] / P1[b].sum()), models.context_free(Q1[b] / Q1[b].sum()), X[b]) for b in range(n_np)
-        ]
+        np_models = [(models.context_free(P1[b] / P1[b].sum()), models.context_free(Q1[b] / Q1[b].sum()), X[b]) for b in range(n_np)]
         rng = np.random.default_rng(0)
         g_t = torch.Generator().manual_seed(1)
         t_s, res = median_time(lambda: tree.sample(p, q, x, rule=rule, generator=g_t), repeats)
@@ -175,7 +173,18 @@ def main() -> None:
         return "-" if x is None else f"{x:.2f}"
 
     table = markdown_table(
-        ["verifier", "k", "gamma", "V", "B", "torch sample (ms)", "no validate (ms)", "torch conditional (ms)", "numpy sample (ms)", "speed-up"],
+        [
+            "verifier",
+            "k",
+            "gamma",
+            "V",
+            "B",
+            "torch sample (ms)",
+            "no validate (ms)",
+            "torch conditional (ms)",
+            "numpy sample (ms)",
+            "speed-up",
+        ],
         [
             [
                 f"{r['kind']}:{r['rule']}",

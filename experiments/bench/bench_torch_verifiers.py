@@ -90,7 +90,12 @@ def single_step_rows(args, device: str) -> list[dict]:
                 for k in ks_for(name):
                     g = torch.Generator(device).manual_seed(args.seed)
                     drafts = sample_drafts(q, k, v.draft_law, generator=g)
-                    t_torch, n_torch = timed(lambda v=v, drafts=drafts, g=g, p=p, q=q: v.sample(p, q, drafts, generator=g, validate=False), sync, args.min_total, args.max_reps)
+                    t_torch, n_torch = timed(
+                        lambda v=v, drafts=drafts, g=g, p=p, q=q: v.sample(p, q, drafts, generator=g, validate=False),
+                        sync,
+                        args.min_total,
+                        args.max_reps,
+                    )
                     row = {"device": device, "V": V, "B": B, "k": k, "verifier": name, "torch_ms": 1e3 * t_torch, "torch_reps": n_torch}
                     if device == "cpu" and not args.no_numpy:
                         nv = otspec.verifiers.by_name(name)
@@ -113,7 +118,16 @@ def rst_table(rows: list[dict], meta: str) -> str:
     """The single-step rows as an RST grid for docs/gpu.rst (one line per V, B, k, verifier)."""
     head = ["device", "V", "B", "k", "verifier", "torch ms", "numpy ms", "speedup"]
     body = [
-        [r["device"], str(r["V"]), str(r["B"]), str(r["k"]), r["verifier"], f"{r['torch_ms']:.3f}", f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-", f"{r['speedup']:.1f}x" if "speedup" in r else "-"]
+        [
+            r["device"],
+            str(r["V"]),
+            str(r["B"]),
+            str(r["k"]),
+            r["verifier"],
+            f"{r['torch_ms']:.3f}",
+            f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-",
+            f"{r['speedup']:.1f}x" if "speedup" in r else "-",
+        ]
         for r in rows
     ]
     w = [max(len(x) for x in col) for col in zip(head, *body)]
@@ -141,7 +155,16 @@ def main(argv=None) -> None:
     table = markdown_table(
         cols,
         [
-            [r["device"], r["V"], r["B"], r["k"], r["verifier"], f"{r['torch_ms']:.3f}", f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-", f"{r['speedup']:.1f}x" if "speedup" in r else "-"]
+            [
+                r["device"],
+                r["V"],
+                r["B"],
+                r["k"],
+                r["verifier"],
+                f"{r['torch_ms']:.3f}",
+                f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-",
+                f"{r['speedup']:.1f}x" if "speedup" in r else "-",
+            ]
             for r in rows
         ],
     )

@@ -84,8 +84,18 @@ def bench_acceptance(rng):
                     rows.append({"verifier": v.name, "V": V, "k": law.k, "law": law.kind, "ms": None, "note": type(exc).__name__})
                     continue
                 wmin, wmed, cmin = _time(lambda: v.acceptance(p, law, method="closed_form"))
-                rows.append({"verifier": v.name, "V": V, "k": law.k, "law": law.kind, "ms": 1e3 * wmin,
-                             "ms_median": 1e3 * wmed, "cpu_ms": 1e3 * cmin, "acceptance": est.value})
+                rows.append(
+                    {
+                        "verifier": v.name,
+                        "V": V,
+                        "k": law.k,
+                        "law": law.kind,
+                        "ms": 1e3 * wmin,
+                        "ms_median": 1e3 * wmed,
+                        "cpu_ms": 1e3 * cmin,
+                        "acceptance": est.value,
+                    }
+                )
             print(f"acceptance V={V} k={k} done", file=sys.stderr)
     return rows
 
@@ -105,11 +115,28 @@ def bench_sampling(rng, n_batch=2000, n_single=200):
             for d in drafts[:n_single]:
                 v.sample(p, law, d, rng=gen)
             ts = time.perf_counter() - t0
-            rows.append({"verifier": v.name, "V": SAMPLE_V, "k": law.k, "law": law.kind,
-                         "batch_draws_per_s": n_batch / tb, "single_draws_per_s": n_single / ts})
+            rows.append(
+                {
+                    "verifier": v.name,
+                    "V": SAMPLE_V,
+                    "k": law.k,
+                    "law": law.kind,
+                    "batch_draws_per_s": n_batch / tb,
+                    "single_draws_per_s": n_single / ts,
+                }
+            )
         except otspec._validation.OtspecInputError as exc:
-            rows.append({"verifier": v.name, "V": SAMPLE_V, "k": law.k, "law": law.kind,
-                         "batch_draws_per_s": None, "single_draws_per_s": None, "note": type(exc).__name__})
+            rows.append(
+                {
+                    "verifier": v.name,
+                    "V": SAMPLE_V,
+                    "k": law.k,
+                    "law": law.kind,
+                    "batch_draws_per_s": None,
+                    "single_draws_per_s": None,
+                    "note": type(exc).__name__,
+                }
+            )
         print(f"sampling {v.name} done", file=sys.stderr)
     return rows
 
@@ -151,7 +178,9 @@ def markdown(result):
     ]
     for r in result["sampling"]:
         note = f" ({r['note']})" if r.get("note") else ""
-        lines.append(f"| {r['verifier']} | {r['law']} | {r['k']} | {_fmt(r['batch_draws_per_s'], ',.0f')}{note} | {_fmt(r['single_draws_per_s'], ',.0f')} |")
+        lines.append(
+            f"| {r['verifier']} | {r['law']} | {r['k']} | {_fmt(r['batch_draws_per_s'], ',.0f')}{note} | {_fmt(r['single_draws_per_s'], ',.0f')} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -187,8 +216,13 @@ def rst(result):
     ]
     for r in result["sampling"]:
         note = f" ({r['note']})" if r.get("note") else ""
-        out += [f"   * - {r['verifier']}", f"     - {r['law']}", f"     - {r['k']}",
-                f"     - {_fmt(r['batch_draws_per_s'], ',.0f')}{note}", f"     - {_fmt(r['single_draws_per_s'], ',.0f')}"]
+        out += [
+            f"   * - {r['verifier']}",
+            f"     - {r['law']}",
+            f"     - {r['k']}",
+            f"     - {_fmt(r['batch_draws_per_s'], ',.0f')}{note}",
+            f"     - {_fmt(r['single_draws_per_s'], ',.0f')}",
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -143,7 +143,18 @@ def tables(rows: list[dict]) -> dict[str, str]:
         "max |ref - new|",
         "max |ref1600 - new|",
     ]
-    e2e = [[r["V"], r["family"], r["k"], f"{r['end_to_end_s'] * 1e3:.1f}", f"{r['end_to_end_value']:.12f}", r["end_to_end_status"], f"{r['dual_minus_scan']:.1e}"] for r in rows]
+    e2e = [
+        [
+            r["V"],
+            r["family"],
+            r["k"],
+            f"{r['end_to_end_s'] * 1e3:.1f}",
+            f"{r['end_to_end_value']:.12f}",
+            r["end_to_end_status"],
+            f"{r['dual_minus_scan']:.1e}",
+        ]
+        for r in rows
+    ]
     return {
         "wor_dual_minimum and wor_prefix_all_in vs the reference loop (median wall time)": markdown_table(cols, main),
         "optimal_acceptance(method='prefix') end to end": markdown_table(
