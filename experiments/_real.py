@@ -72,6 +72,14 @@ def load_pair(draft: str, *, quick: bool = False):
     raise ValueError(f"draft must be 'int8' or 't<T>' (got {draft!r})")
 
 
+def decoder_prompts(target, n: int, seed: int) -> list[list[int]]:
+    """Token ids of the first ``n`` prompts for the decoder (4 random ids each for a tokenizer-less tiny model)."""
+    rng = np.random.default_rng(seed)
+    return [
+        target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)] for s in PROMPTS[:n]
+    ]
+
+
 def _prompt_ids(lm, prompt: str, quick: bool, rng: np.random.Generator) -> list[int]:
     if quick or lm.tokenizer is None:
         return [int(x) for x in rng.integers(0, lm.vocab_size, size=4)]

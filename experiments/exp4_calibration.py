@@ -81,11 +81,8 @@ def main(argv: list[str] | None = None) -> dict:
     T = args.temperature
     t0 = time.perf_counter()
     target, draft = _real.load_pair(args.draft, quick=args.quick)
-    rng = np.random.default_rng(args.seed)
-    prompts = [
-        target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)]
-        for s in _real.PROMPTS[:n_prompts]
-    ]
+    prompts = _real.decoder_prompts(target, n_prompts, args.seed)
+    rng = np.random.default_rng(args.seed)  # the negative control's stream
     traces = []
     for verifier, k in SINGLE:
         out = decode(
