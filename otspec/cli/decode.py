@@ -12,7 +12,7 @@ from typing import Any
 
 from otspec.cli._common import CliError, print_json, print_table, progress
 
-__all__ = ["DEFAULTS", "register", "run"]
+__all__ = ["DEFAULTS", "register", "require_decode_stack", "run"]
 
 #: The library defaults of :func:`otspec_gpu.decoding.decode` (kept equal by a test).
 DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_tokens=64, seed=0)
@@ -98,7 +98,7 @@ def _num(value: Any, flag: str, kind: type, *, minimum: float | None = None, opt
     return x
 
 
-def _require_decode_stack() -> None:
+def require_decode_stack() -> None:
     """Keep the model loaders offline (``HF_HUB_OFFLINE=1`` unless set) and check that torch and
     transformers import; a missing one is a :class:`CliError` that says how to install it."""
     import os
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     top_p = _num(args.top_p, "--top-p", float, optional=True)
     n_new = _num(args.max_new_tokens, "--max-new-tokens", int, minimum=1)
     seed = _num(args.seed, "--seed", int, minimum=0)
-    _require_decode_stack()
+    require_decode_stack()
     from otspec_gpu import models
     from otspec_gpu.decoding import decode, plan_for
 

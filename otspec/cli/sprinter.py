@@ -10,7 +10,7 @@ import argparse
 import math
 
 from otspec.cli._common import CliError, print_json, print_table
-from otspec.cli.decode import _require_decode_stack
+from otspec.cli.decode import require_decode_stack
 
 __all__ = ["run_sprinter"]
 
@@ -44,7 +44,7 @@ def run_sprinter(args: argparse.Namespace) -> int:
     seed = _number(args.seed, "--seed", int, 0)
     top_k = None if args.top_k is None else _number(args.top_k, "--top-k", int, 1)
     top_p = None if args.top_p is None else _number(args.top_p, "--top-p", float, 0.0, 1.0)
-    _require_decode_stack()
+    require_decode_stack()
     from otspec_gpu import models
     from otspec_gpu.sprinter import DEFAULT_CAP, decode
     from otspec_gpu.sprinter.classifier import load_verifier
