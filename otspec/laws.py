@@ -62,7 +62,32 @@ _BYTES_PER_TUPLE_ENTRY = 24
 
 
 def as_token_mask(H: Any, V: int) -> np.ndarray:
-    """Boolean ``(V,)`` mask of a token set given as a mask or as an iterable of token ids."""
+    """Boolean ``(V,)`` mask of a token set given as a mask or as an iterable of token ids.
+
+    Parameters
+    ----------
+    H : array_like of bool, shape (V,), or iterable of int
+        The token set: one flag per token, or the ids of its members (repeats allowed).
+    V : int
+        Vocabulary size.
+
+    Returns
+    -------
+    ndarray of bool, shape (V,)
+        ``mask[y]`` is True iff token ``y`` is in ``H`` (the input itself when it already is a mask).
+
+    Raises
+    ------
+    ShapeMismatchError
+        If ``H`` is a boolean array of a shape other than ``(V,)``.
+    InvalidDraftsError
+        If an id is not an integer in ``[0, V)``.
+
+    Examples
+    --------
+    >>> as_token_mask([2, 0], 4).tolist()
+    [True, False, True, False]
+    """
     arr = np.asarray(H)
     if arr.dtype == bool:
         if arr.shape != (V,):
@@ -79,6 +104,16 @@ def ratio_order(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
     Ties keep token-id order (stable sort), which is harmless: a tied block is optimally taken
     all-or-nothing and every block boundary is a prefix (:doc:`math`, the sorted-prefix dual).
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions (validated by the caller).
+
+    Returns
+    -------
+    ndarray of int64, shape (V,)
+        A permutation of ``0..V-1``: ``order[0]`` has the smallest ratio :math:`p/q`.
 
     Examples
     --------
@@ -163,7 +198,18 @@ def _sets_from_tuples(tuples: np.ndarray, weights: np.ndarray) -> tuple[np.ndarr
 @dataclass(frozen=True, eq=False, repr=False)
 class DraftLaw:
     """Base class of draft laws; use the constructors :func:`iid`, :func:`without_replacement`,
-    :func:`greedy`, :func:`product` and :func:`explicit`."""
+    :func:`greedy`, :func:`product` and :func:`explicit`.
+
+    Attributes
+    ----------
+    k : int
+        Number of drafts per tuple.
+    V : int
+        Vocabulary size; token ids are ``0..V-1``.
+    kind : str
+        The law's family (``"iid"``, ``"without_replacement"``, ``"greedy"``, ``"product"``,
+        ``"explicit"``), set by the subclass.
+    """
 
     k: int
     V: int
@@ -176,19 +222,62 @@ class DraftLaw:
 
     # -- to be provided by subclasses -------------------------------------------------------
     def num_tuples(self) -> int:
-        """Number of ordered tuples :meth:`enumerate` would return (for memory estimates)."""
+        """Number of ordered tuples :meth:`enumerate` would return (for memory estimates).
+
+        Returns
+        -------
+        int
+            The count of ordered draft tuples of positive probability, computed without
+            enumerating them (e.g. :math:`|\\mathrm{supp}\\, q|^k` for i.i.d. drafts).
+        """
         raise NotImplementedError
 
     def _enumerate(self) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def prob_all_in(self, H: Any) -> float:
-        r""":math:`Q(H^k)`: probability that every drafted token lies in the token set ``H``
-        (a boolean mask of shape ``(V,)`` or an iterable of token ids)."""
+        r""":math:`Q(H^k)`: probability that every drafted token lies in the token set ``H``.
+
+        This is the quantity the dual of the optimal acceptance needs:
+        :math:`\alpha^* = \min_H \, p(H) + 1 - Q(H^k)` (:doc:`math`).
+
+        Parameters
+        ----------
+        H : array_like of bool, shape (V,), or iterable of int
+            The token set, as a mask or as token ids.
+
+        Returns
+        -------
+        float
+            :math:`Q(H^k) = P(X_1 \in H, \dots, X_k \in H)`, in ``[0, 1]``.
+
+        Raises
+        ------
+        ShapeMismatchError, InvalidDraftsError
+            If ``H`` is not a valid token set over ``V`` tokens (see :func:`as_token_mask`).
+        """
         raise NotImplementedError
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """Draw ``size`` independent draft tuples, shape ``(size, k)``."""
+        """Draw ``size`` independent draft tuples, shape ``(size, k)``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The caller's generator (never a seed).
+        size : int
+            Number of tuples to draw.
+
+        Returns
+        -------
+        ndarray of int64, shape (size, k)
+            Row ``i`` is one draft tuple :math:`(x_1, \\dots, x_k) \\sim Q`, in draft order.
+
+        Raises
+        ------
+        OtspecTypeError
+            If ``rng`` is not a ``numpy.random.Generator``.
+        """
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------
@@ -198,10 +287,29 @@ class DraftLaw:
         return None
 
     def prefix_prob_all_in(self, order: Any) -> tuple[np.ndarray, float]:
-        r"""Return ``(values, error_bound)`` with ``values[i]`` :math:`= Q(H_i^k)` where
-        :math:`H_i` is the first ``i`` tokens of ``order`` (``i = 0..V``).
+        r""":math:`Q(H_i^k)` for every prefix :math:`H_i` of a token order, in one pass.
 
-        The generic implementation enumerates the law (small laws only)."""
+        :math:`H_i` is the set of the first ``i`` tokens of ``order`` (``i = 0..V``); the
+        sorted-prefix dual minimises :math:`p(H_i) + 1 - Q(H_i^k)` over these. The generic
+        implementation enumerates the law (small laws only); subclasses use closed forms.
+
+        Parameters
+        ----------
+        order : array_like of int, shape (V,)
+            A permutation of the token ids ``0..V-1``.
+
+        Returns
+        -------
+        values : ndarray, shape (V + 1,)
+            ``values[i]`` :math:`= Q(H_i^k)`; ``values[0] = 0`` and ``values[V] = 1`` up to rounding.
+        error_bound : float
+            A bound on the absolute numerical error of every entry of ``values``.
+
+        Raises
+        ------
+        ShapeMismatchError
+            If ``order`` is not a permutation of ``0..V-1``.
+        """
         order = self._as_order(order)
         tuples, weights = self.enumerate()
         vals = _prefix_by_max_rank(tuples, weights, order, self.V)
@@ -209,11 +317,29 @@ class DraftLaw:
 
     def prefix_cut_order(self, p: np.ndarray) -> np.ndarray | None:
         """The token order whose prefixes contain an optimal cut of the dual, or ``None`` when the
-        sorted-prefix method is not exact for this law (then the optimum needs an LP or a flow)."""
+        sorted-prefix method is not exact for this law (then the optimum needs an LP or a flow).
+
+        Parameters
+        ----------
+        p : ndarray, shape (V,)
+            Target distribution (validated by the caller).
+
+        Returns
+        -------
+        ndarray of int64, shape (V,), or None
+            A permutation of the token ids (e.g. :func:`ratio_order` of ``p`` and ``q`` for i.i.d.
+            and without-replacement drafts), or ``None`` for laws without a sorted-prefix theorem.
+        """
         return None
 
     def first_draft_marginal(self) -> np.ndarray:
-        """The marginal law of the first draft :math:`X_1`, shape ``(V,)`` (generic: by enumeration)."""
+        """The marginal law of the first draft :math:`X_1`, shape ``(V,)`` (generic: by enumeration).
+
+        Returns
+        -------
+        ndarray, shape (V,)
+            :math:`P(X_1 = y)` for every token ``y``; sums to 1.
+        """
         tuples, weights = self.enumerate()
         return np.bincount(tuples[:, 0], weights=weights, minlength=self.V)
 
@@ -224,7 +350,22 @@ class DraftLaw:
         residual sequences, LP solutions), so repeated ``sample`` calls and chunked
         ``sample_batch`` do the O(V) (or LP) work once. Laws are immutable, so the cache lives and
         dies with the law; ``p`` is keyed by a 128-bit hash of its bytes; at most
-        :attr:`CACHE_SIZE` entries are kept per law."""
+        :attr:`CACHE_SIZE` entries are kept per law.
+
+        Parameters
+        ----------
+        tag : str
+            What is cached (one tag per kind of precomputation, e.g. the verifier's name).
+        p : ndarray or None
+            The target the value depends on, or ``None`` when it depends on the law alone.
+        build : callable
+            Zero-argument function computing the value on a cache miss.
+
+        Returns
+        -------
+        object
+            The cached (or freshly built) value; treat it as read-only.
+        """
         key = (tag, None if p is None else hashlib.blake2b(np.ascontiguousarray(p).view(np.uint8), digest_size=16).digest())
         if key in self._cache:
             return self._cache[key]
@@ -235,9 +376,27 @@ class DraftLaw:
         return value
 
     def enumerate(self, *, memory_cap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Every ordered draft tuple with positive probability, shape ``(M, k)``, and the
-        probabilities ``(M,)`` (summing to 1). Refuses, before allocating, laws whose
-        enumeration would exceed ``memory_cap`` bytes."""
+        """Every ordered draft tuple with positive probability, and its probability.
+
+        Refuses, before allocating, laws whose enumeration would exceed ``memory_cap`` bytes.
+
+        Parameters
+        ----------
+        memory_cap : float, optional
+            Most bytes the enumeration may use; ``None`` applies the library default.
+
+        Returns
+        -------
+        tuples : ndarray of int64, shape (M, k)
+            Every ordered draft tuple with :math:`Q(x) > 0`.
+        weights : ndarray, shape (M,)
+            :math:`Q(x)` of each row; sums to 1.
+
+        Raises
+        ------
+        ProblemTooLargeError
+            If ``M * k`` entries would exceed ``memory_cap``.
+        """
         n = self.num_tuples()
         check_memory(
             n * self.k * _BYTES_PER_TUPLE_ENTRY,
@@ -250,14 +409,49 @@ class DraftLaw:
     def enumerate_sets(self, *, memory_cap: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Draft mass grouped by the set of distinct drafted tokens.
 
-        Returns ``(sets, weights)``: ``sets`` is ``(S, k)`` int64, each row the distinct token ids
-        of one set followed by ``-1`` padding; ``weights`` ``(S,)`` sums to 1."""
+        Membership acceptance :math:`P(Y \\in \\bar X)` depends on a tuple only through its set of
+        distinct tokens, so the LPs work on sets (far fewer than ordered tuples).
+
+        Parameters
+        ----------
+        memory_cap : float, optional
+            Most bytes the underlying :meth:`enumerate` may use; ``None``: the library default.
+
+        Returns
+        -------
+        sets : ndarray of int64, shape (S, k)
+            Each row the distinct token ids of one set (descending) followed by ``-1`` padding.
+        weights : ndarray, shape (S,)
+            Probability of drafting exactly that set; sums to 1.
+
+        Raises
+        ------
+        ProblemTooLargeError
+            If enumerating the tuples would exceed ``memory_cap``.
+        """
         tuples, weights = self.enumerate(memory_cap=memory_cap)
         return _sets_from_tuples(tuples, weights)
 
     def validate_drafts(self, drafts: Any) -> np.ndarray:
         """Return ``drafts`` as an int64 ``(k,)`` array, or raise :class:`InvalidDraftsError`
-        if the law cannot produce it."""
+        if the law cannot produce it.
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (k,)
+            One draft tuple, in draft order.
+
+        Returns
+        -------
+        ndarray of int64, shape (k,)
+            The same tuple, validated.
+
+        Raises
+        ------
+        InvalidDraftsError
+            If ``drafts`` does not hold exactly ``k`` token ids in ``[0, V)``, or has probability 0
+            under the law (e.g. a token ``q`` never proposes, or a repeat without replacement).
+        """
         arr = as_token_tuples(np.asarray(drafts).reshape(1, -1) if np.ndim(drafts) <= 1 else drafts, self.V, name="drafts")
         if arr.shape != (1, self.k):
             raise InvalidDraftsError(
@@ -271,7 +465,23 @@ class DraftLaw:
     def validate_draft_batch(self, drafts: Any) -> np.ndarray:
         """Vectorised :meth:`validate_drafts`: ``drafts`` ``(N, k)`` (or one ``(k,)`` tuple) as an
         int64 ``(N, k)`` array, or raise :class:`~otspec.errors.InvalidDraftsError` naming the
-        first tuple the law cannot produce."""
+        first tuple the law cannot produce.
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (N, k) or (k,)
+            Draft tuples, one per row.
+
+        Returns
+        -------
+        ndarray of int64, shape (N, k)
+            The tuples, validated (a single tuple becomes one row).
+
+        Raises
+        ------
+        InvalidDraftsError
+            If a row does not hold ``k`` token ids in ``[0, V)`` or has probability 0 under the law.
+        """
         arr = np.asarray(drafts)
         if arr.ndim == 1:
             arr = arr[None, :]
@@ -291,14 +501,38 @@ class DraftLaw:
         return d
 
     def tuple_probability(self, drafts: Any) -> float:
-        """Probability of one ordered draft tuple (generic: by enumeration)."""
+        """Probability of one ordered draft tuple (generic: by enumeration).
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (k,)
+            The tuple, in draft order (ids assumed in ``[0, V)``).
+
+        Returns
+        -------
+        float
+            :math:`Q(x_1, \\dots, x_k)`; 0 for a tuple the law never produces.
+        """
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
         tuples, weights = self.enumerate()
         hit = np.all(tuples == d[None, :], axis=1)
         return float(weights[hit].sum())
 
     def check_compatible(self, p: np.ndarray, name: str = "p") -> None:
-        """Raise unless the law drafts from the same vocabulary as ``p``."""
+        """Raise unless the law drafts from the same vocabulary as ``p``.
+
+        Parameters
+        ----------
+        p : ndarray, shape (V,)
+            A target distribution (already validated).
+        name : str
+            The argument's name, for the error message.
+
+        Raises
+        ------
+        ShapeMismatchError
+            If ``p`` has a different number of tokens than the law's ``V``.
+        """
         if self.V != p.shape[0]:
             raise ShapeMismatchError(
                 f"{name} has V = {p.shape[0]} tokens but the draft law {self!r} has V = {self.V}; "
@@ -317,10 +551,33 @@ class DraftLaw:
 
 
 def successive_denominators(q: np.ndarray, tuples: np.ndarray) -> np.ndarray:
-    """``out[m, j] = sum of q over tokens not among tuples[m, :j]`` (successive sampling).
+    r"""The normalisers of successive sampling without replacement, one per draft.
 
-    ``total - chosen`` cancels catastrophically when the chosen tokens carry almost all the mass
-    (e.g. q = (1 - 1e-10, 1e-10)); those rows are recomputed as a direct sum over the complement."""
+    .. math:: \text{out}[m, j] = \sum_{y \notin \{x_{m,1}, \dots, x_{m,j-1}\}} q(y)
+              = q(\Omega) - \sum_{l < j} q(x_{m,l}),
+
+    so that :math:`Q(x_m) = \prod_j q(x_{m,j}) / \text{out}[m, j]`. ``total - chosen`` cancels
+    catastrophically when the chosen tokens carry almost all the mass (e.g.
+    q = (1 - 1e-10, 1e-10)); those rows are recomputed as a direct sum over the complement.
+
+    Parameters
+    ----------
+    q : ndarray, shape (V,)
+        Draft distribution.
+    tuples : ndarray of int, shape (M, k)
+        Draft tuples of distinct token ids.
+
+    Returns
+    -------
+    ndarray, shape (M, k)
+        ``out[m, j]``: the mass of q left when draft ``j`` of tuple ``m`` is taken.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> successive_denominators(np.array([0.5, 0.25, 0.25]), np.array([[0, 1]])).tolist()
+    [[1.0, 0.5]]
+    """
     qs = q[tuples]
     chosen = np.cumsum(qs, axis=1) - qs
     total = float(np.sum(q))
@@ -350,6 +607,7 @@ class IIDLaw(DraftLaw):
 
     @property
     def q(self) -> np.ndarray:
+        """The draft distribution ``q``, shape ``(V,)``."""
         return self._q
 
     def num_tuples(self) -> int:
@@ -397,6 +655,7 @@ class WithoutReplacementLaw(DraftLaw):
 
     @property
     def q(self) -> np.ndarray:
+        """The draft distribution ``q`` sampled without replacement, shape ``(V,)``."""
         return self._q
 
     def num_tuples(self) -> int:
@@ -483,6 +742,7 @@ class GreedyLaw(DraftLaw):
 
     @property
     def q(self) -> np.ndarray:
+        """The draft distribution ``q`` whose top tokens and rest the drafts come from, shape ``(V,)``."""
         return self._q
 
     @functools.cached_property
@@ -567,7 +827,13 @@ class GreedyLaw(DraftLaw):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class ProductLaw(DraftLaw):
-    r"""Independent drafts from different drafters: :math:`Q(x) = \prod_j q_j(x_j)`."""
+    r"""Independent drafts from different drafters: :math:`Q(x) = \prod_j q_j(x_j)`.
+
+    Attributes
+    ----------
+    qs : tuple of ndarray, each shape (V,)
+        The drafters' distributions :math:`q_1, \dots, q_k`, in draft order.
+    """
 
     qs: tuple = field(default=())
     kind: str = field(init=False, default="product")
@@ -612,7 +878,15 @@ class ProductLaw(DraftLaw):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class ExplicitLaw(DraftLaw):
-    """A finite list of draft tuples with their probabilities (any joint law you can enumerate)."""
+    """A finite list of draft tuples with their probabilities (any joint law you can enumerate).
+
+    Attributes
+    ----------
+    tuples : ndarray of int64, shape (M, k)
+        The distinct draft tuples (sorted rows of :func:`numpy.unique`; read-only).
+    weights : ndarray, shape (M,)
+        Their probabilities, all positive, summing to 1 (read-only).
+    """
 
     tuples: np.ndarray = field(default=None)  # type: ignore[assignment]
     weights: np.ndarray = field(default=None)  # type: ignore[assignment]

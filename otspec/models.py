@@ -65,7 +65,34 @@ _SALT_NOISE = 0x5EED_0153
 
 def as_prefix(prefix: Any, V: int, name: str = "prefix") -> tuple[int, ...]:
     """Return ``prefix`` as a tuple of Python ints in ``[0, V)``, or raise :class:`InvalidDraftsError`
-    (whose message calls the argument ``name``)."""
+    (whose message calls the argument ``name``).
+
+    Parameters
+    ----------
+    prefix : sequence of int
+        Token ids generated so far (possibly empty).
+    V : int
+        Vocabulary size.
+    name : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    tuple of int
+        The same tokens as plain Python ints (hashable: a model's cache key).
+
+    Raises
+    ------
+    InvalidDraftsError
+        If ``prefix`` is not a sequence, holds a non-integer (``bool`` included) or an id outside
+        ``[0, V)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> as_prefix(np.array([2, 0]), 3)
+    (2, 0)
+    """
     try:
         items = tuple(prefix)
     except TypeError:
@@ -89,6 +116,11 @@ class Model:
 
     Subclasses implement ``_conditional(prefix)``; :meth:`__call__` validates the prefix, caches
     and returns a read-only float64 ``(V,)`` array.
+
+    Attributes
+    ----------
+    V : int
+        Vocabulary size: every conditional has ``V`` entries.
     """
 
     V: int
@@ -133,7 +165,21 @@ def _seeded_dirichlet(seed: int, salt: int, context: tuple[int, ...], V: int, co
 @dataclass(frozen=True, eq=False, repr=False)
 class DirichletModel(Model):
     r"""Seeded random model: :math:`M(\cdot \mid x^i) \sim \mathrm{Dirichlet}(a \mathbf 1_V)`,
-    independently for every context (the last ``order`` tokens, or the whole prefix)."""
+    independently for every context (the last ``order`` tokens, or the whole prefix).
+
+    Build it with :func:`dirichlet` or :func:`markov`.
+
+    Attributes
+    ----------
+    concentration : float
+        The Dirichlet parameter :math:`a > 0`.
+    seed : int
+        Non-negative seed; with the context it determines every conditional.
+    order : int or None
+        Context length (a Markov model of that order), or ``None`` for the whole prefix.
+    zero_prob : float
+        Chance, per token and context, that the token gets probability exactly 0.
+    """
 
     concentration: float = 1.0
     seed: int = 0
@@ -154,7 +200,23 @@ class DirichletModel(Model):
 @dataclass(frozen=True, eq=False, repr=False)
 class CloseDraftModel(Model):
     r""":math:`q(\cdot \mid x^i) = (1-\lambda)\,\mathrm{norm}(p(\cdot \mid x^i)^{1/T}) + \lambda\, n(\cdot \mid x^i)`
-    with :math:`n` seeded Dirichlet noise."""
+    with :math:`n` seeded Dirichlet noise.
+
+    Build it with :func:`close_draft`.
+
+    Attributes
+    ----------
+    target : Model
+        The target model :math:`p`.
+    temperature : float
+        :math:`T > 0` applied to the target's conditionals.
+    noise : float
+        Mixing weight :math:`\lambda \in [0, 1]` of the noise.
+    seed : int
+        Seed of the noise :math:`n(\cdot \mid x^i)`.
+    concentration : float
+        Dirichlet parameter of the noise.
+    """
 
     target: Any = None
     temperature: float = 1.0
@@ -184,7 +246,13 @@ class CloseDraftModel(Model):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class ContextFreeModel(Model):
-    """The same conditional at every prefix."""
+    """The same conditional at every prefix.
+
+    Attributes
+    ----------
+    p : ndarray, shape (V,)
+        The conditional returned after every prefix.
+    """
 
     p: np.ndarray = None  # type: ignore[assignment]
 
@@ -197,7 +265,16 @@ class ContextFreeModel(Model):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class TabulatedModel(Model):
-    """An explicit table ``{prefix: distribution}``; unknown prefixes raise, or use ``default``."""
+    """An explicit table ``{prefix: distribution}``; unknown prefixes raise, or use ``default``.
+
+    Attributes
+    ----------
+    table : mapping of tuple of int to ndarray
+        Validated conditionals, shape ``(V,)`` each, keyed by prefix.
+    default : ndarray or None
+        The conditional of every prefix missing from ``table`` (``None``: such a prefix raises
+        :class:`~otspec.errors.InvalidDraftsError`).
+    """
 
     table: Mapping = None  # type: ignore[assignment]
     default: np.ndarray | None = None
@@ -218,7 +295,15 @@ class TabulatedModel(Model):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class CallableModel(Model):
-    """Any user callable, with every conditional validated (finite, non-negative, sums to 1, V entries)."""
+    """Any user callable, with every conditional validated (finite, non-negative, sums to 1, V entries).
+
+    Attributes
+    ----------
+    fn : callable
+        The wrapped function ``prefix tuple -> (V,) distribution``.
+    name : str
+        Its name in error messages.
+    """
 
     fn: Callable = None  # type: ignore[assignment]
     name: str = "model"
@@ -297,6 +382,20 @@ def dirichlet(
         Bytes (default 4 GiB); a V whose single conditional would exceed it raises
         :class:`~otspec.errors.ProblemTooLargeError` here, before anything is drawn.
 
+    Returns
+    -------
+    DirichletModel
+        The model; conditionals are drawn lazily, on first call per prefix.
+
+    Raises
+    ------
+    NotAnIntegerError, InvalidDraftCountError
+        If ``V`` or ``seed`` is not an integer in range.
+    InvalidDistributionError
+        If ``concentration`` is not finite and positive, or ``zero_prob`` is not in ``[0, 1)``.
+    ProblemTooLargeError
+        If one conditional over ``V`` tokens would exceed ``memory_cap``.
+
     Examples
     --------
     >>> from otspec import models
@@ -328,6 +427,31 @@ def markov(V: int, *, order: int = 1, concentration: float = 1.0, seed: int = 0,
     ``order = 1`` is a random bigram model (the empty prefix has its own start distribution),
     ``order = 0`` is context-free.
 
+    Parameters
+    ----------
+    V : int
+        Vocabulary size.
+    order : int
+        Context length :math:`o \ge 0`.
+    concentration : float
+        Dirichlet parameter :math:`a > 0`.
+    seed : int
+        Non-negative seed.
+    zero_prob : float in [0, 1)
+        Chance that a token gets probability exactly 0 in a context (at least one is kept).
+
+    Returns
+    -------
+    DirichletModel
+        The model, with ``order`` set.
+
+    Raises
+    ------
+    NotAnIntegerError, InvalidDraftCountError
+        If ``V``, ``order`` or ``seed`` is not an integer in range.
+    InvalidDistributionError
+        If ``concentration`` is not finite and positive, or ``zero_prob`` is not in ``[0, 1)``.
+
     Examples
     --------
     >>> from otspec import models
@@ -354,6 +478,32 @@ def close_draft(target: Any, *, temperature: float = 1.0, noise: float = 0.3, se
 
     ``noise = 0, temperature = 1`` gives the target itself (acceptance 1); ``noise = 1`` an
     unrelated model. The noise has full support, so ``noise > 0`` drafts every token.
+
+    Parameters
+    ----------
+    target : Model or callable
+        The target model :math:`p` (validated with :func:`as_model`).
+    temperature : float
+        :math:`T > 0`; values above 1 flatten the target, below 1 sharpen it.
+    noise : float in [0, 1]
+        Mixing weight :math:`\lambda` of the Dirichlet noise.
+    seed : int
+        Non-negative seed of the noise.
+    concentration : float
+        Dirichlet parameter :math:`a > 0` of the noise.
+
+    Returns
+    -------
+    CloseDraftModel
+        The draft model, over the target's vocabulary.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``target`` is not a model, ``temperature`` or ``concentration`` is not finite and
+        positive, or ``noise`` is not in ``[0, 1]``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``seed`` is not a non-negative integer.
 
     Examples
     --------
@@ -383,6 +533,21 @@ def close_draft(target: Any, *, temperature: float = 1.0, noise: float = 0.3, se
 def context_free(p: Any) -> ContextFreeModel:
     r"""The model that returns the same distribution ``p`` after every prefix.
 
+    Parameters
+    ----------
+    p : array_like, shape (V,)
+        The conditional at every prefix.
+
+    Returns
+    -------
+    ContextFreeModel
+        :math:`M(\cdot \mid x^i) = p` for all :math:`x^i`.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``p`` is not a distribution.
+
     Examples
     --------
     >>> from otspec import models
@@ -398,6 +563,28 @@ def tabulated(table: Mapping, *, default: Any = None) -> TabulatedModel:
 
     Every entry is validated; prefixes missing from the table raise
     :class:`~otspec.errors.InvalidDraftsError` unless ``default`` (a distribution) is given.
+
+    Parameters
+    ----------
+    table : mapping
+        ``{prefix: distribution}``: keys are sequences of token ids, values ``(V,)`` distributions
+        over one shared vocabulary.
+    default : array_like, shape (V,), optional
+        Conditional of every prefix not in ``table``.
+
+    Returns
+    -------
+    TabulatedModel
+        The model, with ``V`` taken from the first entry.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``table`` is not a non-empty mapping, or an entry or ``default`` is not a distribution.
+    ShapeMismatchError
+        If the entries (or ``default``) disagree on ``V``.
+    InvalidDraftsError
+        If a key is not a sequence of token ids in ``[0, V)``.
 
     Examples
     --------
@@ -436,6 +623,28 @@ def as_model(model: Any, *, V: int | None = None, name: str = "model") -> Model:
     :func:`~otspec._validation.as_distribution` and cached per prefix. ``V`` defaults to the length
     of the conditional at the empty prefix.
 
+    Parameters
+    ----------
+    model : Model or callable
+        A model, or a function ``prefix tuple -> (V,) distribution``.
+    V : int, optional
+        The vocabulary size the model must have; ``None`` accepts the model's own.
+    name : str
+        The argument's name, for error messages.
+
+    Returns
+    -------
+    Model
+        ``model`` itself, or a :class:`CallableModel` wrapping it; its root conditional
+        ``model(())`` has been validated.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``model`` is not callable, or its root conditional is not a distribution.
+    ShapeMismatchError
+        If the model's vocabulary size is not ``V``.
+
     Examples
     --------
     >>> from otspec import models
@@ -463,8 +672,28 @@ def as_model(model: Any, *, V: int | None = None, name: str = "model") -> Model:
 def conditionals_along(model: Any, path: Any, *, include_last: bool = True) -> np.ndarray:
     r"""The conditionals of ``model`` along ``path``: row ``i`` is :math:`M(\cdot \mid x^{i})`.
 
-    Returns shape ``(len(path) + 1, V)`` (``include_last=True``) or ``(len(path), V)``; this is the
-    input format of the per-path estimators ``expected_accepted_given_path``.
+    This is the input format of the per-path estimators ``expected_accepted_given_path``.
+
+    Parameters
+    ----------
+    model : Model or callable
+        The model (validated with :func:`as_model`).
+    path : sequence of int
+        Tokens :math:`x_1, \dots, x_n`.
+    include_last : bool
+        Also return the conditional after the whole path, :math:`M(\cdot \mid x^n)`.
+
+    Returns
+    -------
+    ndarray, shape (n + 1, V) or (n, V)
+        Row ``i`` is :math:`M(\cdot \mid x^i)`, ``i = 0..n`` (or ``0..n-1``).
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``model`` is not a model.
+    InvalidDraftsError
+        If ``path`` holds an id outside ``[0, V)``.
 
     Examples
     --------
@@ -487,7 +716,25 @@ MAX_ENUMERATED_PREFIXES = 2_000_000
 
 
 def enumeration_size(V: int, gamma: int) -> int:
-    """Number of prefixes :math:`\\sum_{i=0}^{\\gamma} V^i` an exact block computation visits."""
+    """Number of prefixes :math:`\\sum_{i=0}^{\\gamma} V^i` an exact block computation visits.
+
+    Parameters
+    ----------
+    V : int
+        Vocabulary size.
+    gamma : int
+        Draft block length (depth of the prefix tree).
+
+    Returns
+    -------
+    int
+        :math:`\\sum_{i=0}^{\\gamma} V^i`, the prefixes of length ``0..gamma``.
+
+    Examples
+    --------
+    >>> enumeration_size(3, 2)
+    13
+    """
     return sum(V**i for i in range(gamma + 1))
 
 
@@ -496,7 +743,27 @@ def check_prefix_enumeration(
 ) -> int:
     """Return the number of prefixes an exact enumeration over ``V`` tokens and depth ``gamma``
     visits, or raise :class:`~otspec.errors.ProblemTooLargeError` (ending with ``hint``) above
-    :data:`MAX_ENUMERATED_PREFIXES`."""
+    :data:`MAX_ENUMERATED_PREFIXES`.
+
+    Parameters
+    ----------
+    V : int
+        Vocabulary size.
+    gamma : int
+        Depth (draft block length).
+    hint : str
+        The fix the error message suggests.
+
+    Returns
+    -------
+    int
+        :func:`enumeration_size` ``(V, gamma)``.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If that number exceeds :data:`MAX_ENUMERATED_PREFIXES`.
+    """
     n_prefixes = enumeration_size(V, gamma)
     if n_prefixes > MAX_ENUMERATED_PREFIXES:
         raise ProblemTooLargeError(
@@ -516,6 +783,17 @@ class PrefixTable:
     * ``p_cond[i]``, ``q_cond[i]`` -- ``(V**i, V)`` conditionals :math:`M(\cdot \mid x^i)` (the
       draft only for ``i < gamma``);
     * ``p_joint[i]``, ``q_joint[i]`` -- ``(V**i,)`` joints :math:`M(x^i)`.
+
+    Attributes
+    ----------
+    V : int
+        Vocabulary size.
+    gamma : int
+        Deepest prefix length.
+    p_cond, q_cond : tuple of ndarray
+        Target (``gamma + 1`` arrays) and draft (``gamma`` arrays) conditionals per depth.
+    p_joint, q_joint : tuple of ndarray
+        Target and draft joint probabilities of every prefix, per depth ``0..gamma``.
     """
 
     V: int
@@ -526,13 +804,36 @@ class PrefixTable:
     q_joint: tuple
 
     def paths(self, i: int) -> np.ndarray:
-        """All prefixes of length ``i`` as an int64 ``(V**i, i)`` array (lexicographic)."""
+        """All prefixes of length ``i`` as an int64 ``(V**i, i)`` array (lexicographic).
+
+        Parameters
+        ----------
+        i : int
+            Depth, ``0..gamma``.
+
+        Returns
+        -------
+        ndarray of int64, shape (V**i, i)
+            Row ``n`` is the prefix of node ``n`` at depth ``i``.
+        """
         if i == 0:
             return np.zeros((1, 0), dtype=np.int64)
         return np.indices((self.V,) * i).reshape(i, -1).T.astype(np.int64)
 
     def ancestors(self, i: int) -> np.ndarray:
-        """``(V**i, i + 1)``: column ``j`` holds the index of the depth-``j`` ancestor of each node."""
+        """``(V**i, i + 1)``: column ``j`` holds the index of the depth-``j`` ancestor of each node.
+
+        Parameters
+        ----------
+        i : int
+            Depth, ``0..gamma``.
+
+        Returns
+        -------
+        ndarray of int64, shape (V**i, i + 1)
+            ``out[n, j] = n // V**(i - j)``: the node index of the length-``j`` prefix of node
+            ``n`` (column ``i`` is ``n`` itself).
+        """
         n = np.arange(self.V**i, dtype=np.int64)
         return np.stack([n // self.V ** (i - j) for j in range(i + 1)], axis=1)
 
@@ -546,6 +847,33 @@ def enumerate_prefixes(p_model: Any, q_model: Any, gamma: int, *, memory_cap: fl
     The size is estimated first: more than :data:`MAX_ENUMERATED_PREFIXES` prefixes, or more than
     ``memory_cap`` bytes (with ``extra_bytes`` for what the caller will allocate on top), raises
     :class:`~otspec.errors.ProblemTooLargeError` with the size and a hint.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models over the same vocabulary.
+    gamma : int
+        Draft block length, ``>= 1``.
+    memory_cap : float, optional
+        Most bytes the table (plus ``extra_bytes``) may take; ``None``: the library default.
+    extra_bytes : float
+        Bytes the caller will allocate per the same enumeration, counted against ``memory_cap``.
+
+    Returns
+    -------
+    PrefixTable
+        Conditionals and joints of both models at every prefix (read-only arrays).
+
+    Raises
+    ------
+    InvalidDistributionError
+        If a model is not a model or returns a non-distribution.
+    ShapeMismatchError
+        If the models' vocabularies differ.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``gamma`` is not an integer ``>= 1``.
+    ProblemTooLargeError
+        If the enumeration exceeds :data:`MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
 
     Examples
     --------
@@ -584,7 +912,18 @@ def prefix_weights(table: PrefixTable) -> list:
     r"""``[W_0, ..., W_gamma]``, :math:`W(x^i) = \min\{W(x^{i-1}) M_b(x_i \mid x^{i-1}), M_s(x^i)\} = M_s(x^i) p_i(x^i)`.
 
     :math:`W(x^i) = P(\tau \ge i, X^i = x^i)` under block verification (:doc:`block`); works on
-    float arrays and on object arrays of :class:`fractions.Fraction` alike.
+    float arrays and on object arrays of :class:`fractions.Fraction` alike. Here :math:`M_b` is
+    the target and :math:`M_s` the draft.
+
+    Parameters
+    ----------
+    table : PrefixTable
+        The enumerated target/draft pair (:func:`enumerate_prefixes`).
+
+    Returns
+    -------
+    list of ndarray
+        ``gamma + 1`` arrays; ``W[i]`` has shape ``(V**i,)`` in the table's node order, ``W[0] = [1]``.
     """
     out = [np.ones(1, dtype=table.q_joint[0].dtype)]
     for i in range(1, table.gamma + 1):
@@ -594,6 +933,31 @@ def prefix_weights(table: PrefixTable) -> list:
 
 def sample_path(model: Any, length: int, *, rng: np.random.Generator, prefix: Any = ()) -> tuple[int, ...]:
     """Draw ``length`` tokens autoregressively from ``model`` after ``prefix`` (explicit generator).
+
+    Parameters
+    ----------
+    model : Model or callable
+        The model to sample from.
+    length : int
+        Number of tokens to draw, ``>= 0``.
+    rng : numpy.random.Generator
+        The caller's generator.
+    prefix : sequence of int
+        Tokens to condition on (not returned).
+
+    Returns
+    -------
+    tuple of int
+        The ``length`` new tokens, :math:`x_{i+1} \\sim M(\\cdot \\mid \\text{prefix}, x_1..x_i)`.
+
+    Raises
+    ------
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+    InvalidDraftCountError
+        If ``length`` is negative or not an integer.
+    InvalidDraftsError
+        If ``prefix`` holds an id outside ``[0, V)``.
 
     Examples
     --------
