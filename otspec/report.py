@@ -37,6 +37,25 @@ class ComparisonRow:
     too large for a verifier that needs enumeration; numbers are NaN then).
     ``shortfall = optimum - acceptance`` (how far the verifier is from the optimum; not a
     duality gap); ``percent_of_optimum = 100 * acceptance / optimum``.
+
+    Attributes
+    ----------
+    name : str
+        The verifier's registry name.
+    acceptance : float
+        Its acceptance :math:`P(Y \\in \\{X_1..X_k\\})`.
+    how : str
+        How ``acceptance`` was obtained (see above).
+    ci_low, ci_high : float
+        99% confidence interval for Monte Carlo; equal to ``acceptance`` for exact answers.
+    optimum : float
+        The optimal acceptance :math:`\\alpha^*(p, Q)`.
+    shortfall : float
+        ``optimum - acceptance``.
+    percent_of_optimum : float
+        ``100 * acceptance / optimum``.
+    lossless : bool
+        Whether the verifier reproduces the target exactly (False for approximate ones).
     """
 
     name: str
@@ -117,6 +136,13 @@ class BlockReport:
     Each row has ``verifier``, ``how``, ``expected_accepted`` (:math:`E[\\tau]`),
     ``block_efficiency`` (:math:`E[\\tau] + 1`), ``status`` (results with a certificate) and
     ``seconds`` (wall time, ``None`` for quantities read off another result).
+
+    Attributes
+    ----------
+    rows : list of dict
+        One dict per verifier or optimum, in the order computed.
+    skipped : list of str
+        The computations left out, each with the reason (e.g. an LP above the size limit).
     """
 
     rows: list = field(default_factory=list)

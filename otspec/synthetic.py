@@ -36,7 +36,25 @@ _PAIR_BYTES_PER_TOKEN = 80
 
 @dataclass(frozen=True)
 class SyntheticDefaults:
-    """The documented defaults (the CLI reads them from here)."""
+    """The documented defaults (the CLI reads them from here).
+
+    Attributes
+    ----------
+    family : str
+        ``"zipf"`` or ``"dirichlet"`` (see the module's Families).
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+    temperature : float
+        Softmax temperature :math:`T` applied to both distributions.
+    zipf_exponent : float
+        :math:`s`, the slope of the Zipf log-ranks.
+    target_noise : float
+        :math:`\\sigma_t`, standard deviation of the Gaussian noise on the target logits.
+    draft_noise : float
+        :math:`\\sigma_d`, standard deviation of the draft's extra logit noise.
+    concentration : float
+        Dirichlet parameter :math:`a` of the ``"dirichlet"`` family.
+    """
 
     family: str = "zipf"
     seed: int = 0
@@ -51,7 +69,25 @@ DEFAULTS = SyntheticDefaults()
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    """Float64 softmax of ``logits / temperature`` (max-shifted; exact zeros only by underflow)."""
+    """Float64 softmax of ``logits / temperature`` (max-shifted; exact zeros only by underflow).
+
+    Parameters
+    ----------
+    logits : array_like, shape (V,)
+        Finite logits (``-inf`` entries give probability 0).
+    temperature : float
+        :math:`T > 0`.
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        :math:`e^{\\ell_x / T} / \\sum_y e^{\\ell_y / T}`, float64.
+
+    Examples
+    --------
+    >>> softmax(np.log([1.0, 3.0])).tolist()
+    [0.25, 0.75]
+    """
     z = np.asarray(logits, dtype=np.float64) / temperature
     z = z - z.max()
     e = np.exp(z)
@@ -81,6 +117,42 @@ def synthetic_pair(
 
     ``memory_cap`` (bytes, default 4 GiB): a V whose pair would need more raises
     :class:`~otspec.errors.ProblemTooLargeError` before anything is allocated.
+
+    Parameters
+    ----------
+    V : int
+        Vocabulary size, ``>= 1``.
+    family : {"zipf", "dirichlet"}
+        Which construction (module docstring, Families).
+    seed : int
+        Non-negative seed; the pair is a deterministic function of all the arguments.
+    temperature : float
+        Softmax temperature :math:`T > 0`.
+    zipf_exponent : float
+        :math:`s > 0` (``"zipf"`` only).
+    target_noise : float
+        :math:`\\sigma_t` (``"zipf"`` only).
+    draft_noise : float
+        :math:`\\sigma_d`: how far the draft's logits stray from the target's (``"zipf"`` only).
+    concentration : float
+        Dirichlet :math:`a > 0` (``"dirichlet"`` only).
+    memory_cap : float, optional
+        Bytes (default 4 GiB).
+
+    Returns
+    -------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions (float64, each summing to 1).
+
+    Raises
+    ------
+    NotAnIntegerError, InvalidDraftCountError
+        If ``V`` or ``seed`` is not an integer in range.
+    OtspecInputError
+        If ``family`` is unknown, or ``temperature``, ``zipf_exponent`` or ``concentration`` is
+        not a positive finite number.
+    ProblemTooLargeError
+        If the pair would exceed ``memory_cap``.
 
     Examples
     --------

@@ -28,13 +28,48 @@ MAX_ENUMERATED_TREES = 300_000
 
 
 def num_draft_trees(V: int, k: int, gamma: int) -> int:
-    """Upper bound on the number of ordered draft tuples an exact enumeration visits: :math:`V^{k\\gamma}`."""
+    """Upper bound on the number of ordered draft tuples an exact enumeration visits: :math:`V^{k\\gamma}`.
+
+    Parameters
+    ----------
+    V : int
+        Vocabulary size.
+    k : int
+        Number of drafted sequences.
+    gamma : int
+        Length of each sequence.
+
+    Returns
+    -------
+    int
+        :math:`V^{k\\gamma}` (a Python int: no overflow).
+
+    Examples
+    --------
+    >>> num_draft_trees(3, 2, 2)
+    81
+    """
     return int(V) ** (int(k) * int(gamma))
 
 
 def check_tree_enumeration(V: int, k: int, gamma: int) -> None:
     """Raise :class:`~otspec.errors.ProblemTooLargeError` before an exact enumeration of more than
-    :data:`MAX_ENUMERATED_TREES` draft trees."""
+    :data:`MAX_ENUMERATED_TREES` draft trees.
+
+    Parameters
+    ----------
+    V : int
+        Vocabulary size.
+    k : int
+        Number of drafted sequences.
+    gamma : int
+        Length of each sequence.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If :func:`num_draft_trees` ``(V, k, gamma)`` exceeds :data:`MAX_ENUMERATED_TREES`.
+    """
     n = num_draft_trees(V, k, gamma)
     if n > MAX_ENUMERATED_TREES:
         raise ProblemTooLargeError(
@@ -50,6 +85,34 @@ def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -
     (distinct first tokens by successive sampling, then independent chains):
 
     .. math:: Q = \prod_{j=1}^{k} \frac{M_s(x^{(j)})}{1 - \sum_{l<j} M_s(x^{(l)}_1)}.
+
+    Parameters
+    ----------
+    q_model : Model or callable
+        The draft model :math:`M_s` (:mod:`otspec.models`).
+    k : int
+        Number of drafted sequences, ``>= 1``.
+    gamma : int
+        Length of each sequence, ``>= 1``.
+    replacement : bool
+        i.i.d. sequences (``True``) or distinct first tokens by successive sampling (``False``).
+
+    Returns
+    -------
+    trees : ndarray of int64, shape (M, k, gamma)
+        Every ordered tuple of ``k`` drafted paths with positive probability (read-only).
+    weights : ndarray, shape (M,)
+        Their probabilities :math:`Q`, summing to 1 (read-only).
+
+    Raises
+    ------
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` or ``gamma`` is not an integer ``>= 1``, or (without replacement) ``k`` exceeds
+        the number of first tokens with positive draft probability.
+    InvalidDistributionError
+        If ``q_model`` is not a model.
+    ProblemTooLargeError
+        If more than :data:`MAX_ENUMERATED_TREES` trees would be enumerated.
 
     Examples
     --------
@@ -95,6 +158,34 @@ def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -
 
 def sample_tree(q_model: Any, k: int, gamma: int, *, replacement: bool = True, rng: np.random.Generator) -> np.ndarray:
     """Draw one draft tree ``(k, gamma)`` (first tokens without replacement when ``replacement=False``).
+
+    Parameters
+    ----------
+    q_model : Model or callable
+        The draft model.
+    k : int
+        Number of drafted sequences, ``>= 1``.
+    gamma : int
+        Length of each sequence, ``>= 1``.
+    replacement : bool
+        i.i.d. sequences (``True``) or distinct first tokens by successive sampling (``False``).
+    rng : numpy.random.Generator
+        The caller's generator.
+
+    Returns
+    -------
+    ndarray of int64, shape (k, gamma)
+        Row ``j`` is the ``j``-th drafted path, in draft order.
+
+    Raises
+    ------
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` or ``gamma`` is invalid, or (without replacement) ``k`` exceeds the number of
+        first tokens with positive draft probability.
+    InvalidDistributionError
+        If ``q_model`` is not a model.
 
     Examples
     --------

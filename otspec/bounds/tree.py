@@ -59,6 +59,16 @@ def tree_optimum(
         ``method="lp"``, ``k``, ``value`` (certified in numpy: draft marginal, target law, dual
         feasibility, duality gap), ``joint_coupling_bound`` of the single chain (for reference only).
 
+    Raises
+    ------
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` or ``gamma`` is not an integer ``>= 1``, or ``k`` exceeds the first-token support
+        without replacement.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid or the two vocabularies differ.
+    ProblemTooLargeError
+        If the enumeration of draft trees or the LP exceeds its cap or ``memory_cap``.
+
     References
     ----------
     Sun et al., "Block Verification Accelerates Speculative Decoding" (ICLR 2025) for the k = 1
