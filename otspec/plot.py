@@ -87,6 +87,21 @@ def kseq_guarantee(k: Any) -> np.ndarray:
 
     K-SEQ's phase-1 acceptance is at least this factor times :math:`\alpha^*(p, q^{\otimes k})`.
 
+    Parameters
+    ----------
+    k : array_like
+        Draft counts, each ``>= 1`` (need not be integers).
+
+    Returns
+    -------
+    ndarray
+        :math:`1 - (1 - 1/k)^k` elementwise, same shape as ``k``.
+
+    Raises
+    ------
+    OtspecInputError
+        If some ``k`` is below 1 or not finite.
+
     Examples
     --------
     >>> kseq_guarantee([1, 2]).tolist()
@@ -176,6 +191,15 @@ def calibration_bins(
     Returns
     -------
     CalibrationBins
+        Bin edges, counts, means and intervals, and the overall z statistic.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If ``expected`` and ``realized`` are not one-dimensional of the same length.
+    OtspecInputError
+        If there is no observation, a value is not finite, ``n_bins`` is not in ``[1, N]``, or
+        ``strategy`` / ``confidence`` is not one of the listed values.
 
     Examples
     --------
@@ -276,10 +300,22 @@ def acceptance_vs_k(
         ``optimum`` (``"auto"``: the first one), or ``None`` for no line.
     ax : matplotlib Axes, optional
         Where to draw (a new figure if omitted).
+    title : str, optional
+        Axes title.
+    ylabel : str
+        Label of the y axis.
 
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If a curve, optimum or band does not have one value per ``k``.
+    OtspecInputError
+        If ``e_line`` is not a key of ``optimum``.
     """
     ks_arr = _vector(ks, "ks")
     n = ks_arr.shape[0]
@@ -342,11 +378,28 @@ def acceptance_vs_tv(
 ) -> Any:
     r"""Acceptance against the total variation :math:`d_{TV}(p, q)`, one curve per series.
 
-    ``single_draft_line`` adds :math:`1 - d_{TV}`, the optimum of a single draft, for reference.
+    Parameters
+    ----------
+    tv : array_like, shape (n,)
+        :math:`d_{TV}(p, q)` of each point (x axis; points are drawn sorted by it).
+    curves : mapping name -> array_like of length n
+        Acceptance of each series at every point.
+    ax : matplotlib Axes, optional
+        Where to draw (a new figure if omitted).
+    title : str, optional
+        Axes title.
+    single_draft_line : bool
+        Add :math:`1 - d_{TV}`, the optimum of a single draft, for reference.
 
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If ``tv`` is not one-dimensional or a curve does not have one value per point.
     """
     t = _vector(tv, "tv")
     n = t.shape[0]
@@ -386,10 +439,24 @@ def verifier_gaps(
         Group labels (default: a single unnamed group).
     ci : mapping name -> (low, high), optional
         Interval for the gap of each entry (drawn as error bars).
+    ax : matplotlib Axes, optional
+        Where to draw (a new figure if omitted).
+    title : str, optional
+        Axes title.
+    ylabel : str
+        Label of the y axis.
 
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    OtspecInputError
+        If ``gaps`` is empty.
+    ShapeMismatchError
+        If an entry of ``gaps`` or ``ci`` does not have one value per group.
     """
     G = 1 if groups is None else len(groups)
     names = list(gaps)
@@ -438,9 +505,36 @@ def calibration(
     off it. Binning is :func:`calibration_bins`; call again with the same ``ax`` and another
     ``label`` to overlay several verifiers.
 
+    Parameters
+    ----------
+    expected : array_like, shape (N,)
+        The exact expectation of each observation.
+    realized : array_like, shape (N,)
+        The realized outcome of each observation.
+    n_bins : int
+        Number of bins (at most N).
+    strategy : {"quantile", "uniform"}
+        Bin edges (see :func:`calibration_bins`).
+    confidence : {0.9, 0.95, 0.99}
+        Level of the error bars.
+    label : str, optional
+        Legend label of this series (the overall z and N are appended).
+    ax : matplotlib Axes, optional
+        Where to draw (a new figure if omitted).
+    title : str, optional
+        Axes title.
+    xlabel, ylabel : str
+        Axis labels.
+
     Returns
     -------
     matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ShapeMismatchError, OtspecInputError
+        As :func:`calibration_bins`.
     """
     b = calibration_bins(expected, realized, n_bins=n_bins, strategy=strategy, confidence=confidence)
     ax = _axes(ax, figsize=(5.0, 5.0))

@@ -23,6 +23,14 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``otspec`` argument parser with every subcommand registered.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        A parser whose usage errors print one ``otspec: error: ...`` line and exit with status 2;
+        each subcommand sets ``args.func`` to its ``run``.
+    """
     from otspec import __version__
     from otspec.cli import audit, block, bound, decode
 
@@ -41,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``otspec`` command line (the console-script entry point).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after the program name; ``None`` reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 on a usage or input error (printed as one line on
+        stderr, no traceback), 1 when ``otspec audit`` finds a failing property.
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -20,6 +20,14 @@ _KINDS = ("iid", "without_replacement", "greedy", "product", "explicit")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``audit`` subcommand and its options to the ``otspec`` parser.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
+        subparser sets ``func`` to :func:`run`.
+    """
     from otspec.testing.audit import audit
 
     defaults = audit.__kwdefaults__
@@ -66,6 +74,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``otspec audit``: the property audit of a user's verifier, printed with counterexamples.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``otspec audit`` (``target`` as ``module:name`` or ``file.py:name``,
+        ``kinds``, ``k``, ``lossy``, ``seed``, ``problems``, ``draws``, ``false_alarm``, ``out``,
+        ``json``).
+
+    Returns
+    -------
+    int
+        The report's exit code: 0 when every property passed or was skipped, 1 on any failure.
+
+    Raises
+    ------
+    CliError
+        If ``--problems``, ``--draws`` or ``--false-alarm`` is out of range.
+    OtspecInputError
+        If the target cannot be loaded or is not a verifier :func:`otspec.testing.as_verifier`
+        can adapt.
+    """
     from otspec.testing import as_verifier, audit, load_object
 
     if args.problems < 1:

@@ -19,6 +19,14 @@ __all__ = ["register", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``block`` subcommand and its options to the ``otspec`` parser.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
+        subparser sets ``func`` to :func:`run`.
+    """
     from otspec import models
 
     close = models.close_draft.__kwdefaults__
@@ -87,6 +95,30 @@ def _float(value: Any, flag: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Solve ``otspec block``: exact :math:`E[\\tau]` of the chain and tree verifiers and the optima.
+
+    A seeded Dirichlet target and a close draft (:func:`otspec.models.close_draft`) are built from
+    the options and passed to :func:`otspec.report.block_report`.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``otspec block`` (``vocab``, ``gamma``, ``drafts``, ``seed``,
+        ``concentration``, ``temperature``, ``noise``, ``lp``, ``memory_cap`` in GiB, ``json``).
+
+    Returns
+    -------
+    int
+        0 (a table, or JSON with ``--json``, was printed).
+
+    Raises
+    ------
+    CliError
+        If a flag is not a number of the right kind, or ``--memory-cap`` is not positive.
+    OtspecInputError
+        Any input error of the library, e.g. ProblemTooLargeError when the enumeration exceeds
+        its cap.
+    """
     from otspec import models
     from otspec._validation import as_int_in_range
     from otspec.report import block_report

@@ -19,6 +19,14 @@ LAWS = ("iid", "without_replacement", "greedy", "k1")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``bound`` subcommand and its options to the ``otspec`` parser.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
+        subparser sets ``func`` to :func:`run`.
+    """
     ap = sub.add_parser(
         "bound",
         help="optimal acceptance of k drafts (iid / without replacement / greedy) with certificates",
@@ -102,6 +110,28 @@ def _make_law(name: str, q: np.ndarray, k: int):
 
 
 def run(args) -> int:
+    """Solve ``otspec bound``: the optimal acceptance of each requested draft law, printed.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``otspec bound`` (source pair, ``drafts``, ``law``, ``method``,
+        ``memory_cap`` in GiB, ``verifiers``, ``json``).
+
+    Returns
+    -------
+    int
+        0 (a table, or JSON with ``--json``, was printed).
+
+    Raises
+    ------
+    CliError
+        If the options contradict each other (``--p`` without ``--q``, ``--vocab`` with files,
+        a non-positive ``--memory-cap``).
+    OtspecInputError
+        Any input error of the library (bad k, unreadable file, vocabulary mismatch, a law asked
+        for by name that does not apply to k); :func:`otspec.cli.main` prints it as one line.
+    """
     import otspec
     from otspec._validation import as_int_in_range, check_same_vocab
     from otspec.errors import InvalidDraftCountError

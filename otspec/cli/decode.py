@@ -19,6 +19,14 @@ DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_to
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``decode`` subcommand and its options to the ``otspec`` parser.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
+        subparser sets ``func`` to :func:`run`.
+    """
     ap = sub.add_parser(
         "decode",
         help="speculative decoding with real LLMs and any verifier, with exact per-round theory",
@@ -115,6 +123,28 @@ def require_decode_stack() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``otspec decode``: speculative decoding with real models, and the theory-vs-practice table.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``otspec decode`` (``target``, ``draft``, ``prompt``, ``verifier``,
+        ``drafts``, ``gamma``, sampling options, ``max_new_tokens``, ``seed``, ``no_theory``,
+        ``trace``, ``json``); ``--verifier sprinter`` is handed to
+        :func:`otspec.cli.sprinter.run_sprinter`.
+
+    Returns
+    -------
+    int
+        0 (the text and the report, or JSON, were printed).
+
+    Raises
+    ------
+    CliError
+        If a flag is out of range, or torch / transformers are not installed.
+    OtspecInputError
+        If the verifier, draft count and block length do not combine, or a model name is unknown.
+    """
     if args.verifier == "sprinter":  # approximate (SPRINTER): its own decoder and report
         from otspec.cli.sprinter import run_sprinter
 

@@ -26,7 +26,25 @@ def _number(value, flag: str, kind: type, lo: float, hi: float | None = None):
 
 
 def run_sprinter(args: argparse.Namespace) -> int:
-    """Decode with SPRINTER (a trained verifier file is required) and print text and the fidelity summary."""
+    """Decode with SPRINTER (a trained verifier file is required) and print text and the fidelity summary.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``otspec decode`` with ``--verifier sprinter`` (``verifier_weights``
+        is required, ``threshold`` optional; ``drafts`` must be 1 and ``gamma`` left at its default).
+
+    Returns
+    -------
+    int
+        0 (the text and the summary, with the certified total-variation bound, or JSON, were printed).
+
+    Raises
+    ------
+    CliError
+        If the weights file is missing, ``--drafts``/``--gamma`` are set, a flag is out of range,
+        or the decode stack is not installed.
+    """
     weights = getattr(args, "verifier_weights", None)
     if not weights:
         raise CliError(
