@@ -229,9 +229,29 @@ class SamplerVerifier(_FunctionVerifier):
     (fraction of sampled outputs that are among the drafts, 99% normal interval), and losslessness
     can only be tested statistically (:func:`otspec.testing.assert_sampler_lossless`).
 
-    Parameters are those of :class:`ConditionalVerifier`; the function receives the
-    ``numpy.random.Generator`` it must draw from (one stream: split it yourself, e.g. with
-    ``rng.spawn(2)``, to keep the accept coin and the residual draw independent).
+    The function receives the ``numpy.random.Generator`` it must draw from (one stream: split it
+    yourself, e.g. with ``rng.spawn(2)``, to keep the accept coin and the residual draw independent).
+
+    Parameters
+    ----------
+    sample : callable
+        ``sample(p, q, drafts, rng)`` or ``sample(p, law, drafts, rng)``, returning one token id
+        (an int in ``[0, V)``).
+    name : str, optional
+        Name in reports (default: the function's name).
+    lossless : bool
+        Whether the rule is claimed lossless.
+    kinds : str or sequence of str, optional
+        Draft-law kinds it is defined for; default every kind.
+    k : int or sequence of int, optional
+        Draft counts it is defined for; default every k.
+    second : {"q", "law"}, optional
+        What the second argument is; default: ``"q"`` when that parameter is named ``q``.
+
+    Raises
+    ------
+    InvalidVerifierError
+        If ``sample`` is not callable or an option is invalid.
 
     Examples
     --------
@@ -273,6 +293,31 @@ class SamplerVerifier(_FunctionVerifier):
 
         Draft tuples are drawn from ``law`` and the sampler from the same generator (default
         ``numpy.random.default_rng(0)``); the interval is the 99% normal interval of a proportion.
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            The draft law.
+        method : {"auto", "monte_carlo"}
+            Only Monte Carlo exists for a sampler.
+        n_samples : int
+            Number of draft tuples (and sampler runs), ``>= 2``.
+        rng : numpy.random.Generator, optional
+            Generator for drafts and sampler (default ``numpy.random.default_rng(0)``).
+
+        Returns
+        -------
+        AcceptanceEstimate
+            ``how="monte_carlo"``, the estimate, its 99% interval and ``n_samples``.
+
+        Raises
+        ------
+        UnsupportedMethodError
+            If ``method`` asks for an exact answer, or ``n_samples < 2``.
+        VerifierOutputError
+            If the sampler returns something other than a token id.
         """
         if method not in ("auto", "monte_carlo"):
             raise UnsupportedMethodError(
@@ -326,6 +371,7 @@ class ChainLaw:
     law : ndarray, shape (N, gamma + 1, V)
         ``law[n, t, y]`` :math:`= P(\tau = t, Y = y \mid X^\gamma = \text{paths}[n])`.
     verifier : str
+        Name of the verifier that produced the law.
     """
 
     paths: np.ndarray
@@ -334,12 +380,27 @@ class ChainLaw:
     verifier: str = ""
 
     def expected_accepted(self) -> float:
-        r""":math:`E[\tau] = \sum_x M_s(x) \sum_t t\, P(\tau = t \mid x)`."""
+        r""":math:`E[\tau] = \sum_x M_s(x) \sum_t t\, P(\tau = t \mid x)`.
+
+        Returns
+        -------
+        float
+            Expected number of accepted draft tokens per block, in ``[0, gamma]``.
+        """
         tau = self.law.sum(axis=2)
         return float(self.weights @ (tau @ np.arange(tau.shape[1])))
 
     def block_law(self) -> dict:
-        """Law of the emitted block :math:`O = (X^\\tau, Y)` as ``{tuple: probability}``."""
+        """Law of the emitted block :math:`O = (X^\\tau, Y)` as ``{tuple: probability}``.
+
+        A lossless chain verifier emits blocks distributed as the target's own sequences of the
+        same lengths; the assertions compare this law with the target's.
+
+        Returns
+        -------
+        dict of tuple of int to float
+            ``{(x_1, ..., x_tau, y): probability}`` over every emitted block with nonzero mass.
+        """
         out: dict = {}
         g = self.paths.shape[1]
         for path, w, lw in zip(self.paths, self.weights, self.law):
@@ -357,6 +418,21 @@ class ChainVerifier:
     ``conditional_law`` returns :math:`P(\tau = t, Y = y \mid X^\gamma = \text{drafts})` for one
     drafted path: ``t`` accepted drafts, then the token ``y``. :meth:`kernel` enumerates every
     drafted path of positive draft probability.
+
+    Parameters
+    ----------
+    conditional_law : callable
+        ``conditional_law(p_model, q_model, drafts) -> (gamma + 1, V)`` with ``drafts`` an int64
+        ``(gamma,)`` path.
+    name : str, optional
+        Name in reports (default: the function's name).
+    lossless : bool
+        Whether the rule is claimed lossless.
+
+    Raises
+    ------
+    InvalidVerifierError
+        If ``conditional_law`` is not callable.
 
     Examples
     --------
@@ -376,7 +452,25 @@ class ChainVerifier:
         self.lossless = bool(lossless)
 
     def kernel(self, p_model: Any, q_model: Any, gamma: int) -> ChainLaw:
-        """Enumerate the drafted paths of ``q_model`` of length ``gamma`` and call the law on each."""
+        """Enumerate the drafted paths of ``q_model`` of length ``gamma`` and call the law on each.
+
+        Parameters
+        ----------
+        p_model, q_model : Model or callable
+            Target and draft models over one vocabulary (:mod:`otspec.models`).
+        gamma : int
+            Draft block length.
+
+        Returns
+        -------
+        ChainLaw
+            The law of :math:`(\\tau, Y)` for every drafted path of positive draft probability.
+
+        Raises
+        ------
+        VerifierOutputError
+            If the law returned for a path does not have shape ``(gamma + 1, V)``.
+        """
         from otspec import models
 
         p_model = models.as_model(p_model, name="p_model")
@@ -402,7 +496,20 @@ class ChainVerifier:
         return ChainLaw(np.array(paths, dtype=np.int64).reshape(-1, g), np.array(weights), np.array(laws).reshape(-1, g + 1, V), self.name)
 
     def expected_accepted(self, p_model: Any, q_model: Any, gamma: int) -> float:
-        r"""Exact :math:`E[\tau]` by enumeration."""
+        r"""Exact :math:`E[\tau]` by enumeration.
+
+        Parameters
+        ----------
+        p_model, q_model : Model or callable
+            Target and draft models.
+        gamma : int
+            Draft block length.
+
+        Returns
+        -------
+        float
+            :meth:`ChainLaw.expected_accepted` of :meth:`kernel`.
+        """
         return self.kernel(p_model, q_model, gamma).expected_accepted()
 
     def __repr__(self) -> str:
@@ -423,6 +530,18 @@ def conditional_verifier(pi: Callable | None = None, **kwargs: Any) -> Any:
     """Decorator form of :class:`ConditionalVerifier` (``@conditional_verifier`` or
     ``@conditional_verifier(kinds="iid", k=(2, 3))``).
 
+    Parameters
+    ----------
+    pi : callable, optional
+        The conditional law; omitted when the decorator is called with options.
+    **kwargs
+        Options of :class:`ConditionalVerifier` (``name``, ``lossless``, ``kinds``, ``k``, ``second``).
+
+    Returns
+    -------
+    ConditionalVerifier or callable
+        The adapter, or (called with options only) a decorator that builds it.
+
     Examples
     --------
     >>> @conditional_verifier(k=1)
@@ -435,12 +554,38 @@ def conditional_verifier(pi: Callable | None = None, **kwargs: Any) -> Any:
 
 
 def sampler_verifier(sample: Callable | None = None, **kwargs: Any) -> Any:
-    """Decorator form of :class:`SamplerVerifier`."""
+    """Decorator form of :class:`SamplerVerifier`.
+
+    Parameters
+    ----------
+    sample : callable, optional
+        The sampler; omitted when the decorator is called with options.
+    **kwargs
+        Options of :class:`SamplerVerifier`.
+
+    Returns
+    -------
+    SamplerVerifier or callable
+        The adapter, or a decorator that builds it.
+    """
     return _decorator(SamplerVerifier, sample, kwargs)
 
 
 def chain_verifier(conditional_law: Callable | None = None, **kwargs: Any) -> Any:
-    """Decorator form of :class:`ChainVerifier`."""
+    """Decorator form of :class:`ChainVerifier`.
+
+    Parameters
+    ----------
+    conditional_law : callable, optional
+        The per-path law; omitted when the decorator is called with options.
+    **kwargs
+        Options of :class:`ChainVerifier` (``name``, ``lossless``).
+
+    Returns
+    -------
+    ChainVerifier or callable
+        The adapter, or a decorator that builds it.
+    """
     return _decorator(ChainVerifier, conditional_law, kwargs)
 
 
@@ -457,6 +602,24 @@ def as_verifier(obj: Any, **kwargs: Any) -> Any:
 
     Keyword arguments go to the adapter's constructor (``name``, ``lossless``, ``kinds``, ``k``,
     ``second``); they are refused for objects that are already verifiers.
+
+    Parameters
+    ----------
+    obj : object
+        A verifier instance or class, a chain-verifier module, or a function.
+    **kwargs
+        Adapter options (functions and modules only).
+
+    Returns
+    -------
+    Verifier or ChainVerifier
+        ``obj`` itself, an instance of it, or an adapter around it.
+
+    Raises
+    ------
+    InvalidVerifierError
+        If ``obj`` is none of the supported forms, its signature cannot be read, or options are
+        given for an object that is already a verifier.
 
     Examples
     --------
@@ -509,6 +672,22 @@ def load_object(spec: str) -> Any:
 
     Without ``:OBJECT`` the module itself is returned.
 
+    Parameters
+    ----------
+    spec : str
+        ``"package.module:name"`` or ``"path/to/file.py:name"`` (Windows drive letters allowed).
+
+    Returns
+    -------
+    object
+        The named object (or the module).
+
+    Raises
+    ------
+    InvalidVerifierError
+        If ``spec`` is malformed, the file or module does not exist or fails to import, or the
+        attribute is missing.
+
     Examples
     --------
     >>> load_object("otspec.verifiers:kseq").name
@@ -560,6 +739,19 @@ def _split_windows(spec: str) -> tuple[str, str, str]:
 
 def object_spec(obj: Any) -> str | None:
     """A ``MODULE:OBJECT`` string that :func:`load_object` resolves to ``obj``, when one is found.
+
+    The shortest importing package that exposes ``obj`` under a public name is preferred; adapters
+    are looked up by their wrapped function.
+
+    Parameters
+    ----------
+    obj : object
+        A verifier, adapter or function.
+
+    Returns
+    -------
+    str or None
+        The spec, or ``None`` when ``obj`` is not reachable by name (e.g. a lambda).
 
     Examples
     --------

@@ -62,7 +62,15 @@ _IMPOSSIBLE_COUNT = 1e-9
 
 
 class VerifierAssertionError(AssertionError):
-    """A verifier failed a property. ``details`` holds the numbers the message reports."""
+    """A verifier failed a property. ``details`` holds the numbers the message reports.
+
+    Parameters
+    ----------
+    message : str
+        What failed, with the numbers and the draft tuples responsible.
+    details : dict, optional
+        Machine-readable facts (``"property"``, the expected and actual values, ``"tuples"``...).
+    """
 
     def __init__(self, message: str, details: dict | None = None):
         super().__init__(message)
@@ -141,6 +149,30 @@ def assert_kernel_valid(verifier: Any, p: Any, law: DraftLaw, *, atol: float = E
     gives it, within ``atol``), and one output law per tuple (``pi`` ``(M, V)``) that is a
     distribution: entries :math:`\ge -\text{atol}`, sum within ``atol`` of 1. This holds for lossy
     verifiers too; losslessness is :func:`assert_lossless`.
+
+    Parameters
+    ----------
+    verifier : verifier, conditional law or Verifier subclass
+        See :func:`otspec.testing.as_verifier`.
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        An enumerable draft law.
+    atol : float
+        Absolute tolerance on weights, entries and row sums.
+
+    Returns
+    -------
+    Kernel
+        The verifier's kernel (``tuples``, ``weights``, ``pi``), checked.
+
+    Raises
+    ------
+    VerifierAssertionError
+        Naming the first malformed part (missing or repeated tuples, wrong weights, a row that is
+        not a distribution).
+    UnsupportedMethodError
+        If the verifier is a chain verifier, or a sampler without a kernel.
 
     Examples
     --------
@@ -251,8 +283,36 @@ def assert_acceptance_matches_kernel(
 
     The kernel's value is :math:`\sum_{\bar x} Q(\bar x) \sum_{y \in \bar x} \pi(y \mid \bar x)`.
     An exact answer (closed form or kernel) must agree within ``atol``; a Monte Carlo answer must
-    hold it in its 99% interval. Returns the acceptance estimate. ``method="closed_form"`` checks a
-    closed form (and raises ``UnsupportedMethodError`` where there is none).
+    hold it in its 99% interval. ``method="closed_form"`` checks a closed form (and raises
+    ``UnsupportedMethodError`` where there is none).
+
+    Parameters
+    ----------
+    verifier : verifier, conditional law or Verifier subclass
+        See :func:`otspec.testing.as_verifier`.
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        An enumerable draft law.
+    method : str
+        Passed to ``verifier.acceptance`` (``"auto"``, ``"closed_form"``, ``"kernel"``,
+        ``"monte_carlo"``).
+    atol : float
+        Slack on the comparison.
+    rng : numpy.random.Generator, optional
+        For a Monte Carlo acceptance (default ``numpy.random.default_rng(0)``).
+
+    Returns
+    -------
+    AcceptanceEstimate
+        The verifier's acceptance, as checked.
+
+    Raises
+    ------
+    VerifierAssertionError
+        If the acceptance disagrees with the kernel's.
+    UnsupportedMethodError
+        If the verifier has no kernel, or no such ``method``.
 
     Examples
     --------
@@ -403,6 +463,12 @@ def assert_sampler_matches(
 
     Parameters
     ----------
+    verifier : verifier, conditional law or Verifier subclass
+        A verifier with both a kernel and a sampler (see :func:`otspec.testing.as_verifier`).
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        An enumerable draft law.
     n : int
         Total draws (split evenly over the tuples).
     false_alarm : float
@@ -411,6 +477,20 @@ def assert_sampler_matches(
         TV error for which the power is reported.
     rng : numpy.random.Generator, optional
         Default ``numpy.random.default_rng(0)`` (reproducible).
+    per_tuple : bool
+        One test per draft tuple (``True``) or one test of the joint law (``False``).
+
+    Returns
+    -------
+    SamplerCheck
+        Draws, cells, smallest p-value, level, power at ``tv`` and the TV detectable at power 0.99.
+
+    Raises
+    ------
+    VerifierAssertionError
+        If a chi-square test rejects, or the sampler outputs a token of kernel probability 0.
+    UnsupportedMethodError
+        If the verifier has no kernel (a sampler alone: use :func:`assert_sampler_lossless`).
 
     Examples
     --------
@@ -554,6 +634,35 @@ def assert_sampler_lossless(
     fails at once), at level ``false_alarm``. The power against a TV error ``tv`` of the output law
     is the same bound as in :func:`assert_sampler_matches` with ``n`` draws.
 
+    Parameters
+    ----------
+    verifier : verifier, sampler or Verifier subclass
+        See :func:`otspec.testing.as_verifier`.
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        The draft law (it is only sampled: any V).
+    n : int
+        Draft tuples drawn (one output each).
+    false_alarm : float
+        Probability that a lossless sampler fails.
+    tv : float
+        TV error of the output law for which the power is reported.
+    rng : numpy.random.Generator, optional
+        Draws the drafts and drives the sampler (default ``numpy.random.default_rng(0)``).
+
+    Returns
+    -------
+    SamplerCheck
+        The test's size, p-value, power and detectable TV.
+
+    Raises
+    ------
+    VerifierAssertionError
+        If the chi-square test rejects, or an output has probability 0 under ``p``.
+    UnsupportedMethodError
+        If ``verifier`` is a chain verifier.
+
     Examples
     --------
     >>> import numpy as np, otspec
@@ -650,6 +759,21 @@ class AcceptanceRatio:
     ``ratio = acceptance / optimum`` (1 when both are 0), ``gap = optimum - acceptance``; ``how``
     says how the acceptance was obtained (``"closed_form"``, ``"kernel"`` or ``"monte_carlo"``,
     in which case ``ci_low``/``ci_high`` bound it at 99%). ``float(result)`` is the ratio.
+
+    Attributes
+    ----------
+    acceptance : float
+        The verifier's acceptance :math:`\alpha` (or :math:`E[\tau]` for chain verifiers).
+    optimum : float
+        :math:`\alpha^*(p, Q)` (or the block optimum).
+    ratio : float
+        ``acceptance / optimum``.
+    gap : float
+        ``optimum - acceptance``.
+    how : str
+        How ``acceptance`` was obtained.
+    ci_low, ci_high : float
+        99% interval of a Monte Carlo acceptance (equal to ``acceptance`` when exact).
     """
 
     acceptance: float
@@ -665,6 +789,24 @@ class AcceptanceRatio:
 
 
 def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
+    r"""The optimum :math:`\alpha^*(p, Q)` the assertions compare with.
+
+    Brute force over the :math:`2^V` cuts (``method="subsets"``) for product and explicit laws
+    with ``V <= 12`` (exact, no solver needed); :func:`otspec.optimal_acceptance` with
+    ``method="auto"`` otherwise.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution (validated).
+    law : DraftLaw
+        The draft law.
+
+    Returns
+    -------
+    float
+        The optimal acceptance.
+    """
     import otspec
 
     # brute force over the 2^V cuts is exact and cheap at the sizes tests use, and needs no solver
@@ -681,6 +823,31 @@ def acceptance_ratio(
     or a kernel; Monte Carlo with ``n_samples`` and ``rng`` for a sampler), the optimum
     :func:`otspec.optimal_acceptance` (brute force over the :math:`2^V` cuts for product and
     explicit laws with V <= 12), or ``optimum`` when the caller has it from another method.
+
+    Parameters
+    ----------
+    verifier : verifier, conditional law, sampler or Verifier subclass
+        See :func:`otspec.testing.as_verifier`.
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        The draft law.
+    n_samples : int
+        Draft tuples for a Monte Carlo acceptance.
+    rng : numpy.random.Generator, optional
+        Its generator (default ``numpy.random.default_rng(0)``).
+    optimum : float, optional
+        :math:`\alpha^*` if already known.
+
+    Returns
+    -------
+    AcceptanceRatio
+        Acceptance, optimum, ratio, gap and how the acceptance was obtained.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is a chain verifier.
 
     Examples
     --------
@@ -714,7 +881,34 @@ def assert_within_optimum(
     the optimum; ``at_least=1 - 1/e`` is the guarantee of SpecTr's K-SEQ for i.i.d. drafts.
     ``optimum`` replaces the computed optimum (e.g. one obtained from an independent LP).
 
-    Returns the :class:`AcceptanceRatio`.
+    Parameters
+    ----------
+    verifier : verifier, conditional law, sampler or Verifier subclass
+        See :func:`otspec.testing.as_verifier`.
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        The draft law.
+    atol : float
+        Slack on exact comparisons.
+    at_least : float, optional
+        Lower bound on ``acceptance / optimum`` to assert as well.
+    n_samples : int
+        Draft tuples for a Monte Carlo acceptance.
+    rng : numpy.random.Generator, optional
+        Its generator (default ``numpy.random.default_rng(0)``).
+    optimum : float, optional
+        :math:`\alpha^*` if already known.
+
+    Returns
+    -------
+    AcceptanceRatio
+        The comparison that passed.
+
+    Raises
+    ------
+    VerifierAssertionError
+        If the acceptance exceeds the optimum, or falls below ``at_least`` times it.
 
     Examples
     --------
@@ -839,6 +1033,25 @@ def assert_chain_lossless(verifier: Any, p_model: Any, q_model: Any, gamma: int,
     :math:`y`, :math:`P(O \text{ starts with } h y) = P(O \text{ starts with } h,\ |O| > |h|)\,
     M_b(y \mid h)` -- each token the stream emits after :math:`h` follows the target's conditional.
 
+    Parameters
+    ----------
+    verifier : ChainVerifier, module or conditional law
+        A chain verifier (see :func:`otspec.testing.as_verifier`).
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft models.
+    gamma : int
+        Draft block length.
+    atol : float
+        Absolute tolerance per emitted block prefix.
+
+    Raises
+    ------
+    VerifierAssertionError
+        Naming the block prefix with the largest error, the expected and emitted masses and the
+        drafted paths contributing most; or the first path whose law is not a distribution.
+    UnsupportedMethodError
+        If ``verifier`` is a single-step verifier.
+
     Examples
     --------
     >>> from otspec import models
@@ -853,6 +1066,27 @@ def assert_chain_lossless(verifier: Any, p_model: Any, q_model: Any, gamma: int,
 
 def assert_chain_within_optimum(verifier: Any, p_model: Any, q_model: Any, gamma: int, *, atol: float = EXACT_ATOL) -> AcceptanceRatio:
     r"""Assert :math:`E[\tau] \le` :func:`otspec.block_optimum` and return the ratio.
+
+    Parameters
+    ----------
+    verifier : ChainVerifier, module or conditional law
+        A chain verifier.
+    p_model, q_model : Model or callable
+        Target and draft models.
+    gamma : int
+        Draft block length.
+    atol : float
+        Slack on the comparison.
+
+    Returns
+    -------
+    AcceptanceRatio
+        :math:`E[\tau]` against the block optimum (``how="kernel"``).
+
+    Raises
+    ------
+    VerifierAssertionError
+        If :math:`E[\tau]` exceeds the optimum of any lossless chain verifier.
 
     Examples
     --------

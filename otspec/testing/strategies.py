@@ -56,14 +56,23 @@ def _from_weights(w: Sequence[int]) -> np.ndarray:
 def distributions(V: Any = None, *, zeros: bool = True, peaky: bool = True, max_weight: int = 6) -> st.SearchStrategy:
     r"""Float64 distributions of length ``V`` (an int, a strategy, or ``None`` for 2..5).
 
+    Integer weights, normalised, so examples are exact and shrink to readable laws.
+
     Parameters
     ----------
+    V : int, SearchStrategy of int, or None
+        Vocabulary size, or a strategy for it; ``None`` draws 2..5.
     zeros : bool
         Allow exact zeros (tokens a model never proposes): where the rules divide by q or p.
     peaky : bool
         Sometimes multiply one weight by 50 or 1000, giving near-one-hot laws.
     max_weight : int
         Largest integer weight before normalisation.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of float64 ``(V,)`` arrays summing to 1 (all-zero weights become uniform).
 
     Examples
     --------
@@ -91,7 +100,22 @@ def distributions(V: Any = None, *, zeros: bool = True, peaky: bool = True, max_
 
 def pairs(V: Any = None, *, zeros: bool = True, peaky: bool = True, max_weight: int = 6) -> st.SearchStrategy:
     """``(p, q)``: a target and a draft distribution over the same vocabulary (``V`` as in
-    :func:`distributions`)."""
+    :func:`distributions`).
+
+    Parameters
+    ----------
+    V : int, SearchStrategy of int, or None
+        Vocabulary size (``None``: 2..5).
+    zeros, peaky : bool
+        As in :func:`distributions`.
+    max_weight : int
+        Largest integer weight before normalisation.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of tuples ``(p, q)`` of float64 ``(V,)`` distributions, drawn independently.
+    """
 
     @st.composite
     def build(draw):
@@ -121,6 +145,31 @@ def laws(
     kinds built from one ``q``; ``product`` uses it as the first drafter). Kinds that the support
     cannot carry (without replacement / greedy with k larger than the support of q) fall back to
     i.i.d.
+
+    Parameters
+    ----------
+    V : int, SearchStrategy of int, or None
+        Vocabulary size (``None``: 2..5; ignored when ``q`` is given).
+    k : int, SearchStrategy of int, or None
+        Number of drafts (``None``: 1..3).
+    kinds : sequence of str
+        Law kinds to draw from (:data:`LAW_KINDS`).
+    q : array_like, optional
+        A fixed draft distribution.
+    zeros, peaky : bool
+        As in :func:`distributions`.
+    max_tuples : int
+        ``k`` is lowered until ``V**k`` is at most this (keeps enumeration cheap).
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`otspec.laws.DraftLaw`.
+
+    Raises
+    ------
+    ValueError
+        If ``kinds`` is empty or names an unknown kind.
 
     Examples
     --------
@@ -163,7 +212,15 @@ def laws(
 class Problem:
     """A target ``p`` and a draft ``law`` over the same vocabulary; unpacks as ``p, law = problem``.
 
-    Its repr is Python code that rebuilds it, so falsifying examples are reproducible."""
+    Its repr is Python code that rebuilds it, so falsifying examples are reproducible.
+
+    Attributes
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        Draft law over the same ``V`` tokens.
+    """
 
     p: np.ndarray
     law: Any
@@ -179,6 +236,24 @@ def problems(
     V: Any = None, k: Any = None, *, kinds: Sequence[str] = LAW_KINDS, zeros: bool = True, peaky: bool = True, max_tuples: int = 125
 ) -> st.SearchStrategy:
     """A :class:`Problem`: a target from :func:`distributions` and a law from :func:`laws`.
+
+    Parameters
+    ----------
+    V : int, SearchStrategy of int, or None
+        Vocabulary size (``None``: 2..5).
+    k : int, SearchStrategy of int, or None
+        Number of drafts (``None``: 1..3).
+    kinds : sequence of str
+        Law kinds to draw from.
+    zeros, peaky : bool
+        As in :func:`distributions`.
+    max_tuples : int
+        Cap on ``V**k`` (see :func:`laws`).
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`Problem`.
 
     Examples
     --------
