@@ -52,22 +52,42 @@ class ChainKernel:
 
     @property
     def gamma(self) -> int:
+        """Draft block length (path length)."""
         return int(self.paths.shape[1])
 
     @property
     def V(self) -> int:
+        """Vocabulary size."""
         return int(self.law.shape[2])
 
     def tau_law(self) -> np.ndarray:
-        """``(N, gamma + 1)``: :math:`P(\\tau = t \\mid \\text{path})`."""
+        """``(N, gamma + 1)``: :math:`P(\\tau = t \\mid \\text{path})`.
+
+        Returns
+        -------
+        ndarray, shape (N, gamma + 1)
+            Law of the number of accepted drafts given each path (rows sum to 1).
+        """
         return self.law.sum(axis=2)
 
     def expected_accepted(self) -> float:
-        r""":math:`E[\tau] = \sum_x M_s(x) \sum_t t\, P(\tau = t \mid x)`."""
+        r""":math:`E[\tau] = \sum_x M_s(x) \sum_t t\, P(\tau = t \mid x)`.
+
+        Returns
+        -------
+        float
+            Expected number of accepted draft tokens per block, in ``[0, gamma]``.
+        """
         return float(self.weights @ (self.tau_law() @ np.arange(self.gamma + 1)))
 
     def output_law(self) -> dict:
-        """Law of the emitted block :math:`O = (X^\\tau, Y)` as ``{tuple: probability}``."""
+        """Law of the emitted block :math:`O = (X^\\tau, Y)` as ``{tuple: probability}``.
+
+        Returns
+        -------
+        dict of tuple of int to float
+            ``{(x_1, ..., x_tau, y): probability}``; the input of :func:`lossless_violation`.
+        """
         out: dict = {}
         for path, w, lw in zip(self.paths, self.weights, self.law):
             for t in range(self.gamma + 1):
@@ -82,7 +102,18 @@ class ChainKernel:
 
 
 def output_law(kernel_or_law: Any) -> dict:
-    """The emitted-block law ``{O: P(O)}`` of a :class:`ChainKernel` (a dict is returned as is)."""
+    """The emitted-block law ``{O: P(O)}`` of a :class:`ChainKernel` (a dict is returned as is).
+
+    Parameters
+    ----------
+    kernel_or_law : ChainKernel or mapping
+        A kernel, or a block law already.
+
+    Returns
+    -------
+    dict of tuple of int to float
+        The law of the emitted block (a copy when a mapping is given).
+    """
     if isinstance(kernel_or_law, Mapping):
         return dict(kernel_or_law)
     return kernel_or_law.output_law()
@@ -96,6 +127,23 @@ def lossless_violation(block_law: Mapping, p_model: Any) -> float:
     :math:`i \ge 0`, :math:`x^i` and :math:`y` (with :math:`C(\emptyset) = 1`). Returns
     :math:`\max |Q(x^i y) - C(x^i) M_b(y \mid x^i)|` (0 for a lossless verifier, up to rounding),
     also counting :math:`|1 - \sum_O P(O)|`.
+
+    Parameters
+    ----------
+    block_law : mapping of tuple of int to float
+        ``{O: P(O)}``, e.g. :meth:`ChainKernel.output_law`.
+    p_model : Model or callable
+        The target :math:`M_b`.
+
+    Returns
+    -------
+    float
+        The largest absolute violation.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``p_model`` is not a model.
 
     Examples
     --------
@@ -128,7 +176,25 @@ def lossless_violation(block_law: Mapping, p_model: Any) -> float:
 
 
 def check_path_row(row: np.ndarray, name: str, i: int) -> None:
-    """Raise unless one conditional along a path: finite, non-negative, sums to 1 (a cache-sized pass each)."""
+    """Raise unless one conditional along a path: finite, non-negative, sums to 1 (a cache-sized pass each).
+
+    The sum tolerance :data:`~otspec._tolerances.PATH_ROW_SUM_ATOL` grows with V above 1e5 (float32
+    softmaxes of large vocabularies round further from 1).
+
+    Parameters
+    ----------
+    row : ndarray, shape (V,)
+        The conditional :math:`M(\\cdot \\mid x^i)`.
+    name : str
+        Argument name for the message (``"p_conds"`` or ``"q_conds"``).
+    i : int
+        Row index (position along the path).
+
+    Raises
+    ------
+    InvalidDistributionError
+        If the row is not finite, does not sum to 1, or has a negative entry.
+    """
     total = np.einsum("i->", row)  # ~2x faster than row.sum() at V = 262 144
     V = row.shape[0]
     if not np.isfinite(total) or abs(total - 1.0) > PATH_ROW_SUM_ATOL * max(1.0, V / 1e5):
@@ -141,12 +207,56 @@ def check_path_row(row: np.ndarray, name: str, i: int) -> None:
 
 
 def check_drafted(Qc: np.ndarray, x: np.ndarray) -> None:
-    """Raise unless every drafted token had positive draft probability at its position."""
+    """Raise unless every drafted token had positive draft probability at its position.
+
+    Parameters
+    ----------
+    Qc : ndarray, shape (gamma, V)
+        Draft conditionals along the path.
+    x : ndarray of int, shape (gamma,)
+        The drafted path.
+
+    Raises
+    ------
+    InvalidDraftsError
+        If some ``Qc[i, x[i]] == 0`` (the drafter could not have proposed ``x[i]``).
+    """
     as_supported_drafts(x, Qc, q_name="q_conds")
 
 
 def check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Shapes: drafts (gamma,), q_conds (gamma, V), p_conds (gamma, V) or (gamma + 1, V)."""
+    """Check the inputs of a per-path estimator. Shapes: drafts (gamma,), q_conds (gamma, V), p_conds (gamma, V) or (gamma + 1, V).
+
+    Parameters
+    ----------
+    p_conds : array_like, shape (gamma, V) or (gamma + 1, V)
+        Target conditionals :math:`M_b(\\cdot \\mid x^i)` along the drafted path.
+    q_conds : array_like, shape (gamma, V)
+        Draft conditionals :math:`M_s(\\cdot \\mid x^i)`.
+    drafts : array_like of int, shape (gamma,)
+        The drafted path.
+    validate : bool
+        Also check that every row is a distribution and every draft was possible (O(gamma V));
+        shapes are always checked.
+
+    Returns
+    -------
+    P : ndarray, shape (gamma, V) or (gamma + 1, V)
+        ``p_conds`` as float64.
+    Qc : ndarray, shape (gamma, V)
+        ``q_conds`` as float64.
+    x : ndarray of int64, shape (gamma,)
+        The drafts.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the shapes do not agree.
+    InvalidDraftsError
+        If a draft is not a token id in ``[0, V)``, or (``validate``) had draft probability 0.
+    InvalidDistributionError
+        If (``validate``) a row is not a distribution.
+    """
     P = np.asarray(p_conds, dtype=np.float64)
     Qc = np.asarray(q_conds, dtype=np.float64)
     if Qc.ndim != 2 or Qc.shape[0] < 1:
@@ -168,7 +278,31 @@ def check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool
 
 
 def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | None) -> "_models.PrefixTable":
-    """Enumerate the prefixes, budgeting for the (N, gamma + 1, V) kernel on top."""
+    """Enumerate the prefixes, budgeting for the (N, gamma + 1, V) kernel on top.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models.
+    gamma : int
+        Draft block length.
+    memory_cap : float or None
+        Bytes for the table plus the kernel; ``None``: the library default.
+
+    Returns
+    -------
+    PrefixTable
+        :func:`otspec.models.enumerate_prefixes` of the pair.
+
+    Raises
+    ------
+    NotAnIntegerError, InvalidDraftCountError
+        If ``gamma`` is not an integer ``>= 1``.
+    ProblemTooLargeError
+        If the enumeration and kernel exceed their caps.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid or the vocabularies differ.
+    """
     V = _models.as_model(p_model, name="p_model").V
     gamma = as_int_in_range(gamma, "gamma")
     extra = KERNEL_BYTES_PER_ENTRY * float(V) ** (gamma + 1) * (gamma + 1)
@@ -176,7 +310,23 @@ def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | Non
 
 
 def kernel_from_table(table: "_models.PrefixTable", path_law: Callable, name: str) -> ChainKernel:
-    """A :class:`ChainKernel` from a prefix table and a per-path law ``path_law(P, Qc, x) -> (gamma + 1, V)``."""
+    """A :class:`ChainKernel` from a prefix table and a per-path law ``path_law(P, Qc, x) -> (gamma + 1, V)``.
+
+    Parameters
+    ----------
+    table : PrefixTable
+        The enumerated target/draft pair.
+    path_law : callable
+        ``path_law(P, Qc, x)`` with ``P`` ``(gamma + 1, V)`` target and ``Qc`` ``(gamma, V)``
+        draft conditionals along path ``x``; returns :math:`P(\\tau = t, Y = y \\mid x)`.
+    name : str
+        The verifier's name, stored in the kernel.
+
+    Returns
+    -------
+    ChainKernel
+        The law for every path of positive draft probability (read-only arrays).
+    """
     g, V = table.gamma, table.V
     paths = table.paths(g)
     keep = table.q_joint[g] > 0

@@ -43,18 +43,37 @@ class VerifierKernel:
 
     @property
     def V(self) -> int:
+        """Vocabulary size (columns of ``pi``)."""
         return int(self.pi.shape[1])
 
     def output_law(self) -> np.ndarray:
-        r""":math:`\sum_m Q(\bar x_m)\, \pi(\cdot \mid \bar x_m)`, shape ``(V,)`` (equals p for a lossless verifier)."""
+        r""":math:`\sum_m Q(\bar x_m)\, \pi(\cdot \mid \bar x_m)`, shape ``(V,)`` (equals p for a lossless verifier).
+
+        Returns
+        -------
+        ndarray, shape (V,)
+            The law of the verifier's output token when drafts follow the law.
+        """
         return self.weights @ self.pi
 
     def per_tuple_acceptance(self) -> np.ndarray:
-        r""":math:`\sum_{y \in \mathrm{set}(\bar x_m)} \pi(y \mid \bar x_m)` for every tuple, shape ``(M,)``."""
+        r""":math:`\sum_{y \in \mathrm{set}(\bar x_m)} \pi(y \mid \bar x_m)` for every tuple, shape ``(M,)``.
+
+        Returns
+        -------
+        ndarray, shape (M,)
+            Probability that the output is one of the drafts, given tuple ``m``.
+        """
         return np.sum(np.where(membership_mask(self.tuples, self.V), self.pi, 0.0), axis=1)
 
     def acceptance(self) -> float:
-        r"""Membership acceptance :math:`\sum_m Q(\bar x_m) \sum_{y \in \bar x_m} \pi(y \mid \bar x_m)`."""
+        r"""Membership acceptance :math:`\sum_m Q(\bar x_m) \sum_{y \in \bar x_m} \pi(y \mid \bar x_m)`.
+
+        Returns
+        -------
+        float
+            :math:`P(Y \in \{X_1..X_k\})`, exact, in ``[0, 1]``.
+        """
         return float(self.weights @ self.per_tuple_acceptance())
 
 
@@ -86,6 +105,7 @@ class AcceptanceEstimate:
 
     @property
     def exact(self) -> bool:
+        """True for a closed form or a kernel (no sampling error), False for Monte Carlo."""
         return self.how in ("closed_form", "kernel")
 
     def __repr__(self) -> str:

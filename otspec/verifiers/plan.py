@@ -29,6 +29,15 @@ class SequentialPlan:
 
     ``tokens`` and ``accept`` are ``(n, R)``; ``residual`` is ``(V,)`` (shared) or ``(n, V)``;
     each residual row is a distribution (any distribution where it is reached with probability 0).
+
+    Attributes
+    ----------
+    tokens : ndarray of int64, shape (n, R)
+        ``tokens[m, j]`` is the token :math:`t_j` examined in round ``j`` for tuple ``m``.
+    accept : ndarray, shape (n, R)
+        Acceptance probabilities :math:`a_j \\in [0, 1]` of the rounds.
+    residual : ndarray, shape (V,) or (n, V)
+        The law :math:`r` drawn from when every round rejects.
     """
 
     tokens: np.ndarray
@@ -41,6 +50,18 @@ def residual(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, float]:
 
     When the mass is 0 (p == q on the support) the residual is never sampled; ``p`` is returned in
     its place so that callers never see 0/0.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions.
+
+    Returns
+    -------
+    residual : ndarray, shape (V,)
+        The residual law (a distribution).
+    mass : float
+        :math:`\sum_y (p - q)_+ = d_{TV}(p, q)`.
 
     Examples
     --------
@@ -57,7 +78,20 @@ def residual(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def residual_rows(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise :func:`residual` for ``(n, V)`` arrays: rows of zero mass keep ``P``."""
+    """Row-wise :func:`residual` for ``(n, V)`` arrays: rows of zero mass keep ``P``.
+
+    Parameters
+    ----------
+    P, Q : ndarray, shape (n, V)
+        Target and draft rows.
+
+    Returns
+    -------
+    residual : ndarray, shape (n, V)
+        :math:`\\mathrm{norm}((P - Q)_+)` per row (``P`` itself where the mass is 0).
+    mass : ndarray, shape (n,)
+        :math:`\\sum_y (P - Q)_+` per row.
+    """
     diff = np.maximum(P - Q, 0.0)
     mass = diff.sum(axis=1)
     ok = mass > 0.0
@@ -67,7 +101,23 @@ def residual_rows(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def accept_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     r""":math:`\min(1, \text{num}/\text{den})` elementwise, with 1 where ``den == 0`` (a token with
-    zero draft probability is never drafted, so the value there is never used)."""
+    zero draft probability is never drafted, so the value there is never used).
+
+    Parameters
+    ----------
+    num, den : array_like
+        Non-negative numerators (e.g. :math:`p(x)`) and denominators (e.g. :math:`q(x)`), broadcastable.
+
+    Returns
+    -------
+    ndarray
+        The acceptance probabilities, in ``[0, 1]``.
+
+    Examples
+    --------
+    >>> accept_ratio([0.2, 0.5, 0.1], [0.4, 0.25, 0.0]).tolist()
+    [0.5, 1.0, 1.0]
+    """
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
     safe = np.where(den > 0.0, den, 1.0)
@@ -76,7 +126,23 @@ def accept_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:
-    """Exact conditional output laws ``(n, V)`` of a :class:`SequentialPlan`."""
+    """Exact conditional output laws ``(n, V)`` of a :class:`SequentialPlan`.
+
+    Row ``m`` is :math:`\\pi(\\cdot \\mid \\bar x_m)` of the module's formula: the survival
+    probability times :math:`a_j` on each round's token, the final survival times the residual.
+
+    Parameters
+    ----------
+    plan : SequentialPlan
+        The rounds of ``n`` tuples.
+    V : int
+        Vocabulary size.
+
+    Returns
+    -------
+    ndarray, shape (n, V)
+        The output laws (each sums to 1).
+    """
     tok, acc = plan.tokens, plan.accept
     n = tok.shape[0]
     surv = np.ones(n)
@@ -92,7 +158,22 @@ def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:
 
 def sample_plan(plan: SequentialPlan, coin_rng: np.random.Generator, res_rng: np.random.Generator) -> np.ndarray:
     """Run the sequential rule once per row: accept coins from ``coin_rng`` (one uniform per round,
-    accept iff U < a_j), residual draws from ``res_rng``."""
+    accept iff U < a_j), residual draws from ``res_rng``.
+
+    Parameters
+    ----------
+    plan : SequentialPlan
+        The rounds of ``n`` tuples.
+    coin_rng : numpy.random.Generator
+        Stream of the accept coins (``n * R`` uniforms, drawn for every round).
+    res_rng : numpy.random.Generator
+        Independent stream of the residual draws (never the coin stream).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        One output token per row, distributed as :func:`plan_rows`.
+    """
     tok, acc = plan.tokens, plan.accept
     n, R = tok.shape
     out = np.empty(n, dtype=np.int64)

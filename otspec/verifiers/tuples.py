@@ -10,7 +10,25 @@ __all__ = ["membership_mask", "distinct_mask", "set_index"]
 
 
 def membership_mask(tuples: np.ndarray, V: int) -> np.ndarray:
-    """Boolean ``(M, V)``: ``mask[m, y]`` iff token y occurs in tuple m."""
+    """Boolean ``(M, V)``: ``mask[m, y]`` iff token y occurs in tuple m.
+
+    Parameters
+    ----------
+    tuples : array_like of int, shape (M, k)
+        Draft tuples (ids in ``[0, V)``).
+    V : int
+        Vocabulary size.
+
+    Returns
+    -------
+    ndarray of bool, shape (M, V)
+        The indicator :math:`1\\{y \\in \\bar x_m\\}`.
+
+    Examples
+    --------
+    >>> membership_mask([[0, 2], [1, 1]], 3).tolist()
+    [[True, False, True], [False, True, False]]
+    """
     tuples = np.asarray(tuples, dtype=np.int64)
     mask = np.zeros((tuples.shape[0], V), dtype=bool)
     rows = np.repeat(np.arange(tuples.shape[0]), tuples.shape[1])
@@ -19,7 +37,23 @@ def membership_mask(tuples: np.ndarray, V: int) -> np.ndarray:
 
 
 def distinct_mask(tuples: np.ndarray) -> np.ndarray:
-    """Boolean ``(n, k)``: True at the first occurrence of each token within its tuple."""
+    """Boolean ``(n, k)``: True at the first occurrence of each token within its tuple.
+
+    Parameters
+    ----------
+    tuples : array_like of int, shape (n, k)
+        Draft tuples.
+
+    Returns
+    -------
+    ndarray of bool, shape (n, k)
+        ``keep[m, j]`` iff ``tuples[m, j]`` differs from every earlier entry of row ``m``.
+
+    Examples
+    --------
+    >>> distinct_mask([[3, 1, 3]]).tolist()
+    [[True, True, False]]
+    """
     t = np.asarray(tuples)
     keep = np.ones(t.shape, dtype=bool)
     for j in range(1, t.shape[1]):
@@ -29,7 +63,25 @@ def distinct_mask(tuples: np.ndarray) -> np.ndarray:
 
 def set_index(sets: np.ndarray, tuples: np.ndarray) -> np.ndarray:
     """Row of ``sets`` (distinct tokens, ``-1`` padded, as from ``law.enumerate_sets()``) holding
-    the set of distinct tokens of each draft tuple ``(n, k)``; raises if a set is absent."""
+    the set of distinct tokens of each draft tuple ``(n, k)``; raises if a set is absent.
+
+    Parameters
+    ----------
+    sets : ndarray of int, shape (S, k)
+        Draft sets, ``-1`` padded.
+    tuples : array_like of int, shape (n, k)
+        Ordered draft tuples.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        ``sets[out[m]]`` holds exactly the distinct tokens of ``tuples[m]``.
+
+    Raises
+    ------
+    InvalidDraftsError
+        If a tuple's set is not among ``sets`` (it has probability 0 under the law).
+    """
     index = {tuple(sorted(int(x) for x in row if x >= 0)): s for s, row in enumerate(sets)}
     srt = np.sort(np.asarray(tuples, dtype=np.int64), axis=1)
     uniq, inv = np.unique(srt, axis=0, return_inverse=True)
