@@ -51,6 +51,29 @@ def running_ratio(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool = T
     Computed in log space (a product of ratios over a long block under/overflows otherwise);
     :math:`-\infty` where the target gives a drafted token probability 0.
 
+    Parameters
+    ----------
+    p_conds : array_like, shape (gamma, V) or (gamma + 1, V)
+        Target conditionals along the path, row ``i`` = :math:`M_b(\cdot \mid x^i)`.
+    q_conds : array_like, shape (gamma, V)
+        Draft conditionals, row ``i`` = :math:`M_s(\cdot \mid x^i)`.
+    drafts : array_like of int, shape (gamma,)
+        The drafted path :math:`x^\gamma`.
+    validate : bool
+        Check every row is a distribution and every draft had positive draft probability.
+
+    Returns
+    -------
+    ndarray, shape (gamma,)
+        :math:`\log p_1, \dots, \log p_\gamma`, each :math:`\le 0`.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
+    InvalidDistributionError, InvalidDraftsError
+        If (``validate``) a row is not a distribution or a draft had draft probability 0.
+
     Examples
     --------
     >>> import numpy as np
@@ -112,6 +135,29 @@ def acceptance_profile_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, va
 
     .. math:: P(\tau \ge i \mid x^\gamma) = 1 - \prod_{j=i}^{\gamma} (1 - h_j).
 
+    Parameters
+    ----------
+    p_conds : array_like, shape (gamma, V) or (gamma + 1, V)
+        Target conditionals along the path, row ``i`` = :math:`M_b(\cdot \mid x^i)`.
+    q_conds : array_like, shape (gamma, V)
+        Draft conditionals, row ``i`` = :math:`M_s(\cdot \mid x^i)`.
+    drafts : array_like of int, shape (gamma,)
+        The drafted path :math:`x^\gamma`.
+    validate : bool
+        Check every row is a distribution and every draft had positive draft probability.
+
+    Returns
+    -------
+    ndarray, shape (gamma,)
+        Non-increasing probabilities; their sum is :func:`expected_accepted_given_path`.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
+    InvalidDistributionError, InvalidDraftsError
+        If (``validate``) a row is not a distribution or a draft had draft probability 0.
+
     Examples
     --------
     >>> from otspec.verifiers import block
@@ -141,8 +187,21 @@ def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, val
     q_conds : array, shape (gamma, V)
         Draft conditionals, row ``i`` = :math:`M_s(\cdot \mid x^i)`.
     drafts : array of int, shape (gamma,)
+        The drafted path.
     validate : bool
         Check the rows sum to 1 and the drafts have positive draft probability (one extra pass).
+
+    Returns
+    -------
+    float
+        The conditional expectation, in ``[0, gamma]``.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
+    InvalidDistributionError, InvalidDraftsError
+        If (``validate``) a row is not a distribution or a draft had draft probability 0.
 
     Examples
     --------
@@ -182,6 +241,27 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
     coins, :math:`\tau` = last pass), and :math:`Y` from the weighted residual at :math:`x^t` or the
     bonus conditional. Paths of draft probability 0 are left out.
 
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    gamma : int
+        Draft block length, ``>= 1``.
+    memory_cap : float, optional
+        Bytes for the prefix table and the ``(N, gamma + 1, V)`` kernel; ``None``: the default.
+
+    Returns
+    -------
+    ChainKernel
+        ``verifier="block"``; the law of :math:`(\tau, Y)` for every drafted path.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If the enumeration exceeds :data:`otspec.models.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``gamma`` is not an integer ``>= 1``.
+
     References
     ----------
     Sun et al., "Block Verification Accelerates Speculative Decoding" (ICLR 2025), Algorithm 2.
@@ -205,9 +285,27 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
     Parameters
     ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    gamma : int
+        Draft block length, ``>= 1``.
     method : {"closed_form", "kernel"}
         ``"closed_form"``: the W recursion over all prefixes (vectorised);
         ``"kernel"``: from the exact per-path law of Algorithm 2 (:func:`kernel`), a cross-check.
+    memory_cap : float, optional
+        Bytes for the enumeration; ``None``: the library default.
+
+    Returns
+    -------
+    float
+        :math:`E[\tau]`, the expected number of accepted drafts per block, in ``[0, gamma]``.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``method`` is neither ``"closed_form"`` nor ``"kernel"``.
+    ProblemTooLargeError
+        If the enumeration exceeds its cap or ``memory_cap``.
 
     Examples
     --------
@@ -231,6 +329,31 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     Implements the pseudo-code literally: running ratio in log space, one coin per position from
     an accept-coin stream, :math:`\tau` = last index that passes, residual / bonus token from a
     separate stream (both spawned from ``rng``).
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    drafts : array_like of int, shape (gamma,)
+        The drafted path (``gamma = len(drafts) >= 1``).
+    rng : numpy.random.Generator
+        The caller's generator; the coin and draw streams are spawned from it.
+
+    Returns
+    -------
+    tau : int
+        Number of accepted drafts, ``0..gamma``.
+    y : int
+        The token emitted after them (from the weighted residual at :math:`x^\tau`, or the bonus conditional when :math:`\tau = \gamma`).
+
+    Raises
+    ------
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+    InvalidDraftsError
+        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid or the vocabularies differ.
 
     Examples
     --------
@@ -274,7 +397,29 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
 
 
 def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
-    """``(gamma + 1, V)``: :math:`P(\\tau = t, Y = y \\mid X^\\gamma = \\text{drafts})` for one path.
+    r"""``(gamma + 1, V)``: :math:`P(\tau = t, Y = y \mid X^\gamma = \text{drafts})` for one path.
+
+    Block verification's law (Algorithm 2) given one drafted path, from the models' conditionals
+    along it (the per-path form :func:`otspec.testing.as_verifier` adapts to a chain verifier).
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    drafts : array_like of int, shape (gamma,)
+        The drafted path.
+
+    Returns
+    -------
+    ndarray, shape (gamma + 1, V)
+        ``law[t, y]``; sums to 1.
+
+    Raises
+    ------
+    InvalidDraftsError
+        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid, returns a non-distribution, or the vocabularies differ.
 
     Examples
     --------

@@ -56,6 +56,18 @@ def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, val
     validate : bool
         Check every row sums to 1 (one pass over the arrays; turn off in hot loops).
 
+    Returns
+    -------
+    float
+        The conditional expectation, in ``[0, gamma]``.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
+    InvalidDistributionError, InvalidDraftsError
+        If (``validate``) a row is not a distribution or a draft had draft probability 0.
+
     Examples
     --------
     >>> from otspec.verifiers import token_chain
@@ -98,6 +110,27 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
     and :math:`Y \sim M_b(\cdot \mid x^\gamma)` when :math:`\tau = \gamma`. Paths of draft
     probability 0 are left out.
 
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    gamma : int
+        Draft block length, ``>= 1``.
+    memory_cap : float, optional
+        Bytes for the prefix table and the ``(N, gamma + 1, V)`` kernel; ``None``: the default.
+
+    Returns
+    -------
+    ChainKernel
+        ``verifier="token"``; the law of :math:`(\tau, Y)` for every drafted path.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If the enumeration exceeds :data:`otspec.models.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``gamma`` is not an integer ``>= 1``.
+
     References
     ----------
     Sun, Mendlovic, Leviathan, Aharoni, Ro, Beirami, Suresh, "Block Verification Accelerates
@@ -122,9 +155,27 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
     Parameters
     ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    gamma : int
+        Draft block length, ``>= 1``.
     method : {"closed_form", "kernel"}
         ``"closed_form"``: the product-of-mins sum above, vectorised over all prefixes;
         ``"kernel"``: from the exact per-path law of :func:`kernel` (a cross-check).
+    memory_cap : float, optional
+        Bytes for the enumeration; ``None``: the library default.
+
+    Returns
+    -------
+    float
+        :math:`E[\tau]`, the expected number of accepted drafts per block, in ``[0, gamma]``.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``method`` is neither ``"closed_form"`` nor ``"kernel"``.
+    ProblemTooLargeError
+        If the enumeration exceeds its cap or ``memory_cap``.
 
     Examples
     --------
@@ -143,7 +194,21 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
 
 def token_prefix_mass(table: "_models.PrefixTable") -> list:
-    r"""``[T_0, ..., T_gamma]`` with :math:`T_i(x^i) = P(\tau \ge i, X^i = x^i) = \prod_j \min(M_s, M_b)`."""
+    r"""``[T_0, ..., T_gamma]`` with :math:`T_i(x^i) = P(\tau \ge i, X^i = x^i) = \prod_j \min(M_s, M_b)`.
+
+    The minimum is taken at each position along the prefix:
+    :math:`T_i(x^i) = \prod_{j=1}^{i} \min\{M_s(x_j \mid x^{j-1}), M_b(x_j \mid x^{j-1})\}`.
+
+    Parameters
+    ----------
+    table : PrefixTable
+        The enumerated target/draft pair (:func:`otspec.models.enumerate_prefixes`).
+
+    Returns
+    -------
+    list of ndarray
+        ``gamma + 1`` arrays, ``T[i]`` of shape ``(V**i,)`` in the table's node order; ``T[0] = [1]``.
+    """
     out = [np.ones(1, dtype=table.q_joint[0].dtype)]
     for i in range(1, table.gamma + 1):
         out.append((out[-1][:, None] * np.minimum(table.p_cond[i - 1], table.q_cond[i - 1])).ravel())
@@ -155,6 +220,31 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
 
     The accept coins and the residual / bonus draw use two independent streams spawned from
     ``rng`` (reusing one uniform for both biases the output, :doc:`verifiers`, the verifier contract: separate streams).
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    drafts : array_like of int, shape (gamma,)
+        The drafted path (``gamma = len(drafts) >= 1``).
+    rng : numpy.random.Generator
+        The caller's generator; the coin and draw streams are spawned from it.
+
+    Returns
+    -------
+    tau : int
+        Number of accepted drafts, ``0..gamma``.
+    y : int
+        The token emitted after them (from the residual at the first rejection, or the bonus conditional when every draft passes).
+
+    Raises
+    ------
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+    InvalidDraftsError
+        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid or the vocabularies differ.
 
     Examples
     --------
@@ -182,7 +272,29 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
 
 
 def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
-    """``(gamma + 1, V)``: :math:`P(\\tau = t, Y = y \\mid X^\\gamma = \\text{drafts})` for one path.
+    r"""``(gamma + 1, V)``: :math:`P(\tau = t, Y = y \mid X^\gamma = \text{drafts})` for one path.
+
+    Token verification's law (Algorithm 1) given one drafted path, from the models' conditionals
+    along it.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+    drafts : array_like of int, shape (gamma,)
+        The drafted path.
+
+    Returns
+    -------
+    ndarray, shape (gamma + 1, V)
+        ``law[t, y]``; sums to 1.
+
+    Raises
+    ------
+    InvalidDraftsError
+        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid, returns a non-distribution, or the vocabularies differ.
 
     Examples
     --------
