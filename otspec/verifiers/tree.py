@@ -94,6 +94,27 @@ def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tup
     * ``"rrs_wor"``: the same with :math:`q_{j+1} = \mathrm{norm}(q_j` without :math:`d_j)` and
       :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)` (:func:`otspec.verifiers.step.rrs_wor.rrs_wor_plan`).
 
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        The node's target :math:`M_b(\cdot \mid y^{t-1})` and draft :math:`M_s(\cdot \mid y^{t-1})`.
+    drafts : tuple of int
+        The surviving drafts' next tokens, in draft order.
+    verifier : {"kseq", "rrs", "rrs_wor"}
+        The per-node rule.
+
+    Returns
+    -------
+    accept : ndarray, shape (R,)
+        Acceptance probability of each round.
+    residual : ndarray, shape (V,)
+        The residual law (unnormalised weights are possible; callers normalise).
+
+    Raises
+    ------
+    InvalidDraftsError
+        If a draft has draft probability 0 at the node.
+
     Examples
     --------
     >>> import numpy as np
@@ -128,6 +149,17 @@ class TreeKernel:
     r"""Exact law of the emitted block :math:`O = (Y^\tau, Y_{\tau+1})` given every drafted tree.
 
     ``trees`` ``(M, k, gamma)``, ``weights`` ``(M,)``, ``laws[m]`` a dict ``{O: P(O | tree m)}``.
+
+    Attributes
+    ----------
+    trees : ndarray of int64, shape (M, k, gamma)
+        Every drafted tree of positive probability (:func:`otspec.trees.draft_trees`).
+    weights : ndarray, shape (M,)
+        Their draft probabilities.
+    laws : tuple of dict
+        ``laws[m]``: ``{emitted block: probability}`` given tree ``m``.
+    verifier : str
+        The per-node rule (``"kseq"``, ``"rrs"`` or ``"rrs_wor"``).
     """
 
     trees: np.ndarray
@@ -137,17 +169,32 @@ class TreeKernel:
 
     @property
     def k(self) -> int:
+        """Number of drafted sequences."""
         return int(self.trees.shape[1])
 
     @property
     def gamma(self) -> int:
+        """Length of each drafted sequence."""
         return int(self.trees.shape[2])
 
     def expected_accepted(self) -> float:
+        r""":math:`E[\tau] = \sum_m Q(\text{tree}_m) \sum_O P(O \mid \text{tree}_m)\,(|O| - 1)`.
+
+        Returns
+        -------
+        float
+            Expected number of accepted draft tokens per block, in ``[0, gamma]``.
+        """
         return float(sum(w * sum(pr * (len(o) - 1) for o, pr in law.items()) for w, law in zip(self.weights, self.laws)))
 
     def output_law(self) -> dict:
-        """Law of the emitted block, ``{O: P(O)}``, aggregated over drafted trees."""
+        """Law of the emitted block, ``{O: P(O)}``, aggregated over drafted trees.
+
+        Returns
+        -------
+        dict of tuple of int to float
+            :math:`\sum_m Q(\text{tree}_m)\, P(O \mid \text{tree}_m)` for every block ``O``.
+        """
         out: dict = {}
         for w, law in zip(self.weights, self.laws):
             for o, pr in law.items():
@@ -205,6 +252,31 @@ class _Walker:
 def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> TreeKernel:
     r"""Exact law of the emitted block for every drafted tree (see the module docstring).
 
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary.
+    k : int
+        Number of drafted sequences.
+    gamma : int
+        Length of each sequence.
+    verifier : {"kseq", "rrs", "rrs_wor"}
+        The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).
+
+    Returns
+    -------
+    TreeKernel
+        The trees, their probabilities and the law of the emitted block given each.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is not one of :data:`VERIFIERS`.
+    ProblemTooLargeError
+        If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` or ``gamma`` is invalid.
+
     Examples
     --------
     >>> from otspec import models
@@ -225,6 +297,33 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "k
 def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> dict:
     """The exact law ``{O: P(O)}`` of the emitted block, over drafted trees and verification coins.
 
+    A lossless tree verifier gives :func:`otspec.verifiers.chain.lossless_violation` 0 on it.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary.
+    k : int
+        Number of drafted sequences.
+    gamma : int
+        Length of each sequence.
+    verifier : {"kseq", "rrs", "rrs_wor"}
+        The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).
+
+    Returns
+    -------
+    dict of tuple of int to float
+        ``{(y_1, ..., y_tau, y_{tau+1}): probability}``.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is not one of :data:`VERIFIERS`.
+    ProblemTooLargeError
+        If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` or ``gamma`` is invalid.
+
     Examples
     --------
     >>> from otspec import models
@@ -238,6 +337,31 @@ def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str =
 
 def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> float:
     r"""Exact :math:`E[\tau]` of a tree verifier by enumeration over drafted trees.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary.
+    k : int
+        Number of drafted sequences.
+    gamma : int
+        Length of each sequence.
+    verifier : {"kseq", "rrs", "rrs_wor"}
+        The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).
+
+    Returns
+    -------
+    float
+        Expected number of accepted draft tokens per block.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is not one of :data:`VERIFIERS`.
+    ProblemTooLargeError
+        If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` or ``gamma`` is invalid.
 
     Examples
     --------
@@ -304,6 +428,35 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
     node's single-step rule; accept coins and residual / bonus draws come from two independent
     streams spawned from ``rng``.
 
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models over one vocabulary.
+    tree : array_like of int, shape (k, gamma)
+        The drafted sequences, one per row (first tokens distinct for ``"rrs_wor"``).
+    verifier : {"kseq", "rrs", "rrs_wor"}
+        The per-node rule.
+    rng : numpy.random.Generator
+        The caller's generator.
+
+    Returns
+    -------
+    tau : int
+        Number of accepted draft tokens, ``0..gamma``.
+    block : tuple of int
+        The emitted tokens :math:`(y_1, \dots, y_{\tau+1})`: the accepted prefix and the correction
+        (or bonus) token.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is not one of :data:`VERIFIERS`.
+    InvalidDraftsError
+        If ``tree`` is not ``(k, gamma)`` token ids, a drafted token had draft probability 0 at its
+        node, or (``"rrs_wor"``) first tokens repeat.
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+
     Examples
     --------
     >>> import numpy as np
@@ -321,7 +474,33 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
 def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "kseq", rng: np.random.Generator) -> list:
     """``size`` independent verifications of the same drafted tree (node plans computed once).
 
-    Returns a list of ``(tau, block)`` pairs, as :func:`sample` would.
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models over one vocabulary.
+    tree : array_like of int, shape (k, gamma)
+        The drafted sequences, one per row (first tokens distinct for ``"rrs_wor"``).
+    size : int
+        Number of verifications.
+    verifier : {"kseq", "rrs", "rrs_wor"}
+        The per-node rule.
+    rng : numpy.random.Generator
+        The caller's generator (coin and draw streams are spawned from it).
+
+    Returns
+    -------
+    list of tuple
+        ``size`` pairs ``(tau, block)``, as :func:`sample` returns them.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is not one of :data:`VERIFIERS`.
+    InvalidDraftsError
+        If ``tree`` is not ``(k, gamma)`` token ids, a drafted token had draft probability 0 at its
+        node, or (``"rrs_wor"``) first tokens repeat.
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
 
     Examples
     --------
