@@ -33,7 +33,25 @@ __all__ = ["ApproximateVerifier", "approximate", "exact_rule_predicate"]
 
 
 def exact_rule_predicate(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The pass probability ``a = 1{p >= q}``: pass exactly the tokens the exact rule always keeps."""
+    """The pass probability ``a = 1{p >= q}``: pass exactly the tokens the exact rule always keeps.
+
+    With it the approximate rule is lossless (:math:`d_{TV}(P, p) = \\sum_x a(x)(q(x)-p(x))_+ = 0`).
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions.
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        1.0 where ``p >= q``, else 0.0.
+
+    Examples
+    --------
+    >>> exact_rule_predicate(np.array([0.5, 0.5]), np.array([0.25, 0.75])).tolist()
+    [1.0, 0.0]
+    """
     return (p >= q).astype(np.float64)
 
 
@@ -48,6 +66,13 @@ class ApproximateVerifier(Verifier):
         :func:`exact_rule_predicate` (TV 0).
     name : str
         Name shown in tables.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If an array ``pass_prob`` is not one-dimensional.
+    InvalidDistributionError
+        If an entry of ``pass_prob`` is outside ``[0, 1]`` or not finite.
 
     Examples
     --------
@@ -86,7 +111,23 @@ class ApproximateVerifier(Verifier):
         return law.k == 1
 
     def pass_probabilities(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """The ``(V,)`` array :math:`a` for target p and draft q (validated)."""
+        """The ``(V,)`` array :math:`a` for target p and draft q (validated).
+
+        Parameters
+        ----------
+        p, q : ndarray, shape (V,)
+            Target and (first-draft) draft distributions.
+
+        Returns
+        -------
+        ndarray, shape (V,)
+            Pass probabilities in ``[0, 1]`` (:func:`exact_rule_predicate` when ``pass_prob`` is None).
+
+        Raises
+        ------
+        ShapeMismatchError, InvalidDistributionError
+            If a callable ``pass_prob`` returns the wrong shape or values outside ``[0, 1]``.
+        """
         if self.pass_prob is None:
             return exact_rule_predicate(p, q)
         a = np.asarray(self.pass_prob(p, q) if callable(self.pass_prob) else self.pass_prob, dtype=np.float64)
@@ -110,7 +151,29 @@ class ApproximateVerifier(Verifier):
         return value, {"tv_to_target": float(a @ np.maximum(q - p, 0.0))}
 
     def output_law(self, p: Any, law: DraftLaw) -> np.ndarray:
-        r"""The exact output law :math:`P` (closed form, any V)."""
+        r"""The exact output law :math:`P` (closed form, any V).
+
+        .. math:: P(x) = q(x)a(x) + q(x)(1-a(x))\min\big(1, \tfrac{p(x)}{q(x)}\big) + R\,\mathrm{norm}((p-q)_+)(x).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            A law with ``k = 1``.
+
+        Returns
+        -------
+        ndarray, shape (V,)
+            The law of the output token (equal to ``p`` only when :meth:`tv_to_target` is 0).
+
+        Raises
+        ------
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If ``law.k != 1``.
+        """
         p = self._check(p, law)
         q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
@@ -119,7 +182,27 @@ class ApproximateVerifier(Verifier):
         return q * a + q * (1.0 - a) * accept_ratio(p, q) + R * res
 
     def tv_to_target(self, p: Any, law: DraftLaw) -> float:
-        r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, :doc:`verifiers`, approximate)."""
+        r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, :doc:`verifiers`, approximate).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            A law with ``k = 1``.
+
+        Returns
+        -------
+        float
+            The total-variation distance between the output law and the target.
+
+        Raises
+        ------
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If ``law.k != 1``.
+        """
         p = self._check(p, law)
         q = law.first_draft_marginal()
         return float(self.pass_probabilities(p, q) @ np.maximum(q - p, 0.0))

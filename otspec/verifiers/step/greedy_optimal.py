@@ -21,7 +21,20 @@ __all__ = ["GreedyOptimalVerifier", "greedy_optimal", "greedy_closed_form"]
 
 
 def greedy_closed_form(p: np.ndarray, law: DraftLaw) -> float:
-    r""":math:`\alpha^*_{greedy} = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` (:doc:`math`, greedy drafts)."""
+    r""":math:`\alpha^*_{greedy} = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` (:doc:`math`, greedy drafts).
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    law : GreedyLaw
+        Greedy drafts: ``law.top`` is G, ``law.q_rest`` is :math:`\tilde q`.
+
+    Returns
+    -------
+    float
+        The optimal acceptance, attained by :data:`greedy_optimal` (clipped to 1 against rounding).
+    """
     top, q_rest = (law.top, law.q_rest)
     # q_rest vanishes on G, so the second sum may run over every token.
     return float(min(p[top].sum() + np.minimum(p, q_rest).sum(), 1.0))

@@ -44,6 +44,21 @@ class KSeqDetails:
     ``phase1`` :math:`1-(1-\beta)^k` (some draft accepted in the loop); ``gamma`` = phase1 / beta;
     ``membership`` the full acceptance :math:`P(Y \in \bar X)` (a residual draw may land on a
     rejected draft); ``k``.
+
+    Attributes
+    ----------
+    rho_star : float
+        The optimal division factor :math:`\rho^* \in [1, k]`.
+    beta : float
+        :math:`\beta(\rho^*) = \sum_x \min(p(x)/\rho^*, q(x))`.
+    phase1 : float
+        :math:`1 - (1 - \beta)^k`: probability that the loop accepts some draft.
+    gamma : float
+        ``phase1 / beta``, the weight of :math:`\min(p/\rho^*, q)` removed from the residual.
+    membership : float
+        :math:`P(Y \in \bar X) \ge` ``phase1``.
+    k : int
+        Number of i.i.d. drafts.
     """
 
     rho_star: float
@@ -62,7 +77,28 @@ def _one_minus_pow(beta: float, k: int) -> float:
 
 
 def kseq_beta(p: np.ndarray, q: np.ndarray, rho: float) -> float:
-    r""":math:`\beta(\rho) = \sum_x \min(p(x)/\rho, q(x))`."""
+    r""":math:`\beta(\rho) = \sum_x \min(p(x)/\rho, q(x))`.
+
+    The probability that one draft passes K-SEQ's test :math:`U \le p(X)/(\rho q(X))`.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions.
+    rho : float
+        Division factor, ``rho >= 1``.
+
+    Returns
+    -------
+    float
+        :math:`\beta(\rho) \in [0, 1]`, non-increasing in :math:`\rho`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> kseq_beta(np.array([0.5, 0.5]), np.array([0.9, 0.1]), 2.0)
+    0.35
+    """
     return float(np.minimum(p / rho, q).sum())
 
 
@@ -79,6 +115,18 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
     branches of the minimum; the others are folded into constants
     (:math:`\beta(\rho) = (A + \sum_{r \le \rho} p)/\rho + B + \sum_{r > \rho} q`), and every
     bisection step drops the tokens outside the new bracket (about half of them).
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions (validated).
+    k : int
+        Number of i.i.d. drafts, ``>= 1``.
+
+    Returns
+    -------
+    float
+        :math:`\rho^* \in [1, k]` with :math:`f(\rho^*) \le 0` (1 when ``k == 1``).
 
     Examples
     --------
@@ -134,6 +182,18 @@ def kseq_details(p: np.ndarray, q: np.ndarray, k: int) -> KSeqDetails:
 
     with :math:`p_{acc} = 1-(1-\beta(\rho^*))^k` and
     :math:`p_{res} = \mathrm{norm}\big((p - \gamma \min(p/\rho^*, q))_+\big)`, :math:`\gamma = p_{acc}/\beta`.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions (validated; :func:`details` validates for you).
+    k : int
+        Number of i.i.d. drafts.
+
+    Returns
+    -------
+    KSeqDetails
+        :math:`\rho^*`, :math:`\beta`, phase-1, :math:`\gamma` and the membership acceptance.
     """
     rho = kseq_rho_star(p, q, k)
     m = np.minimum(p / rho, q)
@@ -155,7 +215,28 @@ def kseq_details(p: np.ndarray, q: np.ndarray, k: int) -> KSeqDetails:
 
 
 def kseq_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float | None = None) -> tuple[SequentialPlan, KSeqDetails]:
-    """The K-SEQ sequential plan for draft tuples ``(n, k)`` (validated inputs)."""
+    r"""The K-SEQ sequential plan for draft tuples ``(n, k)`` (validated inputs).
+
+    Round ``j`` examines draft :math:`x_j` and accepts it with :math:`\min(1, p(x_j)/(\rho q(x_j)))`;
+    the residual is :math:`\mathrm{norm}((p - \gamma \min(p/\rho, q))_+)`.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions.
+    tuples : ndarray of int, shape (n, k)
+        Draft tuples (``k`` is the number of i.i.d. drafts).
+    rho : float, optional
+        Division factor; default :math:`\rho^*`. The rule is lossless iff ``rho >= rho_star``
+        (smaller values build deliberately broken controls for tests).
+
+    Returns
+    -------
+    plan : SequentialPlan
+        ``k`` rounds per tuple and the shared residual.
+    details : KSeqDetails
+        The quantities at :math:`\rho^*` (whatever ``rho`` was used).
+    """
     k = tuples.shape[1]
     det = kseq_details(p, q, k)
     if rho is None:
@@ -181,6 +262,14 @@ def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     Returns
     -------
     ndarray, shape (M, V)
+        Row ``m`` is :math:`\pi(\cdot \mid \bar x_m)`.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    InvalidDraftsError
+        If a draft is out of the vocabulary or has ``q = 0``.
 
     Examples
     --------
@@ -199,6 +288,27 @@ def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
 
 def details(p: Any, q: Any, k: int) -> KSeqDetails:
     r"""K-SEQ's :math:`\rho^*`, phase-1 and membership acceptance for ``k`` i.i.d. drafts from ``q``.
+
+    Validating front door of :func:`kseq_details`.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Target and draft distributions.
+    k : int
+        Number of i.i.d. drafts, ``>= 1``.
+
+    Returns
+    -------
+    KSeqDetails
+        The K-SEQ quantities at :math:`\rho^*`.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` is not an integer ``>= 1``.
 
     Examples
     --------
@@ -243,7 +353,20 @@ class KSeqVerifier(Verifier):
         return law.kind == "iid"
 
     def details(self, p: Any, q: Any, k: int) -> KSeqDetails:
-        """See :func:`otspec.verifiers.step.kseq.details`."""
+        """K-SEQ's quantities for ``k`` i.i.d. drafts from ``q`` (:func:`otspec.verifiers.step.kseq.details`).
+
+        Parameters
+        ----------
+        p, q : array_like, shape (V,)
+            Target and draft distributions.
+        k : int
+            Number of i.i.d. drafts.
+
+        Returns
+        -------
+        KSeqDetails
+            :math:`\\rho^*`, :math:`\\beta`, phase-1, :math:`\\gamma` and the membership acceptance.
+        """
         return details(p, q, k)
 
     def _plan(self, p, law, tuples):

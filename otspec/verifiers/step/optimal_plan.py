@@ -29,7 +29,22 @@ __all__ = ["OptimalPlanVerifier", "optimal_plan", "CleanPlan"]
 
 class CleanPlan:
     """An exactly feasible copy of an LP plan: ``sets``, ``set_weights``, ``accept``, ``residual``,
-    ``value`` (acceptance of the cleaned plan), ``lp_value``, ``status``."""
+    ``value`` (acceptance of the cleaned plan), ``lp_value``, ``status``.
+
+    Columns whose accepted mass exceeds :math:`p(y)` and rows exceeding :math:`Q(s)` are scaled
+    down (module docstring), then the residual is recomputed from the cleaned plan.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    plan : TransportPlan
+        The LP's plan (``sets``, ``set_weights``, ``accept``).
+    lp_value : float
+        The LP's optimal value, kept for reference.
+    status : str
+        The LP result's status.
+    """
 
     def __init__(self, p: np.ndarray, plan, lp_value: float, status: str):
         sets = np.asarray(plan.sets, dtype=np.int64)
@@ -73,7 +88,27 @@ class OptimalPlanVerifier(Verifier):
         return True
 
     def plan(self, p, law) -> CleanPlan:
-        """The cleaned optimal plan for ``(p, law)`` (cached)."""
+        """The cleaned optimal plan for ``(p, law)`` (cached).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            An enumerable draft law.
+
+        Returns
+        -------
+        CleanPlan
+            The plan the verifier samples from; computed once per ``(law, p)`` (cached on the law).
+
+        Raises
+        ------
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        ProblemTooLargeError
+            If the LP over the law's draft sets exceeds the memory cap.
+        """
         return self._plan_for(self._check(p, law), law)
 
     def _plan_for(self, p, law) -> CleanPlan:

@@ -37,7 +37,19 @@ def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
     .. math:: \alpha = (1-P_{rej}) + P_{rej} \sum_t p_k(t)\Big(1 - \prod_j \big(1 - \tfrac{(q_j-p_{j-1})_+(t)}{1-\beta_j}\big)\Big),
               \qquad P_{rej} = \prod_j (1-\beta_j).
 
-    Returns ``(membership, round_acceptance)``.
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    qs : list of ndarray, each shape (V,)
+        Draft law of each position, :math:`q_1, \dots, q_k`.
+
+    Returns
+    -------
+    membership : float
+        :math:`\alpha = P(Y \in \bar X)` (a residual draw may land on a rejected draft).
+    round_acceptance : float
+        :math:`1 - P_{rej}`: probability that some round accepts its draft.
     """
     surv = 1.0
     acc = 0.0
@@ -71,6 +83,21 @@ def rrs_plan(p: np.ndarray, qs: list, tuples: np.ndarray) -> SequentialPlan:
 
     Because the drafts are independent, the residual sequence :math:`p_0..p_k` does not depend on
     the drafted tokens; it is computed once.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    qs : list of ndarray, each shape (V,)
+        Draft law of each position.
+    tuples : ndarray of int, shape (n, k)
+        Draft tuples (validated).
+
+    Returns
+    -------
+    SequentialPlan
+        Round ``j`` accepts :math:`x_j` with :math:`\min(1, p_{j-1}(x_j)/q_j(x_j))`; the shared
+        residual is :math:`p_k`.
     """
     k = tuples.shape[1]
     acc = np.empty(tuples.shape, dtype=np.float64)
@@ -87,9 +114,25 @@ def rrs_conditional(p: Any, qs: Any, drafts: Any) -> np.ndarray:
     Parameters
     ----------
     p : array_like, shape (V,)
+        Target distribution.
     qs : array_like, shape (V,) or (k, V)
         One draft law shared by all drafts (i.i.d.), or one per draft position.
     drafts : array_like of int, shape (M, k) or (k,)
+        Draft tuples.
+
+    Returns
+    -------
+    ndarray, shape (M, V)
+        Row ``m`` is :math:`\pi(\cdot \mid \bar x_m)`.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``p`` or a draft law is not a distribution.
+    ShapeMismatchError
+        If the vocabularies differ, or ``qs`` does not hold one law per draft position.
+    InvalidDraftsError
+        If a draft is out of the vocabulary or has probability 0 under its draft law.
 
     Examples
     --------

@@ -98,7 +98,9 @@ def rsd_path_acceptance(p: np.ndarray, q: np.ndarray, k: int, n: int, rng: np.ra
     Parameters
     ----------
     p, q : ndarray, shape (V,)
-        Target and draft laws (validated); ``k`` drafts by successive sampling from q.
+        Target and draft laws (validated).
+    k : int
+        Number of drafts, by successive sampling from q.
     n : int
         Number of paths.
     rng : numpy.random.Generator
@@ -155,7 +157,24 @@ def rsd_path_acceptance(p: np.ndarray, q: np.ndarray, k: int, n: int, rng: np.ra
 
 
 def rrs_wor_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> SequentialPlan:
-    """RSD plan for draft tuples ``(n, k)`` of distinct tokens (per-row residuals, ``(n, V)``)."""
+    r"""RSD plan for draft tuples ``(n, k)`` of distinct tokens (per-row residuals, ``(n, V)``).
+
+    Round ``j`` accepts :math:`x_j` with :math:`\min(1, p_{j-1}(x_j)/q_j(x_j))`, then
+    :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)` and :math:`q_{j+1}` is :math:`q_j` with
+    :math:`x_j` removed and renormalised; the residuals depend on the drafts, hence one per row.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions.
+    tuples : ndarray of int, shape (n, k)
+        Tuples of distinct drafts (validated).
+
+    Returns
+    -------
+    SequentialPlan
+        ``k`` rounds per tuple, residual of shape ``(n, V)``.
+    """
     n, k = tuples.shape
     r = np.arange(n)
     P = np.broadcast_to(p, (n, p.shape[0])).copy()
@@ -175,6 +194,25 @@ def rrs_wor_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> Sequential
 
 def rrs_wor_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     r"""Exact RSD output law :math:`\pi(\cdot \mid \bar x)` for each tuple of distinct drafts.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Target and draft distributions.
+    drafts : array_like of int, shape (M, k) or (k,)
+        Tuples of distinct drafts.
+
+    Returns
+    -------
+    ndarray, shape (M, V)
+        Row ``m`` is :math:`\pi(\cdot \mid \bar x_m)`.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    InvalidDraftsError
+        If a draft is out of the vocabulary, has ``q = 0``, or a tuple repeats a token.
 
     Examples
     --------
