@@ -62,7 +62,25 @@ class IncompatibleModelsError(OtspecInputError):
 
 @dataclass(frozen=True)
 class DecodePlan:
-    """How a (verifier, drafts, gamma) request is run: ``mode`` is ``"chain"``, ``"single"`` or ``"tree"``."""
+    """How a (verifier, drafts, gamma) request is run: ``mode`` is ``"chain"``, ``"single"`` or ``"tree"``.
+
+    Attributes
+    ----------
+    mode : str
+        ``"chain"`` (one drafted block), ``"single"`` (k single-token drafts) or ``"tree"`` (k
+        drafted sequences).
+    verifier : str
+        The verifier name as requested.
+    k : int
+        Number of drafts (1 for chains).
+    gamma : int
+        Draft length (1 for single-step verifiers).
+    rule : str
+        The rule that runs: ``token``/``block`` (chain), the single-step name, or
+        ``kseq``/``rrs``/``rrs_wor`` (tree).
+    draft_law : str
+        How the drafts are drawn: ``iid``, ``without_replacement`` or ``greedy``.
+    """
 
     mode: str
     verifier: str
@@ -86,6 +104,28 @@ def plan_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodePlan:
       verifier's own draft law (plus a bonus token when a draft is accepted);
     * ``kseq`` (SpecTr), ``rrs`` (SpecInfer), ``rrs_wor`` (RSD) with ``gamma > 1``: a tree of
       ``drafts`` sequences of length ``gamma``.
+
+    Parameters
+    ----------
+    verifier : str
+        Verifier name.
+    drafts : int
+        Number of drafts ``k >= 1``.
+    gamma : int
+        Draft length ``>= 1``.
+
+    Returns
+    -------
+    DecodePlan
+        The mode, rule and draft law the decoder will run.
+
+    Raises
+    ------
+    NotAnIntegerError, InvalidDraftCountError
+        If ``drafts`` or ``gamma`` is not an integer ``>= 1``.
+    UnsupportedMethodError
+        If the verifier is unknown, lossy (``approximate``), or has no decoding mode for this
+        ``drafts`` / ``gamma`` (e.g. ``block`` with several drafts).
     """
     k = as_int_in_range(drafts, "drafts")
     g = as_int_in_range(gamma, "gamma")
@@ -174,6 +214,8 @@ class DecodeResult:
         Decoded text per prompt (``None`` without a tokenizer).
     trace : otspec_gpu.trace.Trace
         One record per (round, prompt) with drafts, outcome, timings and theory.
+    config : dict
+        The decoding settings (models, verifier, k, gamma, sampling options, seed).
     """
 
     tokens: list
@@ -182,7 +224,13 @@ class DecodeResult:
     config: dict = field(default_factory=dict)
 
     def report(self):
-        """The theory-vs-practice summary (:func:`otspec_gpu.report.summarize`)."""
+        """The theory-vs-practice summary (:func:`otspec_gpu.report.summarize`).
+
+        Returns
+        -------
+        otspec_gpu.report.Report
+            Measured and exact expected accepted lengths per round, and whether they agree.
+        """
         from otspec_gpu.report import summarize
 
         return summarize(self.trace)
@@ -284,6 +332,19 @@ def decode(
     Returns
     -------
     DecodeResult
+        Tokens and text per prompt, and the per-round trace.
+
+    Raises
+    ------
+    OtspecInputError
+        If a model is not an :class:`~otspec_gpu.models.LM`, ``temperature`` is negative or not
+        finite, or a prompt token id is outside the vocabulary.
+    IncompatibleModelsError
+        If the two models' vocabularies differ.
+    UnsupportedMethodError
+        If ``verifier``, ``drafts`` and ``gamma`` do not combine (:func:`plan_for`).
+    NotAnIntegerError, InvalidDraftCountError
+        If ``drafts``, ``gamma`` or ``max_new_tokens`` is not a positive integer.
     """
     from otspec_gpu import theory as _theory
     from otspec_gpu.trace import TraceBuilder

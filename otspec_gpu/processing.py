@@ -46,6 +46,14 @@ def probs_from_logits(
     -------
     Tensor, shape (..., V), rows summing to 1.
 
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``dtype`` is not float32 or float64.
+    InvalidDistributionError
+        If ``logits`` has no vocabulary axis or holds NaN, or ``temperature``, ``top_k`` or
+        ``top_p`` is out of range.
+
     Examples
     --------
     >>> import torch

@@ -36,7 +36,23 @@ AGREE_ATOL = 1e-9
 
 @dataclass(frozen=True)
 class Agreement:
-    """Realized mean vs exact expected mean over ``n`` records, with a 99% CI of the difference."""
+    """Realized mean vs exact expected mean over ``n`` records, with a 99% CI of the difference.
+
+    Attributes
+    ----------
+    label : str
+        What is compared (e.g. ``"accepted tokens | path"``).
+    realized : float
+        Mean realized value over the records.
+    expected : float
+        Mean exact expectation over the same records.
+    diff : float
+        ``realized - expected`` (0 in expectation for a correct implementation).
+    ci_low, ci_high : float
+        99% confidence interval of ``diff`` (NaN when ``n == 0``).
+    n : int
+        Number of records with a finite expectation.
+    """
 
     label: str
     realized: float
@@ -48,6 +64,7 @@ class Agreement:
 
     @property
     def agrees(self) -> bool:
+        """True when the 99% interval of the difference contains 0 (within :data:`AGREE_ATOL`)."""
         # AGREE_ATOL absorbs float64 rounding when every difference is 0 (a zero-width interval).
         return bool(self.ci_low - AGREE_ATOL <= 0.0 <= self.ci_high + AGREE_ATOL)
 
@@ -74,7 +91,38 @@ def _agreement(label: str, realized: np.ndarray, expected: np.ndarray, *, bernou
 
 @dataclass(frozen=True)
 class Report:
-    """Summary of one run (see the module docstring); ``theory`` maps column -> mean over records."""
+    """Summary of one run (see the module docstring); ``theory`` maps column -> mean over records.
+
+    Attributes
+    ----------
+    config : dict
+        The run's settings (:attr:`otspec_gpu.decoding.DecodeResult.config`).
+    records : int
+        Number of (round, prompt) records: target forwards per prompt.
+    rounds : int
+        Number of batched rounds.
+    tokens : int
+        Generated tokens over all prompts.
+    target_calls_per_token : float
+        ``records / tokens``.
+    mean_accepted_length : float
+        1 + mean :math:`\\tau` over records (bonus token included).
+    tokens_per_s : float
+        Generated tokens per second of decoding work (theory time excluded).
+    verify_share : float
+        Fraction of the round time spent in verification.
+    time_s : dict
+        Seconds per phase (``prefill``, ``draft``, ``target``, ``verify``, ``rollback``, ``theory``).
+    agreement : tuple of Agreement
+        Realized against exact expected acceptance (conditional on the drafts, and for
+        single-step rounds also unconditional).
+    theory : dict
+        Mean of each exact ``exp_*`` column of the trace (other verifiers on the same paths).
+    optimum : float
+        Mean optimal acceptance over the records (NaN when not computed).
+    optimum_how : str
+        What ``optimum`` is.
+    """
 
     config: dict
     records: int
@@ -91,12 +139,26 @@ class Report:
     optimum_how: str = ""
 
     def to_dict(self) -> dict:
+        """JSON-ready form (``otspec decode --json``).
+
+        Returns
+        -------
+        dict
+            Every field, each agreement with its ``agrees`` verdict added.
+        """
         d = asdict(self)
         d["agreement"] = [dict(asdict(a), agrees=a.agrees) for a in self.agreement]
         return d
 
     def table(self) -> list[tuple[str, str]]:
-        """(label, value) rows for printing."""
+        """(label, value) rows for printing.
+
+        Returns
+        -------
+        list of tuple of str
+            ``(quantity, formatted value)`` rows: the configuration, each agreement with its
+            interval and verdict, theory means, the optimum and the efficiency figures.
+        """
         rows = [
             (
                 "verifier",
@@ -126,7 +188,18 @@ class Report:
 
 
 def summarize(trace: Trace) -> Report:
-    """The :class:`Report` of a trace (in memory or reloaded with :func:`otspec_gpu.trace.load`)."""
+    """The :class:`Report` of a trace (in memory or reloaded with :func:`otspec_gpu.trace.load`).
+
+    Parameters
+    ----------
+    trace : otspec_gpu.trace.Trace
+        The per-record columns and the run's config.
+
+    Returns
+    -------
+    Report
+        Efficiency figures and the theory-vs-practice agreement (module docstring).
+    """
     c, cfg = trace.columns, trace.config
     tau = c["tau"].astype(np.float64)
     n = int(tau.size)
