@@ -45,7 +45,22 @@ def _tok(q: torch.Tensor) -> torch.Tensor:
 
 
 class ScoreModel(torch.nn.Module):
-    """The score :math:`s(x)` of the module docstring (float64 parameters)."""
+    """The score :math:`s(x)` of the module docstring (float64 parameters).
+
+    Parameters
+    ----------
+    kind : {"logreg", "head"}
+        Linear score on the cheap features, or with the MLP term :math:`g(h)` on the hidden state.
+    hidden_size : int
+        Width ``H`` of the draft's hidden state.
+    units : int
+        ReLU units of the head (``kind="head"``).
+
+    Raises
+    ------
+    SprinterInputError
+        If ``kind`` is unknown.
+    """
 
     def __init__(self, kind: str, hidden_size: int, units: int = 32):
         super().__init__()
@@ -64,7 +79,13 @@ class ScoreModel(torch.nn.Module):
             self.w2 = torch.nn.Parameter(torch.zeros(self.units, dtype=torch.float64))
 
     def init(self, generator: torch.Generator) -> None:
-        """Seeded initialisation (zeros for the linear part, scaled Gaussians for the head)."""
+        """Seeded initialisation (zeros for the linear part, scaled Gaussians for the head).
+
+        Parameters
+        ----------
+        generator : torch.Generator
+            Stream of the head's Gaussian weights (:math:`N(0, 1/H)` and :math:`N(0, 1/\\text{units})`).
+        """
         with torch.no_grad():
             self.w.zero_()
             self.b.zero_()
@@ -74,7 +95,22 @@ class ScoreModel(torch.nn.Module):
                 self.w2.copy_(torch.randn(self.w2.shape, generator=generator, dtype=torch.float64) / math.sqrt(self.units))
 
     def context_score(self, hidden: torch.Tensor, entropy: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
-        """The part of the score that does not depend on the token, ``[R]``."""
+        """The part of the score that does not depend on the token, ``[R]``.
+
+        Parameters
+        ----------
+        hidden : torch.Tensor
+            ``[R, H]`` draft hidden states.
+        entropy : torch.Tensor
+            ``[R]`` entropies :math:`H(q)` in nats.
+        position : torch.Tensor
+            ``[R]`` positions :math:`t`.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[R]`` float64: :math:`b + w_1 z(H(q)) + w_2 z(t) + g(h)`.
+        """
         c = (_cheap(entropy, position) - self.mu[:2]) / self.sd[:2]
         s = self.b + c @ self.w[:2]
         if self.kind == "head":
@@ -83,15 +119,54 @@ class ScoreModel(torch.nn.Module):
         return s
 
     def token_score(self, q: torch.Tensor) -> torch.Tensor:
-        """The token-dependent part for every entry of ``q`` (any shape)."""
+        """The token-dependent part for every entry of ``q`` (any shape).
+
+        Parameters
+        ----------
+        q : torch.Tensor
+            Draft probabilities :math:`q(x)` (any shape).
+
+        Returns
+        -------
+        torch.Tensor
+            Same shape, float64: :math:`w_3 z(\\log q(x)) + w_4 z(q(x))`.
+        """
         return ((_tok(q) - self.mu[2:]) / self.sd[2:]) @ self.w[2:]
 
     def score_rows(self, hidden, entropy, position, q_x) -> torch.Tensor:
-        """Score of the drafted token of each dataset row, ``[N]``."""
+        """Score of the drafted token of each dataset row, ``[N]``.
+
+        Parameters
+        ----------
+        hidden : torch.Tensor
+            ``[N, H]`` hidden states.
+        entropy : torch.Tensor
+            ``[N]`` draft entropies.
+        position : torch.Tensor
+            ``[N]`` positions.
+        q_x : torch.Tensor
+            ``[N]`` draft probability of each row's drafted token.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[N]`` float64 scores :math:`s(x)` (logits of the pass probability).
+        """
         return self.context_score(hidden, entropy, position) + self.token_score(q_x)
 
     def score_vocab(self, f: Features) -> torch.Tensor:
-        """Score of every token of the vocabulary at each position, ``[R, V]``."""
+        """Score of every token of the vocabulary at each position, ``[R, V]``.
+
+        Parameters
+        ----------
+        f : otspec_gpu.sprinter.rules.Features
+            The draft's view of ``R`` positions.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[R, V]`` float64 scores.
+        """
         return self.context_score(f.hidden, f.entropy, f.position)[:, None] + self.token_score(f.q)
 
 
@@ -121,6 +196,16 @@ def train(
         Train on :math:`1\\{q \\le p\\}` or on :math:`\\min(1, p/q)`.
     units, steps, lr, weight_decay, seed :
         Head width, Adam steps and settings, initialisation seed.
+
+    Returns
+    -------
+    ScoreModel
+        The fitted model in eval mode (standardisation taken from ``ds``).
+
+    Raises
+    ------
+    SprinterInputError
+        If ``label`` is unknown or ``ds`` has fewer than 2 rows.
     """
     if label not in ("hard", "soft"):
         raise SprinterInputError(f"label must be 'hard' or 'soft' (got {label!r})")
@@ -155,6 +240,24 @@ def metrics(model: ScoreModel, ds, threshold: float = 0.5, *, bins: int = 10) ->
     :math:`p(x) < q(x)` that pass: the ones that cost fidelity), the pass rate on rows with
     :math:`p \ge q`, the overall pass rate, log-loss, Brier score, AUC, and the expected
     calibration error over ``bins`` equal-width bins of :math:`\sigma(s)` with its reliability table.
+
+    Parameters
+    ----------
+    model : ScoreModel
+        The fitted score.
+    ds : otspec_gpu.sprinter.data.Dataset
+        Held-out rows.
+    threshold : float
+        Decision threshold :math:`\theta` on :math:`\sigma(s)`.
+    bins : int
+        Number of calibration bins.
+
+    Returns
+    -------
+    dict
+        ``n``, ``threshold``, ``accuracy``, ``majority_accuracy``, ``positive_rate``,
+        ``false_accept_rate``, ``true_pass_rate``, ``pass_rate``, ``log_loss``, ``brier``, ``auc``,
+        ``ece`` and ``reliability`` (one dict per non-empty bin).
     """
     s = torch.sigmoid(_rows(model, ds))
     y = ds.label.bool()
@@ -193,7 +296,22 @@ def metrics(model: ScoreModel, ds, threshold: float = 0.5, *, bins: int = 10) ->
 
 
 class ClassifierVerifier(PassRule):
-    r"""Pass drafted token :math:`x` iff :math:`\sigma(s(x)) \ge \theta` (:math:`a(x) \in \{0, 1\}` over the vocabulary)."""
+    r"""Pass drafted token :math:`x` iff :math:`\sigma(s(x)) \ge \theta` (:math:`a(x) \in \{0, 1\}` over the vocabulary).
+
+    Parameters
+    ----------
+    model : ScoreModel
+        The trained score.
+    threshold : float
+        :math:`\theta \in [0, 1]`.
+    meta : dict, optional
+        Provenance (training data, metrics), saved with the weights.
+
+    Raises
+    ------
+    SprinterInputError
+        If ``threshold`` is outside ``[0, 1]``.
+    """
 
     def __init__(self, model: ScoreModel, threshold: float = 0.5, *, meta: dict | None = None):
         threshold = float(threshold)
@@ -203,10 +321,39 @@ class ClassifierVerifier(PassRule):
         self.name = f"sprinter-{model.kind}@{threshold:g}"
 
     def with_threshold(self, threshold: float) -> ClassifierVerifier:
+        """The same classifier with another decision threshold.
+
+        Parameters
+        ----------
+        threshold : float
+            :math:`\\theta \\in [0, 1]`.
+
+        Returns
+        -------
+        ClassifierVerifier
+            A new verifier sharing the model and provenance.
+        """
         return ClassifierVerifier(self.model, threshold, meta=self.meta)
 
     @torch.no_grad()
     def pass_prob(self, f: Features) -> torch.Tensor:
+        """:math:`a(x) = 1\\{\\sigma(s(x)) \\ge \\theta\\}` for every token at every position.
+
+        Parameters
+        ----------
+        f : Features
+            The draft's view of ``R`` positions.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[R, V]`` float64 of 0.0 / 1.0.
+
+        Raises
+        ------
+        SprinterInputError
+            If the draft's hidden size differs from the one the model was trained on.
+        """
         if f.hidden.shape[-1] != self.model.hidden_size:
             raise SprinterInputError(
                 f"the verifier was trained on hidden size {self.model.hidden_size} but the draft has {f.hidden.shape[-1]}; use weights trained for this draft"
@@ -215,7 +362,20 @@ class ClassifierVerifier(PassRule):
 
 
 def save_verifier(v: ClassifierVerifier, path: str | Path) -> Path:
-    """Write the weights, threshold and provenance to a ``.safetensors`` file."""
+    """Write the weights, threshold and provenance to a ``.safetensors`` file.
+
+    Parameters
+    ----------
+    v : ClassifierVerifier
+        The verifier to save.
+    path : str or pathlib.Path
+        Destination (parent folders are created).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -228,7 +388,25 @@ def save_verifier(v: ClassifierVerifier, path: str | Path) -> Path:
 
 
 def load_verifier(path: str | Path, threshold: float | None = None) -> ClassifierVerifier:
-    """Read a verifier written by :func:`save_verifier` (``threshold`` overrides the stored one)."""
+    """Read a verifier written by :func:`save_verifier` (``threshold`` overrides the stored one).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A file written by :func:`save_verifier`.
+    threshold : float, optional
+        Decision threshold (default: the stored one).
+
+    Returns
+    -------
+    ClassifierVerifier
+        The verifier, model in eval mode.
+
+    Raises
+    ------
+    SprinterInputError
+        If the file is missing, unreadable, or not a SPRINTER verifier file.
+    """
     from safetensors import safe_open
 
     path = Path(path)

@@ -42,7 +42,31 @@ FIELDS = ("hidden", "entropy", "q_x", "p_x", "position", "label", "soft", "tv", 
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """One row per drafted position (tensors of length ``N``; ``hidden`` is ``[N, H]``)."""
+    """One row per drafted position (tensors of length ``N``; ``hidden`` is ``[N, H]``).
+
+    Attributes
+    ----------
+    hidden : torch.Tensor
+        ``[N, H]`` draft hidden state at the position that produced :math:`q_t`.
+    entropy : torch.Tensor
+        ``[N]`` entropy :math:`H(q_t)` in nats.
+    q_x, p_x : torch.Tensor
+        ``[N]`` draft and target probabilities of the drafted token :math:`x_t`.
+    position : torch.Tensor
+        ``[N]`` number of tokens generated before :math:`x_t`.
+    label : torch.Tensor
+        ``[N]`` int64 :math:`1\\{q_t(x_t) \\le p_t(x_t)\\}`.
+    soft : torch.Tensor
+        ``[N]`` :math:`\\min(1, p_t(x_t)/q_t(x_t))`.
+    tv : torch.Tensor
+        ``[N]`` :math:`d_{TV}(p_t, q_t)`.
+    prompt_id : torch.Tensor
+        ``[N]`` index of the row's prompt (the split is by prompt).
+    token : torch.Tensor
+        ``[N]`` the drafted token id :math:`x_t`.
+    meta : dict
+        Provenance: models, temperature, seed, prompts.
+    """
 
     hidden: torch.Tensor
     entropy: torch.Tensor
@@ -60,6 +84,18 @@ class Dataset:
         return int(self.label.shape[0])
 
     def subset(self, mask: torch.Tensor) -> Dataset:
+        """The rows selected by ``mask``.
+
+        Parameters
+        ----------
+        mask : torch.Tensor
+            ``[N]`` bool mask (or index tensor) over rows.
+
+        Returns
+        -------
+        Dataset
+            The selected rows, with a copy of ``meta``.
+        """
         return Dataset(**{k: getattr(self, k)[mask] for k in FIELDS}, meta=dict(self.meta))
 
     def __repr__(self) -> str:
@@ -67,7 +103,18 @@ class Dataset:
 
 
 def default_path(name: str = "smollm2-int8") -> Path:
-    """``<cache>/sprinter/<name>.safetensors`` under :func:`otspec_gpu.models.cache_dir`."""
+    """``<cache>/sprinter/<name>.safetensors`` under :func:`otspec_gpu.models.cache_dir`.
+
+    Parameters
+    ----------
+    name : str
+        Dataset name (by convention the draft model's name).
+
+    Returns
+    -------
+    pathlib.Path
+        The file path (not created).
+    """
     from otspec_gpu.models import cache_dir
 
     return cache_dir() / "sprinter" / f"{name}.safetensors"
@@ -90,7 +137,9 @@ def collect(
     Parameters
     ----------
     target, draft : otspec_gpu.models.LM
+        Target (labels) and draft (samples, features) sharing a vocabulary.
     prompts : list of str or list of list of int
+        Prompts, as text or token ids.
     max_new_tokens : int
         Drafted positions per prompt (positions after an EOS are dropped).
     temperature : float
@@ -101,6 +150,16 @@ def collect(
         Prompts decoded together (left-padded, KV-cached).
     prompt_ids : list of int, optional
         Identifiers stored with each row (default ``0..len(prompts)-1``).
+
+    Returns
+    -------
+    Dataset
+        One row per drafted position, with provenance in ``meta``.
+
+    Raises
+    ------
+    SprinterInputError
+        If ``prompts`` is empty or ``temperature`` is not positive.
     """
     if not prompts:
         raise SprinterInputError("prompts must be a non-empty list; pass e.g. otspec_gpu.sprinter.prompts.PROMPTS")
@@ -186,6 +245,25 @@ def collect(
 def split(ds: Dataset, test_fraction: float = 0.3, *, seed: int = 0) -> tuple[Dataset, Dataset]:
     """Train / test split **by prompt** (no prompt in both), seeded.
 
+    Parameters
+    ----------
+    ds : Dataset
+        The rows to split.
+    test_fraction : float
+        Fraction of the prompts (not rows) held out, in ``(0, 1)``; at least one prompt on each side.
+    seed : int
+        Seed of the prompt permutation.
+
+    Returns
+    -------
+    train, test : Dataset
+        The rows of the training prompts and of the held-out prompts.
+
+    Raises
+    ------
+    SprinterInputError
+        If ``test_fraction`` is not in ``(0, 1)`` or ``ds`` has fewer than 2 prompts.
+
     Examples
     --------
     >>> import torch
@@ -210,7 +288,20 @@ def split(ds: Dataset, test_fraction: float = 0.3, *, seed: int = 0) -> tuple[Da
 
 
 def save(ds: Dataset, path: str | Path) -> Path:
-    """Write ``ds`` to ``path`` (``.safetensors``, provenance in the metadata); creates the folder."""
+    """Write ``ds`` to ``path`` (``.safetensors``, provenance in the metadata); creates the folder.
+
+    Parameters
+    ----------
+    ds : Dataset
+        The dataset.
+    path : str or pathlib.Path
+        Destination file.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -220,7 +311,23 @@ def save(ds: Dataset, path: str | Path) -> Path:
 
 
 def load(path: str | Path) -> Dataset:
-    """Read a dataset written by :func:`save`."""
+    """Read a dataset written by :func:`save`.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A file written by :func:`save`.
+
+    Returns
+    -------
+    Dataset
+        The rows and their provenance.
+
+    Raises
+    ------
+    SprinterInputError
+        If the file is missing or is not a SPRINTER dataset.
+    """
     from safetensors import safe_open
 
     path = Path(path)

@@ -96,7 +96,15 @@ class SprinterResult:
     config: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
-        """Totals: tokens, target calls per token, mean certified bound, mean log-likelihood per token."""
+        """Totals: tokens, target calls per token, mean certified bound, mean log-likelihood per token.
+
+        Returns
+        -------
+        dict
+            ``sequences``, ``tokens``, ``target_calls``, ``target_calls_per_token``,
+            ``tokens_per_call``, ``certified_tv_mean`` and ``certified_tv_max`` (over sequences),
+            ``loglik_per_token`` (target log-likelihood) and ``mean_run_length``.
+        """
         n_tok = sum(len(t) for t in self.tokens)
         calls = sum(self.target_calls)
         return {

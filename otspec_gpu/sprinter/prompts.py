@@ -47,12 +47,45 @@ TEMPLATES = (
 
 
 def prompts_for(topics) -> list[str]:
-    """Every template applied to every topic (topic-major order)."""
+    """Every template applied to every topic (topic-major order).
+
+    Parameters
+    ----------
+    topics : iterable of str
+        Topics (e.g. one side of :func:`split_topics`).
+
+    Returns
+    -------
+    list of str
+        ``len(topics) * len(TEMPLATES)`` prompts.
+
+    Examples
+    --------
+    >>> prompts_for(["tides"])[0]
+    'Write a short paragraph about tides.'
+    """
     return [t.format(topic) for topic in topics for t in TEMPLATES]
 
 
 def split_topics(n_test: int, *, seed: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(train_topics, test_topics)``: a seeded split of :data:`TOPICS` with ``n_test`` held out.
+
+    Parameters
+    ----------
+    n_test : int
+        Number of held-out topics, in ``[1, len(TOPICS) - 1]``.
+    seed : int
+        Seed of the permutation.
+
+    Returns
+    -------
+    train_topics, test_topics : tuple of str
+        Disjoint, each in :data:`TOPICS` order.
+
+    Raises
+    ------
+    SprinterInputError
+        If ``n_test`` is out of range.
 
     Examples
     --------

@@ -26,7 +26,18 @@ __all__ = ["ConstantPass", "Features", "OraclePass", "PassRule", "entropy"]
 
 
 def entropy(q: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy (nats) of each row of ``q`` [R, V]."""
+    """Shannon entropy (nats) of each row of ``q`` [R, V].
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        ``[R, V]`` distributions.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[R]`` float64 :math:`-\\sum_x q(x) \\log q(x)` (zero entries contribute 0).
+    """
     q = q.double()
     return -(torch.where(q > 0, q * torch.log(q.clamp_min(1e-300)), torch.zeros_like(q))).sum(-1)
 
@@ -64,6 +75,18 @@ class PassRule:
     needs_target = False
 
     def pass_prob(self, f: Features) -> torch.Tensor:  # pragma: no cover - abstract
+        """The pass probability :math:`a(x)` of every token at every position.
+
+        Parameters
+        ----------
+        f : Features
+            The draft's view of ``R`` positions (``f.p`` set when :attr:`needs_target`).
+
+        Returns
+        -------
+        torch.Tensor
+            ``[R, V]`` float64 in ``[0, 1]``.
+        """
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -72,6 +95,16 @@ class PassRule:
 
 class ConstantPass(PassRule):
     r"""Pass every drafted token with probability ``c`` (``c = 1``: never consult the target before the cap).
+
+    Parameters
+    ----------
+    c : float
+        The pass probability, in ``[0, 1]``.
+
+    Raises
+    ------
+    SprinterInputError
+        If ``c`` is outside ``[0, 1]``.
 
     Examples
     --------
@@ -90,6 +123,7 @@ class ConstantPass(PassRule):
         self.name = f"constant({c:g})"
 
     def pass_prob(self, f: Features) -> torch.Tensor:
+        """``c`` everywhere, ``[R, V]``."""
         return torch.full_like(f.q, self.c, dtype=torch.float64)
 
 
@@ -105,6 +139,7 @@ class OraclePass(PassRule):
     needs_target = True
 
     def pass_prob(self, f: Features) -> torch.Tensor:
+        """:math:`1\\{p(x) \\ge q(x)\\}`, ``[R, V]`` (needs ``f.p``)."""
         if f.p is None:
             raise SprinterInputError(
                 "the oracle pass rule needs the target's law p at the position; the decoder supplies it when needs_target is set"
