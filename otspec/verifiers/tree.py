@@ -188,7 +188,7 @@ class TreeKernel:
         return float(sum(w * sum(pr * (len(o) - 1) for o, pr in law.items()) for w, law in zip(self.weights, self.laws)))
 
     def output_law(self) -> dict:
-        """Law of the emitted block, ``{O: P(O)}``, aggregated over drafted trees.
+        r"""Law of the emitted block, ``{O: P(O)}``, aggregated over drafted trees.
 
         Returns
         -------

@@ -25,9 +25,12 @@ A method that overrides a base-class method with the same parameters, whose docs
 needs only a summary: the base carries the contract (``Parameters``, ``Returns``, ``Raises``), and an
 override without a docstring inherits the base's (``inspect.getdoc``).
 
-``ALLOWED_MISSING`` lists, by qualified name, what is not documented yet; it only shrinks, and an
-entry that no longer fails is itself an error, so the list stays exact. Runtime: about 2 s (mostly
-importing ``otspec_gpu``).
+``ALLOWED_MISSING`` lists, by qualified name, what is not documented yet (``module.*`` covers a
+whole module that other work is restructuring); it only shrinks, and an entry that no longer fails
+(a ``module.*`` entry: no failing name left under it) is itself an error, so the list stays exact.
+
+Runtime: about 1 s for the checks, plus importing ``otspec_gpu`` (about 5 s alone, shared with
+the other tests in a full run).
 """
 
 from __future__ import annotations
@@ -452,17 +455,22 @@ def _report() -> dict[str, list[str]]:
     return {name: problems(obj, kind, owner) for name, kind, obj, owner in _members()}
 
 
+def _allowed(name: str) -> bool:
+    return name in ALLOWED_MISSING or any(e.endswith(".*") and name.startswith(e[:-1]) for e in ALLOWED_MISSING)
+
+
 def test_every_public_callable_has_a_numpydoc_docstring():
     report = _report()
     assert len(report) > 100, f"found only {len(report)} public callables: discovery is broken"
-    bad = {name: msgs for name, msgs in report.items() if msgs and name not in ALLOWED_MISSING}
+    bad = {name: msgs for name, msgs in report.items() if msgs and not _allowed(name)}
     lines = [f"{name}: {'; '.join(msgs)}" for name, msgs in sorted(bad.items())]
     assert not bad, f"{len(bad)} public docstrings are incomplete:\n" + "\n".join(lines)
 
 
 def test_allow_list_is_exact():
     report = _report()
-    stale = sorted(name for name in ALLOWED_MISSING if not report.get(name))
+    failing = [name for name, msgs in report.items() if msgs]
+    stale = sorted(e for e in ALLOWED_MISSING if not (any(n.startswith(e[:-1]) for n in failing) if e.endswith(".*") else report.get(e)))
     assert not stale, "documented now (or gone): remove from ALLOWED_MISSING: " + ", ".join(stale)
 
 
@@ -541,6 +549,37 @@ class _Fields:
     d: float
 
 
+class _Base:
+    def rate(self, p, *, k=1):
+        """A rate.
+
+        Parameters
+        ----------
+        p : ndarray
+            Target.
+        k : int
+            Drafts.
+
+        Returns
+        -------
+        float
+            The rate.
+        """
+        return 0.0
+
+
+class _Override(_Base):
+    def rate(self, p, *, k=1):
+        """The override's own summary (the base carries the sections)."""
+        return 1.0
+
+
+class _Renamed(_Base):
+    def rate(self, q, *, k=1):
+        """Different parameters: the base's sections do not describe it."""
+        return 1.0
+
+
 def test_checker_flags_bad_docstrings():
     assert problems(_undocumented) == ["no docstring"]
     msgs = problems(_bad_sections)
@@ -550,8 +589,10 @@ def test_checker_flags_bad_docstrings():
     assert "no Returns section" in msgs
     assert "raises InvalidDraftCountError but Raises does not name it" in msgs
     assert problems(_Fields, "class") == ["dataclass field 'd' undocumented (Attributes section or attribute docstring)"]
+    assert "parameter 'q' not in Parameters" in problems(_Renamed.rate, "method", _Renamed)
 
 
 def test_checker_passes_complete_docstrings():
     assert problems(_complete) == []
     assert problems(_no_return) == []
+    assert problems(_Override.rate, "method", _Override) == []

@@ -79,7 +79,7 @@ def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
 
 
 def rrs_plan(p: np.ndarray, qs: list, tuples: np.ndarray) -> SequentialPlan:
-    """RRS-with-replacement plan for draft tuples ``(n, k)``; ``qs[j]`` is draft j's law.
+    r"""RRS-with-replacement plan for draft tuples ``(n, k)``; ``qs[j]`` is draft j's law.
 
     Because the drafts are independent, the residual sequence :math:`p_0..p_k` does not depend on
     the drafted tokens; it is computed once.
