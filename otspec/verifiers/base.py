@@ -11,7 +11,7 @@ from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, MC_CONFIDENCE_Z, SAMPLE_
 from otspec._validation import as_distribution, as_generator, check_memory
 from otspec.errors import NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
-from otspec.sampling import split_streams
+from otspec.sampling import spawn_streams
 from otspec.verifiers.kernel import AcceptanceEstimate, VerifierKernel
 from otspec.verifiers.plan import SequentialPlan, plan_rows, sample_plan
 from otspec.verifiers.tuples import membership_mask
@@ -166,11 +166,11 @@ class Verifier:
         """One output token for one draft tuple (validated with ``law.validate_drafts``).
 
         Accept coins come from ``rng``; residual draws from a child stream spawned from it
-        (:func:`split_streams`).
+        (:func:`otspec.sampling.spawn_streams` with ``parent_first=True``).
         """
         p = self._check(p, law)
         d = law.validate_drafts(drafts)
-        coin_rng, res_rng = split_streams(rng)
+        coin_rng, res_rng = spawn_streams(rng, 2, parent_first=True)
         self._prepare(p, law)
         return int(self._sample_rows(p, law, d[None, :], coin_rng, res_rng)[0])
 
@@ -180,7 +180,7 @@ class Verifier:
         same generator state)."""
         p = self._check(p, law)
         d = law.validate_draft_batch(drafts)
-        coin_rng, res_rng = split_streams(rng)
+        coin_rng, res_rng = spawn_streams(rng, 2, parent_first=True)
         self._prepare(p, law)
         chunk = max(1, SAMPLE_CHUNK_ENTRIES // max(law.V, 1))
         out = np.empty(d.shape[0], dtype=np.int64)
