@@ -35,7 +35,7 @@ from otspec._tolerances import (
 from otspec._validation import as_int_in_range, check_memory
 from otspec.errors import UnsupportedMethodError
 from otspec.bounds.highs import solve_colwise
-from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED
+from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED, BlockPlan
 
 __all__ = [
     "BlockOptimumResult",
@@ -77,10 +77,9 @@ class BlockOptimumResult:
         Bound on the numerical error of ``value``.
     checks : mapping
         Residual of every plain-numpy re-check (name -> float).
-    plan : ndarray or None
-        The LP's optimal :math:`\pi` (one entry per column; see ``columns``), LP only.
-    columns : mapping or None
-        Column labels of ``plan``: arrays ``outcome``, ``tau``, ``node``, ``y`` (LP only).
+    plan : BlockPlan or None
+        The LP's optimal coupling :math:`\pi(o, t, n, y)` with its column labels (a
+        :class:`~otspec.TransportPlan`, like :attr:`otspec.AcceptanceResult.plan`); LP only.
     solver_info : str
         HiGHS' model status (LP only; empty for the closed form).
     """
@@ -95,8 +94,7 @@ class BlockOptimumResult:
     gap: float = 0.0
     error_bound: float = 0.0
     checks: Mapping[str, float] = field(default_factory=dict)
-    plan: np.ndarray | None = None
-    columns: Mapping[str, np.ndarray] | None = None
+    plan: BlockPlan | None = None
     solver_info: str = ""
 
     @property
@@ -115,6 +113,7 @@ class BlockOptimumResult:
         )
 
     def to_dict(self) -> dict:
+        """JSON-ready summary (the plan is left out, as in :meth:`otspec.AcceptanceResult.to_dict`)."""
         return {
             "value": float(self.value),
             "block_efficiency": float(self.value + 1.0),
@@ -127,6 +126,7 @@ class BlockOptimumResult:
             "gap": float(self.gap),
             "error_bound": float(self.error_bound),
             "checks": {k: float(v) for k, v in self.checks.items()},
+            "solver_info": self.solver_info,
         }
 
 
@@ -336,7 +336,6 @@ def solve_path_lp(
                     x, polished = np.maximum(x_p, 0.0), True
                 duals.append(y_p)
         joint = _joint_coupling(table)
-        labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
         if not ok:
             return BlockOptimumResult(
                 value=float("nan"),
@@ -382,6 +381,15 @@ def solve_path_lp(
         checks["gap"] = abs(gap)
         good = all(v <= CERTIFICATE_ATOL for v in checks.values())
         x.setflags(write=False)
+        plan = BlockPlan(
+            value=primal,
+            outcome_weights=b[:n_out].copy(),
+            mass=x,
+            outcome=np.concatenate(lab_o),
+            tau=np.concatenate(lab_t),
+            node=np.concatenate(lab_n),
+            y=np.concatenate(lab_y),
+        )
         return BlockOptimumResult(
             value=primal,
             method="lp",
@@ -393,8 +401,7 @@ def solve_path_lp(
             gap=float(gap),
             error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
             checks={**checks, "polished": float(polished)},
-            plan=x,
-            columns=labels,
+            plan=plan,
             solver_info=info,
         )
 
