@@ -55,12 +55,15 @@ __all__ = [
     "threshold_tree",
 ]
 
-#: Threshold-tree builders. ``"heap"``: remove the boundary of smallest local ratio, one at a time,
-#: with a binary heap, O(m (log m + k)), in pure Python. ``"compiled"``: the same algorithm compiled
-#: with numba (optional extra ``otspec[fast]``), bit-identical trees, about a hundred times faster.
-#: ``"auto"`` (the default): ``"compiled"`` when numba is installed, else ``"heap"``. ``"argmax"``:
-#: the direct recursion, worst case O(m^2), a reference for tests.
-TREE_METHODS = ("auto", "compiled", "heap", "argmax")
+#: Threshold-tree builders. ``"heap"``: remove the boundary of smallest local ratio one at a time
+#: with a binary heap, O(m (log m + k)) worst case, pure Python. ``"heap_compiled"``: the same
+#: algorithm compiled with numba (optional extra ``otspec[fast]``), bit-identical trees, about
+#: 50-100x faster. ``"flip"``: randomized incremental construction with flips, expected O(m k) for
+#: every input (compiled when numba is installed, else the same code in plain Python); the best
+#: proven bound, but its random memory accesses make it slower than the compiled heap in practice.
+#: ``"auto"`` (the default): ``"heap_compiled"`` when numba is installed, else ``"heap"``.
+#: ``"argmax"``: the direct recursion, worst case O(m^2), a reference for tests.
+TREE_METHODS = ("auto", "flip", "heap", "heap_compiled", "argmax")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -309,10 +312,15 @@ class ThresholdTree:
     order : ndarray of int64
         Interior boundaries in removal order (leaves first, root last).
     method : str
-        Builder used (``"compiled"``, ``"heap"`` or ``"argmax"``; ``"auto"`` resolves to one of
-        the first two).
+        Builder used (``"heap_compiled"``, ``"heap"``, ``"flip"`` or ``"argmax"``; ``"auto"``
+        resolves to one of the first two).
     max_clamp : float
         Largest amount by which a raw ratio exceeded its parent's and was clamped (rounding).
+    work : int or None
+        Elementary steps of the build (a complexity guard the tests check on adversarial inputs):
+        ``"flip"``: the number of flips (expected below 2 per boundary, at most
+        ``MAX_FLIPS_PER_BOUNDARY`` per boundary); ``"heap_compiled"``: heap record swaps, at most
+        :math:`(m-1) + 3(m-1)(\lfloor \log_4 (m-1) \rfloor + 1)`; None for the other builders.
     """
 
     G: np.ndarray
@@ -321,6 +329,7 @@ class ThresholdTree:
     order: np.ndarray
     method: str
     max_clamp: float
+    work: int | None = None
 
     @property
     def kappa(self) -> np.ndarray:
@@ -362,7 +371,9 @@ def _clamp_down(G: np.ndarray, left: np.ndarray, right: np.ndarray, order: np.nd
     return np.where(val > 0.0, val, 0.0)  # max(0.0, g) as the loop computes it (0.0 for -0.0)
 
 
-def _finish(geo: _Geometry, G: np.ndarray, left: np.ndarray, right: np.ndarray, order, method: str, jit=None) -> ThresholdTree:
+def _finish(
+    geo: _Geometry, G: np.ndarray, left: np.ndarray, right: np.ndarray, order, method: str, jit=None, work: int | None = None
+) -> ThresholdTree:
     """Make the ratios nested despite rounding and record the largest change: top-down (reverse
     removal order; a node's neighbours at removal are removed later), clamp each node to its two
     neighbours at removal and to [0, 1]. The clamp is local on purpose: a garbage ratio in a block
@@ -374,7 +385,7 @@ def _finish(geo: _Geometry, G: np.ndarray, left: np.ndarray, right: np.ndarray, 
     order = np.asarray(order, dtype=np.int64)
     G = jit.clamp_down(G, left, right, order) if jit is not None else _clamp_down(G, left, right, order)
     excess = float(np.max(raw[1:m] - G[1:m])) if m > 1 else 0.0
-    return ThresholdTree(G=G, left=left, right=right, order=order, method=method, max_clamp=max(excess, 0.0))
+    return ThresholdTree(G=G, left=left, right=right, order=order, method=method, max_clamp=max(excess, 0.0), work=work)
 
 
 def _build_heap(geo: _Geometry):
@@ -479,38 +490,60 @@ def _build_argmax(geo: _Geometry):
     return G, left, right, order[::-1]
 
 
-def _jit_kernels():
-    """The compiled kernels, or None when numba is not installed."""
-    try:
-        from otspec.verifiers.step import _optimal_iid_jit
-    except ImportError:
+#: Flips allowed per boundary before the flip builder gives up and the heap builds the tree (the
+#: expected number is below 2; exceeding 16 is a rounding cycle or an astronomically rare order).
+MAX_FLIPS_PER_BOUNDARY = 16
+_FLIP_SEED = 0x07A5EED  # the insertion order is random but fixed: the tree is unique anyway
+
+
+def _jit_kernels(need_compiled: bool = False):
+    """The kernels module (compiled with numba when installed, plain Python otherwise), or None
+    when compiled kernels are needed and numba is missing."""
+    from otspec.verifiers.step import _optimal_iid_jit
+
+    if need_compiled and not _optimal_iid_jit.COMPILED:
         return None
     return _optimal_iid_jit
 
 
-def _build_compiled(geo: _Geometry, jit):
+def _dens(geo: _Geometry) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return geo.rho / geo.w
+
+
+def _build_heap_compiled(geo: _Geometry, jit):
     """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step._optimal_iid_jit`)."""
     m = geo.m
     i = np.arange(1, m)
     R0 = geo.ratio(i - 1, i, i + 1)
-    with np.errstate(over="ignore"):
-        dens = geo.rho / geo.w
-    return jit.heap_build(R0, geo.T, geo.Y, geo.L, dens, geo.k)
+    return jit.heap_build(R0, geo.T, geo.Y, geo.L, _dens(geo), geo.k)
+
+
+def _build_flip(geo: _Geometry, jit):
+    """Randomized incremental construction (``_optimal_iid_jit.flip_build``); ``None`` when it
+    exceeded its flip budget."""
+    m = geo.m
+    perm = np.random.default_rng(_FLIP_SEED).permutation(np.arange(1, m, dtype=np.int64))
+    out = jit.flip_build(geo.T, geo.Y, geo.L, _dens(geo), geo.k, perm, MAX_FLIPS_PER_BOUNDARY * m + 64)
+    return None if out[4] < 0 else out
 
 
 def _resolve_method(method: str) -> tuple[str, Any]:
     if method not in TREE_METHODS:
         raise UnsupportedMethodError(f"tree method must be one of {TREE_METHODS} (got {method!r}); pick one of those")
-    if method in ("auto", "compiled"):
-        jit = _jit_kernels()
-        if jit is not None:
-            return "compiled", jit
-        if method == "compiled":
+    if method == "auto":
+        jit = _jit_kernels(need_compiled=True)
+        return ("heap_compiled", jit) if jit is not None else ("heap", None)
+    if method == "flip":
+        return "flip", _jit_kernels()
+    if method == "heap_compiled":
+        jit = _jit_kernels(need_compiled=True)
+        if jit is None:
             raise UnsupportedMethodError(
-                "tree method 'compiled' needs numba, which is not installed; install the extra (pip install 'otspec[fast]') "
+                "tree method 'heap_compiled' needs numba, which is not installed; install the extra (pip install 'otspec[fast]') "
                 "or use method='heap' (same tree, pure Python)"
             )
-        return "heap", None
+        return method, jit
     return method, None
 
 
@@ -519,8 +552,15 @@ def _tree(geo: _Geometry, method: str) -> ThresholdTree:
     if geo.m <= 1 or geo.k == 1:
         z = np.full(geo.m + 1, -1, dtype=np.int64)
         return ThresholdTree(G=np.ones(geo.m + 1), left=z, right=z.copy(), order=np.zeros(0, dtype=np.int64), method=method, max_clamp=0.0)
-    if method == "compiled":
-        return _finish(geo, *_build_compiled(geo, jit), method, jit=jit)
+    if method == "flip":
+        out = _build_flip(geo, jit)
+        if out is not None:
+            G, left, right, order, flips = out
+            return _finish(geo, G, left, right, order, method, jit=jit if jit.COMPILED else None, work=int(flips))
+        method = "heap_compiled" if jit.COMPILED else "heap"  # a rounding cycle: fall back to the heap
+    if method == "heap_compiled":
+        G, left, right, order, moves = _build_heap_compiled(geo, jit)
+        return _finish(geo, G, left, right, order, method, jit=jit, work=int(moves))
     build = _build_heap if method == "heap" else _build_argmax
     return _finish(geo, *build(geo), method)
 
@@ -529,11 +569,11 @@ def threshold_tree(p: Any, q: Any, k: Any, *, method: str = "auto") -> Threshold
     r"""The threshold tree of :math:`r^*` (see :class:`ThresholdTree` and the docs page).
 
     ``method="heap"`` removes, one at a time, the boundary whose ratio with its two current
-    neighbours is smallest (provably the threshold tree, :math:`O(m (\log m + k))`), in pure
-    Python; ``"compiled"`` runs the same algorithm compiled with numba (optional extra
-    ``otspec[fast]``) and returns the bit-identical tree; ``"auto"`` (default) is ``"compiled"``
-    when numba is installed, else ``"heap"``; ``"argmax"`` is the direct recursion (worst case
-    :math:`O(m^2)`), kept as a reference.
+    neighbours is smallest (:math:`O(m (\log m + k))`), in pure Python; ``"heap_compiled"`` is the
+    same algorithm compiled with numba (optional extra ``otspec[fast]``; bit-identical tree);
+    ``"auto"`` (default) is ``"heap_compiled"`` when numba is installed, else ``"heap"``;
+    ``"flip"`` is the randomized incremental construction (expected :math:`O(m k)` for every
+    input); ``"argmax"`` is the direct recursion (worst case :math:`O(m^2)`), kept as a reference.
 
     Examples
     --------
