@@ -79,9 +79,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--prompts", type=int, default=4, help="number of prompts (default 4)")
     ap.add_argument("--tokens", type=int, default=16, help="generated positions per prompt (default 16)")
     ap.add_argument("--mc", type=int, default=16, help="Monte Carlo draft tuples per step for RRS w/o replacement")
+    ap.add_argument("--ks", default="1,2,3,4,6,8", help="numbers of drafts (default 1,2,3,4,6,8)")
+    ap.add_argument("--temperatures", default="0.6,0.8,1.0,1.2", help="sampling temperatures (default 0.6,0.8,1.0,1.2)")
     args = _output.parse(ap, argv)
-    ks = [1, 2, 3] if args.quick else [1, 2, 3, 4, 6, 8]
-    temps = [0.8, 1.0] if args.quick else [0.6, 0.8, 1.0, 1.2]
+    ks = [1, 2, 3] if args.quick else [int(k) for k in args.ks.split(",")]
+    temps = [0.8, 1.0] if args.quick else [float(t) for t in args.temperatures.split(",")]
     n_prompts, n_tok = (2, 4) if args.quick else (args.prompts, args.tokens)
     t0 = time.perf_counter()
     # outputs of a non-default pair get their own file names (same folder): exp1_..._t0.7, exp1_..._gemma3-270m_t0.7
