@@ -353,10 +353,9 @@ def _dual_bound(lp: _PathLP, A, duals: list, primal: float) -> tuple[float, floa
 
 
 def _attempt(lp: _PathLP, scaled: tuple, table: "_models.PrefixTable", k: int, options: dict) -> BlockOptimumResult:
-    """One HiGHS run with ``options``, the float64 basis polish, and the plain-numpy certificate:
-    primal feasibility, objective, dual feasibility and duality gap."""
+    """One HiGHS run with ``options`` and the float64 basis polish, then the certificate
+    (:func:`_certified`)."""
     value_s, row_scale, rhs = scaled
-    V, g, n_out = table.V, table.gamma, lp.n_out
     tau, b, col_scale = lp.tau, lp.b, lp.col_scale
     nrow, ncol = lp.shape
     # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them.
@@ -369,44 +368,49 @@ def _attempt(lp: _PathLP, scaled: tuple, table: "_models.PrefixTable", k: int, o
         value=value_s,
         options={"small_matrix_value": HIGHS_SMALL_MATRIX_VALUE, **options},
     )
-    sol = h.getSolution()
-    x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
-    ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
-    polished = False
-    duals = [ydual, -ydual]
-    if ok:
-        import scipy.sparse as sp
-
-        A = sp.csc_matrix((lp.value, lp.index, lp.start), shape=(nrow, ncol))
-        polish = _polish(A, b, tau, h)
-        if polish is not None:
-            x_p, y_p = polish
-            # keep the polished basic solution only if it is at least as feasible as HiGHS' one
-            if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
-                x, polished = np.maximum(x_p, 0.0), True
-            duals.append(y_p)
-    joint = _joint_coupling(table)
     if not ok:
         return BlockOptimumResult(
             value=float("nan"),
             method="lp",
             status=STATUS_SOLVER_FAILED,
-            joint_coupling_bound=joint,
-            gamma=g,
-            V=V,
+            joint_coupling_bound=_joint_coupling(table),
+            gamma=table.gamma,
+            V=table.V,
             k=k,
             checks={"highs_status": model_status_code(h)},
             solver_info=info,
         )
+    import scipy.sparse as sp
 
-    # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
+    sol = h.getSolution()
+    x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
+    ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
+    polished = False
+    duals = [ydual, -ydual]
+    A = sp.csc_matrix((lp.value, lp.index, lp.start), shape=(nrow, ncol))
+    polish = _polish(A, b, tau, h)
+    if polish is not None:
+        x_p, y_p = polish
+        # keep the polished basic solution only if it is at least as feasible as HiGHS' one
+        if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
+            x, polished = np.maximum(x_p, 0.0), True
+        duals.append(y_p)
+    return _certified(lp, A, x, duals, float(h.getInfo().objective_function_value), polished, table, k, info)
+
+
+def _certified(
+    lp: _PathLP, A, x: np.ndarray, duals: list, objective: float, polished: bool, table: "_models.PrefixTable", k: int, info: str
+) -> BlockOptimumResult:
+    """The plain-numpy certificate of a solved plan ``x`` (primal feasibility, objective, dual
+    feasibility, duality gap) and the result it earns."""
+    n_out, tau, b, g = lp.n_out, lp.tau, lp.b, table.gamma
     xc = np.maximum(x, 0.0)
     primal = float(tau @ xc)
     checks = {
         "negative_mass": float(max(0.0, -x.min())),
         "draft_marginal": float(np.abs(A[:n_out] @ xc - b[:n_out]).max()),
         "target_law": float(np.abs(A[n_out:] @ xc - b[n_out:]).max()),
-        "objective": abs(primal - float(h.getInfo().objective_function_value)),
+        "objective": abs(primal - objective),
     }
     slack, bound = _dual_bound(lp, A, duals, primal)
     checks["dual_feasibility"] = slack
@@ -428,9 +432,9 @@ def _attempt(lp: _PathLP, scaled: tuple, table: "_models.PrefixTable", k: int, o
         value=primal,
         method="lp",
         status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED,
-        joint_coupling_bound=joint,
+        joint_coupling_bound=_joint_coupling(table),
         gamma=g,
-        V=V,
+        V=table.V,
         k=k,
         gap=float(gap),
         error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
