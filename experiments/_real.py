@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PROMPTS", "Steps", "load_pair", "sample_continuations", "real_steps", "draft_paths", "softmax64"]
+__all__ = ["PROMPTS", "TARGETS", "Steps", "load_pair", "sample_continuations", "real_steps", "draft_paths", "softmax64"]
 
 #: Short, varied prompts (chat, facts, code, story, list, maths, instructions, dialogue).
 PROMPTS = (
@@ -58,18 +58,28 @@ def softmax64(logits, temperature: float) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def load_pair(draft: str, *, quick: bool = False):
-    """``(target, draft)`` LMs: SmolLM2 with ``draft`` in {"int8", "t<T>"}; tiny models if ``quick``."""
+TARGETS = ("smollm2", "gemma3-270m")
+
+
+def load_pair(draft: str, *, quick: bool = False, target: str = "smollm2"):
+    """``(target, draft)`` LMs; tiny models if ``quick``.
+
+    ``target`` is ``"smollm2"`` (drafts ``"int8"`` or ``"t<T>"``) or ``"gemma3-270m"`` (vocabulary
+    262 144; temperature drafts ``"t<T>"`` only: its truncated and quantised copies are useless drafts).
+    """
     from otspec_gpu import models
 
     if quick:
         return models.load("tiny"), models.load("tiny-draft")
-    target = models.load("smollm2")
-    if draft == "int8":
-        return target, models.load("smollm2-int8")
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS} (got {target!r})")
+    if draft == "int8" and target == "smollm2":
+        return models.load("smollm2"), models.load("smollm2-int8")
     if draft.startswith("t"):
-        return target, models.self_draft(target, float(draft[1:]))
-    raise ValueError(f"draft must be 'int8' or 't<T>' (got {draft!r})")
+        temperature = float(draft[1:])  # ValueError for a malformed 't<T>'
+        lm = models.load(target)
+        return lm, models.self_draft(lm, temperature)
+    raise ValueError(f"draft must be 't<T>' (or 'int8' for smollm2) (got {draft!r} for target {target!r})")
 
 
 def decoder_prompts(target, n: int, seed: int) -> list[list[int]]:

@@ -74,16 +74,22 @@ def step_metrics(p: np.ndarray, q: np.ndarray, ks: list[int], n_mc: int, rng: np
 
 def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
-    ap.add_argument("--draft", default="int8", help="'int8' (default) or a temperature self-draft 't<T>', e.g. t0.7")
+    ap.add_argument("--target", default="smollm2", choices=_real.TARGETS, help="target model (default smollm2)")
+    ap.add_argument("--draft", default="int8", help="'int8' (default; smollm2 only) or a temperature self-draft 't<T>', e.g. t0.7")
     ap.add_argument("--prompts", type=int, default=4, help="number of prompts (default 4)")
     ap.add_argument("--tokens", type=int, default=16, help="generated positions per prompt (default 16)")
     ap.add_argument("--mc", type=int, default=16, help="Monte Carlo draft tuples per step for RRS w/o replacement")
+    ap.add_argument("--ks", default="1,2,3,4,6,8", help="numbers of drafts (default 1,2,3,4,6,8)")
+    ap.add_argument("--temperatures", default="0.6,0.8,1.0,1.2", help="sampling temperatures (default 0.6,0.8,1.0,1.2)")
     args = _output.parse(ap, argv)
-    ks = [1, 2, 3] if args.quick else [1, 2, 3, 4, 6, 8]
-    temps = [0.8, 1.0] if args.quick else [0.6, 0.8, 1.0, 1.2]
+    ks = [1, 2, 3] if args.quick else [int(k) for k in args.ks.split(",")]
+    temps = [0.8, 1.0] if args.quick else [float(t) for t in args.temperatures.split(",")]
     n_prompts, n_tok = (2, 4) if args.quick else (args.prompts, args.tokens)
     t0 = time.perf_counter()
-    target, draft = _real.load_pair(args.draft, quick=args.quick)
+    # outputs of a non-default pair get their own file names (same folder): exp1_..._t0.7, exp1_..._gemma3-270m_t0.7
+    tag = [] if args.quick else ([args.target] if args.target != "smollm2" else []) + ([args.draft] if args.draft != "int8" else [])
+    name = "_".join([NAME, *tag])
+    target, draft = _real.load_pair(args.draft, quick=args.quick, target=args.target)
     t_load = time.perf_counter() - t0
     # contexts sampled once from the target at T = 1; logits kept, softmaxed at every temperature
     base = _real.real_steps(target, draft, _real.PROMPTS[:n_prompts], n_tok, 1.0, args.seed, quick=args.quick)
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
         if ax is not np.atleast_1d(axes)[-1]:
             ax.get_legend().remove()
-    png1 = _output.save_figure(fig, args.out, NAME)
+    png1 = _output.save_figure(fig, args.out, name)
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     Tref = 1.0 if 1.0 in temps else temps[-1]
@@ -184,7 +190,7 @@ def main(argv: list[str] | None = None) -> dict:
         ax=a2,
         title=f"gap by per-step TV(p, q), k = {ks[kk]}, all T",
     )
-    png2 = _output.save_figure(fig, args.out, NAME + "_gaps")
+    png2 = _output.save_figure(fig, args.out, name + "_gaps")
 
     # ---- tables
     cols = ["T", "k", "alpha* iid", "alpha* w/o", "alpha* greedy", "K-SEQ", "RRS", "Khisti", "RRS w/o (MC)", "greedy verifier", "SpecHub"]
@@ -246,7 +252,7 @@ def main(argv: list[str] | None = None) -> dict:
     ]
     _output.write(
         args.out,
-        NAME,
+        name,
         args,
         payload,
         {"Acceptance (mean over steps)": table_acc, "Gap to the optimum": table_gap, "Where the gap is largest": table_tv},

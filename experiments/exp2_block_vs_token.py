@@ -20,6 +20,7 @@ and reports tokens per target call, beside the exact expectation on its own path
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -53,24 +54,102 @@ def naive_given_path(p_rows: np.ndarray, q_rows: np.ndarray, path: np.ndarray) -
     return float(np.minimum(1.0, np.exp(np.cumsum(r))).sum())
 
 
+def make_plot(payload: dict, out_dir: str, name: str) -> str:
+    """BE vs gamma per draft (token, block, naive bound; realized markers) and the relative gain vs the papers."""
+    gammas = [int(g) for g in payload["gammas"]]
+    T = payload["temperature"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    colors = {}
+    for pair, res in payload["exact"].items():
+        be_t = [res[str(g)]["be_token"] for g in gammas]
+        be_b = [res[str(g)]["be_block"] for g in gammas]
+        be_n = [res[str(g)]["be_naive"] for g in gammas]
+        (line,) = a1.plot(gammas, be_t, marker="o", ls="--", label=f"token  {pair}")
+        colors[pair] = line.get_color()
+        a1.plot(gammas, be_b, marker="s", color=line.get_color(), label=f"block  {pair}")
+        a1.plot(gammas, be_n, marker="^", ls=":", color=line.get_color(), label=f"naive bound  {pair}")
+        gain = np.array([res[str(g)]["gain_pct"] for g in gammas])
+        gse = np.array([res[str(g)]["gain_se_pct"] for g in gammas])
+        a2.errorbar(gammas, gain, yerr=1.96 * gse, marker="s", capsize=3, color=line.get_color(), label=f"{pair}, fresh paths")
+    labelled = set()
+    for r in payload["realized"]:
+        # older payloads have no "pair": the pair whose draft is the run's draft
+        pair = r.get("pair") or next((p for p in colors if p.endswith(" / " + r["draft"])), None)
+        key = (pair, r["rule"])
+        dx = -0.12 if r["rule"] == "token" else 0.12
+        a1.errorbar(
+            [r["gamma"] + dx],
+            [r["be_realized"]],
+            yerr=[1.96 * r["be_realized_se"]],
+            fmt="x" if r["rule"] == "token" else "D",
+            color=colors.get(pair, "black"),
+            mec="black" if r["rule"] == "block" else None,
+            ms=6,
+            capsize=2,
+            label=f"realized {r['rule']} (decoder), {r['draft']}" if key not in labelled else None,
+        )
+        labelled.add(key)
+    pooled = payload.get("decoder_paths_pooled") or []
+    if isinstance(pooled, dict):  # older payloads: {gamma: ...}, the first draft only
+        first = next(iter(payload["exact"]))
+        pooled = [{"pair": first, "gamma": int(g), **v} for g, v in pooled.items()]
+    for pair in {r["pair"] for r in pooled}:
+        rs = sorted((r for r in pooled if r["pair"] == pair), key=lambda r: r["gamma"])
+        a2.errorbar(
+            [r["gamma"] + 0.1 for r in rs],
+            [r["gain_pct"] for r in rs],
+            yerr=[r["gain_ci95_pct"] for r in rs],
+            fmt="D",
+            mfc="white",
+            color=colors.get(pair, "black"),
+            capsize=3,
+            label=f"{pair}, decoder's paths",
+        )
+    a1.set_xlabel("draft length gamma")
+    a1.set_ylabel("block efficiency 1 + E[tau]")
+    a1.set_title(f"exact E[tau | path] averaged over drafted paths, T = {T}")
+    a1.grid(True, alpha=0.3)
+    a1.legend(fontsize="x-small")
+    a2.plot(list(PAPER), [v[2] for v in PAPER.values()], "k*--", ms=9, label="Sun et al. (PaLM-2 S/XXS)")
+    a2.plot([5], [2.8], "kP", ms=8, label="Traversal chain = BV (Llama 1B/8B, T=1)")
+    a2.axhline(0, color="black", lw=0.8)
+    a2.set_xlabel("draft length gamma")
+    a2.set_ylabel("block over token gain in BE (%)")
+    a2.set_title("relative gain, ours (95% CI, paired) vs published")
+    a2.grid(True, alpha=0.3)
+    a2.legend(fontsize="x-small")
+    return _output.save_figure(fig, out_dir, name)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--drafts", default="int8,t0.7", help="comma-separated drafts: int8, t<T> (default int8,t0.7)")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--positions", type=int, default=6, help="contexts per prompt for the exact part")
-    ap.add_argument("--decode-tokens", type=int, default=40, help="tokens per prompt in the realized runs (int8 draft only; 0 skips)")
+    ap.add_argument("--decode-tokens", type=int, default=40, help="tokens per prompt in the realized runs (0 skips them)")
     ap.add_argument("--decode-gammas", default="4,8")
+    ap.add_argument("--decode-drafts", default=None, help="drafts with realized runs (comma-separated; default: the first of --drafts)")
+    ap.add_argument("--replot", metavar="JSON", help="only redraw the PNG from a finished run's JSON (into --out), no models")
     args = _output.parse(ap, argv)
+    if args.replot:
+        with open(args.replot) as f:
+            payload = json.load(f)
+        name = os.path.splitext(os.path.basename(args.replot))[0]
+        make_plot(payload, args.out, name)
+        return payload
     drafts = ["tiny"] if args.quick else args.drafts.split(",")
     gammas = [2, 4] if args.quick else [2, 4, 6, 8]
     gmax = max(gammas)
     n_prompts, n_pos = (2, 2) if args.quick else (args.prompts, args.positions)
     dec_gammas = [2] if args.quick else [int(g) for g in args.decode_gammas.split(",") if g]
     dec_tokens = 8 if args.quick else args.decode_tokens
+    dec_drafts = drafts[:1] if (args.quick or args.decode_drafts is None) else args.decode_drafts.split(",")
+    # a non-default set of drafts gets its own file names (same folder): exp2_block_vs_token_t0.7, ...
+    name = NAME if (args.quick or args.drafts == "int8,t0.7") else "_".join([NAME, *drafts])
     T = args.temperature
     t0 = time.perf_counter()
-    exact, realized = {}, []
+    exact, realized, trace_files = {}, [], {}
     for di, dname in enumerate(drafts):
         target, draft = _real.load_pair(dname, quick=args.quick)
         seqs = _real.sample_continuations(target, _real.PROMPTS[:n_prompts], n_pos * 3, T, args.seed, quick=args.quick)
@@ -102,8 +181,9 @@ def main(argv: list[str] | None = None) -> dict:
                 "mean_block_minus_naive": float((bk - nv).mean()),
                 "alpha1": float(np.mean([np.minimum(P[0], Q[0]).sum() for P, Q, _ in paths])),
             }
-        exact[f"{target.name} / {draft.name}"] = res
-        if dec_tokens > 0 and di == 0:
+        pair = f"{target.name} / {draft.name}"
+        exact[pair] = res
+        if dec_tokens > 0 and dname in dec_drafts:
             from otspec_gpu.decoding import decode
 
             prompts = [ids[:n0] for ids, n0 in seqs]
@@ -120,11 +200,15 @@ def main(argv: list[str] | None = None) -> dict:
                         seed=args.seed,
                         stop_at_eos=False,
                     )
-                    out.trace.save(os.path.join(args.out, f"trace_chain_{rule}_g{g}.safetensors"))  # input of exp4
+                    tag = "" if dname == "int8" or args.quick else f"_{dname}"
+                    tfile = os.path.join(args.out, f"trace_chain_{rule}_g{g}{tag}.safetensors")
+                    out.trace.save(tfile)  # input of exp4
+                    trace_files.setdefault((pair, g), []).append(tfile)
                     c = out.trace.columns
                     n_emit = 1.0 + c["tau"].astype(float)  # tokens the round produced (n_emit is clipped at max_new_tokens)
                     realized.append(
                         {
+                            "pair": pair,
                             "draft": draft.name,
                             "gamma": g,
                             "rule": rule,
@@ -136,44 +220,6 @@ def main(argv: list[str] | None = None) -> dict:
                         }
                     )
     elapsed = time.perf_counter() - t0
-
-    # ---- plot: BE vs gamma per draft (token, block, naive) and relative gain beside the paper's
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    for pair, res in exact.items():
-        be_t = [res[g]["be_token"] for g in gammas]
-        be_b = [res[g]["be_block"] for g in gammas]
-        be_n = [res[g]["be_naive"] for g in gammas]
-        (line,) = a1.plot(gammas, be_t, marker="o", ls="--", label=f"token  {pair}")
-        a1.plot(gammas, be_b, marker="s", color=line.get_color(), label=f"block  {pair}")
-        a1.plot(gammas, be_n, marker="^", ls=":", color=line.get_color(), label=f"naive bound  {pair}")
-        gain = np.array([res[g]["gain_pct"] for g in gammas])
-        gse = np.array([res[g]["gain_se_pct"] for g in gammas])
-        a2.errorbar(gammas, gain, yerr=1.96 * gse, marker="s", capsize=3, label=pair)
-    for r in realized:
-        a1.errorbar(
-            [r["gamma"]],
-            [r["be_realized"]],
-            yerr=[1.96 * r["be_realized_se"]],
-            fmt="x" if r["rule"] == "token" else "D",
-            color="black",
-            ms=6,
-            capsize=2,
-            label=f"realized {r['rule']} (decoder)" if r["gamma"] == dec_gammas[0] else None,
-        )
-    a1.set_xlabel("draft length gamma")
-    a1.set_ylabel("block efficiency 1 + E[tau]")
-    a1.set_title(f"exact E[tau | path] averaged over drafted paths, T = {T}")
-    a1.grid(True, alpha=0.3)
-    a1.legend(fontsize="x-small")
-    a2.plot(list(PAPER), [v[2] for v in PAPER.values()], "k*--", ms=9, label="Sun et al. (PaLM-2 S/XXS)")
-    a2.plot([5], [2.8], "kP", ms=8, label="Traversal chain = BV (Llama 1B/8B, T=1)")
-    a2.axhline(0, color="black", lw=0.8)
-    a2.set_xlabel("draft length gamma")
-    a2.set_ylabel("block over token gain in BE (%)")
-    a2.set_title("relative gain, ours (95% CI, paired) vs published")
-    a2.grid(True, alpha=0.3)
-    a2.legend(fontsize="x-small")
-    png = _output.save_figure(fig, args.out, NAME)
 
     cols = [
         "pair",
@@ -220,33 +266,31 @@ def main(argv: list[str] | None = None) -> dict:
         ],
     )
     # the decoder's paths, pooled over its token and block runs (same draft law): a larger paired sample
-    pooled = {}
-    for g in dec_gammas:
-        tk, bk = [], []
-        for rule in ("token", "block"):
-            path = os.path.join(args.out, f"trace_chain_{rule}_g{g}.safetensors")
-            if os.path.exists(path) and dec_tokens > 0:
-                from otspec_gpu import trace as trace_io
+    from otspec_gpu import trace as trace_io
 
-                c = trace_io.load(path).columns
-                tk.append(c["th_exp_token"])
-                bk.append(c["th_exp_block"])
-        if tk:
-            tk, bk = np.concatenate(tk), np.concatenate(bk)
-            d = bk - tk
-            pooled[g] = {
-                "paths": int(d.size),
-                "be_token": 1 + float(tk.mean()),
-                "be_block": 1 + float(bk.mean()),
-                "gain_pct": 100 * float(d.mean()) / (1 + float(tk.mean())),
-                "gain_ci95_pct": 100 * 1.96 * float(d.std(ddof=1) / np.sqrt(d.size)) / (1 + float(tk.mean()))
-                if d.size > 1
-                else float("nan"),
-            }
+    pooled = {}
+    for (pair, g), files in trace_files.items():
+        tk, bk = [], []
+        for path in files:
+            c = trace_io.load(path).columns
+            tk.append(c["th_exp_token"])
+            bk.append(c["th_exp_block"])
+        tk, bk = np.concatenate(tk), np.concatenate(bk)
+        d = bk - tk
+        pooled[(pair, g)] = {
+            "pair": pair,
+            "gamma": g,
+            "paths": int(d.size),
+            "be_token": 1 + float(tk.mean()),
+            "be_block": 1 + float(bk.mean()),
+            "gain_pct": 100 * float(d.mean()) / (1 + float(tk.mean())),
+            "gain_ci95_pct": 100 * 1.96 * float(d.std(ddof=1) / np.sqrt(d.size)) / (1 + float(tk.mean())) if d.size > 1 else float("nan"),
+        }
     ptable = _output.markdown_table(
-        ["gamma", "paths", "BE token", "BE block", "gain % (95% CI)", "paper gain %"],
+        ["pair", "gamma", "paths", "BE token", "BE block", "gain % (95% CI)", "paper gain %"],
         [
             [
+                r["pair"],
                 g,
                 r["paths"],
                 f"{r['be_token']:.3f}",
@@ -254,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{r['gain_pct']:+.2f} ± {r['gain_ci95_pct']:.2f}",
                 f"+{PAPER[g][2]:.2f}" if g in PAPER else "-",
             ]
-            for g, r in pooled.items()
+            for (_, g), r in pooled.items()
         ],
     )
     checks = {
@@ -265,25 +309,27 @@ def main(argv: list[str] | None = None) -> dict:
     payload = {
         "temperature": T,
         "gammas": gammas,
-        "decoder_paths_pooled": {str(g): v for g, v in pooled.items()},
+        "decoder_paths_pooled": list(pooled.values()),
         "exact": {pair: {str(g): v for g, v in res.items()} for pair, res in exact.items()},
         "realized": realized,
         "paper": {str(g): v for g, v in PAPER.items()},
         "checks": checks,
         "seconds": elapsed,
-        "png": os.path.basename(png),
+        "png": name + ".png",
     }
+    make_plot(payload, args.out, name)
     notes = [
         f"Exact part: {n_prompts} prompts x {n_pos} contexts per draft, one 8-token drafted path each; gamma < 8 uses the path's prefix (same law as a fresh gamma-path).",
         f"Paired per path: min (block - token) E[tau | path] = {checks['min_paired_block_minus_token']:.3g}, at most "
         f"{100 * checks['max_frac_paths_block_below_token']:.0f}% of paths below token (the theorem is about the average over paths, not each path); "
         f"max over settings of mean(block - naive) = {checks['max_mean_block_minus_naive']:.3g} (the naive bound is above the optimum in expectation).",
-        "Realized: otspec_gpu.decode over the same prompts (batched), int8 draft; BE = mean tokens emitted per target call.",
+        f"Realized: otspec_gpu.decode over the same prompts (batched), drafts {', '.join(dec_drafts) if dec_tokens > 0 else 'none'}, "
+        f"{dec_tokens} tokens per prompt; BE = 1 + mean tau over rounds (tokens per target call, without the clipping of each prompt's last round).",
         f"Run time {elapsed:.0f} s.",
     ]
     _output.write(
         args.out,
-        NAME,
+        name,
         args,
         payload,
         {

@@ -17,6 +17,8 @@ from otspec import errors, models, report, synthetic, trees, verifiers
 from otspec.bounds import (
     AcceptanceResult,
     BlockOptimumResult,
+    BlockPlan,
+    MembershipPlan,
     TransportPlan,
     block_optimum,
     joint_coupling_bound,
@@ -40,6 +42,8 @@ __all__ = [
     "AcceptanceResult",
     "BlockOptimumResult",
     "TransportPlan",
+    "MembershipPlan",
+    "BlockPlan",
     "models",
     "trees",
     "verifiers",

@@ -280,12 +280,51 @@ class _Sweep:
     parts: dict  # largest value of each error component, and the grid (for benchmarks and docs)
 
 
-def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Sweep:
-    r"""Q(H_i^k) at the prefixes ``idx`` (all with lambda_i > 0 and >= k positive tokens).
+@dataclass(frozen=True)
+class _Grid:
+    """The quadrature plan of one sweep: step, constants, rate cap and the node range."""
 
-    One sweep of the trapezoidal rule in s = log t over node chunks; for each chunk the
-    elementary symmetric sums are computed for all tokens up to ``max(idx)``.
-    """
+    h: float  # trapezoidal step in s = log t
+    beta: float  # discretisation factor 2 sec^k(a) / (e^{2 pi a / h} - 1)
+    gam: float  # bound on |h sum_n phi(s_0 + n h) - 1| (right-tail factor)
+    tol_tail: float  # target for each truncated tail
+    tau: float  # rate cap: a token's exponent q t is capped at tau
+    loop: bool  # take the stable token loop (large k) instead of the cumulative-sum form
+    lqk: np.ndarray  # lambda q(H)^k / k! per prefix (left-tail bound)
+    geo: float  # geometric factor of the left-tail bound
+    s_lo: float  # first node
+    s_hi_est: float  # planned last node (the a-posteriori tail check decides)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the tokens and the requested prefixes live in the (B, nb, nodes) work arrays."""
+
+    B: int  # rows: token b * B + r sits at [r, b]
+    nb: int  # blocks
+    q3: np.ndarray  # (B, nb, 1) rates, zero padded to Vp = nb * B tokens
+    pos: np.ndarray  # prefix i = inclusive prefix sum at token i - 1
+    ri: np.ndarray  # row of pos
+    bi: np.ndarray  # block of pos
+    gather: bool  # keep only the requested prefixes (else every token, picked out at the end)
+    lam_g: np.ndarray  # lambda per prefix, shaped like the accumulators (plus a node axis)
+    q_desc: np.ndarray  # positive rates, descending (capping error)
+
+    @property
+    def Vp(self) -> int:
+        return self.nb * self.B
+
+    @property
+    def shape_acc(self) -> tuple:
+        return (self.pos.size,) if self.gather else (self.B, self.nb)
+
+    def pick(self, x: np.ndarray) -> np.ndarray:
+        """The requested prefixes' entries of an accumulator (the identity when gathering)."""
+        return x if self.gather else x.T.reshape(-1)[self.pos]
+
+
+def _grid(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Grid:
+    """Step, rate cap and node range of the sweep for the prefixes ``idx``."""
     n_tok = int(idx.max())
     # -- quadrature step and constants ---------------------------------------------------------
     h, beta = _step(k, 0.25 * target)
@@ -296,7 +335,14 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     # takes the stable token loop instead (k >= 15 at V = 262 144).
     tau = min(50.0, 650.0 / max(k - 1, 1) - math.log(n_tok + 1.0))
     loop = tau < 36.0
-    # -- left end: the geometric bound on the omitted P(N >= k) part ---------------------------
+    lqk, geo, s_lo = _left_end(k, h, lam_idx, Q_idx, S, tol_tail)
+    s_hi_est = _right_end(q, k, idx, lam_idx, S, tol_tail, h, s_lo)
+    return _Grid(h=h, beta=beta, gam=gam, tol_tail=tol_tail, tau=tau, loop=loop, lqk=lqk, geo=geo, s_lo=s_lo, s_hi_est=s_hi_est)
+
+
+def _left_end(k: int, h: float, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, tol_tail: float) -> tuple[np.ndarray, float, float]:
+    """The first node: where the geometric bound on the omitted :math:`P(N \\ge k)` part of the left
+    tail falls below ``tol_tail``; returns ``(lqk, geo, s_lo)``."""
     # lambda q(H)^k / k!, in logs: k! overflows a float from k = 171 on
     with np.errstate(divide="ignore"):
         lqk = lam_idx * np.exp(k * np.log(Q_idx) - math.lgamma(k + 1))
@@ -305,10 +351,17 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     cmax = float(lqk.max())
     s_lo = (math.log(tol_tail / (cmax * geo)) / (k + 1)) if cmax > 0 else -1.0
     s_lo = min(s_lo, -math.log(2.0 * S))  # keeps lambda t_lo <= 1/2 for the left series
-    # -- right end: only a plan (the a-posteriori tail check decides) ---------------------------
-    # The tail e^{-lambda t} P(N_H(t) < k) decays at least like k e^{-(lambda + m_k) t} and, up to
-    # a polynomial factor, like e^{-(S - M_{k-1}) t}, M_{k-1} the mass of the k - 1 largest rates
-    # of H; we plan with the faster of the two (bounds from block ends around i).
+    return lqk, geo, s_lo
+
+
+def _right_end(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, S: float, tol_tail: float, h: float, s_lo: float) -> float:
+    """The planned last node (only a plan: the a-posteriori tail check decides).
+
+    The tail :math:`e^{-\\lambda t} P(N_H(t) < k)` decays at least like :math:`k e^{-(\\lambda + m_k) t}`
+    and, up to a polynomial factor, like :math:`e^{-(S - M_{k-1}) t}`, :math:`M_{k-1}` the mass of
+    the k - 1 largest rates of H; we plan with the faster of the two (bounds from block ends
+    around i)."""
+    n_tok = int(idx.max())
     blk = _top_block(n_tok)
     top = _block_top(q[:n_tok], k, blk)
     mk_lo = top[idx // blk, k - 1]  # k-th largest of a subset of H_i: a lower bound on m_k(H_i)
@@ -316,8 +369,12 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     m_hi = big[np.minimum(-(-idx // blk), top.shape[0] - 1)]  # top-(k-1) mass of a superset
     mu = float(np.min(np.maximum(lam_idx + mk_lo, S - m_hi)))
     s_hi_est = math.log(max(math.log(k / tol_tail), 1.0) / mu) if mu > 0 else _S_CAP
-    s_hi_est = min(max(s_hi_est, s_lo + h), _S_CAP)
-    # -- token layout ----------------------------------------------------------------------------
+    return min(max(s_hi_est, s_lo + h), _S_CAP)
+
+
+def _layout(q: np.ndarray, idx: np.ndarray, lam_idx: np.ndarray, loop: bool) -> _Layout:
+    """Tokens 0..max(idx) in B rows x nb blocks (B about sqrt of the token count, a power of two)."""
+    n_tok = int(idx.max())
     B = int(2 ** round(math.log2(max(math.sqrt(n_tok), 8.0))))
     B = min(max(B, 8), 1024)
     nb = -(-n_tok // B)
@@ -336,118 +393,166 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
         lam_g = np.ascontiguousarray(lam_full.reshape(nb, B).T)[:, :, None]
     q_desc = -np.sort(-q[:n_tok])
     q_desc = q_desc[q_desc > 0]
-    shape_acc = (idx.size,) if gather else (B, nb)
-    acc1 = np.zeros(shape_acc)  # sum_n h t_n G_n            (times lambda: 1 - Q minus left part)
-    acc2 = np.zeros(shape_acc)  # sum_n h t_n G_n (Y + lambda t)   (rounding of the exponent)
+    return _Layout(B=B, nb=nb, q3=q3, pos=pos, ri=ri, bi=bi, gather=gather, lam_g=lam_g, q_desc=q_desc)
+
+
+def _chunk_dp(q: np.ndarray, k: int, idx: np.ndarray, lay: _Layout, t: np.ndarray, ht: np.ndarray, acc1: np.ndarray, acc2: np.ndarray):
+    """One chunk of nodes by the stable fallback for large k (the cumulative-sum form would
+    overflow): the Poisson-binomial DP over tokens, vectorised over the chunk's nodes, giving
+    :math:`G = e^{-\\lambda t} P(N < k)` exactly. Adds the chunk to ``acc1``, ``acc2``; returns
+    ``(G at the last node, G at the node before it or None)``."""
+    Pg = _dp_loop(q, k, t, idx)
+    arg = lay.lam_g * t
+    G = np.exp(-arg) * Pg
+    acc1 += G @ ht
+    acc2 += (G * arg) @ ht
+    return G[:, -1], (G[:, -2] if t.size > 1 else None)
+
+
+def _esym_chunk(lay: _Layout, k: int, tau: float, t: np.ndarray, bufs: list):
+    """Capped exponents and elementary symmetric sums of one chunk, for every token up to max(idx).
+
+    Returns ``(Y, R, c, Xc)``: ``Y`` the prefix sums of the capped exponents
+    :math:`\\min(q t, \\tau)` (the :math:`e^{-q(H) t}` factor), ``R`` :math:`= \\sum_{j<k} e_j(c)`
+    per prefix, and two work arrays free for reuse."""
+    c, Y, Xp, Xc, R = bufs
+    np.multiply(lay.q3, t, out=Y)
+    np.minimum(Y, tau, out=Y)
+    np.expm1(Y, out=c)
+    _cumsum_blocked(Y)
+    # elementary symmetric sums: X_1 = cumsum(c), X_j = cumsum(c * shift(X_{j-1}))
+    R.fill(1.0)
+    if k >= 2:
+        Xp[...] = c
+        _cumsum_blocked(Xp)
+        R += Xp
+        for _ in range(2, k):
+            # term at token l is c_l * X_{j-1}(tokens < l): shift by one token in the layout
+            np.multiply(c[1:], Xp[:-1], out=Xc[1:])
+            np.multiply(c[0, 1:], Xp[lay.B - 1, :-1], out=Xc[0, 1:])
+            Xc[0, 0] = 0.0
+            _cumsum_blocked(Xc)
+            R += Xc
+            Xp, Xc = Xc, Xp
+    return Y, R, c, Xc
+
+
+def _chunk_sums(lay: _Layout, k: int, tau: float, t: np.ndarray, ht: np.ndarray, bufs: list, acc1: np.ndarray, acc2: np.ndarray):
+    """One chunk of nodes by the cumulative-sum form: :math:`G = e^{-\\lambda t} P(N' < k)` with
+    capped rates, at the requested prefixes (gathered) or at every token (in place, in the work
+    arrays). Adds the chunk to ``acc1``, ``acc2``; returns ``(G at the last node, G at the node
+    before it or None)``."""
+    Y, R, c, Xc = _esym_chunk(lay, k, tau, t, bufs)
+    last2 = t.size > 1
+    if lay.gather:
+        Yg = Y[lay.ri, lay.bi]  # (n, Tc)
+        Rg = R[lay.ri, lay.bi]
+        arg = Yg + lay.lam_g * t
+        G = np.exp(-arg) * Rg  # = e^{-lambda t} P(N' < k)
+        acc1 += G @ ht
+        acc2 += (G * arg) @ ht
+        return G[:, -1], (G[:, -2] if last2 else None)
+    arg = Xc
+    np.multiply(lay.lam_g, t, out=arg)
+    arg += Y
+    G = c
+    np.multiply(arg, -1.0, out=G)
+    np.exp(G, out=G)
+    G *= R
+    acc1 += G @ ht
+    G_last = G[:, :, -1].copy()
+    G_prev = G[:, :, -2].copy() if last2 else None
+    G *= arg
+    acc2 += G @ ht
+    return G_last, G_prev
+
+
+def _cap_error(lay: _Layout, tau: float, t: np.ndarray, eps_max: float) -> float:
+    """Largest capping error so far: at each node, the sum over capped tokens of
+    :math:`e^{-\\tau} - e^{-q t}`."""
+    for tn in t:
+        m = int(np.searchsorted(-lay.q_desc, -tau / tn, side="left"))
+        if m:
+            eps_max = max(eps_max, float(m * math.exp(-tau) - np.exp(-lay.q_desc[:m] * tn).sum()))
+    return eps_max
+
+
+def _right_tail(lay: _Layout, G_last: np.ndarray, t_last: float, gam: float) -> np.ndarray:
+    """Bound on the node sum right of the last node, per accumulator entry."""
+    lt = (lay.lam_g[:, 0] if lay.gather else lay.lam_g[:, :, 0]) * t_last
+    # (1 + 1e-9) covers the rounding of G_last itself (relative error far below 1e-9)
+    return G_last * np.where(lt >= 1.0, 1.0, np.exp(np.minimum(lt, 1.0)) * (1.0 + gam)) * (1.0 + 1e-9)
+
+
+def _integrate(q: np.ndarray, k: int, idx: np.ndarray, grid: _Grid, lay: _Layout):
+    """The trapezoidal sums over node chunks until the right tail is below ``grid.tol_tail`` (or
+    the node cap). Returns ``(acc1, acc2, tail, eps_max, n_nodes)`` at the requested prefixes:
+    ``acc1`` :math:`= \\sum_n h t_n G_n` (times lambda: 1 - Q minus the left part), ``acc2``
+    :math:`= \\sum_n h t_n G_n (Y + \\lambda t)` (rounding of the exponent)."""
+    h, loop = grid.h, grid.loop
+    acc1 = np.zeros(lay.shape_acc)
+    acc2 = np.zeros(lay.shape_acc)
     eps_max = 0.0
-    # -- node chunks -----------------------------------------------------------------------------
-    Tc_max = max(1, min(64, _CHUNK_BYTES // (5 * 8 * Vp)))
+    Tc_max = max(1, min(64, _CHUNK_BYTES // (5 * 8 * lay.Vp)))
     if loop:
         Tc_max = 256  # one pass over the tokens per chunk: take many nodes at once
-    n_est = int(math.ceil((s_hi_est - s_lo) / h)) + 1
+    n_est = int(math.ceil((grid.s_hi_est - grid.s_lo) / h)) + 1
     Tc = min(n_est, Tc_max)
     # flat storage: each chunk views a contiguous (B, nb, Tc) prefix of it (never a strided slice
     # of the node axis: numpy 2.4.6 computes np.negative(x, out=y) wrongly when both have a stride
     # of 8 elements)
-    bufs_full = [] if loop else [np.empty(B * nb * Tc_max) for _ in range(5)]
+    bufs_full = [] if loop else [np.empty(lay.Vp * Tc_max) for _ in range(5)]
     n_done = 0
-    tail = np.full(shape_acc, np.inf)
     G_last_old, t_last_old = None, 0.0  # last node of the previous chunk (decay-rate guess)
     while True:
-        s = s_lo + h * np.arange(n_done, n_done + Tc)
-        bufs = [b[: B * nb * Tc].reshape(B, nb, Tc) for b in bufs_full]
+        s = grid.s_lo + h * np.arange(n_done, n_done + Tc)
         t = np.exp(s)
         ht = h * t
         if loop:
-            # Stable fallback for large k (the cumsum form would overflow): the Poisson-binomial DP
-            # over tokens, vectorised over the chunk's nodes. G = e^{-lambda t} P(N < k) exactly.
-            Pg = _dp_loop(q, k, t, idx)
-            arg = lam_g * t
-            G = np.exp(-arg) * Pg
-            acc1 += G @ ht
-            acc2 += (G * arg) @ ht
-            G_last = G[:, -1]
-            G_prev = G[:, -2] if Tc > 1 else G_last_old
+            G_last, G_prev = _chunk_dp(q, k, idx, lay, t, ht, acc1, acc2)
         else:
-            c, Y, Xp, Xc, R = bufs
-            # capped exponents z = min(q t, tau); Y = their prefix sums (the e^{-q(H) t} factor)
-            np.multiply(q3, t, out=Y)
-            np.minimum(Y, tau, out=Y)
-            np.expm1(Y, out=c)
-            _cumsum_blocked(Y)
-            # elementary symmetric sums: X_1 = cumsum(c), X_j = cumsum(c * shift(X_{j-1}))
-            R.fill(1.0)
-            if k >= 2:
-                Xp[...] = c
-                _cumsum_blocked(Xp)
-                R += Xp
-                for _ in range(2, k):
-                    # term at token l is c_l * X_{j-1}(tokens < l): shift by one token in the layout
-                    np.multiply(c[1:], Xp[:-1], out=Xc[1:])
-                    np.multiply(c[0, 1:], Xp[B - 1, :-1], out=Xc[0, 1:])
-                    Xc[0, 0] = 0.0
-                    _cumsum_blocked(Xc)
-                    R += Xc
-                    Xp, Xc = Xc, Xp
-            if gather:
-                Yg = Y[ri, bi]  # (n, Tc)
-                Rg = R[ri, bi]
-                arg = Yg + lam_g * t
-                G = np.exp(-arg) * Rg  # = e^{-lambda t} P(N' < k)
-                acc1 += G @ ht
-                acc2 += (G * arg) @ ht
-                G_last = G[:, -1]
-                G_prev = G[:, -2] if Tc > 1 else G_last_old
-            else:
-                arg = Xc
-                np.multiply(lam_g, t, out=arg)
-                arg += Y
-                G = c
-                np.multiply(arg, -1.0, out=G)
-                np.exp(G, out=G)
-                G *= R
-                acc1 += G @ ht
-                G_last = G[:, :, -1].copy()
-                G_prev = G[:, :, -2].copy() if Tc > 1 else G_last_old
-                G *= arg
-                acc2 += G @ ht
-        # capping error at each node: sum over capped tokens of e^{-tau} - e^{-q t}
-        for tn in t if not loop else ():
-            m = int(np.searchsorted(-q_desc, -tau / tn, side="left"))
-            if m:
-                eps_max = max(eps_max, float(m * math.exp(-tau) - np.exp(-q_desc[:m] * tn).sum()))
+            bufs = [b[: lay.Vp * Tc].reshape(lay.B, lay.nb, Tc) for b in bufs_full]
+            G_last, G_prev = _chunk_sums(lay, k, grid.tau, t, ht, bufs, acc1, acc2)
+            eps_max = _cap_error(lay, grid.tau, t, eps_max)
+        if G_prev is None:
+            G_prev = G_last_old
         n_done += Tc
         t_last = float(t[-1])
-        lt = (lam_g[:, 0] if gather else lam_g[:, :, 0]) * t_last
-        # (1 + 1e-9) covers the rounding of G_last itself (relative error far below 1e-9)
-        tail = G_last * np.where(lt >= 1.0, 1.0, np.exp(np.minimum(lt, 1.0)) * (1.0 + gam)) * (1.0 + 1e-9)
-        if gather:
-            worst = float(tail.max())
-        else:
-            worst = float(tail.T.reshape(-1)[pos].max())
-        if worst <= tol_tail or s[-1] >= _S_CAP:
+        tail = _right_tail(lay, G_last, t_last, grid.gam)
+        if float(lay.pick(tail).max()) <= grid.tol_tail or s[-1] >= _S_CAP:
             break
         t_prev = float(t[-2]) if Tc > 1 else t_last_old
-        Tc = _next_chunk(n_done, n_est, Tc_max, G_prev, G_last, t_prev, t_last, tol_tail, h, None if gather else pos)
+        Tc = _next_chunk(n_done, n_est, Tc_max, G_prev, G_last, t_prev, t_last, grid.tol_tail, h, None if lay.gather else lay.pos)
         G_last_old, t_last_old = G_last, t_last
-    if not gather:
-        acc1 = acc1.T.reshape(-1)[pos]
-        acc2 = acc2.T.reshape(-1)[pos]
-        tail = tail.T.reshape(-1)[pos]
-    # -- assemble --------------------------------------------------------------------------------
-    x_lo = lam_idx * math.exp(s_lo)
+    return lay.pick(acc1), lay.pick(acc2), lay.pick(tail), eps_max, n_done
+
+
+def _assemble(
+    k: int,
+    n_tok: int,
+    lam_idx: np.ndarray,
+    grid: _Grid,
+    lay: _Layout,
+    acc1: np.ndarray,
+    acc2: np.ndarray,
+    tail: np.ndarray,
+    eps_max: float,
+    n_nodes: int,
+) -> _Sweep:
+    """Values and per-prefix error bounds (left series, tails, rate cap, rounding, discretisation)."""
+    h, gam, beta = grid.h, grid.gam, grid.beta
+    x_lo = lam_idx * math.exp(grid.s_lo)
     left = _left_series(x_lo, h)
     one_minus = lam_idx * acc1 + left
     values = 1.0 - one_minus
-    f_left = lqk * geo * math.exp((k + 1) * s_lo)
-    n_nodes = n_done
-    if loop:
+    f_left = grid.lqk * grid.geo * math.exp((k + 1) * grid.s_lo)
+    if grid.loop:
         # each DP step is a convex combination: <= 4u relative per step on every P_j
         rel = 4 * n_tok + k + n_nodes + 8
         rounding = _U * (lam_idx * acc1 * rel + lam_idx * acc2 * 3 + 30.0)
     else:
-        rel = (k - 1) * (tau + 3 + B + nb) + k + n_nodes + 8
-        rounding = _U * (lam_idx * acc1 * rel + lam_idx * acc2 * (B + nb + 3) + 30.0)
+        rel = (k - 1) * (grid.tau + 3 + lay.B + lay.nb) + k + n_nodes + 8
+        rounding = _U * (lam_idx * acc1 * rel + lam_idx * acc2 * (lay.B + lay.nb + 3) + 30.0)
     other = f_left + tail + eps_max * (1.0 + gam) + rounding
     # discretisation: 2 sec^k(a) (1 - Q) / (e^{2 pi a / h} - 1) with 1 - Q <= computed + other
     disc = beta * np.minimum(1.0, (np.maximum(one_minus, 0.0) + other) / (1.0 - beta))
@@ -459,10 +564,24 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
         "rate_cap": eps_max * (1.0 + gam),
         "rounding": float(rounding.max()),
         "h": h,
-        "s_lo": s_lo,
-        "s_hi": s_lo + h * (n_nodes - 1),
+        "s_lo": grid.s_lo,
+        "s_hi": grid.s_lo + h * (n_nodes - 1),
     }
     return _Sweep(values=values, errors=errors, nodes=n_nodes, parts=parts)
+
+
+def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Sweep:
+    r"""Q(H_i^k) at the prefixes ``idx`` (all with lambda_i > 0 and >= k positive tokens).
+
+    One sweep of the trapezoidal rule in s = log t over node chunks; for each chunk the
+    elementary symmetric sums are computed for all tokens up to ``max(idx)``: plan the grid
+    (:func:`_grid`), lay out the tokens (:func:`_layout`), integrate (:func:`_integrate`) and
+    bound the errors (:func:`_assemble`).
+    """
+    grid = _grid(q, k, idx, lam_idx, Q_idx, S, target)
+    lay = _layout(q, idx, lam_idx, grid.loop)
+    acc1, acc2, tail, eps_max, n_nodes = _integrate(q, k, idx, grid, lay)
+    return _assemble(k, int(idx.max()), lam_idx, grid, lay, acc1, acc2, tail, eps_max, n_nodes)
 
 
 # ----------------------------------------------------------------------------------------------

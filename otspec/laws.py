@@ -159,37 +159,54 @@ def _prefix_by_max_rank(tuples: np.ndarray, weights: np.ndarray, order: np.ndarr
 
 def _sets_from_tuples(tuples: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group tuples by their set of distinct tokens: sorted rows, repeated ids replaced by -1."""
-    s = np.sort(np.asarray(tuples, dtype=np.int64), axis=1)
-    if s.shape[1] > 1:
-        dup = np.zeros_like(s, dtype=bool)
-        dup[:, 1:] = s[:, 1:] == s[:, :-1]
-        s = np.where(dup, -1, s)
-        s = np.ascontiguousarray(np.sort(s, axis=1)[:, ::-1])  # distinct ids first (descending), -1 last
-    M, k = s.shape
-    base = int(s.max(initial=-1)) + 2  # digits s + 1 in [0, base)
+    t = np.asarray(tuples, dtype=np.int64)
+    M, k = t.shape
+    if k == 2:  # a two-column sort is a min and a max
+        s = np.empty_like(t)
+        np.minimum(t[:, 0], t[:, 1], out=s[:, 0])
+        np.maximum(t[:, 0], t[:, 1], out=s[:, 1])
+    else:
+        s = np.sort(t, axis=1)
+    base = int(s[:, -1].max(initial=-1)) + 2  # digits s + 1 in [0, base)
     if k * math.log2(max(base, 2)) < 62.5:
-        # One int64 key per row: the base-`base` number with digits s_j + 1, most significant first.
-        # The map is monotone in the lexicographic order of the rows, so the sets come out in the
+        # One int64 key per row: the base-`base` number whose digits are the row's distinct ids + 1
+        # in descending order, then zeros (the canonical row: distinct ids descending, -1 padding).
+        # It is read off the ascending row directly: an id that differs from its right neighbour is
+        # distinct, and its digit position is the number of distinct ids to its right. The map is
+        # monotone in the lexicographic order of the canonical rows, so the sets come out in the
         # same order as np.unique(axis=0) would give them, ~10x faster (one 1-D sort, or a count
         # when the key space is small).
-        key = np.zeros(M, dtype=np.int64)
-        for j in range(k):
-            key = key * base + (s[:, j] + 1)
+        powers = np.array([base ** (k - 1 - c) for c in range(k)] + [0], dtype=np.int64)
+        key = (s[:, k - 1] + 1) * powers[0]
+        if k > 1:
+            distinct_right = np.ones(M, dtype=np.int64)
+            for j in range(k - 2, -1, -1):
+                new = s[:, j] != s[:, j + 1]
+                key += np.where(new, (s[:, j] + 1) * powers[distinct_right], 0)
+                distinct_right += new
+        del s
         if base**k <= 4 * M + 1024:
             present = np.zeros(base**k, dtype=bool)
             present[key] = True
             ukey = np.flatnonzero(present)
+            del present
             remap = np.zeros(base**k, dtype=np.int64)
             remap[ukey] = np.arange(ukey.size)
             inverse = remap[key]
+            del remap
         else:
             ukey, inverse = np.unique(key, return_inverse=True)
         uniq = np.empty((ukey.size, k), dtype=np.int64)
         rest = ukey.astype(np.int64)
         for j in range(k - 1, -1, -1):
-            uniq[:, j] = rest % base - 1
-            rest //= base
-    else:  # the key would not fit in int64 (huge V ** k): group rows directly
+            rest, digit = np.divmod(rest, base)
+            uniq[:, j] = digit - 1
+    else:  # the key would not fit in int64 (huge V ** k): group canonical rows directly
+        if k > 1:
+            dup = np.zeros_like(s, dtype=bool)
+            dup[:, 1:] = s[:, 1:] == s[:, :-1]
+            s = np.where(dup, -1, s)
+            s = np.ascontiguousarray(np.sort(s, axis=1)[:, ::-1])  # distinct ids first (descending), -1 last
         uniq, inverse = np.unique(s, axis=0, return_inverse=True)
     w = np.bincount(inverse.ravel(), weights=weights, minlength=uniq.shape[0])
     return uniq, w
@@ -593,8 +610,13 @@ def successive_denominators(q: np.ndarray, tuples: np.ndarray) -> np.ndarray:
 
 
 def _all_tuples(support: np.ndarray, k: int) -> np.ndarray:
-    grids = np.indices((support.size,) * k).reshape(k, -1).T
-    return support[grids]
+    """Every k-tuple over ``support`` in lexicographic (row-major) order, shape ``(n^k, k)``."""
+    n = support.size
+    out = np.empty((n**k, k), dtype=support.dtype)
+    grid = out.reshape((n,) * k + (k,))
+    for j in range(k):  # column j is support broadcast along axis j
+        grid[..., j] = support.reshape((1,) * j + (n,) + (1,) * (k - 1 - j))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -616,7 +638,12 @@ class IIDLaw(DraftLaw):
     def _enumerate(self):
         supp = np.flatnonzero(self._q)
         tuples = _all_tuples(supp, self.k)
-        weights = np.prod(self._q[tuples], axis=1)
+        # prod_j q(x_j) in the same order as np.prod(q[tuples], axis=1): ((q_1 q_2) q_3)..., as
+        # outer products over the support (the tuples are in row-major order).
+        qs = self._q[supp]
+        weights = qs
+        for _ in range(self.k - 1):
+            weights = np.multiply.outer(weights, qs).ravel()
         return tuples, weights
 
     def prob_all_in(self, H):

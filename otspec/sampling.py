@@ -1,37 +1,52 @@
 """Random streams and categorical draws shared by every sampler.
 
 Every sampler takes an explicit ``numpy.random.Generator``. A rule that flips accept coins and
-draws residual tokens keeps them on two independent streams (:func:`split_streams`): reusing the
-accept uniform for the residual draw biases the output while the acceptance rate looks right.
+draws residual tokens keeps them on two independent streams (:func:`spawn_streams` with
+``parent_first=True``): reusing the accept uniform for the residual draw biases the output while
+the acceptance rate looks right.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from otspec._validation import as_generator
+from otspec._validation import as_generator, as_int_in_range
 
-__all__ = ["spawn_streams", "split_streams", "sample_categorical", "sample_categorical_rows"]
+__all__ = ["spawn_streams", "sample_categorical", "sample_categorical_rows"]
 
 
-def spawn_streams(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
-    """``n`` independent child generators spawned from ``rng`` (``Generator.spawn``, numpy >= 1.25).
+def spawn_streams(rng: np.random.Generator, n: int, *, parent_first: bool = False) -> list[np.random.Generator]:
+    """``n`` independent random streams derived from ``rng`` (``Generator.spawn``, numpy >= 1.25).
+
+    The one helper for splitting randomness. A rule that flips accept coins and draws residual
+    tokens takes two streams, ``coins, draws = spawn_streams(rng, 2, parent_first=True)``: the
+    coins come from ``rng`` itself and the residual draws from a child spawned from it, so an
+    accept uniform is never reused for a residual draw.
 
     Parameters
     ----------
     rng : numpy.random.Generator
         The caller's generator (never a seed).
     n : int
-        Number of streams (e.g. accept coins, residual draws, ...).
+        Number of streams, ``n >= 1`` (e.g. accept coins, residual draws, ...).
+    parent_first : bool, default False
+        ``False``: all ``n`` streams are children spawned from ``rng``
+        (``rng.spawn(n)``). ``True``: the first stream is ``rng`` itself and the other
+        ``n - 1`` are children spawned from it (``[rng, *rng.spawn(n - 1)]``), so the first
+        stream continues the caller's sequence of uniforms.
 
     Returns
     -------
     list of numpy.random.Generator
+        ``n`` generators; children of one parent are statistically independent of each other and
+        of the parent's own continuation.
 
     Raises
     ------
     OtspecTypeError
         If ``rng`` is not a ``numpy.random.Generator``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``n`` is not an integer, or is below 1.
 
     Examples
     --------
@@ -39,19 +54,16 @@ def spawn_streams(rng: np.random.Generator, n: int) -> list[np.random.Generator]
     >>> coins, draws = spawn_streams(np.random.default_rng(0), 2)
     >>> bool(coins.random() != draws.random())
     True
-    """
-    return as_generator(rng).spawn(n)
-
-
-def split_streams(rng: np.random.Generator) -> tuple[np.random.Generator, np.random.Generator]:
-    """Two independent generators derived from ``rng``: (coins, residual draws).
-
-    The coin stream is ``rng`` itself; the residual stream is a child spawned from it
-    (``Generator.spawn``, numpy >= 1.25). Accept uniforms are therefore never reused for residual
-    draws.
+    >>> rng = np.random.default_rng(0)
+    >>> coins, draws = spawn_streams(rng, 2, parent_first=True)
+    >>> coins is rng
+    True
     """
     rng = as_generator(rng)
-    return rng, spawn_streams(rng, 1)[0]
+    n = as_int_in_range(n, "n")
+    if parent_first:
+        return [rng, *rng.spawn(n - 1)]
+    return rng.spawn(n)
 
 
 def sample_categorical(rng: np.random.Generator, w: np.ndarray, size: int) -> np.ndarray:

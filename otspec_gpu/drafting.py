@@ -20,7 +20,9 @@ from __future__ import annotations
 import torch
 
 from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
-from otspec_gpu.verifiers._common import categorical, check_probs, greedy_top
+from otspec_gpu.verifiers.base import check_probs
+from otspec_gpu.verifiers.greedy import greedy_top
+from otspec_gpu.verifiers.plan import categorical
 
 __all__ = ["LAWS", "sample_drafts"]
 

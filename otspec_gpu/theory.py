@@ -88,7 +88,7 @@ def single_theory(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, name: str, d
     used = by_name(name)
     out: dict = {}
     # Exact conditional acceptance for the proposed tuple (the kernel row of this one tuple).
-    out["expected_cond"] = float(used._tuple_acceptance(p, law, drafts.reshape(1, k).astype(np.int64))[0])
+    out["expected_cond"] = float(used.tuple_acceptance(p, law, drafts.reshape(1, k).astype(np.int64))[0])
     # Closed forms at any V; the exact kernel too when it is small (tiny vocabularies).
     small = law.num_tuples() * law.V <= SMALL_KERNEL_ENTRIES
     for v in single_step_rows(law):

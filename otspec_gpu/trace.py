@@ -1,114 +1,24 @@
-r"""Per-round decoding records and their safetensors file format.
+"""Accumulating a decoding run's per-round records into a :class:`~otspec.io.Trace`.
 
-A :class:`Trace` is columnar: one **record** per (round, prompt) and a few per-round columns.
-It is written with ``safetensors.numpy`` (no torch needed to read it back) as one file whose
-metadata holds the run's configuration as JSON (key ``"otspec_trace"``).
-
-Record columns (``n`` records; ``k`` drafts, ``gamma`` block length, ``K`` kept probabilities):
-
-============================  ====================  ==============================================
-name                          shape / dtype         meaning
-============================  ====================  ==============================================
-``round``, ``prompt``         (n,) int64            round index, prompt index in the batch
-``tau``                       (n,) int64            accepted draft tokens (single-step: 0 or 1)
-``n_emit``                    (n,) int64            tokens this record added to the output
-``next_token``                (n,) int64            correction or bonus token
-``path``                      (n,) int64            the draft row that was followed (0 for chains)
-``drafts``                    (n, k, gamma) int64   every drafted token
-``p_top_ids``, ``p_top``      (n, gamma+1, K)       the K largest target probabilities along the path
-``p_tail``                    (n, gamma+1) float64  target mass outside them
-``q_top_ids``, ``q_top``      (n, gamma, K)         the same for the draft
-``q_tail``                    (n, gamma) float64
-``th_<name>``                 (n,) float64          exact theory (:mod:`otspec_gpu.theory`)
-``round_t_<phase>``           (rounds,) float64     seconds of each phase of each round: draft,
-                                                    target, verify, rollback, theory
-============================  ====================  ==============================================
-
-Examples
---------
->>> import numpy as np
->>> t = Trace({"tau": np.array([1, 2])}, {"mode": "chain"})
->>> t.n_records
-2
+The trace type and its file format live in :mod:`otspec.io` (numpy only, so a trace is read
+back without torch): ``Trace``, ``load`` and ``save`` here are :class:`otspec.io.Trace`,
+:func:`otspec.io.load_trace` and :func:`otspec.io.save_trace`. This module adds
+:class:`TraceBuilder`, which the decoder feeds round by round.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from otspec.errors import InputFileError
+from otspec.io import TRACE_METADATA_KEY as METADATA_KEY
+from otspec.io import TRACE_PHASES as PHASES
+from otspec.io import Trace
+from otspec.io import load_trace as load
+from otspec.io import save_trace as save
 
 __all__ = ["METADATA_KEY", "PHASES", "Trace", "TraceBuilder", "load", "save"]
-
-METADATA_KEY = "otspec_trace"
-PHASES = ("draft", "target", "verify", "rollback", "theory")
-
-
-@dataclass(frozen=True, eq=False)
-class Trace:
-    """Columns (``name -> ndarray``) and the run configuration (a JSON-able dict)."""
-
-    columns: dict
-    config: dict = field(default_factory=dict)
-
-    @property
-    def n_records(self) -> int:
-        return int(self.columns["tau"].shape[0])
-
-    def theory_columns(self) -> list[str]:
-        return sorted(c[3:] for c in self.columns if c.startswith("th_"))
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.columns[name]
-
-    def save(self, path: str | Path) -> Path:
-        return save(self, path)
-
-    def __repr__(self) -> str:
-        return f"Trace(records={self.n_records}, mode={self.config.get('mode')!r}, verifier={self.config.get('verifier')!r}, columns={len(self.columns)})"
-
-
-def save(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` as one safetensors file (arrays made contiguous; config as JSON metadata)."""
-    from safetensors.numpy import save_file
-
-    path = Path(path)
-    arrays = {k: np.ascontiguousarray(v) for k, v in trace.columns.items()}
-    save_file(arrays, str(path), metadata={METADATA_KEY: json.dumps(trace.config, default=_jsonable)})
-    return path
-
-
-def _jsonable(x: Any):
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)
-
-
-def load(path: str | Path) -> Trace:
-    """Read a trace written by :func:`save` (raises :class:`~otspec._validation.InputFileError`)."""
-    from safetensors import safe_open
-
-    path = Path(path)
-    if not path.exists():
-        raise InputFileError(f"trace file {str(path)!r} does not exist; write one with `otspec decode --trace FILE`")
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = f.metadata() or {}
-            cols = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:  # safetensors raises its own error types
-        raise InputFileError(f"cannot read trace {str(path)!r} ({exc}); pass a file written by otspec decode --trace") from None
-    if METADATA_KEY not in meta or "tau" not in cols:
-        raise InputFileError(f"{str(path)!r} is a safetensors file but not an otspec decoding trace (no {METADATA_KEY!r} metadata)")
-    return Trace(cols, json.loads(meta[METADATA_KEY]))
 
 
 def _top(rows: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

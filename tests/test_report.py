@@ -34,5 +34,7 @@ def test_explicit_optimum_and_large_law():
     rows = {r.name: r for r in compare(p, law, optimum=0.9)}
     assert all(r.optimum == 0.9 for r in rows.values())
     assert rows["kseq"].how == "closed_form" and rows["rrs"].how == "closed_form"
-    assert rows["khisti"].how == "unavailable" and math.isnan(rows["khisti"].acceptance)
+    # khisti's canonical selection for i.i.d. drafts is the optimal i.i.d. rule: alpha* in closed form
+    assert rows["khisti"].how == "closed_form" and not math.isnan(rows["khisti"].acceptance)
+    assert rows["khisti"].acceptance == otspec.verifiers.optimal_iid.acceptance(p, law).value
     assert rows["optimal_plan"].how == "unavailable"

@@ -2,7 +2,7 @@
 
 from otspec.bounds.block import BlockOptimumResult, block_optimum, joint_coupling_bound
 from otspec.bounds.multidraft import METHODS, optimal_acceptance
-from otspec.bounds.result import AcceptanceResult, TransportPlan
+from otspec.bounds.result import AcceptanceResult, BlockPlan, MembershipPlan, TransportPlan
 from otspec.bounds.single import single_draft
 from otspec.bounds.tree import tree_optimum
 
@@ -11,6 +11,8 @@ __all__ = [
     "single_draft",
     "AcceptanceResult",
     "TransportPlan",
+    "MembershipPlan",
+    "BlockPlan",
     "METHODS",
     "block_optimum",
     "joint_coupling_bound",

@@ -34,8 +34,8 @@ from otspec._tolerances import (
 )
 from otspec._validation import as_int_in_range, check_memory
 from otspec.errors import UnsupportedMethodError
-from otspec.bounds.highs import solve_colwise
-from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED
+from otspec.bounds.highs import basic_masks, model_status_code, solve_colwise
+from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED, BlockPlan
 
 __all__ = [
     "BlockOptimumResult",
@@ -77,10 +77,9 @@ class BlockOptimumResult:
         Bound on the numerical error of ``value``.
     checks : mapping
         Residual of every plain-numpy re-check (name -> float).
-    plan : ndarray or None
-        The LP's optimal :math:`\pi` (one entry per column; see ``columns``), LP only.
-    columns : mapping or None
-        Column labels of ``plan``: arrays ``outcome``, ``tau``, ``node``, ``y`` (LP only).
+    plan : BlockPlan or None
+        The LP's optimal coupling :math:`\pi(o, t, n, y)` with its column labels (a
+        :class:`~otspec.TransportPlan`, like :attr:`otspec.AcceptanceResult.plan`); LP only.
     solver_info : str
         HiGHS' model status (LP only; empty for the closed form).
     """
@@ -95,8 +94,7 @@ class BlockOptimumResult:
     gap: float = 0.0
     error_bound: float = 0.0
     checks: Mapping[str, float] = field(default_factory=dict)
-    plan: np.ndarray | None = None
-    columns: Mapping[str, np.ndarray] | None = None
+    plan: BlockPlan | None = None
     solver_info: str = ""
 
     @property
@@ -115,6 +113,7 @@ class BlockOptimumResult:
         )
 
     def to_dict(self) -> dict:
+        """JSON-ready summary (the plan is left out, as in :meth:`otspec.AcceptanceResult.to_dict`)."""
         return {
             "value": float(self.value),
             "block_efficiency": float(self.value + 1.0),
@@ -127,6 +126,7 @@ class BlockOptimumResult:
             "gap": float(self.gap),
             "error_bound": float(self.error_bound),
             "checks": {k: float(v) for k, v in self.checks.items()},
+            "solver_info": self.solver_info,
         }
 
 
@@ -174,17 +174,14 @@ def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: fl
     return cols, rows, nnz
 
 
-def _polish(A, b: np.ndarray, c: np.ndarray, basis):
+def _polish(A, b: np.ndarray, c: np.ndarray, highs):
     """Re-solve the final simplex basis in float64 (LU of the basis matrix): exact basic primal and
     dual solutions instead of HiGHS' tolerance-level ones. Returns ``(x, y)`` or None."""
-    import highspy
     import scipy.sparse as sp
     from scipy.sparse.linalg import splu
 
     try:
-        basic = highspy.HighsBasisStatus.kBasic
-        cols = np.array([st == basic for st in basis.col_status], dtype=bool)
-        rows = np.array([st == basic for st in basis.row_status], dtype=bool)
+        cols, rows = basic_masks(highs)
         nrow = A.shape[0]
         if cols.sum() + rows.sum() != nrow:
             return None
@@ -215,21 +212,33 @@ _HIGHS_LADDER = (
 )
 
 
-def solve_path_lp(
-    table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
-) -> BlockOptimumResult:
-    r"""Solve the full-information LP over (drafted outcome, emitted block).
+@dataclass(frozen=True, eq=False)
+class _PathLP:
+    """The path / tree LP in original units, column-wise, with each column's labels and scale.
 
-    ``weights[o]`` is the draft probability of outcome ``o`` (a path, or a tree); ``nodes[o][t]``
-    the indices (depth ``t``, lexicographic) of the prefixes the verifier may emit as accepted
-    prefix of length ``t`` when ``o`` was drafted. Variables :math:`\pi(o, t, n, y) \ge 0`;
-    constraints: :math:`\sum_{t,n,y} \pi(o,t,n,y) = Q(o)` and, for every
-    :math:`z \in \Omega^{\gamma+1}`,
-    :math:`\sum \pi(o,t,n,y)\, M_b(z_{t+2..\gamma+1} \mid z^{t+1}) = M_b(z)` over the columns whose
-    block :math:`(n, y)` is the prefix :math:`z^{t+1}`. Objective: maximise :math:`\sum t\,\pi`.
-    """
+    Rows: the ``n_out`` draft rows, then one target row per :math:`z \\in \\Omega^{\\gamma+1}`.
+    ``col_scale[j]`` is :math:`M_b(z^{t+1})` of column j's emitted block (the column's upper bound
+    in every feasible plan)."""
+
+    start: np.ndarray
+    index: np.ndarray
+    value: np.ndarray
+    b: np.ndarray  # right-hand side: Q(o) for the draft rows, M_b(z) for the target rows
+    tau: np.ndarray  # objective: the accepted length t of each column
+    col_scale: np.ndarray
+    labels: dict  # outcome, tau, node, y per column
+    n_out: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.b.size, self.tau.size
+
+
+def _check_size(
+    table: "_models.PrefixTable", nodes: Sequence[Sequence[np.ndarray]], n_out: int, memory_cap: float | None, what: str
+) -> None:
+    """Refuse (:class:`~otspec.errors.ProblemTooLargeError`) an LP that would not fit, before building it."""
     V, g = table.V, table.gamma
-    n_out = len(weights)
     per_depth = [sum(len(nodes[o][t]) for o in range(n_out)) for t in range(g + 1)]
     cols, rows, nnz = lp_size(V, g, per_depth, n_out)
     check_memory(
@@ -238,6 +247,12 @@ def solve_path_lp(
         f"{what} ({cols:,} columns, {rows:,} rows, {nnz:,} nonzeros)",
         "use method='closed_form', or a smaller V, gamma or k",
     )
+
+
+def _build(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]]) -> _PathLP:
+    """The columns :math:`\\pi(o, t, n, y)` depth by depth, in compressed sparse column form."""
+    V, g = table.V, table.gamma
+    n_out = len(weights)
     S = _suffix_tables(table)
     target = S[0].reshape(-1)  # M_b(z) for every z in Omega^{gamma+1}
     starts, indices, values, lab_o, lab_t, lab_n, lab_y, mb_parts = [], [], [], [], [], [], [], []
@@ -273,21 +288,31 @@ def solve_path_lp(
         offset += int(counts.sum())
         mb_parts.append(table.p_joint[t][n_ids] * table.p_cond[t][n_ids, y_ids])
         lab_o.append(o_ids), lab_t.append(np.full(m.size, t, dtype=np.int64)), lab_n.append(n_ids), lab_y.append(y_ids)
-    start = np.concatenate(starts + [np.array([offset], dtype=np.int64)])
-    index = np.concatenate(indices)
-    value = np.concatenate(values)
-    tau = np.concatenate(lab_t).astype(np.float64)
-    b = np.concatenate([np.asarray(weights, dtype=np.float64), target])
-    ncol, nrow = tau.size, b.size
+    return _PathLP(
+        start=np.concatenate(starts + [np.array([offset], dtype=np.int64)]),
+        index=np.concatenate(indices),
+        value=np.concatenate(values),
+        b=np.concatenate([np.asarray(weights, dtype=np.float64), target]),
+        tau=np.concatenate(lab_t).astype(np.float64),
+        col_scale=np.concatenate(mb_parts),
+        labels={"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)},
+        n_out=n_out,
+    )
 
-    # Diagonal scaling for HiGHS (its tolerances and its small-matrix-value cut are absolute, and it
-    # refuses entries above 1e15): the column of an emitted block z^{t+1} is measured in units of
-    # M_b(z^{t+1}); every target row is divided by M_b(z), so it reads sum u = 1 with unit entries;
-    # every draft row by its right-hand side Q(o) (see below). The certificate below is computed
-    # in the original units. Peaky models (conditionals ~1e-9 and below) can still defeat the
-    # solver: that shows as status "solver_failed"/"check_failed", never as a silently wrong value.
-    col_of = np.repeat(np.arange(ncol), np.diff(start))
-    col_scale = np.concatenate(mb_parts)
+
+def _scaling(lp: _PathLP) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Diagonal scaling for HiGHS: ``(scaled entries, row scale, scaled right-hand side)``.
+
+    HiGHS' tolerances and its small-matrix-value cut are absolute, and it refuses entries above
+    1e15: the column of an emitted block :math:`z^{t+1}` is measured in units of
+    :math:`M_b(z^{t+1})`; every target row is divided by :math:`M_b(z)`, so it reads
+    :math:`\\sum u = 1` with unit entries; every draft row by its right-hand side Q(o). The
+    certificate is computed in the original units. Peaky models (conditionals ~1e-9 and below) can
+    still defeat the solver: that shows as status "solver_failed"/"check_failed", never as a
+    silently wrong value."""
+    n_out, index, col_scale = lp.n_out, lp.index, lp.col_scale
+    target = lp.b[n_out:]
+    col_of = np.repeat(np.arange(lp.tau.size), np.diff(lp.start))
     draft_entry = index < n_out
     scaled_draft = col_scale[col_of[draft_entry]]
     row_max = np.zeros(n_out)  # becomes the draft rows' divisor
@@ -295,112 +320,154 @@ def solve_path_lp(
     row_max[row_max == 0] = 1.0
     # divide each draft row by its right-hand side Q(o) (rhs 1, like the target rows), unless that
     # makes entries larger than 1e9 (HiGHS refuses entries above 1e15 and loses accuracy well before)
-    row_max = np.maximum(np.asarray(weights, dtype=np.float64), row_max * LP_MAX_ROW_SCALE)
+    row_max = np.maximum(lp.b[:n_out], row_max * LP_MAX_ROW_SCALE)
     value_s = np.ones(index.size)
     # target-row entries: M_b(z_{t+2..} | z^{t+1}) M_b(z^{t+1}) / M_b(z) = 1 exactly (not computed
     # as a product of scales, which could overflow near the float64 floor)
     value_s[draft_entry] = scaled_draft / row_max[index[draft_entry]]
     row_scale = np.concatenate([1.0 / row_max, np.where(target > 0, 1.0 / np.where(target > 0, target, 1.0), 1.0)])
-    rhs = np.concatenate([b[:n_out] / row_max, (target > 0).astype(np.float64)])
+    rhs = np.concatenate([lp.b[:n_out] / row_max, (target > 0).astype(np.float64)])
+    return value_s, row_scale, rhs
 
-    # Small LPs on peaked models can end with HiGHS model status "unknown" or a plan that fails the
-    # certificate under one algorithm and solve cleanly under another: try a short ladder of
-    # algorithms (dual simplex after presolve, IPM with crossover, primal simplex without presolve,
-    # dual simplex without scaling) and keep the first certified answer, else the last attempt.
-    def attempt(options: dict) -> BlockOptimumResult:
-        # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them.
-        h, ok, info = solve_colwise(
-            cost=tau * col_scale,
-            row_lower=rhs,
-            row_upper=rhs,
-            start=start,
-            index=index,
-            value=value_s,
-            options={"small_matrix_value": HIGHS_SMALL_MATRIX_VALUE, **options},
-        )
-        sol = h.getSolution()
-        x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
-        ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
-        polished = False
-        duals = [ydual, -ydual]
-        if ok:
-            import scipy.sparse as sp
 
-            A = sp.csc_matrix((value, index, start), shape=(nrow, ncol))
-            basis = h.getBasis()
-            polish = _polish(A, b, tau, basis)
-            if polish is not None:
-                x_p, y_p = polish
-                # keep the polished basic solution only if it is at least as feasible as HiGHS' one
-                if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
-                    x, polished = np.maximum(x_p, 0.0), True
-                duals.append(y_p)
-        joint = _joint_coupling(table)
-        labels = {"outcome": np.concatenate(lab_o), "tau": np.concatenate(lab_t), "node": np.concatenate(lab_n), "y": np.concatenate(lab_y)}
-        if not ok:
-            return BlockOptimumResult(
-                value=float("nan"),
-                method="lp",
-                status=STATUS_SOLVER_FAILED,
-                joint_coupling_bound=joint,
-                gamma=g,
-                V=V,
-                k=k,
-                checks={"highs_status": float(h.getModelStatus().value) if hasattr(h.getModelStatus(), "value") else -1.0},
-                solver_info=info,
-            )
+def _dual_bound(lp: _PathLP, A, duals: list, primal: float) -> tuple[float, float]:
+    """``(dual infeasibility term, bound)`` of the smallest rigorous upper bound among ``duals``.
 
-        # ---- plain-numpy certificate: primal feasibility, objective, dual feasibility, duality gap ----
-        xc = np.maximum(x, 0.0)
-        primal = float(tau @ xc)
-        checks = {
-            "negative_mass": float(max(0.0, -x.min())),
-            "draft_marginal": float(np.abs(A[:n_out] @ xc - b[:n_out]).max()),
-            "target_law": float(np.abs(A[n_out:] @ xc - b[n_out:]).max()),
-            "objective": abs(primal - float(h.getInfo().objective_function_value)),
-        }
-        # Dual of max c.x, Ax = b, x >= 0 is min b.y, A^T y >= c. Every feasible plan has
-        # x_j <= M_b(z^{t+1}) = col_scale_j (sum the target rows of column j's block), so for ANY y
-        #     optimum <= b.y + sum_j col_scale_j * max(0, c_j - (A^T y)_j),
-        # a rigorous upper bound even when y is slightly infeasible. We try HiGHS' row duals (either sign: its
-        # convention for a maximisation is not ours to rely on) and the polished basis duals, and keep
-        # the smallest bound.
-        # A bound below the value of our (feasible to rounding) plan can only come from a numerically
-        # meaningless y (huge multipliers times rounding): such candidates are skipped.
-        best = None
-        for yv in duals:
-            slack = float(col_scale @ np.maximum(tau - A.T @ yv, 0.0))
-            bound = float(b @ yv) + slack
-            if bound < primal - DUAL_BOUND_SLACK:
-                continue
-            if best is None or bound < best[1]:
-                best = (slack, bound)
-        if best is None:
-            best = (float("inf"), float("inf"))
-        checks["dual_feasibility"] = best[0]
-        gap = best[1] - primal
-        checks["gap"] = abs(gap)
-        good = all(v <= CERTIFICATE_ATOL for v in checks.values())
-        x.setflags(write=False)
+    Dual of max c.x, Ax = b, x >= 0 is min b.y, A^T y >= c. Every feasible plan has
+    x_j <= M_b(z^{t+1}) = col_scale_j (sum the target rows of column j's block), so for ANY y
+        optimum <= b.y + sum_j col_scale_j * max(0, c_j - (A^T y)_j),
+    a rigorous upper bound even when y is slightly infeasible. We try HiGHS' row duals (either
+    sign: its convention for a maximisation is not ours to rely on) and the polished basis duals,
+    and keep the smallest bound. A bound below the value of our (feasible to rounding) plan can only
+    come from a numerically meaningless y (huge multipliers times rounding): such candidates are
+    skipped."""
+    best = None
+    for yv in duals:
+        slack = float(lp.col_scale @ np.maximum(lp.tau - A.T @ yv, 0.0))
+        bound = float(lp.b @ yv) + slack
+        if bound < primal - DUAL_BOUND_SLACK:
+            continue
+        if best is None or bound < best[1]:
+            best = (slack, bound)
+    return best if best is not None else (float("inf"), float("inf"))
+
+
+def _attempt(lp: _PathLP, scaled: tuple, table: "_models.PrefixTable", k: int, options: dict) -> BlockOptimumResult:
+    """One HiGHS run with ``options`` and the float64 basis polish, then the certificate
+    (:func:`_certified`)."""
+    value_s, row_scale, rhs = scaled
+    tau, b, col_scale = lp.tau, lp.b, lp.col_scale
+    nrow, ncol = lp.shape
+    # Entries below small_matrix_value are dropped by HiGHS (default 1e-9): keep them.
+    h, ok, info = solve_colwise(
+        cost=tau * col_scale,
+        row_lower=rhs,
+        row_upper=rhs,
+        start=lp.start,
+        index=lp.index,
+        value=value_s,
+        options={"small_matrix_value": HIGHS_SMALL_MATRIX_VALUE, **options},
+    )
+    if not ok:
         return BlockOptimumResult(
-            value=primal,
+            value=float("nan"),
             method="lp",
-            status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED,
-            joint_coupling_bound=joint,
-            gamma=g,
-            V=V,
+            status=STATUS_SOLVER_FAILED,
+            joint_coupling_bound=_joint_coupling(table),
+            gamma=table.gamma,
+            V=table.V,
             k=k,
-            gap=float(gap),
-            error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
-            checks={**checks, "polished": float(polished)},
-            plan=x,
-            columns=labels,
+            checks={"highs_status": model_status_code(h)},
             solver_info=info,
         )
+    import scipy.sparse as sp
 
+    sol = h.getSolution()
+    x = np.asarray(sol.col_value, dtype=np.float64) * col_scale
+    ydual = np.asarray(sol.row_dual, dtype=np.float64) * row_scale
+    polished = False
+    duals = [ydual, -ydual]
+    A = sp.csc_matrix((lp.value, lp.index, lp.start), shape=(nrow, ncol))
+    polish = _polish(A, b, tau, h)
+    if polish is not None:
+        x_p, y_p = polish
+        # keep the polished basic solution only if it is at least as feasible as HiGHS' one
+        if x_p.min() >= -POLISH_NEGATIVE_ATOL and np.abs(A @ x_p - b).max() <= np.abs(A @ x - b).max() + POLISH_RESIDUAL_SLACK:
+            x, polished = np.maximum(x_p, 0.0), True
+        duals.append(y_p)
+    return _certified(lp, A, x, duals, float(h.getInfo().objective_function_value), polished, table, k, info)
+
+
+def _certified(
+    lp: _PathLP, A, x: np.ndarray, duals: list, objective: float, polished: bool, table: "_models.PrefixTable", k: int, info: str
+) -> BlockOptimumResult:
+    """The plain-numpy certificate of a solved plan ``x`` (primal feasibility, objective, dual
+    feasibility, duality gap) and the result it earns."""
+    n_out, tau, b, g = lp.n_out, lp.tau, lp.b, table.gamma
+    xc = np.maximum(x, 0.0)
+    primal = float(tau @ xc)
+    checks = {
+        "negative_mass": float(max(0.0, -x.min())),
+        "draft_marginal": float(np.abs(A[:n_out] @ xc - b[:n_out]).max()),
+        "target_law": float(np.abs(A[n_out:] @ xc - b[n_out:]).max()),
+        "objective": abs(primal - objective),
+    }
+    slack, bound = _dual_bound(lp, A, duals, primal)
+    checks["dual_feasibility"] = slack
+    gap = bound - primal
+    checks["gap"] = abs(gap)
+    good = all(v <= CERTIFICATE_ATOL for v in checks.values())
+    x.setflags(write=False)
+    labels = lp.labels
+    plan = BlockPlan(
+        value=primal,
+        outcome_weights=b[:n_out].copy(),
+        mass=x,
+        outcome=labels["outcome"],
+        tau=labels["tau"],
+        node=labels["node"],
+        y=labels["y"],
+    )
+    return BlockOptimumResult(
+        value=primal,
+        method="lp",
+        status=STATUS_OPTIMAL if good else STATUS_CHECK_FAILED,
+        joint_coupling_bound=_joint_coupling(table),
+        gamma=g,
+        V=table.V,
+        k=k,
+        gap=float(gap),
+        error_bound=float(abs(gap) + checks["target_law"] * g + checks["draft_marginal"] * g),
+        checks={**checks, "polished": float(polished)},
+        plan=plan,
+        solver_info=info,
+    )
+
+
+def solve_path_lp(
+    table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
+) -> BlockOptimumResult:
+    r"""Solve the full-information LP over (drafted outcome, emitted block).
+
+    ``weights[o]`` is the draft probability of outcome ``o`` (a path, or a tree); ``nodes[o][t]``
+    the indices (depth ``t``, lexicographic) of the prefixes the verifier may emit as accepted
+    prefix of length ``t`` when ``o`` was drafted. Variables :math:`\pi(o, t, n, y) \ge 0`;
+    constraints: :math:`\sum_{t,n,y} \pi(o,t,n,y) = Q(o)` and, for every
+    :math:`z \in \Omega^{\gamma+1}`,
+    :math:`\sum \pi(o,t,n,y)\, M_b(z_{t+2..\gamma+1} \mid z^{t+1}) = M_b(z)` over the columns whose
+    block :math:`(n, y)` is the prefix :math:`z^{t+1}`. Objective: maximise :math:`\sum t\,\pi`.
+
+    Small LPs on peaked models can end with HiGHS model status "unknown" or a plan that fails the
+    certificate under one algorithm and solve cleanly under another: a short ladder of algorithms
+    is tried (dual simplex after presolve, IPM with crossover, primal simplex without presolve,
+    dual simplex without scaling) and the first certified answer kept, else the last attempt.
+    """
+    _check_size(table, nodes, len(weights), memory_cap, what)
+    lp = _build(table, weights, nodes)
+    scaled = _scaling(lp)
     result = None
     for n_attempt, options in enumerate(_HIGHS_LADDER, start=1):
-        result = attempt(options)
+        result = _attempt(lp, scaled, table, k, options)
         result = dataclasses.replace(result, checks={**result.checks, "highs_attempts": float(n_attempt)})
         if result.ok:
             break

@@ -69,10 +69,13 @@ def prefix_cut_values_from_sets(p: np.ndarray, sets: np.ndarray, weights: np.nda
         ``out[i]`` is the cut value of the first ``i`` tokens of ``order`` (``out[0] = 1``).
     """
     V = p.shape[0]
-    rank = np.empty(V, dtype=np.int64)
+    rank = np.empty(V + 1, dtype=np.int64)
     rank[order] = np.arange(V)
-    filled = np.where(sets >= 0, sets, sets[:, :1])  # padding repeats a member: max rank unchanged
-    max_rank = rank[filled].max(axis=1)
+    rank[V] = -1  # the padding id -1 reads rank[-1] = rank[V], below every token's rank
+    # Column by column (a max over a short axis is slow in numpy); no padded copy of the sets.
+    max_rank = rank[sets[:, 0]]
+    for j in range(1, sets.shape[1]):
+        np.maximum(max_rank, rank[sets[:, j]], out=max_rank)
     inside = np.cumsum(np.bincount(max_rank + 1, weights=weights, minlength=V + 1))
     P = np.concatenate([[0.0], np.cumsum(p[order])])
     return P + 1.0 - inside

@@ -1,7 +1,8 @@
 """One way to build and run a HiGHS LP: column-wise arrays in, a configured solver out.
 
 Both the membership LP (:mod:`otspec.bounds.lp`) and the block / tree LP
-(:mod:`otspec.bounds.block`) go through :func:`solve_colwise`, so the tolerances
+(:mod:`otspec.bounds.block`) go through :func:`solve_colwise` (and read the solved model back with
+:func:`basic_masks` and :func:`model_status_code`), so the tolerances
 (:data:`~otspec._tolerances.LP_FEASIBILITY_TOL`, :data:`~otspec._tolerances.LP_OPTIMALITY_TOL`)
 and the model set-up live in one place. ``highspy`` is imported lazily.
 """
@@ -14,7 +15,7 @@ import numpy as np
 
 from otspec._tolerances import LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
 
-__all__ = ["solve_colwise", "new_highs"]
+__all__ = ["solve_colwise", "new_highs", "basic_masks", "model_status_code"]
 
 
 def new_highs():
@@ -100,3 +101,32 @@ def solve_colwise(
     h.run()
     status = h.getModelStatus()
     return h, status == highspy.HighsModelStatus.kOptimal, h.modelStatusToString(status)
+
+
+def basic_masks(highs) -> tuple[np.ndarray, np.ndarray]:
+    """Which columns and which rows are basic in the final basis of a solved ``highs``.
+
+    Parameters
+    ----------
+    highs : highspy.Highs
+        A model after ``run()`` (as returned by :func:`solve_colwise`).
+
+    Returns
+    -------
+    (cols, rows) : tuple of ndarray of bool
+        ``cols[j]`` is True when column j is basic; ``rows[i]`` when row i's slack is basic.
+    """
+    import highspy
+
+    basis = highs.getBasis()
+    basic = highspy.HighsBasisStatus.kBasic
+    cols = np.array([st == basic for st in basis.col_status], dtype=bool)
+    rows = np.array([st == basic for st in basis.row_status], dtype=bool)
+    return cols, rows
+
+
+def model_status_code(highs) -> float:
+    """HiGHS' model status of ``highs`` as a number (for a result's ``checks``; -1.0 when the
+    status has no numeric value)."""
+    status = highs.getModelStatus()
+    return float(status.value) if hasattr(status, "value") else -1.0

@@ -42,7 +42,7 @@ from otspec.bounds.result import (
     STATUS_OPTIMAL,
     STATUS_SOLVER_FAILED,
     AcceptanceResult,
-    TransportPlan,
+    MembershipPlan,
 )
 
 __all__ = ["MembershipLP", "membership_pairs", "num_sets_bound", "solve_highs", "solve_cvxpy", "solve_flow", "certify", "estimate_bytes"]
@@ -250,7 +250,7 @@ def certify(
     leftover = p - accepted_tok
     mass = float(leftover.sum())
     residual = np.maximum(leftover, 0.0) / mass if mass > 0 else np.zeros_like(p)
-    plan = TransportPlan(sets=sets, set_weights=weights, accept=accept, residual=residual, value=lower)
+    plan = MembershipPlan(sets=sets, set_weights=weights, accept=accept, residual=residual, value=lower)
 
     orders = [np.argsort(-token_duals, kind="stable"), np.argsort(token_duals, kind="stable")]
     if getattr(law, "q", None) is not None:

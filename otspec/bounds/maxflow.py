@@ -28,6 +28,12 @@ difference (at most the number of arcs in the cut times :math:`2^{-N}`, ~1e-13 i
 reported gap; :func:`otspec.bounds.lp.certify` downgrades the status if it exceeds the certificate
 tolerance, as for every other method.
 
+Presolve. Before the solver runs, :func:`peel_abundant_tokens` routes every draft set that contains
+an *abundant* token (one whose capacity covers all the sets containing it) entirely to that token,
+repeatedly; this is exact (some maximum flow does it) and the rest of the network keeps its own
+minimum cut, so the solver sees a smaller network (a third fewer arcs on the i.i.d. benchmark
+laws) and the flow, the cut and the certificate are those of the whole problem.
+
 OR-Tools is an optional dependency (``pip install "otspec[maxflow]"``), imported only when this
 method runs. It bundles its own HiGHS; importing it next to ``highspy`` in one process was checked
 (both import orders, an LP solved before and after a max flow) and works, so no isolation is used.
@@ -42,7 +48,15 @@ import numpy as np
 
 from otspec.bounds.lp import membership_pairs
 
-__all__ = ["solve_maxflow", "scale_bits", "require_ortools", "MAXFLOW_INSTALL", "maxflow_available", "BYTES_PER_ARC"]
+__all__ = [
+    "solve_maxflow",
+    "peel_abundant_tokens",
+    "scale_bits",
+    "require_ortools",
+    "MAXFLOW_INSTALL",
+    "maxflow_available",
+    "BYTES_PER_ARC",
+]
 
 #: How to install the optional max-flow dependency.
 MAXFLOW_INSTALL = 'pip install "otspec[maxflow]"  (ortools)'
@@ -81,8 +95,96 @@ def scale_bits(k: int) -> int:
     return 63 - math.ceil(math.log2((int(k) + 2) * (1.0 + 1e-8)))
 
 
+def _exact_bincount(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """``np.bincount(index, weights=values)`` for non-negative int64 ``values`` with an exact int64
+    result: the values are split into 26-bit halves, each summed in float64 where every partial sum
+    is an integer below :math:`2^{53}` (the low halves for up to :math:`2^{27}` terms per bin, the
+    high halves because their total is at most :math:`2^{63 - 26}`)."""
+    lo = np.bitwise_and(values, (1 << 26) - 1).astype(np.float64)
+    hi = np.right_shift(values, 26).astype(np.float64)
+    out = np.bincount(index, weights=hi, minlength=size).astype(np.int64) << 26
+    return out + np.bincount(index, weights=lo, minlength=size).astype(np.int64)
+
+
+#: Peeling stops when a round removes fewer than this fraction of the remaining middle arcs.
+_PEEL_MIN_GAIN = 0.02
+
+
+def peel_abundant_tokens(pair_set: np.ndarray, pair_token: np.ndarray, cap_set: np.ndarray, cap_tok: np.ndarray):
+    r"""Exact presolve: route whole draft sets to tokens that can absorb every set containing them.
+
+    A live token :math:`y` is *abundant* when :math:`c(y) \ge \sum_{s \ni y,\ s \text{ live}} c(s)`
+    (integer capacities). Then some maximum flow sends each live set containing :math:`y` entirely
+    to :math:`y` (exchange argument: rerouting those sets to :math:`y` is feasible, saturates them and
+    only frees capacity elsewhere). Such sets and the abundant tokens are removed, the demands are
+    recomputed, and the rule is applied again. The remaining network is the original one restricted
+    to the live sets and tokens (no live set contains a removed token), so
+
+    * max flow = (sum of the removed sets' capacities) + (max flow of the remaining network), and
+    * the tokens on the source side of any minimum cut of the remaining network form an optimal
+      dual set :math:`H` of the whole problem: every removed set contains a removed token, which is
+      outside :math:`H`, so the cut pays exactly the removed capacity on top of the remaining cut.
+
+    Parameters
+    ----------
+    pair_set, pair_token : ndarray of int64, shape (n,)
+        The middle arcs (set, token) in :func:`~otspec.bounds.lp.membership_pairs` order.
+    cap_set, cap_tok : ndarray of int64, shapes (S,) and (V,)
+        Integer capacities of the source and sink arcs.
+
+    Returns
+    -------
+    live_set : ndarray of bool, shape (S,)
+        Sets left for the solver.
+    live_tok : ndarray of bool, shape (V,)
+        Tokens left for the solver.
+    fixed_pairs : ndarray of int64
+        Indices of the middle arcs that carry a removed set's whole capacity (one per removed set).
+
+    Examples
+    --------
+    Sets {0, 1} and {1} with capacities 3 and 2; token 1 (capacity 5) can absorb both, token 0
+    (capacity 1) cannot; once both sets are routed to token 1 nothing is left for the solver:
+
+    >>> ps, pt = np.array([0, 0, 1]), np.array([0, 1, 1])
+    >>> live_set, live_tok, fixed = peel_abundant_tokens(ps, pt, np.array([3, 2]), np.array([1, 5]))
+    >>> live_set.tolist(), live_tok.tolist(), fixed.tolist()
+    ([False, False], [False, False], [1, 2])
+    """
+    S, V = cap_set.size, cap_tok.size
+    live_set = np.ones(S, dtype=bool)
+    live_tok = np.ones(V, dtype=bool)
+    live_pairs = np.arange(pair_set.size, dtype=np.int64)
+    fixed = []
+    while live_pairs.size:
+        ls, lt = pair_set[live_pairs], pair_token[live_pairs]
+        demand = _exact_bincount(lt, cap_set[ls], V)
+        abundant = live_tok & (cap_tok >= demand)
+        if not abundant.any():
+            break
+        hit = abundant[lt]
+        hit_pairs = live_pairs[hit]
+        # One arc per removed set: its first arc to an abundant token (pairs are set-major, sorted).
+        hs = pair_set[hit_pairs]
+        first = np.ones(hs.size, dtype=bool)
+        first[1:] = hs[1:] != hs[:-1]
+        fixed.append(hit_pairs[first])
+        live_set[hs[first]] = False
+        live_tok &= ~abundant
+        before = live_pairs.size
+        live_pairs = live_pairs[live_set[ls]]
+        if before - live_pairs.size < _PEEL_MIN_GAIN * before:
+            break
+    live_tok &= np.bincount(pair_token[live_pairs], minlength=V) > 0  # tokens with no live set
+    fixed_pairs = np.concatenate(fixed) if fixed else np.zeros(0, dtype=np.int64)
+    return live_set, live_tok, fixed_pairs
+
+
 def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     """Solve the membership problem as an integer max-flow.
+
+    The network is first reduced by :func:`peel_abundant_tokens` (exact); OR-Tools solves what is
+    left. The returned flows and cut are those of the whole network.
 
     Parameters
     ----------
@@ -101,34 +203,66 @@ def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     ok : bool
         The solver reported an optimal flow.
     info : str
-        Solver status, scaling and integer flow value.
+        Solver status, scaling, presolve and integer flow value.
     """
     max_flow = require_ortools()
-    S, V = sets.shape[0], p.shape[0]
+    V = p.shape[0]
     N = scale_bits(sets.shape[1])
     scale = float(2**N)
     pair_set, pair_token, _ = membership_pairs(sets)
     # x * 2^N is exact in float64 (a power-of-two scaling); the cast to int64 floors non-negatives.
-    cap_set = np.floor(np.asarray(weights, dtype=np.float64) * scale).astype(np.int64)
-    cap_tok = np.floor(np.asarray(p, dtype=np.float64) * scale).astype(np.int64)
-    source, sink = 0, S + V + 1
-    set_node = 1 + np.arange(S, dtype=np.int64)
-    tok_node = 1 + S + np.arange(V, dtype=np.int64)
-    tails = np.concatenate([np.full(S, source, dtype=np.int64), set_node[pair_set], tok_node])
-    heads = np.concatenate([set_node, tok_node[pair_token], np.full(V, sink, dtype=np.int64)])
-    caps = np.concatenate([cap_set, cap_set[pair_set], cap_tok])
-    del cap_set, cap_tok
+    cap_set = (np.asarray(weights, dtype=np.float64) * scale).astype(np.int64)
+    cap_tok = (np.asarray(p, dtype=np.float64) * scale).astype(np.int64)
+    live_set, live_tok, fixed_pairs = peel_abundant_tokens(pair_set, pair_token, cap_set, cap_tok)
+    w = np.zeros(pair_set.size)
+    w[fixed_pairs] = cap_set[pair_set[fixed_pairs]] / scale
+    fixed_flow = int(cap_set[pair_set[fixed_pairs]].sum())
+    indicator = np.zeros(V)
+    set_ids, tok_ids = np.flatnonzero(live_set), np.flatnonzero(live_tok)
+    S1, V1 = set_ids.size, tok_ids.size
+    peeled = f"presolve fixed {fixed_pairs.size:,} of {sets.shape[0]:,} sets"
+    if S1 == 0:  # everything was routed by the presolve: the empty cut is optimal
+        return w, indicator, True, f"ortools max_flow not needed ({peeled}; capacities floor(x * 2^{N}), integer flow {fixed_flow})"
+    # Nodes: source 0, live sets 1..S1, live tokens S1+1..S1+V1, sink S1+V1+1 (int32, as OR-Tools takes).
+    set_node = np.zeros(live_set.size, dtype=np.int32)
+    set_node[set_ids] = np.arange(1, S1 + 1, dtype=np.int32)
+    tok_node = np.zeros(V, dtype=np.int32)
+    tok_node[tok_ids] = np.arange(S1 + 1, S1 + V1 + 1, dtype=np.int32)
+    source, sink = 0, S1 + V1 + 1
+    mid = np.flatnonzero(live_set[pair_set])
+    n_mid = mid.size
+    n_arcs = S1 + n_mid + V1
+    tails = np.empty(n_arcs, dtype=np.int32)
+    heads = np.empty(n_arcs, dtype=np.int32)
+    caps = np.empty(n_arcs, dtype=np.int64)
+    tails[:S1] = source
+    heads[:S1] = set_node[set_ids]
+    caps[:S1] = cap_set[set_ids]
+    ms = pair_set[mid]
+    tails[S1 : S1 + n_mid] = set_node[ms]
+    heads[S1 : S1 + n_mid] = tok_node[pair_token[mid]]
+    caps[S1 : S1 + n_mid] = cap_set[ms]
+    del ms
+    tails[S1 + n_mid :] = tok_node[tok_ids]
+    heads[S1 + n_mid :] = sink
+    caps[S1 + n_mid :] = cap_tok[tok_ids]
     smf = max_flow.SimpleMaxFlow()
-    arcs = smf.add_arcs_with_capacity(tails, heads, caps)
+    arcs = np.asarray(smf.add_arcs_with_capacity(tails, heads, caps), dtype=np.int32)
     del tails, heads, caps
     status = smf.solve(source, sink)
-    ok = status == smf.OPTIMAL
-    if not ok:
+    if status != smf.OPTIMAL:
         return np.zeros(pair_set.size), np.zeros(V), False, f"ortools max_flow status {status}"
-    mid = np.asarray(arcs)[S : S + pair_set.size]
-    w = np.asarray(smf.flows(mid), dtype=np.float64) / scale
-    side = np.asarray(smf.get_source_side_min_cut(), dtype=np.int64)
-    side = side[(side > S) & (side <= S + V)] - (S + 1)
-    indicator = np.zeros(V)
-    indicator[side] = 1.0
-    return w, indicator, True, f"ortools max_flow optimal (capacities floor(x * 2^{N}), integer flow {smf.optimal_flow()})"
+    w[mid] = np.asarray(smf.flows(arcs[S1 : S1 + n_mid]), dtype=np.float64) / scale
+    del arcs
+    # H: the live tokens that cannot reach the sink in the residual network (the complement of the
+    # minimal sink side is a minimum cut; that side is usually the smaller list to read back).
+    sink_side = np.asarray(smf.get_sink_side_min_cut(), dtype=np.int64)
+    reach = np.zeros(sink + 1, dtype=bool)
+    reach[sink_side] = True
+    indicator[tok_ids[~reach[S1 + 1 : S1 + V1 + 1]]] = 1.0
+    return (
+        w,
+        indicator,
+        True,
+        f"ortools max_flow optimal (capacities floor(x * 2^{N}), {peeled}, integer flow {smf.optimal_flow() + fixed_flow})",
+    )

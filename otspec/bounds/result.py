@@ -1,4 +1,10 @@
-"""Result types of the bound solvers: an optimal value with its certificate, and a transport plan."""
+"""Result types of the bound solvers: an optimal value with its certificate, and a transport plan.
+
+Every result that solved a transport problem carries its optimal coupling as a
+:class:`TransportPlan`: a :class:`MembershipPlan` for the single-step optimum
+(:attr:`AcceptanceResult.plan`), a :class:`BlockPlan` for the block and tree LPs
+(:attr:`otspec.BlockOptimumResult.plan`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,16 @@ import numpy as np
 
 from otspec.errors import InvalidDraftsError
 
-__all__ = ["AcceptanceResult", "TransportPlan", "STATUS_OPTIMAL", "STATUS_CONSTRAINED", "STATUS_CHECK_FAILED", "STATUS_SOLVER_FAILED"]
+__all__ = [
+    "AcceptanceResult",
+    "TransportPlan",
+    "MembershipPlan",
+    "BlockPlan",
+    "STATUS_OPTIMAL",
+    "STATUS_CONSTRAINED",
+    "STATUS_CHECK_FAILED",
+    "STATUS_SOLVER_FAILED",
+]
 
 #: The value is the optimum and every plain-numpy re-check passed.
 STATUS_OPTIMAL = "optimal"
@@ -23,6 +38,19 @@ STATUS_SOLVER_FAILED = "solver_failed"
 
 @dataclass(frozen=True, eq=False)
 class TransportPlan:
+    r"""An optimal coupling of a draft law and the verifier's output, as found by a bound solver.
+
+    The common base of the plans a result carries: :class:`MembershipPlan` (single step, draft
+    sets to output tokens) and :class:`BlockPlan` (block / tree LP, drafted outcomes to emitted
+    blocks). ``value`` is the objective the plan attains: the acceptance :math:`P(Y \in \bar X)`
+    for a membership plan, :math:`E[\tau]` for a block plan.
+    """
+
+    value: float
+
+
+@dataclass(frozen=True, eq=False)
+class MembershipPlan(TransportPlan):
     r"""An optimal coupling of the draft law and the target, in membership form.
 
     Draft tuples that share the same set of distinct tokens are treated alike, so the plan is stored
@@ -33,6 +61,8 @@ class TransportPlan:
 
     .. math:: \pi(y \mid \bar x) = \frac{a_s(y) + (Q(s) - \sum_{y'} a_s(y'))\, r(y)}{Q(s)},
               \qquad r = \frac{p - \sum_s a_s}{1 - \alpha}.
+
+    ``value`` is :math:`\alpha = \sum_{s, y} a_s(y)`.
     """
 
     sets: np.ndarray
@@ -83,6 +113,60 @@ class TransportPlan:
 
 
 @dataclass(frozen=True, eq=False)
+class BlockPlan(TransportPlan):
+    r"""An optimal coupling of the block / tree LP: drafted outcome to emitted block.
+
+    Column ``j`` is the joint probability ``mass[j]`` :math:`= \pi(o, t, n, y)` of drafting
+    outcome ``o = outcome[j]`` (a draft path, or a draft tree) and emitting the block made of the
+    accepted prefix of length ``t = tau[j]`` -- node ``n = node[j]``, the index of that prefix among
+    the :math:`V^t` prefixes of length t in lexicographic order -- followed by the token
+    ``y = y[j]``. Columns whose emitted block has target probability 0 are not built (they are 0 in
+    every feasible plan). The row sums are the draft law, :math:`\sum_j [o_j = o]\, \pi_j = Q(o)`
+    (``outcome_weights``), up to the solver's tolerance, and ``value`` is
+    :math:`E[\tau] = \sum_j t_j \pi_j` (:doc:`block`, the block optimum).
+
+    Attributes
+    ----------
+    value : float
+        :math:`E[\tau]` of the plan.
+    outcome_weights : ndarray, shape (n_outcomes,)
+        :math:`Q(o)` of every drafted outcome (the LP's draft-marginal right-hand side).
+    mass : ndarray, shape (n_columns,)
+        :math:`\pi` per column, as solved (an entry may be negative at rounding level; the result's
+        ``checks["negative_mass"]`` bounds it).
+    outcome, tau, node, y : ndarray of int64, shape (n_columns,)
+        The labels of every column.
+    """
+
+    outcome_weights: np.ndarray
+    mass: np.ndarray
+    outcome: np.ndarray
+    tau: np.ndarray
+    node: np.ndarray
+    y: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("outcome_weights", "mass", "outcome", "tau", "node", "y"):
+            getattr(self, name).setflags(write=False)
+
+    def conditional(self, outcome: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The law of the emitted block given drafted outcome ``outcome``.
+
+        Returns ``(tau, node, y, probability)`` over the columns of that outcome, with
+        ``probability = mass / Q(outcome)`` (all zeros when :math:`Q(o)` is 0).
+        """
+        o = int(outcome)
+        if not 0 <= o < self.outcome_weights.shape[0]:
+            raise InvalidDraftsError(
+                f"outcome must be an index in [0, {self.outcome_weights.shape[0]}) (got {outcome!r}); pass the index of a drafted outcome"
+            )
+        cols = np.flatnonzero(self.outcome == o)
+        w = float(self.outcome_weights[o])
+        prob = self.mass[cols] / w if w > 0 else np.zeros(cols.size)
+        return self.tau[cols], self.node[cols], self.y[cols], prob
+
+
+@dataclass(frozen=True, eq=False)
 class AcceptanceResult:
     r"""The optimal acceptance :math:`\alpha^*(p, Q)` and its certificate.
 
@@ -104,8 +188,8 @@ class AcceptanceResult:
     error_bound : float
         Bound on :math:`|\text{value} - \alpha^*|` from numerics: rounding for closed forms, the
         quadrature bound for without-replacement, solver tolerances plus gap for LPs.
-    plan : TransportPlan or None
-        The coupling, when an LP/transport problem was solved.
+    plan : MembershipPlan or None
+        The coupling (a :class:`TransportPlan`), when an LP/transport problem was solved.
     law : str
         ``repr`` of the draft law.
     checks : mapping
@@ -120,7 +204,7 @@ class AcceptanceResult:
     status: str
     gap: float
     error_bound: float
-    plan: TransportPlan | None = None
+    plan: MembershipPlan | None = None
     law: str = ""
     checks: Mapping[str, float] = field(default_factory=dict)
     solver_info: str = ""

@@ -8,7 +8,7 @@ import numpy as np
 
 from otspec._tolerances import ROUNDING_PER_TERM
 from otspec._validation import as_distribution, check_same_vocab
-from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult, TransportPlan
+from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult, MembershipPlan
 from otspec._tolerances import CERTIFICATE_ATOL
 
 __all__ = ["single_draft"]
@@ -31,7 +31,7 @@ def single_draft(p: Any, q: Any) -> AcceptanceResult:
     Returns
     -------
     AcceptanceResult
-        ``method="closed_form"``, the cut and the coupling as a :class:`TransportPlan`.
+        ``method="closed_form"``, the cut and the coupling as a :class:`~otspec.MembershipPlan`.
 
     Raises
     ------
@@ -56,7 +56,7 @@ def single_draft(p: Any, q: Any) -> AcceptanceResult:
     resid = p - accept
     mass = resid.sum()
     residual = resid / mass if mass > 0 else np.zeros_like(p)
-    plan = TransportPlan(
+    plan = MembershipPlan(
         sets=supp[:, None].astype(np.int64), set_weights=q[supp], accept=accept[supp][:, None], residual=residual, value=value
     )
     cut_val = float(p[cut].sum() + q[~np.isin(np.arange(p.size), cut)].sum())

@@ -11,7 +11,7 @@ from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, MC_CONFIDENCE_Z, SAMPLE_
 from otspec._validation import as_distribution, as_generator, check_memory
 from otspec.errors import NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
-from otspec.sampling import split_streams
+from otspec.sampling import spawn_streams
 from otspec.verifiers.kernel import AcceptanceEstimate, VerifierKernel
 from otspec.verifiers.plan import SequentialPlan, plan_rows, sample_plan
 from otspec.verifiers.tuples import membership_mask
@@ -53,7 +53,8 @@ class Verifier:
         return sample_plan(self._plan(p, law, tuples), coin_rng, res_rng)
 
     def _tuple_acceptance(self, p: np.ndarray, law: DraftLaw, tuples: np.ndarray) -> np.ndarray:
-        """Exact conditional acceptance of each draft tuple (default: from the kernel rows)."""
+        """Hook behind :meth:`tuple_acceptance` (inputs already validated; default: from the
+        kernel rows). Subclasses with an O(k) formula override it."""
         pi = self._rows(p, law, tuples)
         return np.sum(np.where(membership_mask(tuples, law.V), pi, 0.0), axis=1)
 
@@ -93,6 +94,56 @@ class Verifier:
         pi = self._rows(p, law, tuples)
         pi.setflags(write=False)
         return VerifierKernel(tuples=tuples, weights=weights, pi=pi, verifier=self.name)
+
+    def tuple_acceptance(self, p: Any, law: DraftLaw, tuples: Any) -> np.ndarray:
+        r"""Exact conditional acceptance of each draft tuple.
+
+        .. math:: a(\bar x) = P\big(Y \in \{x_1, \dots, x_k\} \,\big|\, \bar X = \bar x\big)
+                  = \sum_{y \in \{x_1, \dots, x_k\}} \pi(y \mid \bar x),
+
+        the acceptance of one kernel row; :math:`\sum_{\bar x} Q(\bar x)\, a(\bar x)` is the
+        verifier's acceptance (:meth:`acceptance` averages it over sampled tuples for Monte Carlo).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            The draft law the tuples come from.
+        tuples : array_like of int, shape (N, k) or (k,)
+            Draft tuples, each with positive probability under ``law``.
+
+        Returns
+        -------
+        ndarray, shape (N,)
+            :math:`a(\bar x)` for every row of ``tuples``.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution, or not over the law's vocabulary.
+        UnsupportedMethodError
+            If the verifier does not apply to ``law``.
+        InvalidDraftsError
+            If a tuple has the wrong length, an out-of-vocabulary token, or probability 0.
+
+        Examples
+        --------
+        >>> import numpy as np, otspec
+        >>> from otspec.verifiers import token
+        >>> p, q = np.array([0.5, 0.5]), np.array([0.8, 0.2])
+        >>> token.tuple_acceptance(p, otspec.iid(q, 1), [[0], [1]])  # min(1, p/q) for one draft
+        array([0.625, 1.   ])
+        """
+        p = self._check(p, law)
+        d = law.validate_draft_batch(tuples)
+        self._prepare(p, law)
+        chunk = max(1, SAMPLE_CHUNK_ENTRIES // max(law.V, 1))
+        if d.shape[0] <= chunk:
+            return self._tuple_acceptance(p, law, d)
+        return np.concatenate([self._tuple_acceptance(p, law, d[s : s + chunk]) for s in range(0, d.shape[0], chunk)])
 
     def acceptance(
         self,
@@ -166,11 +217,11 @@ class Verifier:
         """One output token for one draft tuple (validated with ``law.validate_drafts``).
 
         Accept coins come from ``rng``; residual draws from a child stream spawned from it
-        (:func:`split_streams`).
+        (:func:`otspec.sampling.spawn_streams` with ``parent_first=True``).
         """
         p = self._check(p, law)
         d = law.validate_drafts(drafts)
-        coin_rng, res_rng = split_streams(rng)
+        coin_rng, res_rng = spawn_streams(rng, 2, parent_first=True)
         self._prepare(p, law)
         return int(self._sample_rows(p, law, d[None, :], coin_rng, res_rng)[0])
 
@@ -180,7 +231,7 @@ class Verifier:
         same generator state)."""
         p = self._check(p, law)
         d = law.validate_draft_batch(drafts)
-        coin_rng, res_rng = split_streams(rng)
+        coin_rng, res_rng = spawn_streams(rng, 2, parent_first=True)
         self._prepare(p, law)
         chunk = max(1, SAMPLE_CHUNK_ENTRIES // max(law.V, 1))
         out = np.empty(d.shape[0], dtype=np.int64)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import importlib
 
-from otspec_gpu.verifiers._common import StepOutput, TorchVerifier
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier
 
 __all__ = ["SINGLE_STEP", "StepOutput", "TorchVerifier", "by_name"]
 
-_FAMILIES = ("token", "kseq", "rrs", "greedy", "khisti", "baselines", "approximate")
+_FAMILIES = ("token", "kseq", "rrs", "greedy", "khisti", "optimal_iid", "baselines", "approximate")
 
 
 def _build() -> dict:

@@ -15,19 +15,8 @@ from __future__ import annotations
 import torch
 
 from otspec.errors import UnsupportedMethodError
-from otspec_gpu.verifiers._common import (
-    Plan,
-    StepOutput,
-    TorchVerifier,
-    accept_ratio,
-    categorical,
-    check_step,
-    gather,
-    plan_conditional,
-    plan_sample,
-    residual,
-    step_output,
-)
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, categorical, gather, plan_conditional, plan_sample, residual
 
 __all__ = ["VERIFIERS", "naive", "naive_conditional", "naive_plan", "naive_sample", "nss", "nss_conditional", "nss_sample"]
 

@@ -14,6 +14,9 @@ its exact conditional law (``(i, a)`` w.p. :math:`1-q(a)`, a separate ``rand`` c
 :math:`\min(1, (p_i-q_i)_+/(q(a)\tilde q_i))`; then a w.p. :math:`\min(1, p_a/L)`,
 :math:`L = 1-\sum\min(p, \tilde q)`; else the residual :math:`(p-\tilde q)_+` off a. Its
 conditional law equals greedy_optimal's (the numpy core tests the same identity).
+
+:func:`greedy_top` is the top-(k-1) set G in the tie order of ``otspec.greedy`` (larger q first,
+then lower token id); :func:`otspec_gpu.drafting.sample_drafts` drafts the greedy law with it.
 """
 
 from __future__ import annotations
@@ -21,21 +24,38 @@ from __future__ import annotations
 import torch
 
 from otspec.errors import InvalidDraftsError
-from otspec_gpu.verifiers._common import (
-    Plan,
-    StepOutput,
-    TorchVerifier,
-    accept_ratio,
-    check_step,
-    gather,
-    greedy_top,
-    normalize_or,
-    plan_conditional,
-    plan_sample,
-    step_output,
-)
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, normalize_or, plan_conditional, plan_sample
 
-__all__ = ["VERIFIERS", "conditional", "conditional_hub", "greedy_optimal", "hub_plans", "plan", "sample", "sample_hub", "spechub"]
+__all__ = [
+    "VERIFIERS",
+    "conditional",
+    "conditional_hub",
+    "greedy_optimal",
+    "greedy_top",
+    "hub_plans",
+    "plan",
+    "sample",
+    "sample_hub",
+    "spechub",
+]
+
+
+def greedy_top(q: torch.Tensor, m: int) -> torch.Tensor:
+    """The top-``m`` tokens of each row of ``q`` ``[B, m]``, ordered by larger q first, then lower
+    token id (the tie rule of ``otspec.greedy``)."""
+    B = q.shape[0]
+    if m == 0:
+        return torch.zeros((B, 0), dtype=torch.long, device=q.device)
+    vals = torch.topk(q, m, dim=1).values
+    v = vals[:, -1:]
+    gt = q > v
+    eq = q == v
+    need = m - gt.sum(dim=1, keepdim=True)
+    chosen = gt | (eq & (torch.cumsum(eq.to(torch.long), dim=1) <= need))
+    idx = torch.nonzero(chosen)[:, 1].view(B, m)  # row-major: ascending token id within a row
+    order = torch.sort(q.gather(1, idx), dim=1, descending=True, stable=True).indices
+    return idx.gather(1, order)
 
 
 def _q_rest(q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:

@@ -22,18 +22,8 @@ from typing import NamedTuple
 import torch
 
 from otspec.errors import InvalidDraftsError
-from otspec_gpu.verifiers._common import (
-    Plan,
-    StepOutput,
-    TorchVerifier,
-    accept_ratio,
-    check_step,
-    gather,
-    plan_conditional,
-    plan_sample,
-    residual,
-    step_output,
-)
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, plan_sample, residual
 
 __all__ = [
     "VERIFIERS",

@@ -52,7 +52,8 @@ from otspec.errors import (
     ShapeMismatchError,
     UnsupportedMethodError,
 )
-from otspec_gpu.verifiers._common import TorchVerifier, categorical
+from otspec_gpu.verifiers.base import TorchVerifier
+from otspec_gpu.verifiers.plan import categorical
 
 __all__ = [
     "NODE_VERIFIER",

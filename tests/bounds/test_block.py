@@ -78,7 +78,9 @@ def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
     paths = np.flatnonzero(models.enumerate_prefixes(p, q, gamma).q_joint[gamma] > 0)
     law: dict = {}
     e = 0.0
-    for o, t, n, y, mass in zip(r.columns["outcome"], r.columns["tau"], r.columns["node"], r.columns["y"], r.plan):
+    assert isinstance(r.plan, otspec.TransportPlan)
+    assert r.plan.value == r.value
+    for o, t, n, y, mass in zip(r.plan.outcome, r.plan.tau, r.plan.node, r.plan.y, r.plan.mass):
         if mass <= 0:
             continue
         full = np.unravel_index(paths[o], (p.V,) * gamma)
@@ -90,6 +92,27 @@ def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
         e += t * mass
     assert criterion_violation(law, p, p.V) <= 1e-8
     assert abs(e - r.value) <= 1e-9
+
+
+def test_block_plan_rows_are_the_draft_law_and_conditionals_are_laws():
+    p, q = make_pair(3, 3, 1.0, False)
+    r = block_optimum(p, q, 2, method="lp")
+    plan = r.plan
+    assert r.ok and isinstance(plan, otspec.BlockPlan)
+    rows = np.bincount(plan.outcome, weights=plan.mass, minlength=plan.outcome_weights.size)
+    assert np.abs(rows - plan.outcome_weights).max() <= r.checks["draft_marginal"] + EXACT_ATOL
+    for o in range(plan.outcome_weights.size):
+        tau, node, y, prob = plan.conditional(o)
+        assert tau.shape == node.shape == y.shape == prob.shape
+        assert abs(prob.sum() - 1.0) <= LP_ATOL
+    with pytest.raises(otspec.errors.InvalidDraftsError, match="outcome must be an index"):
+        plan.conditional(plan.outcome_weights.size)
+    with pytest.raises(ValueError, match="read-only"):
+        plan.mass[0] = 0.0
+    assert "plan" not in r.to_dict() and r.to_dict()["solver_info"] == r.solver_info
+    # every result's plan is a TransportPlan (the single-step optimum's too)
+    single = otspec.optimal_acceptance([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2), method="lp")
+    assert isinstance(single.plan, otspec.MembershipPlan) and isinstance(single.plan, otspec.TransportPlan)
 
 
 def test_toy_values():

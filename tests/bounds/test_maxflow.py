@@ -168,3 +168,85 @@ def test_stable_argsort_is_numpy_stable_argsort(n):
         key[rng.random(n) < 0.1] = np.inf
         key[rng.random(n) < 0.1] = 0.0
         np.testing.assert_array_equal(stable_argsort(key), np.argsort(key, kind="stable"))
+
+
+def _integer_flow(info: str) -> int:
+    return int(info.rsplit("integer flow ", 1)[1].rstrip(")"))
+
+
+def _no_peel(pair_set, pair_token, cap_set, cap_tok):
+    return np.ones(cap_set.size, bool), np.ones(cap_tok.size, bool), np.zeros(0, np.int64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_presolve_keeps_the_exact_integer_flow_and_a_tight_cut(seed, monkeypatch):
+    """The abundant-token presolve changes nothing but the work: on laws where it fixes a share of
+    the sets (checked), the integer max flow equals the one of the whole network solved without it,
+    the value equals the LP's, and the returned cut attains the value (the flow is tight)."""
+    import otspec.bounds.maxflow as mf
+    from otspec.bounds.lp import certify
+
+    rng = np.random.default_rng(seed)
+    V = 12
+    p, q = random_simplex(rng, V, zeros=seed % 3, alpha=0.5), random_simplex(rng, V, alpha=0.5)
+    laws = [otspec.iid(q, 2), otspec.iid(q, 3), otspec.product([q, random_simplex(rng, V, alpha=0.5)])]
+    for law in laws:
+        sets, weights = law.enumerate_sets()
+        w, ind, ok, info = mf.solve_maxflow(p, sets, weights)
+        with monkeypatch.context() as m:
+            m.setattr(mf, "peel_abundant_tokens", _no_peel)
+            w0, ind0, ok0, info0 = mf.solve_maxflow(p, sets, weights)
+        assert ok and ok0
+        assert "presolve fixed 0 of" in info0 and "presolve fixed 0 of" not in info, (law, info)
+        assert _integer_flow(info) == _integer_flow(info0), (law, info, info0)
+        r = certify(p, law, sets, weights, w, ind, ok, "maxflow", info)
+        lp = otspec.optimal_acceptance(p, law, method="lp")
+        assert r.status == "optimal" and abs(r.value - lp.value) <= TOL
+        H = np.flatnonzero(ind)
+        assert abs(cut_value(p, law, H) - r.value) <= TOL  # the solver's own cut, not a rescan
+
+
+def test_presolve_can_route_everything():
+    """p = q, one draft: every token absorbs its singleton set, no solver call is needed, value 1."""
+    q = np.array([0.1, 0.2, 0.3, 0.4])
+    r = otspec.optimal_acceptance(q, otspec.iid(q, 1), method="maxflow")
+    assert "not needed" in r.solver_info and r.status == "optimal"
+    assert abs(r.value - 1.0) <= EXACT_ATOL and r.cut.size == 0
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_peel_invariants(seed):
+    """On random bipartite networks: one fixed arc per removed set, landing on a removed token
+    whose total fixed load fits its capacity (integers, exact), and no live set touches a removed
+    token (so the rest is the original network restricted to live sets and tokens)."""
+    from otspec.bounds.maxflow import peel_abundant_tokens
+
+    rng = np.random.default_rng(seed)
+    S, V, k = int(rng.integers(1, 30)), int(rng.integers(1, 10)), int(rng.integers(1, 4))
+    sets, _ = otspec.explicit(rng.integers(0, V, size=(S, k)), np.full(S, 1.0 / S), vocab_size=V).enumerate_sets()
+    from otspec.bounds.lp import membership_pairs
+
+    ps, pt, _ = membership_pairs(sets)
+    cap_set = rng.integers(0, 2**40, size=sets.shape[0])
+    cap_tok = rng.integers(0, 2**41, size=V)
+    live_set, live_tok, fixed = peel_abundant_tokens(ps, pt, cap_set, cap_tok)
+    assert np.array_equal(np.sort(ps[fixed]), np.flatnonzero(~live_set))  # one arc per removed set
+    assert not live_tok[pt[fixed]].any()
+    load = np.zeros(V, dtype=object)
+    for a in fixed:
+        load[pt[a]] += int(cap_set[ps[a]])
+    assert all(load[y] <= int(cap_tok[y]) for y in range(V))
+    live_arcs = live_set[ps]
+    assert live_tok[pt[live_arcs]].all()
+
+
+def test_maxflow_cut_is_deterministic(rng):
+    """The same problem twice gives the same cut, value and flows (bit for bit)."""
+    p, q = random_simplex(rng, 40, alpha=0.5), random_simplex(rng, 40, alpha=0.5)
+    law = otspec.product([q, random_simplex(rng, 40, alpha=0.5)])
+    a = otspec.optimal_acceptance(p, law, method="maxflow")
+    b = otspec.optimal_acceptance(p, law, method="maxflow")
+    assert a.status == b.status == "optimal"
+    np.testing.assert_array_equal(a.cut, b.cut)
+    np.testing.assert_array_equal(a.plan.accept, b.plan.accept)
+    assert a.value == b.value

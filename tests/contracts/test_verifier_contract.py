@@ -282,10 +282,11 @@ def test_accept_and_residual_streams_are_separate():
     """The residual draw must not depend on the coin stream's next values: with the residual child
     stream fixed, the token verifier's rejected outputs follow the residual law (checked by the
     chi-square test above); here we check the mechanism directly."""
-    from otspec.sampling import split_streams
+    from otspec.sampling import spawn_streams
 
-    a, b = split_streams(np.random.default_rng(0))
-    assert a is not b
+    rng = np.random.default_rng(0)
+    a, b = spawn_streams(rng, 2, parent_first=True)
+    assert a is rng and b is not rng
     x, y = a.random(1000), b.random(1000)
     assert abs(np.corrcoef(x, y)[0, 1]) < 0.15
 
@@ -411,16 +412,34 @@ def test_kernel_refuses_laws_too_large_to_enumerate():
 
 
 def test_per_tuple_acceptance_shortcuts_match_kernel(rng):
-    """The O(k) conditional acceptances used by Monte Carlo (nss, naive) equal the kernel's."""
+    """tuple_acceptance (the O(k) shortcuts used by Monte Carlo: nss, naive, ...) equals the kernel's."""
     for _ in range(20):
         V, k = int(rng.integers(2, 6)), int(rng.integers(1, 4))
         p = _dirichlet_with_zeros(rng, V, int(rng.integers(0, 2)))
         for law in _random_laws(rng, V, k):
             for v in ALL:
-                if not v.applies_to(law) or not v.lossless or v.name in ("khisti", "optimal_plan"):
+                if not v.applies_to(law) or not v.lossless:
                     continue
                 K = v.kernel(p, law)
-                np.testing.assert_allclose(v._tuple_acceptance(p, law, K.tuples), K.per_tuple_acceptance(), atol=1e-13, err_msg=v.name)
+                keep = K.weights > 0  # tuple_acceptance refuses tuples the law cannot draw
+                np.testing.assert_allclose(
+                    v.tuple_acceptance(p, law, K.tuples[keep]), K.per_tuple_acceptance()[keep], atol=1e-13, err_msg=v.name
+                )
+
+
+def test_tuple_acceptance_validates_its_inputs():
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.6, 0.4, 0.0])
+    law = otspec.iid(q, 2)
+    token_rule = otspec.verifiers.by_name("rrs")
+    with pytest.raises(otspec.errors.InvalidDraftsError, match="probability 0"):
+        token_rule.tuple_acceptance(p, law, [[0, 2]])
+    with pytest.raises(otspec.errors.InvalidDraftsError, match="exactly k = 2"):
+        token_rule.tuple_acceptance(p, law, [[0, 1, 1]])
+    with pytest.raises(otspec.errors.NotADraftLawError):
+        token_rule.tuple_acceptance(p, q, [[0, 1]])
+    with pytest.raises(otspec.errors.UnsupportedMethodError):
+        otspec.verifiers.by_name("token").tuple_acceptance(p, law, [[0, 1]])
+    np.testing.assert_allclose(token_rule.tuple_acceptance(p, law, [0, 1]), token_rule.tuple_acceptance(p, law, [[0, 1]]))
 
 
 DENORMAL_Q = np.array([1 - 5e-324 - 1e-310, 5e-324, 1e-310])

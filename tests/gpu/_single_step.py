@@ -13,7 +13,7 @@ LAWS = {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "g
 #: (verifier name, draft law, k): every law each verifier is defined on, k <= 3.
 COMBOS = (
     [("token", law, 1) for law in LAWS]
-    + [(name, "iid", k) for name in ("kseq", "rrs") for k in (1, 2, 3)]
+    + [(name, "iid", k) for name in ("kseq", "rrs", "optimal_iid", "khisti") for k in (1, 2, 3)]
     + [("rrs_wor", "without_replacement", k) for k in (1, 2, 3)]
     + [("greedy_optimal", "greedy", k) for k in (1, 2, 3)]
     + [("spechub", "greedy", 2)]

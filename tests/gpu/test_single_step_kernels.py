@@ -39,7 +39,6 @@ def _t(x, dtype, device):
 def test_registry_names_are_the_numpy_names():
     numpy_names = {v.name for v in otspec.verifiers.ALL}
     assert set(SINGLE_STEP) <= numpy_names
-    # khisti (LP selection weights in the numpy core) has no torch twin yet: see docs/gpu.rst
     assert set(SINGLE_STEP) >= {"token", "kseq", "rrs", "rrs_wor", "greedy_optimal", "spechub", "nss", "naive", "approximate"}
     assert {c[0] for c in COMBOS} == set(SINGLE_STEP)  # every registered verifier is tested
     for name, v in SINGLE_STEP.items():

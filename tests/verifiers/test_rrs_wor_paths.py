@@ -94,7 +94,7 @@ def test_large_vocabulary_uses_paths_with_an_interval():
 def test_lazy_draws_equal_the_plan_draws(V, k, seed):
     """rrs_wor's lazy sampler returns exactly the token of sample_plan(rrs_wor_plan(...)) for the same
     generator states (same coins, same residual draws, same per-row arithmetic), row for row."""
-    from otspec.sampling import split_streams
+    from otspec.sampling import spawn_streams
     from otspec.verifiers.plan import sample_plan
     from otspec.verifiers.step.rrs_wor import rrs_wor_plan
 
@@ -103,8 +103,8 @@ def test_lazy_draws_equal_the_plan_draws(V, k, seed):
     q = random_simplex(rng, V, zeros=1, alpha=0.5)
     law = otspec.without_replacement(q, k)
     tuples = law.sample(rng, 2000)
-    c1, r1 = split_streams(np.random.default_rng(seed + 10))
-    c2, r2 = split_streams(np.random.default_rng(seed + 10))
+    c1, r1 = spawn_streams(np.random.default_rng(seed + 10), 2, parent_first=True)
+    c2, r2 = spawn_streams(np.random.default_rng(seed + 10), 2, parent_first=True)
     lazy = rrs_wor._sample_rows(p, law, tuples, c1, r1)
     ref = sample_plan(rrs_wor_plan(p, q, tuples), c2, r2)
     np.testing.assert_array_equal(lazy, ref)

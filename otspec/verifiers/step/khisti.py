@@ -1,25 +1,40 @@
 r"""Khisti et al.'s canonical two-step multi-draft scheme (ICLR 2025; :doc:`verifiers`, khisti).
 
-Step 1 (importance-weighted selection): from the drafts :math:`\bar x` pick one of their distinct
-tokens, y, with probability :math:`\beta_y(\bar x)` (:math:`\sum_{y \in \bar x} \beta_y(\bar x) = 1`).
+Step 1 (importance-weighted selection): from the drafts :math:`\bar x` pick one drafted token, y,
+with probability :math:`\beta_y(\bar x)` (:math:`\sum_{y \in \bar x} \beta_y(\bar x) = 1`).
 This induces :math:`r_\beta(y) = \sum_{\bar x} Q(\bar x)\beta_y(\bar x)`.
 Step 2: single-draft speculative sampling from :math:`r_\beta` to p: keep y w.p.
 :math:`\min(1, p(y)/r_\beta(y))`, else draw from :math:`\mathrm{norm}((p - r_\beta)_+)`.
+Acceptance :math:`\sum_y \min(p(y), r_\beta(y))`; by the canonical decomposition theorem its
+maximum over the selections is the optimum :math:`\alpha^*(p, Q)` for every draft law.
 
-The weights maximise :math:`\sum_y \min(p(y), r_\beta(y))` -- a linear program (solved here with
-HiGHS through ``scipy.optimize.linprog``) over the *sets* of distinct drafted tokens, since the
-selection only needs to know which tokens were drafted. By the canonical decomposition theorem its
-value is the optimum :math:`\alpha^*(p, Q)` for every draft law, so this verifier is optimal.
-For two i.i.d. drafts the optimum has the closed form
+The optimal selection is not unique, so the verifier fixes a *canonical* one:
+
+* **i.i.d. drafts** (``otspec.iid(q, k)``, or ``otspec.product`` of identical drafters): the
+  closed-form optimal selection law :math:`r^*` and the threshold-tree selection rule of
+  :mod:`otspec.verifiers.step.optimal_iid` (tokens grouped into super-tokens sorted by density
+  :math:`r^*/q`, a level :math:`s \sim U(0,1)`, the block of the first drafted super-token, a
+  uniform draft of that block). The kernel is then exactly ``optimal_iid``'s, available at any V
+  with ``acceptance`` = :math:`\alpha^* = 1 + \min_H [p(H) - q(H)^k]` in closed form. For two
+  drafts y, y' in super-tokens :math:`a < b` the selection is explicit: y' (the draft of lower
+  density) is selected with probability :math:`\tfrac12 \min_{a \le i < b} \kappa_i` (one
+  range-minimum of the thresholds of the boundaries between them), y otherwise; two drafts in the
+  same super-token are selected with probability 1/2 each.
+* **every other law** (without replacement, explicit, products of different drafters): the weights
+  solve the linear program :math:`\max_\beta \sum_y \min(p(y), r_\beta(y))` over the *sets* of
+  distinct drafted tokens (HiGHS through ``scipy.optimize.linprog``), so the kernel and the
+  sampler need a law small enough to enumerate.
+
+For two i.i.d. drafts the optimum also has the closed form
 
 .. math:: \alpha^*(K{=}2) = \min_{S \subseteq \Omega}\Big\{ \sum_{s \in S} p(s) + q(S^c)^2 + 2\,q(S)\,q(S^c) \Big\},
 
-minimised over the prefixes of the tokens sorted by p/q (tokens with q = 0 last).
+minimised over the prefixes of the tokens sorted by p/q (tokens with q = 0 last)
+(:func:`khisti_k2_closed_form`, an independent check of the general formula).
 
 Deviation from the paper's practical scheme: Khisti et al. truncate the alphabet and solve a
-pairwise LP over the top-s tokens (with a tournament for K > 2); we solve the exact LP over all
-draft sets, so the verifier is only available on laws small enough to enumerate (the K = 2
-closed-form acceptance is available at any V).
+pairwise LP over the top-s tokens (with a tournament for K > 2); we use the exact optimal
+selection (closed form for i.i.d. drafts, the exact LP otherwise).
 """
 
 from __future__ import annotations
@@ -30,9 +45,10 @@ from otspec._tolerances import LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
 from otspec._validation import as_distribution, check_same_vocab
 from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 from otspec.laws import DraftLaw
-from otspec.sampling import sample_categorical
+from otspec.sampling import sample_categorical, spawn_streams
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.plan import accept_ratio, residual
+from otspec.verifiers.step.optimal_iid import optimal_iid
 from otspec.verifiers.tuples import set_index
 
 __all__ = ["KhistiVerifier", "khisti", "khisti_k2_closed_form", "selection_weights", "SelectionWeights"]
@@ -125,7 +141,11 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
 
 
 class KhistiVerifier(Verifier):
-    r"""Canonical two-step scheme with LP-optimal selection weights (optimal for every law).
+    r"""Canonical two-step scheme with an optimal selection (optimal for every law).
+
+    i.i.d. laws (and products of identical drafters) use the closed-form optimal selection of
+    :mod:`~otspec.verifiers.step.optimal_iid` at any V; every other law uses LP-optimal weights
+    over the draft sets (enumerable laws only).
 
     Examples
     --------
@@ -137,23 +157,55 @@ class KhistiVerifier(Verifier):
     """
 
     name = "khisti"
-    rule = "the canonical scheme applies to every draft law small enough to enumerate"
+    rule = "the canonical scheme applies to every draft law (at any V for i.i.d. drafts; other laws must be small enough to enumerate)"
     reference = "Khisti, Ebrahimi, Dbouk, Behboodi, Memisevic, Louizos, ICLR 2025"
     monte_carlo_ok = False
 
     def applies_to(self, law: DraftLaw) -> bool:
         return True
 
+    @staticmethod
+    def _canonical(law: DraftLaw) -> bool:
+        """True when the closed-form optimal selection of ``optimal_iid`` applies (i.i.d. drafts)."""
+        return optimal_iid.applies_to(law)
+
+    @staticmethod
+    def _iid_state(p, law):
+        return optimal_iid.state(p, law)
+
     def weights(self, p, law) -> SelectionWeights:
-        """The (cached) optimal selection weights for ``(p, law)``."""
+        """The (cached) optimal selection weights for ``(p, law)``, per draft *set*.
+
+        For i.i.d. laws the canonical rule selects per draft *tuple* (a token drafted twice counts
+        twice); the weights returned are its selection law averaged over the tuples of each set
+        (same induced r, same acceptance). Other laws: the LP weights the rule uses."""
         p = self._check(p, law)
+        if self._canonical(law):
+            return law.cached("khisti.canonical_weights", p, lambda: self._canonical_weights(p, law))
         return self._weights(p, law)
+
+    def _canonical_weights(self, p, law) -> SelectionWeights:
+        tuples, W = law.enumerate()
+        beta_t = self._iid_state(p, law).selection_rows(tuples)
+        sets, Qs = law.enumerate_sets()
+        idx = set_index(sets, tuples)
+        agg = np.zeros((sets.shape[0], law.V))
+        np.add.at(agg, idx, W[:, None] * beta_t)
+        valid = sets >= 0
+        beta = np.where(valid, np.take_along_axis(agg, np.maximum(sets, 0), axis=1), 0.0)
+        beta /= beta.sum(axis=1, keepdims=True)
+        r = np.zeros(law.V)
+        np.add.at(r, sets[valid], (Qs[:, None] * beta)[valid])
+        return SelectionWeights(sets, Qs, beta, r, float(np.minimum(p, r).sum()), STATUS_OPTIMAL)
 
     def _weights(self, p, law) -> SelectionWeights:
         return law.cached("khisti.weights", p, lambda: selection_weights(p, law))
 
     def _prepare(self, p, law):
-        self._weights(p, law)
+        if self._canonical(law):
+            self._iid_state(p, law)
+        else:
+            self._weights(p, law)
 
     def _parts(self, p, law, tuples):
         sw = self._weights(p, law)
@@ -165,6 +217,12 @@ class KhistiVerifier(Verifier):
         return toks, beta, a, res
 
     def _rows(self, p, law, tuples):
+        if self._canonical(law):
+            st = self._iid_state(p, law)
+            acc = st.selection_rows(tuples) * st.accept[None, :]
+            cdf = st.residual_cdf
+            res = np.diff(cdf, prepend=0.0) / cdf[-1] if cdf[-1] > 0 else p
+            return acc + (1.0 - acc.sum(axis=1))[:, None] * res[None, :]
         toks, beta, a, res = self._parts(p, law, tuples)
         n = tuples.shape[0]
         pi = np.zeros((n, law.V))
@@ -175,6 +233,10 @@ class KhistiVerifier(Verifier):
         return pi
 
     def _sample_rows(self, p, law, tuples, coin_rng, res_rng):
+        if self._canonical(law):
+            # level, within-block choice and accept coin: three streams spawned from the coin
+            # stream; the residual draw keeps its own stream
+            return self._iid_state(p, law).sample_rows(tuples, [*spawn_streams(coin_rng, 3), res_rng])
         toks, beta, a, res = self._parts(p, law, tuples)
         n = tuples.shape[0]
         cb = np.cumsum(beta, axis=1)
@@ -189,8 +251,9 @@ class KhistiVerifier(Verifier):
         return out.astype(np.int64)
 
     def _closed_form(self, p, law):
-        if law.kind == "iid" and law.k == 2:
-            return khisti_k2_closed_form(p, law.q), {"formula": "K = 2 closed form"}
+        if self._canonical(law):
+            value = optimal_iid.acceptance(p, law, method="closed_form").value
+            return value, {"formula": "1 + p(H*) - q(H*)^k (canonical selection: the optimal i.i.d. rule)"}
         return None
 
 

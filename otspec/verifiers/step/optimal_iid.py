@@ -55,10 +55,15 @@ __all__ = [
     "threshold_tree",
 ]
 
-#: Threshold-tree builders: ``"heap"`` (remove the boundary of smallest local ratio, one at a time,
-#: with a binary heap: O(m log m); the default) and ``"argmax"`` (the direct recursion, worst case
-#: O(m^2); a reference for tests).
-TREE_METHODS = ("heap", "argmax")
+#: Threshold-tree builders. ``"heap"``: remove the boundary of smallest local ratio one at a time
+#: with a binary heap, O(m (log m + k)) worst case, pure Python. ``"heap_compiled"``: the same
+#: algorithm compiled with numba (optional extra ``otspec[fast]``), bit-identical trees, about
+#: 50-100x faster. ``"flip"``: randomized incremental construction with flips, expected O(m k) for
+#: every input (compiled when numba is installed, else the same code in plain Python); the best
+#: proven bound, but its random memory accesses make it slower than the compiled heap in practice.
+#: ``"auto"`` (the default): ``"heap_compiled"`` when numba is installed, else ``"heap"``.
+#: ``"argmax"``: the direct recursion, worst case O(m^2), a reference for tests.
+TREE_METHODS = ("auto", "flip", "heap", "heap_compiled", "argmax")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -264,7 +269,8 @@ class _Geometry:
         )
         den = (w1 + w2) * _hsum3(self.Y[a], self.Y[i], self.Y[b], self.k - 2)
         out = (dl - dr) / den
-        return np.where(den > 0, out, 0.0)
+        # 0 where the block has no q-mass at float64 resolution, or where inf - inf gave NaN
+        return np.where((den > 0) & ~np.isnan(out), out, 0.0)
 
 
 def _geometry(sel: _Selection, q: np.ndarray, k: int) -> tuple[_Geometry, np.ndarray]:
@@ -306,9 +312,15 @@ class ThresholdTree:
     order : ndarray of int64
         Interior boundaries in removal order (leaves first, root last).
     method : str
-        Builder used (``"heap"`` or ``"argmax"``).
+        Builder used (``"heap_compiled"``, ``"heap"``, ``"flip"`` or ``"argmax"``; ``"auto"``
+        resolves to one of the first two).
     max_clamp : float
         Largest amount by which a raw ratio exceeded its parent's and was clamped (rounding).
+    work : int or None
+        Elementary steps of the build (a complexity guard the tests check on adversarial inputs):
+        ``"flip"``: the number of flips (expected below 2 per boundary, at most
+        ``MAX_FLIPS_PER_BOUNDARY`` per boundary); ``"heap_compiled"``: heap record swaps, at most
+        :math:`(m-1) + 3(m-1)(\lfloor \log_4 (m-1) \rfloor + 1)`; None for the other builders.
     """
 
     G: np.ndarray
@@ -317,6 +329,7 @@ class ThresholdTree:
     order: np.ndarray
     method: str
     max_clamp: float
+    work: int | None = None
 
     @property
     def kappa(self) -> np.ndarray:
@@ -326,20 +339,53 @@ class ThresholdTree:
         return kap
 
 
-def _finish(geo: _Geometry, G: np.ndarray, left: np.ndarray, right: np.ndarray, order: list, method: str) -> ThresholdTree:
+def _parents(left: np.ndarray, right: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Parent of each node: of its two neighbours at removal, the one removed first (the other is
+    a further ancestor). The two ends are their own parents."""
+    m = left.size - 1
+    rank = np.full(m + 1, order.size, dtype=np.int64)  # the ends are never removed
+    rank[order] = np.arange(order.size)
+    par = np.arange(m + 1)
+    lo, hi = left[order], right[order]
+    par[order] = np.where(rank[lo] < rank[hi], lo, hi)
+    return par
+
+
+def _clamp_down(G: np.ndarray, left: np.ndarray, right: np.ndarray, order: np.ndarray) -> np.ndarray:
+    r"""Top-down clamp :math:`G_i \leftarrow \max(0, \min(G_i, G_{left_i}, G_{right_i}))` in reverse
+    removal order, vectorised.
+
+    The clamped ratios are nested, and of a node's two neighbours at removal one is its parent and
+    the other a further ancestor, so the clamped value is :math:`\max(0, \min)` of the raw ratios
+    on the node's path to the root: a path minimum, computed by pointer jumping in
+    :math:`\lceil \log_2(\text{depth}) \rceil + 1` rounds of O(m) work. Min and max are exact, so the
+    result equals the sequential loop's bit for bit."""
+    val = G.copy()
+    anc = _parents(left, right, order)
+    while True:
+        val = np.minimum(val, val[anc])
+        nxt = anc[anc]
+        if np.array_equal(nxt, anc):
+            break
+        anc = nxt
+    return np.where(val > 0.0, val, 0.0)  # max(0.0, g) as the loop computes it (0.0 for -0.0)
+
+
+def _finish(
+    geo: _Geometry, G: np.ndarray, left: np.ndarray, right: np.ndarray, order, method: str, jit=None, work: int | None = None
+) -> ThresholdTree:
     """Make the ratios nested despite rounding and record the largest change: top-down (reverse
     removal order; a node's neighbours at removal are removed later), clamp each node to its two
     neighbours at removal and to [0, 1]. The clamp is local on purpose: a garbage ratio in a block
-    of q-mass below float64 resolution then only affects that block's own subtree."""
+    of q-mass below float64 resolution then only affects that block's own subtree. ``jit``: the
+    compiled kernels (same result)."""
     m = geo.m
     G[0] = G[m] = 1.0
     raw = G.copy()
-    g, lf, rt = G.tolist(), left.tolist(), right.tolist()
-    for i in reversed(order):
-        g[i] = max(0.0, min(g[i], g[lf[i]], g[rt[i]]))
-    G = np.asarray(g)
+    order = np.asarray(order, dtype=np.int64)
+    G = jit.clamp_down(G, left, right, order) if jit is not None else _clamp_down(G, left, right, order)
     excess = float(np.max(raw[1:m] - G[1:m])) if m > 1 else 0.0
-    return ThresholdTree(G=G, left=left, right=right, order=np.asarray(order, dtype=np.int64), method=method, max_clamp=max(excess, 0.0))
+    return ThresholdTree(G=G, left=left, right=right, order=order, method=method, max_clamp=max(excess, 0.0), work=work)
 
 
 def _build_heap(geo: _Geometry):
@@ -393,6 +439,8 @@ def _build_heap(geo: _Geometry):
                 h3 = h2 + y3 * h3
             den = (w1 + w2) * h3
             rx = (dl - dr) / den if den > 0 else 0.0
+            if rx != rx:  # NaN: inf - inf on blocks below float64 resolution
+                rx = 0.0
             cur[a] = rx
             push(heap, (rx, a))
         if b < m:  # right neighbour: its left side widened to a
@@ -409,6 +457,8 @@ def _build_heap(geo: _Geometry):
                 h3 = h2 + y3 * h3
             den = (w1 + w2) * h3
             rx = (dl - dr) / den if den > 0 else 0.0
+            if rx != rx:
+                rx = 0.0
             cur[b] = rx
             push(heap, (rx, b))
     G[:] = gl
@@ -440,22 +490,90 @@ def _build_argmax(geo: _Geometry):
     return G, left, right, order[::-1]
 
 
-def _tree(geo: _Geometry, method: str) -> ThresholdTree:
+#: Flips allowed per boundary before the flip builder gives up and the heap builds the tree (the
+#: expected number is below 2; exceeding 16 is a rounding cycle or an astronomically rare order).
+MAX_FLIPS_PER_BOUNDARY = 16
+_FLIP_SEED = 0x07A5EED  # the insertion order is random but fixed: the tree is unique anyway
+
+
+def _jit_kernels(need_compiled: bool = False):
+    """The kernels module (compiled with numba when installed, plain Python otherwise), or None
+    when compiled kernels are needed and numba is missing."""
+    from otspec.verifiers.step import _optimal_iid_jit
+
+    if need_compiled and not _optimal_iid_jit.COMPILED:
+        return None
+    return _optimal_iid_jit
+
+
+def _dens(geo: _Geometry) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return geo.rho / geo.w
+
+
+def _build_heap_compiled(geo: _Geometry, jit):
+    """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step._optimal_iid_jit`)."""
+    m = geo.m
+    i = np.arange(1, m)
+    R0 = geo.ratio(i - 1, i, i + 1)
+    return jit.heap_build(R0, geo.T, geo.Y, geo.L, _dens(geo), geo.k)
+
+
+def _build_flip(geo: _Geometry, jit):
+    """Randomized incremental construction (``_optimal_iid_jit.flip_build``); ``None`` when it
+    exceeded its flip budget."""
+    m = geo.m
+    perm = np.random.default_rng(_FLIP_SEED).permutation(np.arange(1, m, dtype=np.int64))
+    out = jit.flip_build(geo.T, geo.Y, geo.L, _dens(geo), geo.k, perm, MAX_FLIPS_PER_BOUNDARY * m + 64)
+    return None if out[4] < 0 else out
+
+
+def _resolve_method(method: str) -> tuple[str, Any]:
     if method not in TREE_METHODS:
         raise UnsupportedMethodError(f"tree method must be one of {TREE_METHODS} (got {method!r}); pick one of those")
+    if method == "auto":
+        jit = _jit_kernels(need_compiled=True)
+        return ("heap_compiled", jit) if jit is not None else ("heap", None)
+    if method == "flip":
+        return "flip", _jit_kernels()
+    if method == "heap_compiled":
+        jit = _jit_kernels(need_compiled=True)
+        if jit is None:
+            raise UnsupportedMethodError(
+                "tree method 'heap_compiled' needs numba, which is not installed; install the extra (pip install 'otspec[fast]') "
+                "or use method='heap' (same tree, pure Python)"
+            )
+        return method, jit
+    return method, None
+
+
+def _tree(geo: _Geometry, method: str) -> ThresholdTree:
+    method, jit = _resolve_method(method)
     if geo.m <= 1 or geo.k == 1:
         z = np.full(geo.m + 1, -1, dtype=np.int64)
         return ThresholdTree(G=np.ones(geo.m + 1), left=z, right=z.copy(), order=np.zeros(0, dtype=np.int64), method=method, max_clamp=0.0)
+    if method == "flip":
+        out = _build_flip(geo, jit)
+        if out is not None:
+            G, left, right, order, flips = out
+            return _finish(geo, G, left, right, order, method, jit=jit if jit.COMPILED else None, work=int(flips))
+        method = "heap_compiled" if jit.COMPILED else "heap"  # a rounding cycle: fall back to the heap
+    if method == "heap_compiled":
+        G, left, right, order, moves = _build_heap_compiled(geo, jit)
+        return _finish(geo, G, left, right, order, method, jit=jit, work=int(moves))
     build = _build_heap if method == "heap" else _build_argmax
     return _finish(geo, *build(geo), method)
 
 
-def threshold_tree(p: Any, q: Any, k: Any, *, method: str = "heap") -> ThresholdTree:
+def threshold_tree(p: Any, q: Any, k: Any, *, method: str = "auto") -> ThresholdTree:
     r"""The threshold tree of :math:`r^*` (see :class:`ThresholdTree` and the docs page).
 
-    ``method="heap"`` (default) removes, one at a time, the boundary whose ratio with its two
-    current neighbours is smallest (provably the threshold tree, :math:`O(m \log m)`);
-    ``"argmax"`` is the direct recursion (worst case :math:`O(m^2)`), kept as a reference.
+    ``method="heap"`` removes, one at a time, the boundary whose ratio with its two current
+    neighbours is smallest (:math:`O(m (\log m + k))`), in pure Python; ``"heap_compiled"`` is the
+    same algorithm compiled with numba (optional extra ``otspec[fast]``; bit-identical tree);
+    ``"auto"`` (default) is ``"heap_compiled"`` when numba is installed, else ``"heap"``;
+    ``"flip"`` is the randomized incremental construction (expected :math:`O(m k)` for every
+    input); ``"argmax"`` is the direct recursion (worst case :math:`O(m^2)`), kept as a reference.
 
     Examples
     --------
@@ -627,7 +745,7 @@ class OptimalIIDState:
         return self.sample_rows(np.asarray(drafts, dtype=np.int64), spawn_streams(rng, 4))
 
 
-def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "heap", sel: _Selection | None = None) -> OptimalIIDState:
+def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "auto", sel: _Selection | None = None) -> OptimalIIDState:
     sel = _selection(p, q, k) if sel is None else sel
     geo, st = _geometry(sel, q, k)
     tree = _tree(geo, method)
@@ -646,7 +764,7 @@ def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "heap", sel
     return state
 
 
-def prepare(p: Any, q: Any, k: Any, *, method: str = "heap") -> OptimalIIDState:
+def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
     r"""Build the sampler state for (p, q, k) once: :math:`r^*`, super-tokens, threshold tree,
     range-minimum table, accept ratios and residual CDF.
 

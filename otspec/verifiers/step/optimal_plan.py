@@ -7,7 +7,7 @@ enumerable law.
 A draft set whose probability :math:`Q(s)` is 0 in float64 (an underflowed product) carries no
 mass; its row is defined as the residual :math:`r` (nothing accepted), so kernels never hold NaN.
 
-Deviation from ``TransportPlan.conditional``: the LP solution is feasible only up to HiGHS'
+Deviation from ``MembershipPlan.conditional``: the LP solution is feasible only up to HiGHS'
 tolerance (1e-10), so before use we scale down, token by token, any column whose accepted mass
 exceeds p(y) and, set by set, any row exceeding Q(s), and recompute the residual from the cleaned
 plan. The output law is then p to rounding (losslessness is exact, not 1e-10-approximate); the

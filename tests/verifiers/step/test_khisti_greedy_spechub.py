@@ -65,8 +65,70 @@ def test_khisti_closed_form_at_scale_and_refusal_without_it():
     est = khisti.acceptance(p, otspec.iid(q, 2))
     assert est.how == "closed_form"
     assert abs(est.value - otspec.optimal_acceptance(p, otspec.iid(q, 2)).value) < 1e-9
+    assert abs(est.value - khisti_k2_closed_form(p, q)) < 1e-9
+    # i.i.d. drafts: the canonical selection attains alpha* in closed form at any k
+    p5, q5 = p[:5000] / p[:5000].sum(), q[:5000] / q[:5000].sum()
+    est = khisti.acceptance(p5, otspec.iid(q5, 3))
+    assert est.how == "closed_form"
+    assert abs(est.value - otspec.optimal_acceptance(p5, otspec.iid(q5, 3)).value) < 1e-12
+    # a law with no closed form and too many tuples to enumerate (the LP path) is refused
+    qs = [rng.dirichlet(np.full(5000, 0.1)) for _ in range(3)]
     with pytest.raises(ProblemTooLargeError, match="khisti"):
-        khisti.acceptance(p[:5000] / p[:5000].sum(), otspec.iid(q[:5000] / q[:5000].sum(), 3))
+        khisti.acceptance(p5, otspec.product(qs))
+
+
+def _laws_iid(rng, V, k):
+    q = rng.dirichlet(np.full(V, 0.6))
+    if rng.random() < 0.4:
+        q[rng.integers(V)] = 0.0
+        q /= q.sum()
+    return q, [otspec.iid(q, k), otspec.product([q] * k)]
+
+
+def test_khisti_iid_kernel_is_the_canonical_optimal_iid_kernel(rng):
+    """For i.i.d. laws (and products of identical drafters) khisti's kernel is optimal_iid's,
+    lossless and at alpha* (against the brute-force subsets optimum)."""
+    for _ in range(40):
+        V, k = int(rng.integers(2, 7)), int(rng.integers(1, 4))
+        p = rng.dirichlet(np.full(V, 0.6))
+        if rng.random() < 0.3:
+            p[rng.integers(V)] = 0.0
+            p /= p.sum()
+        q, laws = _laws_iid(rng, V, k)
+        if rng.random() < 0.15:
+            p = q.copy()
+        for law in laws:
+            K = khisti.kernel(p, law)
+            np.testing.assert_array_equal(K.pi, otspec.verifiers.optimal_iid.kernel(p, law).pi)
+            np.testing.assert_allclose(K.output_law(), p, rtol=0, atol=1e-12)
+            opt = otspec.optimal_acceptance(p, otspec.iid(q, k), method="subsets").value
+            assert abs(K.acceptance() - opt) < 1e-12
+            assert abs(khisti.acceptance(p, law).value - opt) < 1e-12
+            sw = khisti.weights(p, law)
+            np.testing.assert_allclose(sw.r, otspec.verifiers.step.optimal_iid.selection_law(p, q, k), rtol=0, atol=1e-12)
+            assert abs(sw.value - opt) < 1e-12
+
+
+def test_khisti_k2_selection_is_one_range_minimum(rng):
+    """K = 2, drafts y, y' in super-tokens a < b: y' is selected with probability
+    (1/2) min_{a <= i < b} kappa_i (docs: verifiers, khisti), 1/2 each in the same super-token."""
+    from otspec.verifiers.step.optimal_iid import prepare
+
+    for _ in range(40):
+        V = int(rng.integers(2, 9))
+        p, q = rng.dirichlet(np.full(V, 0.6)), rng.dirichlet(np.full(V, 0.6))
+        st = prepare(p, q, 2)
+        kap = st.tree.kappa
+        tuples = np.array([(x, y) for x in range(V) for y in range(V)])
+        beta = st.selection_rows(tuples)
+        for (x, y), row in zip(tuples, beta):
+            if x == y:
+                assert abs(row[x] - 1.0) < 1e-15
+                continue
+            a, b = sorted((st.super_token[x], st.super_token[y]))
+            low = y if st.super_token[y] == b else x  # the draft of lower density (later super-token)
+            want = 0.5 if a == b else 0.5 * float(np.min(kap[a:b]))
+            assert abs(row[low] - want) < 1e-15 and abs(row[x] + row[y] - 1.0) < 1e-15
 
 
 def test_greedy_hand_example():

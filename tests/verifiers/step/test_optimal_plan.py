@@ -1,4 +1,4 @@
-"""optimal_plan: the cleaned LP plan agrees with TransportPlan.conditional and attains the optimum."""
+"""optimal_plan: the cleaned LP plan agrees with MembershipPlan.conditional and attains the optimum."""
 
 from __future__ import annotations
 

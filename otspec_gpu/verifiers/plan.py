@@ -1,0 +1,118 @@
+r"""The *sequential plan* every torch single-step rule (and every tree node) is built from, with
+its exact law, its sampler and the residual / categorical helpers (twin of
+:mod:`otspec.verifiers.plan`).
+
+A sequential plan visits drafted tokens :math:`t_1..t_R` of each row in order, stops at round j with
+probability :math:`a_j` (outputting :math:`t_j`) and otherwise draws from a residual law r:
+
+.. math:: \pi(y \mid \bar x) = \sum_{j=1}^{R} \Big[\prod_{l<j}(1-a_l)\Big] a_j 1\{y = t_j\}
+          + \Big[\prod_{l \le R}(1-a_l)\Big] r(y).
+
+Numerics rule (documented in ``docs/gpu.rst``): accept probabilities, residual weights, their masses
+and the inverse-CDF sums are computed in **float64** whatever the input dtype, so a residual of
+mass 1e-7 built from float32 inputs keeps its full relative precision; a residual row of mass
+exactly 0 (e.g. ``p == q``) is replaced by ``p`` itself, as in the numpy core (it is then reached
+with probability 0 in exact arithmetic). ``conditional`` results are cast back to the input dtype.
+
+Randomness: every sampler takes an explicit :class:`torch.Generator` and draws each family of
+uniforms (accept coins, residual draws, any ordering/selection coin) with a *separate* call, so no
+uniform is ever used twice.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "Plan",
+    "accept_ratio",
+    "categorical",
+    "gather",
+    "normalize_or",
+    "plan_conditional",
+    "plan_sample",
+    "residual",
+]
+
+
+class Plan(NamedTuple):
+    """Sequential plan: ``tokens`` ``[B, R]`` long, ``accept`` ``[B, R]`` float64 in [0, 1],
+    ``residual`` ``[B, V]`` float64 distribution rows."""
+
+    tokens: torch.Tensor
+    accept: torch.Tensor
+    residual: torch.Tensor
+
+
+def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x[b, idx[b, j]]`` for ``x`` ``[B, V]`` or ``[1, V]`` (broadcast over the rows of ``idx``)."""
+    return x.expand(idx.shape[0], -1).gather(1, idx)
+
+
+def accept_ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    r""":math:`\min(1, \mathrm{num}/\mathrm{den})` in float64, 1 where ``den <= 0`` (never drafted)."""
+    num = num.double()
+    den = den.double()
+    pos = den > 0
+    return torch.where(pos, torch.clamp(num / torch.where(pos, den, torch.ones_like(den)), max=1.0), torch.ones_like(den))
+
+
+def normalize_or(w: torch.Tensor, fallback: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of ``w`` (float64, non-negative) normalised; rows of mass 0 replaced by ``fallback``.
+    Returns ``(rows, mass)``."""
+    mass = w.sum(-1)
+    ok = mass > 0
+    rows = torch.where(ok[:, None], w / torch.where(ok, mass, torch.ones_like(mass))[:, None], fallback.double())
+    return rows, mass
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r""":math:`(\mathrm{norm}((p-q)_+),\ \sum (p-q)_+)` row-wise in float64; rows of mass 0 keep ``p``."""
+    p64 = p.double()
+    return normalize_or(torch.clamp(p64 - q.double(), min=0.0), p64)
+
+
+def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = None) -> torch.Tensor:
+    """One draw per row of the non-negative weights ``w`` ``[B, V]`` (each row of positive mass),
+    by inverse CDF in float64 with one uniform per row from ``generator``. With ``w`` of shape
+    ``[1, V]`` and ``n`` given, ``n`` independent draws from that one row (O(V + n log V))."""
+    B, V = w.shape
+    n = B if n is None else int(n)
+    cdf = torch.cumsum(w.double(), dim=-1)
+    # never step past the last token of positive weight because of rounding
+    last = V - 1 - torch.argmax(torch.flip(w > 0, dims=[1]).to(torch.uint8), dim=1)
+    if B == 1 and n != 1:
+        u = torch.rand(n, dtype=torch.float64, device=w.device, generator=generator) * cdf[0, -1]
+        return torch.minimum(torch.searchsorted(cdf[0], u, right=True), last)
+    u = torch.rand(B, dtype=torch.float64, device=w.device, generator=generator) * cdf[:, -1]
+    idx = torch.searchsorted(cdf, u[:, None], right=True).squeeze(1)
+    return torch.minimum(idx, last)
+
+
+def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
+    """Exact output law ``[B, V]`` of a :class:`Plan`, cast to ``dtype``."""
+    tok, acc, res = plan
+    surv = torch.ones(tok.shape[0], dtype=torch.float64, device=tok.device)
+    pi = torch.zeros((tok.shape[0], res.shape[1]), dtype=torch.float64, device=res.device)
+    for j in range(tok.shape[1]):  # loop over draft rounds only
+        pi.scatter_add_(1, tok[:, j : j + 1], (surv * acc[:, j])[:, None])
+        surv = surv * (1.0 - acc[:, j])
+    pi += surv[:, None] * res
+    return pi.to(dtype)
+
+
+def plan_sample(plan: Plan, generator: torch.Generator, *, accept: torch.Tensor | None = None) -> torch.Tensor:
+    """Run a plan once per row: accept coins from one ``torch.rand`` call (accept iff ``U < a_j``),
+    residual draws from a second, separate call. ``accept`` overrides ``plan.accept``."""
+    tok, acc, res = plan
+    acc = plan.accept if accept is None else accept
+    B, R = tok.shape
+    coins = torch.rand((B, R), dtype=torch.float64, device=tok.device, generator=generator)
+    res_tok = categorical(res, generator, n=B)  # separate call: residual uniforms never reuse a coin
+    if R == 0:
+        return res_tok
+    hit = coins < acc
+    first = torch.argmax(hit.to(torch.uint8), dim=1)
+    return torch.where(hit.any(dim=1), tok.gather(1, first[:, None]).squeeze(1), res_tok)
