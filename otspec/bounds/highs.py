@@ -24,6 +24,11 @@ def new_highs():
     highspy 1.16 prints a two-line banner on stdout when the first instance of a process is built,
     before any option can be set; that would corrupt ``otspec ... --json`` output. File descriptor 1
     is pointed at ``os.devnull`` while the instance is built, then ``output_flag`` is turned off.
+
+    Returns
+    -------
+    highspy.Highs
+        An empty model with logging off (tolerances are set by :func:`solve_colwise`).
     """
     import os
     import sys
@@ -127,6 +132,17 @@ def basic_masks(highs) -> tuple[np.ndarray, np.ndarray]:
 
 def model_status_code(highs) -> float:
     """HiGHS' model status of ``highs`` as a number (for a result's ``checks``; -1.0 when the
-    status has no numeric value)."""
+    status has no numeric value).
+
+    Parameters
+    ----------
+    highs : highspy.Highs
+        A model after ``run()``.
+
+    Returns
+    -------
+    float
+        The ``HighsModelStatus`` enum value (e.g. 7.0 for optimal in highspy 1.x), or -1.0.
+    """
     status = highs.getModelStatus()
     return float(status.value) if hasattr(status, "value") else -1.0

@@ -52,7 +52,21 @@ _BYTES_PER_COLUMN = {"lp": 400, "cvxpy": 2500}
 
 
 def estimate_bytes(method: str, law) -> float:
-    """Peak-memory estimate of a tuple-level solve, computed before anything is allocated."""
+    """Peak-memory estimate of a tuple-level solve, computed before anything is allocated.
+
+    Parameters
+    ----------
+    method : {"lp", "cvxpy", "flow", "maxflow"}
+        The tuple-level engine.
+    law : DraftLaw
+        The draft law (only ``num_tuples``, ``k``, ``V`` and ``q`` are read).
+
+    Returns
+    -------
+    float
+        Bytes: the enumeration plus the engine's model (per LP column, dense ``S x V`` transport, or
+        sparse flow arcs).
+    """
     M = float(law.num_tuples())
     enum = M * law.k * 24 * 3  # tuples, sorted copy, set grouping
     S = num_sets_bound(law)
@@ -67,7 +81,18 @@ def estimate_bytes(method: str, law) -> float:
 
 def num_sets_bound(law) -> float:
     r"""Upper bound on the number of distinct draft sets of ``law``: at most its number of tuples,
-    and at most :math:`\sum_{j=1}^{k} \binom{n}{j}` sets of at most k of its n possible tokens."""
+    and at most :math:`\sum_{j=1}^{k} \binom{n}{j}` sets of at most k of its n possible tokens.
+
+    Parameters
+    ----------
+    law : DraftLaw
+        The draft law (``n`` is the support size of ``law.q`` when it has one, else ``V``).
+
+    Returns
+    -------
+    float
+        The bound (a float: it may exceed the int64 range).
+    """
     M = float(law.num_tuples())
     q = getattr(law, "q", None)
     n = int(np.count_nonzero(q)) if q is not None else law.V
@@ -81,7 +106,18 @@ def num_sets_bound(law) -> float:
 
 
 def membership_pairs(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Flatten draft sets into LP columns: ``(pair_set, pair_token, pair_slot)``."""
+    """Flatten draft sets into LP columns: ``(pair_set, pair_token, pair_slot)``.
+
+    Parameters
+    ----------
+    sets : ndarray of int, shape (S, k)
+        Draft sets, ``-1`` padded.
+
+    Returns
+    -------
+    pair_set, pair_token, pair_slot : ndarray of int64, shape (n,)
+        For each LP column (one per set member), its set, its token and its position in the row.
+    """
     valid = sets >= 0
     pair_set, pair_slot = np.nonzero(valid)
     return pair_set.astype(np.int64), sets[pair_set, pair_slot].astype(np.int64), pair_slot.astype(np.int64)
@@ -96,6 +132,19 @@ class MembershipLP:
 
     Examples of ``f(lp)``: ``[lp.accepted(7) == 0]`` forbids accepting token 7;
     ``[lp.residual_probability <= 0.2]`` caps the probability of a residual draw.
+
+    Attributes
+    ----------
+    w : cvxpy.Variable
+        Shape ``(n,)``, non-negative: :math:`w(s, y)` per pair.
+    pair_set, pair_token : ndarray of int64, shape (n,)
+        The set and the token of each entry of ``w``.
+    sets : ndarray of int64, shape (S, k)
+        The draft sets, ``-1`` padded.
+    set_weights : ndarray, shape (S,)
+        :math:`Q(s)`.
+    p : ndarray, shape (V,)
+        The target.
     """
 
     w: Any
@@ -106,7 +155,18 @@ class MembershipLP:
     p: np.ndarray
 
     def accepted(self, token: int):
-        """cvxpy expression: probability that ``token`` is output and was drafted."""
+        """cvxpy expression: probability that ``token`` is output and was drafted.
+
+        Parameters
+        ----------
+        token : int
+            Token id.
+
+        Returns
+        -------
+        cvxpy.Expression
+            :math:`\\sum_{s \\ni y} w(s, y)` (the constant 0 when no set holds the token).
+        """
         import cvxpy as cp
 
         idx = np.flatnonzero(self.pair_token == int(token))
@@ -126,7 +186,28 @@ class MembershipLP:
 
 
 def solve_highs(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
-    """Solve the membership LP with HiGHS. Returns ``(w, token_duals, ok, info)``."""
+    """Solve the membership LP with HiGHS (interior point and crossover).
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution (the token rows' capacities).
+    sets : ndarray of int, shape (S, k)
+        Draft sets, ``-1`` padded.
+    weights : ndarray, shape (S,)
+        :math:`Q(s)` (the set rows' capacities).
+
+    Returns
+    -------
+    w : ndarray, shape (n,)
+        :math:`w(s, y)` per :func:`membership_pairs` column (zeros if the solve failed).
+    token_duals : ndarray, shape (V,)
+        Absolute duals of the token rows (they order the cuts :func:`certify` scans).
+    ok : bool
+        Whether HiGHS reports an optimal model.
+    info : str
+        HiGHS' model-status message.
+    """
     pair_set, pair_token, _ = membership_pairs(sets)
     S, V, n = sets.shape[0], p.shape[0], pair_set.size
     idx = np.empty(2 * n, dtype=np.int32)
@@ -154,8 +235,39 @@ def solve_highs(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
 def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraints: Callable | None = None, solver: str | None = None):
     """Solve the membership LP through cvxpy, with optional extra constraints.
 
-    Returns ``(w, token_duals, ok, info, violation)`` where ``violation`` is the largest violation
-    of the user's constraints at the returned point (0 without constraints)."""
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    sets : ndarray of int, shape (S, k)
+        Draft sets, ``-1`` padded.
+    weights : ndarray, shape (S,)
+        :math:`Q(s)`.
+    constraints : callable, optional
+        ``constraints(lp)`` with ``lp`` a :class:`MembershipLP`; returns a cvxpy constraint or a
+        list of them.
+    solver : str, optional
+        cvxpy solver name (default HiGHS when installed, with the shared tolerances).
+
+    Returns
+    -------
+    w : ndarray, shape (n,)
+        The solution per pair (zeros on failure).
+    token_duals : ndarray, shape (V,)
+        Absolute duals of the token rows.
+    ok : bool
+        Whether cvxpy reports ``optimal``.
+    info : str
+        cvxpy's status (or the solver error).
+    violation : float
+        Largest violation of the user's constraints at the returned point (0 without constraints,
+        inf on failure).
+
+    Raises
+    ------
+    InvalidOptionError
+        If ``constraints`` returns something other than cvxpy constraints.
+    """
     import cvxpy as cp
     import scipy.sparse as sp
 
@@ -194,7 +306,31 @@ def solve_cvxpy(p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraint
 
 
 def solve_flow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
-    """Exact transport with POT's network simplex; returns ``(w, token_duals, ok, info)``."""
+    """Exact transport with POT's network simplex; returns ``(w, token_duals, ok, info)``.
+
+    The dense transport from sets to tokens with cost :math:`1[y \\notin s]`; its optimum sends
+    :math:`\\alpha^*` at cost 0.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution (rescaled to the sets' total, as POT demands equal masses).
+    sets : ndarray of int, shape (S, k)
+        Draft sets, ``-1`` padded.
+    weights : ndarray, shape (S,)
+        :math:`Q(s)`.
+
+    Returns
+    -------
+    w : ndarray, shape (n,)
+        The plan's mass on each member pair (zeros on failure).
+    token_duals : ndarray, shape (V,)
+        POT's token potentials.
+    ok : bool
+        True when POT's result code is optimal and it issued no warning.
+    info : str
+        POT's warning, or ``"optimal"``.
+    """
     import ot
 
     S, V = sets.shape[0], p.shape[0]
@@ -240,7 +376,40 @@ def certify(
     constrained: bool = False,
     constraint_violation: float = 0.0,
 ) -> AcceptanceResult:
-    """Turn a solver's answer into a checked :class:`AcceptanceResult` (see module docstring)."""
+    """Turn a solver's answer into a checked :class:`AcceptanceResult` (see module docstring).
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        The draft law (its ``q``, when it has one, adds the p/q order to the cut scan).
+    sets : ndarray of int, shape (S, k)
+        Draft sets, ``-1`` padded.
+    weights : ndarray, shape (S,)
+        :math:`Q(s)`.
+    w : ndarray, shape (n,)
+        The solver's pair values (made exactly feasible here).
+    token_duals : ndarray, shape (V,)
+        The solver's token duals (their threshold cuts give the upper bound).
+    solver_ok : bool
+        Whether the solver reported optimality.
+    method : str
+        Recorded in the result.
+    info : str
+        The solver's message, kept as ``solver_info``.
+    constrained : bool
+        Solved with user constraints: the cut bound does not apply, status is
+        ``"optimal_constrained"`` when feasible.
+    constraint_violation : float
+        Largest violation of the user's constraints.
+
+    Returns
+    -------
+    AcceptanceResult
+        Value of the repaired plan, best cut, gap, error bound, checks and the
+        :class:`MembershipPlan`.
+    """
     pair_set, pair_token, pair_slot = membership_pairs(sets)
     w, violation = _repair(p, weights, pair_set, pair_token, w)
     lower = float(w.sum())

@@ -44,6 +44,11 @@ class TransportPlan:
     sets to output tokens) and :class:`BlockPlan` (block / tree LP, drafted outcomes to emitted
     blocks). ``value`` is the objective the plan attains: the acceptance :math:`P(Y \in \bar X)`
     for a membership plan, :math:`E[\tau]` for a block plan.
+
+    Attributes
+    ----------
+    value : float
+        The objective attained by the plan.
     """
 
     value: float
@@ -63,6 +68,19 @@ class MembershipPlan(TransportPlan):
               \qquad r = \frac{p - \sum_s a_s}{1 - \alpha}.
 
     ``value`` is :math:`\alpha = \sum_{s, y} a_s(y)`.
+
+    Attributes
+    ----------
+    sets : ndarray of int64, shape (S, k)
+        Distinct tokens of each draft set, ``-1`` padded.
+    set_weights : ndarray, shape (S,)
+        :math:`Q(s)`, probability of drafting set ``s``.
+    accept : ndarray, shape (S, k)
+        :math:`a_s(y)` for ``y = sets[s, j]`` (0 at padding).
+    residual : ndarray, shape (V,)
+        The residual law :math:`r`.
+    value : float
+        The acceptance :math:`\alpha` of the plan.
     """
 
     sets: np.ndarray
@@ -73,6 +91,7 @@ class MembershipPlan(TransportPlan):
 
     @property
     def V(self) -> int:
+        """Vocabulary size."""
         return int(self.residual.shape[0])
 
     def _set_index(self) -> dict:
@@ -87,7 +106,23 @@ class MembershipPlan(TransportPlan):
 
         A draft set whose probability :math:`Q(s)` is 0 in float64 (e.g. it underflowed) carries no
         mass, so any row keeps the plan lossless; its row is defined as the residual law :math:`r`
-        (never ``0/0``)."""
+        (never ``0/0``).
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (k,)
+            One draft tuple (only its set of distinct tokens matters).
+
+        Returns
+        -------
+        ndarray, shape (V,)
+            :math:`\\pi(\\cdot \\mid \\bar x)` of the class formula; sums to 1.
+
+        Raises
+        ------
+        InvalidDraftsError
+            If the tuple's set is not one of the plan's sets (probability 0 under the law).
+        """
         key = tuple(sorted(set(int(x) for x in np.asarray(drafts).reshape(-1))))
         s = self._set_index().get(key)
         if s is None:
@@ -101,11 +136,28 @@ class MembershipPlan(TransportPlan):
         return out / self.set_weights[s]
 
     def kernel(self, tuples: np.ndarray) -> np.ndarray:
-        """Conditional output laws for many draft tuples, shape ``(M, V)`` (small problems)."""
+        """Conditional output laws for many draft tuples, shape ``(M, V)`` (small problems).
+
+        Parameters
+        ----------
+        tuples : array_like of int, shape (M, k)
+            Draft tuples.
+
+        Returns
+        -------
+        ndarray, shape (M, V)
+            Row ``m`` is :meth:`conditional` of ``tuples[m]``.
+        """
         return np.stack([self.conditional(t) for t in np.asarray(tuples)])
 
     def accepted_per_token(self) -> np.ndarray:
-        """:math:`\\sum_s a_s(y)`: joint probability that y is output *and* was drafted."""
+        """:math:`\\sum_s a_s(y)`: joint probability that y is output *and* was drafted.
+
+        Returns
+        -------
+        ndarray, shape (V,)
+            Accepted mass per token; it sums to ``value`` and is at most ``p`` entrywise.
+        """
         out = np.zeros(self.V)
         ok = self.sets >= 0
         np.add.at(out, self.sets[ok], self.accept[ok])
@@ -152,8 +204,22 @@ class BlockPlan(TransportPlan):
     def conditional(self, outcome: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The law of the emitted block given drafted outcome ``outcome``.
 
-        Returns ``(tau, node, y, probability)`` over the columns of that outcome, with
-        ``probability = mass / Q(outcome)`` (all zeros when :math:`Q(o)` is 0).
+        Parameters
+        ----------
+        outcome : int
+            Index of the drafted outcome, in ``[0, n_outcomes)``.
+
+        Returns
+        -------
+        tau, node, y : ndarray of int64
+            Labels of the outcome's columns: accepted length, prefix node, next token.
+        probability : ndarray
+            ``mass / Q(outcome)`` per column (all zeros when :math:`Q(o)` is 0).
+
+        Raises
+        ------
+        InvalidDraftsError
+            If ``outcome`` is not a valid index.
         """
         o = int(outcome)
         if not 0 <= o < self.outcome_weights.shape[0]:
@@ -223,7 +289,14 @@ class AcceptanceResult:
         )
 
     def to_dict(self) -> dict:
-        """JSON-ready summary (the plan is left out)."""
+        """JSON-ready summary (the plan is left out).
+
+        Returns
+        -------
+        dict
+            ``value``, ``cut_size``, ``cut`` (``None`` above 64 tokens), ``method``, ``status``,
+            ``gap``, ``error_bound``, ``law``, ``checks`` and ``solver_info``, as plain Python types.
+        """
         return {
             "value": float(self.value),
             "cut_size": int(self.cut.size),
