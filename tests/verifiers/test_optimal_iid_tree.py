@@ -168,6 +168,9 @@ def test_flip_gives_the_heap_tree_on_lm_shaped_pairs():
         assert 0 <= flips <= 2.5 * geo.m  # expected < 2 per boundary
         for f in ("G", "left", "right"):
             assert np.array_equal(getattr(a, f), getattr(c, f)), f
+    # regression: the root's own clamp to 1 (here 8.6e-9, also in the heap's tree) is not a reason to
+    # abandon the flip tree
+    assert oi._tree(_geo(*synthetic_pair(49152, seed=0), 8), "flip").method == "flip"
 
 
 # ------------------------------------------------------------------------------------------------

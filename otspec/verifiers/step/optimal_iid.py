@@ -493,7 +493,8 @@ def _build_argmax(geo: _Geometry):
 #: Flips allowed per boundary before the flip builder gives up and the heap builds the tree (the
 #: expected number is below 2; exceeding 16 is a rounding cycle or an astronomically rare order).
 MAX_FLIPS_PER_BOUNDARY = 16
-#: Largest clamp the flip builder's tree may need; above it the heap builds the tree (see ``_tree``).
+#: Largest clamp of a non-root node the flip builder's tree may need; above it the heap builds the
+#: tree (see ``_tree``).
 FLIP_CLAMP_LIMIT = 1e-9
 _FLIP_SEED = 0x07A5EED  # the insertion order is random but fixed: the tree is unique anyway
 
@@ -579,8 +580,11 @@ def _tree(geo: _Geometry, method: str) -> ThresholdTree:
         out = _build_flip(geo, jit)
         if out is not None:
             G, left, right, order, flips = out
+            raw = G.copy()
             tree = _finish(geo, G, left, right, order, method, jit=jit if jit.COMPILED else None, work=int(flips))
-            if tree.max_clamp <= FLIP_CLAMP_LIMIT:
+            # nesting below the root (the root's own clamp to 1 is rounding of L <= Phi, as for the heap)
+            below_root = (left[order] > 0) | (right[order] < geo.m)
+            if not below_root.any() or float(np.max((raw[order] - tree.G[order])[below_root])) <= FLIP_CLAMP_LIMIT:
                 return tree
         # budget exceeded, or rounding made some ratios inconsistent (blocks of q-mass below float64
         # resolution): local flips then settle on a tree that depends on the insertion order, so
