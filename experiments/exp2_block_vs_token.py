@@ -88,6 +88,16 @@ def make_plot(payload: dict, out_dir: str, name: str) -> str:
             capsize=2,
             label=f"realized {r['rule']} (decoder), {r['draft']}" if key not in labelled else None,
         )
+        a1.plot(
+            [r["gamma"] + dx],
+            [r[f"be_exact_{r['rule']}_same_paths"]],
+            marker="_",
+            ms=14,
+            mew=2,
+            ls="none",
+            color="0.3",
+            label="exact E[tau] of the run's own rule on its paths" if not labelled else None,
+        )
         labelled.add(key)
     pooled = payload.get("decoder_paths_pooled") or []
     if isinstance(pooled, dict):  # older payloads: {gamma: ...}, the first draft only

@@ -2,22 +2,28 @@
 solvers (network simplex vs HiGHS vs cvxpy) side by side, the sparse max-flow (OR-Tools) against
 them at 1e5 / 1e6 / 1e7 LP columns, `import otspec`, and the whole `otspec bound` command.
 
-    python experiments/bench/bench_bounds.py --out experiments/out/bench_bounds
+    python experiments/bench/bench_bounds.py --out experiments/out/bench_bounds --baseline 90c08eb
 
 Baselines named in the output: for without replacement, the plain-numpy reference loop over
 prefixes (400 + 200 Gauss-Legendre nodes) where it finishes in reasonable time; for tuple-level
 solves, HiGHS (``lp``) and cvxpy beside the network simplex (``flow``) on the same LP; for the
 max-flow scaling runs, the exact closed form (``prefix``, i.i.d. drafts) as the value every solver
-must reach, and ``lp`` / ``flow`` in the same run (each solve in a fresh process: whole-process
-time and peak RSS); for ``import otspec``, ``import numpy`` in the same fresh process.
+must reach, and ``lp`` / ``flow`` / ``cvxpy`` in the same run (each solve in a fresh process:
+whole-process time and peak RSS); for the i.i.d. optimum, its floor (argsort of p/q + cumsum of p)
+timed interleaved with it; for ``import otspec``, ``import numpy`` in the same fresh process.
+With ``--baseline REV`` the max-flow runs and the i.i.d. optimum are also timed on the package as
+it was at git revision REV (extracted with ``git archive`` into a temporary folder), interleaved
+with the current tree, so before/after come from the same run under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -59,11 +65,30 @@ def closed_forms(seed: int, quick: bool):
     return rows
 
 
+def _median_time_capped(fn, repeats: int, cap_s: float = 5.0):
+    """Median wall time of up to ``repeats`` calls; a call that takes longer than ``cap_s`` is timed
+    once (the slow cells would otherwise dominate the run)."""
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+        if times[0] > cap_s:
+            break
+    return float(np.median(times)), out
+
+
 def tuple_level(seed: int, quick: bool):
     cases = [("iid", 2, 50), ("iid", 2, 126), ("iid", 3, 30)] + (
         [] if quick else [("iid", 2, 300), ("iid", 3, 60), ("product", 2, 126), ("without_replacement", 3, 40), ("iid", 2, 1000)]
     )
     rows = []
+    from otspec.bounds.maxflow import maxflow_available
+
+    methods_all = ["prefix", "flow", "lp", "cvxpy"] + (["maxflow"] if maxflow_available() else [])
+    p0, q0 = synthetic_pair(5, seed=seed)
+    for method in methods_all:  # warm-up: solver imports are not part of any timed cell
+        otspec.optimal_acceptance(p0, otspec.iid(q0, 2), method=method)
     for kind, k, V in cases:
         p, q = synthetic_pair(V, seed=seed)
         if kind == "product":
@@ -76,9 +101,7 @@ def tuple_level(seed: int, quick: bool):
         big = arcs > 1e8
         row = {"law": repr(law), "draft_sets": int(sets.shape[0]), "dense_arcs": int(arcs), "lp_columns": int((sets >= 0).sum())}
         values = {}
-        from otspec.bounds.maxflow import maxflow_available
-
-        methods = ["prefix", "flow", "lp", "cvxpy"] + (["maxflow"] if maxflow_available() else [])
+        methods = list(methods_all)
         if big:  # HiGHS took 480 s here at revision 4e56b75 (cvxpy and flow refuse): not re-run
             methods = [m for m in methods if m not in ("lp", "cvxpy")]
             row["lp_s"] = "not run (480 s at revision 4e56b75)"
@@ -87,7 +110,7 @@ def tuple_level(seed: int, quick: bool):
                 continue
             reps = 1 if (method == "cvxpy" or big) else 3
             try:
-                t, res = median_time(lambda: otspec.optimal_acceptance(p, law, method=method), reps)
+                t, res = _median_time_capped(lambda: otspec.optimal_acceptance(p, law, method=method), reps)
             except ProblemTooLargeError as exc:
                 row[f"{method}_s"] = "refused: " + str(exc).split(";")[0]
                 continue
@@ -147,6 +170,7 @@ except Exception as exc:  # a refusal is a result here
     out = {"refused": type(exc).__name__ + ": " + str(exc).split(";")[0]}
 out["solve_s"] = time.perf_counter() - t
 out["process_s"] = time.perf_counter() - t0
+out["otspec_file"] = otspec.__file__
 print(json.dumps(out))
 """
 
@@ -158,23 +182,43 @@ _RSS_CAPTURE = (
 )
 
 
-def _run_child(V: int, k: int, method: str, seed: int) -> dict:
-    """One solve in a fresh process: its result, solve time, whole-process time and peak RSS."""
+def _run_child(V: int, k: int, method: str, seed: int, tree: str | None = None) -> dict:
+    """One solve in a fresh process: its result, solve time, whole-process time and peak RSS.
+    ``tree``: a folder holding another version of the ``otspec`` package to import instead (the
+    child runs there, so that folder comes first on ``sys.path``)."""
     import json
 
     t0 = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-c", _RSS_CAPTURE, "-c", _CHILD, str(V), str(k), method, str(seed)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", _RSS_CAPTURE, "-c", _CHILD, str(V), str(k), method, str(seed)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tree,
     )
     wall = time.perf_counter() - t0
     lines = out.stdout.strip().splitlines()
     row = json.loads(lines[-2])
     row.update({"wall_s": wall, "peak_rss_mb": int(lines[-1]) / 1024})
+    if tree is not None and not row["otspec_file"].startswith(tree):
+        raise RuntimeError(f"baseline child imported {row['otspec_file']}, not the tree in {tree}")
     return row
 
 
-def maxflow_scaling(seed: int, quick: bool):
-    """maxflow vs lp vs flow on i.i.d. k = 2 laws with 1e5, 1e6 and 1e7 LP columns (V^2 pairs)."""
+def _median_rows(rows: list[dict]) -> dict:
+    """Medians of the timings over repeated runs of one cell, the largest peak RSS, the rest from
+    the first run (results are identical across runs: every solver here is deterministic)."""
+    out = dict(rows[0])
+    for key in ("solve_s", "process_s", "wall_s"):
+        out[key] = float(np.median([r[key] for r in rows]))
+    out["peak_rss_mb"] = float(max(r["peak_rss_mb"] for r in rows))
+    out["runs"] = len(rows)
+    return out
+
+
+def maxflow_scaling(seed: int, quick: bool, baseline: str | None):
+    """maxflow (current tree and, with a baseline, the baseline tree) vs lp vs flow vs cvxpy on
+    i.i.d. k = 2 laws with 1e5, 1e6 and 1e7 LP columns (V^2 pairs); repeated runs interleaved."""
     from otspec.bounds.maxflow import maxflow_available
 
     if not maxflow_available():
@@ -184,28 +228,83 @@ def maxflow_scaling(seed: int, quick: bool):
     rows = []
     for V, label in sizes:
         exact = _run_child(V, 2, "prefix", seed)
-        # lp: ~5 s at 1e5 columns, ~10 minutes at 1e6 (issue 12): run only where it finishes.
-        methods = ["maxflow", "flow"] + (["lp"] if V <= 316 else [])
-        for method in methods:
-            r = _run_child(V, 2, method, seed)
-            row = {"V": V, "k": 2, "columns": label, "pairs": V * V, "method": method, **r}
+        # maxflow is repeated (interleaved with the baseline's); the others run once: lp ~5 s,
+        # cvxpy ~30 s, flow ~35 s at 1e5 columns; lp ~10 minutes at 1e6 (issue 12), cvxpy and flow
+        # refuse 1e6 (memory cap): they run only at 1e5.
+        cells = [("maxflow", None, 3 if V < 3000 else 2)]
+        if baseline is not None:
+            cells.append(("maxflow", baseline, cells[0][2]))
+        cells += [("flow", None, 1)] + ([("lp", None, 1), ("cvxpy", None, 1)] if V <= 316 else [])
+        runs: dict = {}
+        for rep in range(max(c[2] for c in cells)):
+            for method, tree, reps in cells:
+                if rep < reps:
+                    runs.setdefault((method, tree), []).append(_run_child(V, 2, method, seed, tree))
+        for method, tree, _ in cells:
+            r = _median_rows(runs[(method, tree)])
+            row = {"V": V, "k": 2, "columns": label, "pairs": V * V, "method": method, "tree": "baseline" if tree else "current", **r}
             if "value" in r:
                 row["minus_exact"] = r["value"] - exact["value"]
+                row["cut_minus_exact"] = r["cut_value"] - exact["value"]
             rows.append(row)
             print(row, flush=True)
     return rows
 
 
-def iid_floor(seed: int, quick: bool):
-    """The i.i.d. optimum at V = 262 144, k = 8 against its floor: argsort of p/q + cumsum of p."""
-    V = 5000 if quick else 262144
-    p, q = synthetic_pair(V, seed=seed)
-    law = otspec.iid(q, 8)
-    t_opt, res = median_time(lambda: otspec.optimal_acceptance(p, law, method="prefix"), 15)
-    t_floor, _ = median_time(lambda: np.cumsum(p[np.argsort(p / q)]), 15)
-    row = {"V": V, "k": 8, "optimum_ms": t_opt * 1e3, "floor_ms": t_floor * 1e3, "ratio": t_opt / t_floor, "status": res.status}
-    print(row, flush=True)
-    return row
+_FLOOR_CHILD = """
+import json, sys, time
+import numpy as np, otspec
+from otspec.synthetic import synthetic_pair
+V, k, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+p, q = synthetic_pair(V, seed=0)
+law = otspec.iid(q, k)
+opt = lambda: otspec.optimal_acceptance(p, law, method="prefix")
+floor = lambda: np.cumsum(p[np.argsort(p / q)])
+res = opt()
+w = {"opt": [], "floor": []}
+c = {"opt": [], "floor": []}
+for _ in range(reps):  # interleaved; wall and CPU time of this process
+    for name, fn in (("opt", opt), ("floor", floor)):
+        t, tc = time.perf_counter(), time.process_time()
+        fn()
+        w[name].append(time.perf_counter() - t)
+        c[name].append(time.process_time() - tc)
+med = lambda x: float(np.median(x))
+print(json.dumps({"optimum_ms": 1e3 * med(w["opt"]), "floor_ms": 1e3 * med(w["floor"]),
+    "optimum_cpu_ms": 1e3 * med(c["opt"]), "floor_cpu_ms": 1e3 * med(c["floor"]),
+    "value": res.value, "cut": res.cut.tolist(), "status": res.status, "otspec_file": otspec.__file__}))
+"""
+
+
+def iid_floor(seed: int, quick: bool, baseline: str | None):
+    """The i.i.d. optimum at V = 262 144, k = 8 against its floor (argsort of p/q + cumsum of p),
+    interleaved in one fresh process per tree, 41 pairs each; wall and CPU-time medians. The seed
+    is fixed at 0 in the child (the docs' instance)."""
+    import json
+
+    V, reps = (5000, 15) if quick else (262144, 41)
+    rows = []
+    for tree in [None] + ([baseline] if baseline else []):
+        out = subprocess.run(
+            [sys.executable, "-c", _FLOOR_CHILD, str(V), "8", str(reps)], check=True, capture_output=True, text=True, cwd=tree
+        )
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        r.update(
+            {
+                "V": V,
+                "k": 8,
+                "tree": "baseline" if tree else "current",
+                "ratio": r["optimum_ms"] / r["floor_ms"],
+                "cpu_ratio": r["optimum_cpu_ms"] / r["floor_cpu_ms"],
+            }
+        )
+        rows.append(r)
+    if len(rows) == 2:
+        rows[1]["same_value_and_cut_as_current"] = rows[0]["value"] == rows[1]["value"] and rows[0]["cut"] == rows[1]["cut"]
+    for r in rows:
+        r["cut_size"] = len(r.pop("cut"))
+        print(r, flush=True)
+    return rows
 
 
 _IMPORT_PROBE = (
@@ -240,19 +339,45 @@ def _load_average() -> float:
         return float("nan")
 
 
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "uptime unavailable"
+
+
+def _extract_tree(rev: str) -> str:
+    """The ``otspec`` package at git revision ``rev``, extracted into a fresh temporary folder."""
+    tmp = tempfile.mkdtemp(prefix="otspec_baseline_")
+    archive = subprocess.run(["git", "archive", rev, "otspec"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+    return tmp
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="experiments/out/bench_bounds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="smallest sizes only (smoke test)")
+    ap.add_argument("--baseline", default=None, help="git revision to time the max-flow runs and the i.i.d. optimum against")
     args = ap.parse_args()
-    load_before = _load_average()
-    imp = import_time()
-    fl = iid_floor(args.seed, args.quick)
-    cf = closed_forms(args.seed, args.quick)
-    tl = tuple_level(args.seed, args.quick)
-    mf = maxflow_scaling(args.seed, args.quick)
-    wc = whole_command(args.quick)
+    load_before, uptime_before = _load_average(), _uptime()
+    baseline_rev = (
+        subprocess.run(["git", "rev-parse", args.baseline], check=True, capture_output=True, text=True).stdout.strip()
+        if args.baseline
+        else None
+    )
+    tree = _extract_tree(baseline_rev) if baseline_rev else None
+    try:
+        imp = import_time()
+        fl = iid_floor(args.seed, args.quick, tree)
+        cf = closed_forms(args.seed, args.quick)
+        tl = tuple_level(args.seed, args.quick)
+        mf = maxflow_scaling(args.seed, args.quick, tree)
+        wc = whole_command(args.quick)
+    finally:
+        if tree:
+            shutil.rmtree(tree, ignore_errors=True)
     t1 = markdown_table(
         ["V", "k", "law", "ms", "optimum", "error bound", "|cut|", "status"],
         [
@@ -285,16 +410,32 @@ def main() -> None:
         ["command", "median s", "peak RSS MB"], [(r["command"], f"{r['seconds_median']:.2f}", f"{r['peak_rss_mb']:.0f}") for r in wc]
     )
     t4 = markdown_table(
-        ["LP columns", "V (iid, k = 2)", "method", "solve s", "whole process s", "peak RSS MB", "value - exact", "gap", "status"],
+        [
+            "LP columns",
+            "V (iid, k = 2)",
+            "method",
+            "code",
+            "runs",
+            "solve s",
+            "whole process s",
+            "peak RSS MB",
+            "value - exact",
+            "cut value - exact",
+            "gap",
+            "status",
+        ],
         [
             (
                 r["columns"],
                 r["V"],
                 r["method"],
+                "baseline" if r["tree"] == "baseline" else "this revision",
+                r["runs"],
                 f"{r['solve_s']:.2f}",
                 f"{r['wall_s']:.2f}",
                 f"{r['peak_rss_mb']:.0f}",
                 f"{r['minus_exact']:.1e}" if "minus_exact" in r else "-",
+                f"{r['cut_minus_exact']:.1e}" if "cut_minus_exact" in r else "-",
                 f"{r['gap']:.1e}" if "gap" in r else "-",
                 r.get("status", "refused (memory cap)" if "refused" in r else "-"),
             )
@@ -314,10 +455,30 @@ def main() -> None:
         ],
     )
     t6 = markdown_table(
-        ["V", "k", "optimum ms (median of 15)", "floor ms: argsort(p/q) + cumsum", "ratio"],
-        [(fl["V"], fl["k"], f"{fl['optimum_ms']:.1f}", f"{fl['floor_ms']:.1f}", f"{fl['ratio']:.2f}")],
+        ["V", "k", "code", "optimum ms", "floor ms", "ratio (wall)", "optimum CPU ms", "floor CPU ms", "ratio (CPU)"],
+        [
+            (
+                r["V"],
+                r["k"],
+                "baseline" if r["tree"] == "baseline" else "this revision",
+                f"{r['optimum_ms']:.1f}",
+                f"{r['floor_ms']:.1f}",
+                f"{r['ratio']:.2f}",
+                f"{r['optimum_cpu_ms']:.1f}",
+                f"{r['floor_cpu_ms']:.1f}",
+                f"{r['cpu_ratio']:.2f}",
+            )
+            for r in fl
+        ],
     )
-    load = {"load_average_1min_before": load_before, "load_average_1min_after": _load_average(), "cpus": os.cpu_count()}
+    load = {
+        "load_average_1min_before": load_before,
+        "load_average_1min_after": _load_average(),
+        "uptime_before": uptime_before,
+        "uptime_after": _uptime(),
+        "cpus": os.cpu_count(),
+        "baseline_revision": baseline_rev,
+    }
     write_report(
         args.out,
         "bench_bounds",
@@ -332,12 +493,15 @@ def main() -> None:
         },
         {
             "Closed forms (method='prefix')": t1,
-            "i.i.d. optimum against the argsort + cumsum floor": t6,
+            "i.i.d. optimum against the argsort + cumsum floor (interleaved, 41 pairs; medians)": t6,
             "Tuple-level exact solvers on the same LP": t2,
-            "Sparse max-flow (OR-Tools) vs lp / flow, each solve in a fresh process": t4,
+            "Sparse max-flow (OR-Tools) vs lp / flow / cvxpy, each solve in a fresh process": t4,
             "import otspec": t5,
             "Whole command": t3,
-            "Machine load": f"1-minute load average {load['load_average_1min_before']:.1f} before, {load['load_average_1min_after']:.1f} after, {load['cpus']} CPUs",
+            "Machine load": (
+                f"`{load['uptime_before']}` before, `{load['uptime_after']}` after, {load['cpus']} CPUs; "
+                f"baseline revision {baseline_rev or '(none)'}"
+            ),
         },
     )
 

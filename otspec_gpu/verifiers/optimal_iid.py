@@ -51,7 +51,7 @@ import torch
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.plan import categorical
 
-__all__ = ["OptimalState", "conditional", "optimal_iid", "prepare", "sample", "sample_with_uniforms", "selection_rows"]
+__all__ = ["OptimalState", "conditional", "named", "optimal_iid", "prepare", "sample", "sample_with_uniforms", "selection_rows"]
 
 
 class OptimalState(NamedTuple):

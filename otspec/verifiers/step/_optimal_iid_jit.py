@@ -89,6 +89,32 @@ def _sift_down(h, where, pos, end):
 
 
 @njit(cache=True)
+def _pop_root(h, where, n):
+    """Replace the root by the last record ``h[n]`` (heap size n after the pop): move the hole at
+    the root down along the smallest children to a leaf, put the last record there and sift it
+    up (Floyd's trick, as heapq does: fewer comparisons than sifting the last record down)."""
+    lk, li = h[n, 0], h[n, 1]
+    hole = 0
+    moves = 0
+    while True:
+        c = 4 * hole + 1
+        if c >= n:
+            break
+        best = c
+        last = min(c + 4, n)
+        for j in range(c + 1, last):
+            if _before(h, j, best):
+                best = j
+        h[hole, 0], h[hole, 1] = h[best, 0], h[best, 1]
+        where[int(h[hole, 1])] = hole
+        hole = best
+        moves += 1
+    h[hole, 0], h[hole, 1] = lk, li
+    where[int(li)] = hole
+    return moves + _sift_up(h, where, hole)
+
+
+@njit(cache=True)
 def _ratio(Tl, Yl, Ll, dens, x, a, b, adj_left, adj_right, k):
     """Local ratio of boundary ``a`` between its neighbours ``x < a < b`` (the builder's formula)."""
     w1 = Tl[a] - Tl[x]
@@ -128,8 +154,8 @@ def heap_build(R0, Tl, Yl, Ll, dens, k):
     ``(ratio, boundary)`` records (one per boundary still present; a neighbour's new ratio is
     sifted in place) pops the same sequence as the pure builder's lazy ``heapq``: both return the
     smallest ``(ratio, boundary)`` among the boundaries present. Returns ``(G, left, right,
-    order, moves)``, ``moves`` the number of heap record swaps (a complexity guard: at most
-    ``m + 3 m (log_4 m + 1)``)."""
+    order, moves)``, ``moves`` the number of heap record moves (a complexity guard: at most
+    ``m + 4 m (log_4 m + 1)``: each pop moves at most two records per level, each re-key one)."""
     m = Tl.size - 1
     G = np.zeros(m + 1)
     left = np.full(m + 1, -1, dtype=np.int64)
@@ -153,8 +179,7 @@ def heap_build(R0, Tl, Yl, Ll, dens, k):
         j = int(h[0, 1])
         n -= 1
         if n > 0:
-            _swap(h, where, 0, n)
-            moves += 1 + _sift_down(h, where, 0, n)
+            moves += _pop_root(h, where, n)
         where[j] = -1
         a = prv[j]
         b = nxt[j]
@@ -281,12 +306,11 @@ def flip_build(Tl, Yl, Ll, dens, k, perm, max_flips):
     (the caller then uses another builder)."""
     m = Tl.size - 1
     G = np.zeros(m + 1)
-    lft = np.full(m + 1, -1, dtype=np.int64)
-    rgt = np.full(m + 1, -1, dtype=np.int64)
-    cl = np.full(m + 1, -1, dtype=np.int64)
-    cr = np.full(m + 1, -1, dtype=np.int64)
-    par = np.full(m + 1, -1, dtype=np.int64)
-    present = np.zeros(m + 1, dtype=np.bool_)
+    # the fields of a node share one cache line (column views of one array): the random order of
+    # insertion makes the build memory-latency bound
+    nodes = np.full((m + 1, 8), -1, dtype=np.int64)
+    lft, rgt, cl, cr, par = nodes[:, 0], nodes[:, 1], nodes[:, 2], nodes[:, 3], nodes[:, 4]
+    present = nodes[:, 5]  # 1 once inserted
     n = perm.size
     # deletion phase: neighbours at deletion
     prv = np.arange(-1, m, dtype=np.int64)
@@ -307,11 +331,11 @@ def flip_build(Tl, Yl, Ll, dens, k, perm, max_flips):
         a, b = da[t], db[t]
         lft[v], rgt[v] = a, b
         G[v] = _ratio3(Tl, Yl, Ll, dens, a, v, b, k)
-        present[v] = True
+        present[v] = 1
         if root < 0:
             root = v
             continue
-        if a > 0 and present[a] and rgt[a] == b:
+        if a > 0 and present[a] > 0 and rgt[a] == b:
             par[v] = a
             cr[a] = v
         else:  # the edge (a, b) belongs to b's triangle
@@ -323,9 +347,9 @@ def flip_build(Tl, Yl, Ll, dens, k, perm, max_flips):
             top -= 1
             lo, hi = stack[top, 0], stack[top, 1]
             # the triangle above the edge (lo, hi) (node x, third vertex c) and the one below (y)
-            if lo > 0 and lo < m and present[lo] and rgt[lo] == hi:
+            if lo > 0 and lo < m and present[lo] > 0 and rgt[lo] == hi:
                 y, c = cr[lo], lft[lo]
-            elif hi > 0 and hi < m and present[hi] and lft[hi] == lo:
+            elif hi > 0 and hi < m and present[hi] > 0 and lft[hi] == lo:
                 y, c = cl[hi], rgt[hi]
             else:  # the root edge (0, m), or an edge flipped away meanwhile
                 continue

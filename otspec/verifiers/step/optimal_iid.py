@@ -320,7 +320,7 @@ class ThresholdTree:
         Elementary steps of the build (a complexity guard the tests check on adversarial inputs):
         ``"flip"``: the number of flips (expected below 2 per boundary, at most
         ``MAX_FLIPS_PER_BOUNDARY`` per boundary); ``"heap_compiled"``: heap record swaps, at most
-        :math:`(m-1) + 3(m-1)(\lfloor \log_4 (m-1) \rfloor + 1)`; None for the other builders.
+        :math:`(m-1) + 4(m-1)(\lfloor \log_4 (m-1) \rfloor + 1)`; None for the other builders.
     """
 
     G: np.ndarray
@@ -493,6 +493,9 @@ def _build_argmax(geo: _Geometry):
 #: Flips allowed per boundary before the flip builder gives up and the heap builds the tree (the
 #: expected number is below 2; exceeding 16 is a rounding cycle or an astronomically rare order).
 MAX_FLIPS_PER_BOUNDARY = 16
+#: Largest clamp of a non-root node the flip builder's tree may need; above it the heap builds the
+#: tree (see ``_tree``).
+FLIP_CLAMP_LIMIT = 1e-9
 _FLIP_SEED = 0x07A5EED  # the insertion order is random but fixed: the tree is unique anyway
 
 
@@ -511,20 +514,41 @@ def _dens(geo: _Geometry) -> np.ndarray:
         return geo.rho / geo.w
 
 
+def _packed(geo: _Geometry) -> tuple[np.ndarray, ...]:
+    """``(T, Y, L, dens)`` as column views of one (m+1, 4) array, so that the values of one
+    boundary share a cache line (the compiled builders are memory-latency bound); same values."""
+    P = np.zeros((geo.m + 1, 4))
+    P[:, 0], P[:, 1], P[:, 2] = geo.T, geo.Y, geo.L
+    P[:-1, 3] = _dens(geo)
+    return P[:, 0], P[:, 1], P[:, 2], P[:, 3]
+
+
 def _build_heap_compiled(geo: _Geometry, jit):
     """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step._optimal_iid_jit`)."""
     m = geo.m
     i = np.arange(1, m)
     R0 = geo.ratio(i - 1, i, i + 1)
-    return jit.heap_build(R0, geo.T, geo.Y, geo.L, _dens(geo), geo.k)
+    return jit.heap_build(R0, *_packed(geo), geo.k)
 
 
-def _build_flip(geo: _Geometry, jit):
+def _flip_order(m: int, order: str) -> np.ndarray:
+    """Deletion order of the boundaries ``1..m-1`` (insertion is the reverse). ``"random"``: a
+    uniformly random permutation. ``"brio"``: a biased randomized insertion order -- each boundary
+    gets an independent level (geometric, parameter 1/2), levels are inserted from the highest
+    down, and within a level in index order -- so that consecutive insertions touch nearby memory.
+    Both are fixed by a seed (the tree is unique, only the work depends on the order)."""
+    rng = np.random.default_rng(_FLIP_SEED)
+    if order == "random":
+        return rng.permutation(np.arange(1, m, dtype=np.int64))
+    level = np.minimum(rng.geometric(0.5, size=m - 1), 127).astype(np.int8)
+    return np.argsort(level, kind="stable").astype(np.int64) + 1  # radix sort: O(m)
+
+
+def _build_flip(geo: _Geometry, jit, order: str = "brio"):
     """Randomized incremental construction (``_optimal_iid_jit.flip_build``); ``None`` when it
     exceeded its flip budget."""
     m = geo.m
-    perm = np.random.default_rng(_FLIP_SEED).permutation(np.arange(1, m, dtype=np.int64))
-    out = jit.flip_build(geo.T, geo.Y, geo.L, _dens(geo), geo.k, perm, MAX_FLIPS_PER_BOUNDARY * m + 64)
+    out = jit.flip_build(*_packed(geo), geo.k, _flip_order(m, order), MAX_FLIPS_PER_BOUNDARY * m + 64)
     return None if out[4] < 0 else out
 
 
@@ -556,8 +580,16 @@ def _tree(geo: _Geometry, method: str) -> ThresholdTree:
         out = _build_flip(geo, jit)
         if out is not None:
             G, left, right, order, flips = out
-            return _finish(geo, G, left, right, order, method, jit=jit if jit.COMPILED else None, work=int(flips))
-        method = "heap_compiled" if jit.COMPILED else "heap"  # a rounding cycle: fall back to the heap
+            raw = G.copy()
+            tree = _finish(geo, G, left, right, order, method, jit=jit if jit.COMPILED else None, work=int(flips))
+            # nesting below the root (the root's own clamp to 1 is rounding of L <= Phi, as for the heap)
+            below_root = (left[order] > 0) | (right[order] < geo.m)
+            if not below_root.any() or float(np.max((raw[order] - tree.G[order])[below_root])) <= FLIP_CLAMP_LIMIT:
+                return tree
+        # budget exceeded, or rounding made some ratios inconsistent (blocks of q-mass below float64
+        # resolution): local flips then settle on a tree that depends on the insertion order, so
+        # the heap (global order of removal, robust there) builds the tree instead
+        method = "heap_compiled" if jit.COMPILED else "heap"
     if method == "heap_compiled":
         G, left, right, order, moves = _build_heap_compiled(geo, jit)
         return _finish(geo, G, left, right, order, method, jit=jit, work=int(moves))
