@@ -146,6 +146,7 @@ ALLOWED_MISSING: frozenset[str] = frozenset(
         "otspec_gpu.verifiers.kseq.rho_star",
         "otspec_gpu.verifiers.kseq.sample",
         "otspec_gpu.verifiers.optimal_iid.conditional",
+        "otspec_gpu.verifiers.optimal_iid.named",
         "otspec_gpu.verifiers.optimal_iid.prepare",
         "otspec_gpu.verifiers.optimal_iid.sample",
         "otspec_gpu.verifiers.optimal_iid.sample_with_uniforms",
