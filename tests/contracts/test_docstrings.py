@@ -466,7 +466,12 @@ def test_every_public_callable_has_a_numpydoc_docstring():
 def test_allow_list_is_exact():
     report = _report()
     failing = [name for name, msgs in report.items() if msgs]
-    stale = sorted(e for e in ALLOWED_MISSING if not (any(n.startswith(e[:-1]) for n in failing) if e.endswith(".*") else report.get(e)))
+    checked = {name.split(".")[0] for name in report}  # otspec_gpu is left out without torch
+    stale = sorted(
+        e
+        for e in ALLOWED_MISSING
+        if e.split(".")[0] in checked and not (any(n.startswith(e[:-1]) for n in failing) if e.endswith(".*") else report.get(e))
+    )
     assert not stale, "documented now (or gone): remove from ALLOWED_MISSING: " + ", ".join(stale)
 
 
