@@ -57,10 +57,10 @@ __all__ = [
 
 #: Threshold-tree builders. ``"heap"``: remove the boundary of smallest local ratio one at a time
 #: with a binary heap, O(m (log m + k)) worst case, pure Python. ``"heap_compiled"``: the same
-#: algorithm compiled with numba (optional extra ``otspec[fast]``), bit-identical trees, about
-#: 50-100x faster. ``"flip"``: randomized incremental construction with flips, expected O(m k) for
-#: every input (compiled when numba is installed, else the same code in plain Python); the best
-#: proven bound, but its random memory accesses make it slower than the compiled heap in practice.
+#: algorithm compiled with numba (optional extra ``otspec[fast]``), bit-identical trees, 15-50x
+#: faster in the benchmark. ``"flip"``: randomized incremental construction with flips, expected
+#: O(m k) for every input (compiled when numba is installed, else the same code in plain Python);
+#: the best proven bound, about as fast as the compiled heap in practice (memory-latency bound).
 #: ``"auto"`` (the default): ``"heap_compiled"`` when numba is installed, else ``"heap"``.
 #: ``"argmax"``: the direct recursion, worst case O(m^2), a reference for tests.
 TREE_METHODS = ("auto", "flip", "heap", "heap_compiled", "argmax")
