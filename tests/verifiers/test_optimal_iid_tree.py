@@ -94,13 +94,13 @@ def test_compiled_heap_is_bit_identical_to_the_pure_heap(name):
 def test_kernels_without_numba_give_the_compiled_arrays(monkeypatch):
     """Load the kernels module with numba hidden: the functions are plain Python and must return
     exactly what the compiled ones return."""
-    spec = importlib.util.find_spec("otspec.verifiers.step._optimal_iid_jit")
+    spec = importlib.util.find_spec("otspec.verifiers.step.optimal_iid_kernels")
     monkeypatch.setitem(sys.modules, "numba", None)
     plain = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plain)
     monkeypatch.undo()
     assert plain.COMPILED is False
-    from otspec.verifiers.step import _optimal_iid_jit as jit
+    from otspec.verifiers.step import optimal_iid_kernels as jit
 
     assert jit.COMPILED is True
     for k in (2, 6):

@@ -502,11 +502,11 @@ _FLIP_SEED = 0x07A5EED  # the insertion order is random but fixed: the tree is u
 def _jit_kernels(need_compiled: bool = False):
     """The kernels module (compiled with numba when installed, plain Python otherwise), or None
     when compiled kernels are needed and numba is missing."""
-    from otspec.verifiers.step import _optimal_iid_jit
+    from otspec.verifiers.step import optimal_iid_kernels
 
-    if need_compiled and not _optimal_iid_jit.COMPILED:
+    if need_compiled and not optimal_iid_kernels.COMPILED:
         return None
-    return _optimal_iid_jit
+    return optimal_iid_kernels
 
 
 def _dens(geo: _Geometry) -> np.ndarray:
@@ -524,7 +524,7 @@ def _packed(geo: _Geometry) -> tuple[np.ndarray, ...]:
 
 
 def _build_heap_compiled(geo: _Geometry, jit):
-    """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step._optimal_iid_jit`)."""
+    """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step.optimal_iid_kernels`)."""
     m = geo.m
     i = np.arange(1, m)
     R0 = geo.ratio(i - 1, i, i + 1)
@@ -545,7 +545,7 @@ def _flip_order(m: int, order: str) -> np.ndarray:
 
 
 def _build_flip(geo: _Geometry, jit, order: str = "brio"):
-    """Randomized incremental construction (``_optimal_iid_jit.flip_build``); ``None`` when it
+    """Randomized incremental construction (``optimal_iid_kernels.flip_build``); ``None`` when it
     exceeded its flip budget."""
     m = geo.m
     out = jit.flip_build(*_packed(geo), geo.k, _flip_order(m, order), MAX_FLIPS_PER_BOUNDARY * m + 64)
