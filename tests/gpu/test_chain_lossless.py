@@ -91,19 +91,28 @@ def keep_freed_memory():
     ``M_TRIM_THRESHOLD`` to 1 GiB; afterwards the trim threshold goes back to 64 MiB, where glibc's
     dynamic rule leaves it after a 32 MiB allocation. A no-op where glibc's ``mallopt`` is absent.
     """
+    mallopt = _mallopt()
+    if mallopt is None:  # not glibc
+        yield
+        return
+    mallopt(M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    yield
+    mallopt(M_TRIM_THRESHOLD, 64 << 20)
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt option numbers (malloc.h)
+
+
+def _mallopt():
+    """glibc's ``mallopt``, or None."""
     import ctypes
     import ctypes.util
 
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc
-        yield
-        return
-    m_trim, m_mmap = -1, -3  # glibc's option numbers (malloc.h)
-    mallopt(m_mmap, 32 << 20)
-    mallopt(m_trim, 1 << 30)
-    yield
-    mallopt(m_trim, 64 << 20)
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -228,14 +237,15 @@ def run_tree(rule: str, n: int, P: torch.Tensor, Q: torch.Tensor, seed: int) -> 
     return torch.cat(em), torch.cat(taus)
 
 
-def statistics(emitted: torch.Tensor, P: torch.Tensor, seed: int) -> dict:
-    """Both chi-square comparisons of one run: ``{name: (statistic, threshold, df, p-value)}``."""
+def statistics(emitted: torch.Tensor, P: torch.Tensor, seed: int | None, y: torch.Tensor | None = None) -> dict:
+    """Both chi-square comparisons of one run: ``{name: (statistic, threshold, df, p-value)}``.
+    ``y``: the emitted tokens already completed to three (else completed here with ``seed``)."""
     n = emitted.shape[0]
     assert bool((emitted[:, 0] >= 0).all()) and int(emitted.max()) < V
     top, cells = first_token_law(P)
     counts_tok = torch.bincount(emitted[:, 0], minlength=V)
     first = torch.cat([counts_tok[top], (n - counts_tok[top].sum())[None]]).numpy()
-    y = complete(emitted, P, seed)
+    y = complete(emitted, P, seed) if y is None else y
     bins, law = block_bins(P)
     nb = TOP_BLOCK + CLASSES
     b = bins[y]
@@ -336,3 +346,36 @@ def test_negative_controls_are_caught(rule, control, lm, monkeypatch):
     res = statistics(emitted, P, seed=7)
     print(report(f"control {rule} {control}", CONTROL_ROWS, res))
     assert any(stat >= thresh for stat, thresh, _, _ in res.values()), report(f"{rule} {control}", CONTROL_ROWS, res)
+
+
+def _main() -> None:
+    """The long run recorded in ``docs/gpu_chains.rst``: ``python -m tests.gpu.test_chain_lossless
+    RULE ROWS [ROUNDS]`` runs ``ROUNDS`` independent rounds (seeds 2026 + i, completion seeds 7 + i)
+    of ``ROWS`` rows of the chain rule ``RULE`` and prints both statistics of the pooled sample
+    after every round, as JSON lines (rows, statistics, seconds)."""
+    import json
+    import sys
+    import time
+
+    rule, rows = sys.argv[1], int(sys.argv[2])
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    torch.set_num_threads(1)
+    mallopt = _mallopt()
+    if mallopt is not None:  # as the keep_freed_memory fixture
+        mallopt(M_MMAP_THRESHOLD, 32 << 20)
+        mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    P, Q = lm.__wrapped__()
+    t0 = time.perf_counter()
+    em, ys = [], []
+    for i in range(rounds):
+        emitted, _ = run_chain(CHAIN_RULES[rule], rows, P, Q, seed=2026 + i)
+        em.append(emitted)
+        ys.append(complete(emitted, P, 7 + i))
+        res = statistics(torch.cat(em), P, None, torch.cat(ys))
+        line = {"rule": rule, "rows": rows * (i + 1), "seconds": round(time.perf_counter() - t0, 1), "alpha": ALPHA}
+        line.update({k: {"chi2": s, "df": d, "threshold": t, "p": pv} for k, (s, t, d, pv) in res.items()})
+        print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    _main()
