@@ -2,7 +2,7 @@ r"""The optimal verifier for k i.i.d. drafts at any vocabulary size (registered 
 
 It attains :math:`\alpha^*(p, q^{\otimes k}) = 1 + \min_H [p(H) - q(H)^k]` exactly, with a
 selection law in closed form and a draw in :math:`O(k + \log V)` after an
-:math:`O(V \log V)` preparation. The mathematics (and the proofs) are in the documentation page
+:math:`O(V (\log V + k))` preparation. The mathematics (and the proofs) are in the documentation page
 ``docs/optimal_verifier.rst``; in brief:
 
 1. **Two-step form.** A selection rule picks one drafted token, with law :math:`r`; single-draft
@@ -19,7 +19,8 @@ selection law in closed form and a draw in :math:`O(k + \log V)` after an
    table, and a uniformly chosen draft of that block is the selected token. The thresholds come
    from the *threshold tree*, the upper convex hull of the points
    :math:`(t_i, \Phi(t_i), L(t_i))`, built by removing points in order of their local ratio
-   (:func:`threshold_tree`).
+   (:func:`threshold_tree`; compiled with numba when the extra ``otspec[fast]`` is installed,
+   bit-identical to the pure-Python builder, see :data:`TREE_METHODS`).
 
 Laws covered: ``otspec.iid(q, k)`` and ``otspec.product([q, ..., q])`` with identical drafters.
 Refused (with the reason): product laws with different drafters, without replacement, greedy and
