@@ -107,9 +107,9 @@ def test_kernels_without_numba_give_the_compiled_arrays(monkeypatch):
         geo = _geo(*synthetic_pair(300, seed=k), k)
         i = np.arange(1, geo.m)
         R0 = geo.ratio(i - 1, i, i + 1)
-        dens = geo.rho / geo.w
+        packed = oi._packed(geo)  # the arrays the builders pass (no second numba specialisation)
         perm = np.random.default_rng(0).permutation(np.arange(1, geo.m))
-        for name, args in (("heap_build", (R0, geo.T, geo.Y, geo.L, dens, k)), ("flip_build", (geo.T, geo.Y, geo.L, dens, k, perm, 10**6))):
+        for name, args in (("heap_build", (R0, *packed, k)), ("flip_build", (*packed, k, perm, 10**6))):
             a, b = getattr(plain, name)(*args), getattr(jit, name)(*args)
             for x, y in zip(a[:4], b[:4]):
                 assert np.array_equal(x, y), name

@@ -39,7 +39,7 @@ except ImportError:  # the same code runs as plain Python (same operations, same
     COMPILED = False
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _before(h, a, b):
     """Heap record ``a`` comes before ``b``: smaller ratio, ties by boundary index (the order of
     Python's ``(ratio, boundary)`` tuples)."""
