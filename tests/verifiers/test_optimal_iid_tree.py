@@ -114,6 +114,7 @@ def test_kernels_without_numba_give_the_compiled_arrays(monkeypatch):
             for x, y in zip(a[:4], b[:4]):
                 assert np.array_equal(x, y), name
             assert a[4] == b[4]
+        assert np.array_equal(plain.local_ratios(*packed, k), R0) and np.array_equal(jit.local_ratios(*packed, k), R0)
 
 
 def test_auto_is_compiled_with_numba_and_the_pure_heap_without(monkeypatch):

@@ -526,10 +526,8 @@ def _packed(geo: _Geometry) -> tuple[np.ndarray, ...]:
 
 def _build_heap_compiled(geo: _Geometry, jit):
     """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step.optimal_iid_kernels`)."""
-    m = geo.m
-    i = np.arange(1, m)
-    R0 = geo.ratio(i - 1, i, i + 1)
-    return jit.heap_build(R0, *_packed(geo), geo.k)
+    packed = _packed(geo)
+    return jit.heap_build(jit.local_ratios(*packed, geo.k), *packed, geo.k)
 
 
 def _flip_order(m: int, order: str) -> np.ndarray:

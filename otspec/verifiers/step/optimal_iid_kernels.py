@@ -285,6 +285,17 @@ def _rotate_up(y, lft, rgt, cl, cr, par, G, Tl, Yl, Ll, dens, k, stack, top, roo
 
 
 @njit(cache=True)
+def local_ratios(Tl, Yl, Ll, dens, k):
+    """Ratios of the boundaries ``1..m-1`` with their two neighbours (the heap's initial keys; the
+    same floating-point operations as the vectorised ``_Geometry.ratio``)."""
+    m = Tl.size - 1
+    R0 = np.empty(max(m - 1, 0))
+    for i in range(1, m):
+        R0[i - 1] = _ratio(Tl, Yl, Ll, dens, i - 1, i, i + 1, True, True, k)
+    return R0
+
+
+@njit(cache=True)
 def flip_build(Tl, Yl, Ll, dens, k, perm, max_flips):
     """Threshold tree by randomized incremental construction (Chew's algorithm for a convex
     polygon, in tree form).
