@@ -207,9 +207,10 @@ def test_presolve_keeps_the_exact_integer_flow_and_a_tight_cut(seed, monkeypatch
 
 
 def test_presolve_can_route_everything():
-    """p = q, one draft: every token absorbs its singleton set, no solver call is needed, value 1."""
+    """One draft and p a hair above q (within the simplex tolerance): every token absorbs its
+    singleton set even with the presolve's float margin, no solver call is needed, value 1."""
     q = np.array([0.1, 0.2, 0.3, 0.4])
-    r = otspec.optimal_acceptance(q, otspec.iid(q, 1), method="maxflow")
+    r = otspec.optimal_acceptance(q * (1 + 5e-10), otspec.iid(q, 1), method="maxflow")
     assert "not needed" in r.solver_info and r.status == "optimal"
     assert abs(r.value - 1.0) <= EXACT_ATOL and r.cut.size == 0
 
@@ -250,3 +251,17 @@ def test_maxflow_cut_is_deterministic(rng):
     np.testing.assert_array_equal(a.cut, b.cut)
     np.testing.assert_array_equal(a.plan.accept, b.plan.accept)
     assert a.value == b.value
+
+
+def test_int32_pairs_are_membership_pairs(rng):
+    """The int32 arcs handed to OR-Tools are membership_pairs' (set, token) pairs in the same order."""
+    from otspec.bounds.lp import membership_pairs
+    from otspec.bounds.maxflow import _pairs32
+
+    for k in (1, 2, 4):
+        sets, _ = otspec.explicit(rng.integers(0, 9, size=(40, k)), np.full(40, 1 / 40), vocab_size=9).enumerate_sets()
+        ps, pt = _pairs32(sets)
+        ref_s, ref_t, _ = membership_pairs(sets)
+        assert ps.dtype == pt.dtype == np.int32
+        np.testing.assert_array_equal(ps, ref_s)
+        np.testing.assert_array_equal(pt, ref_t)
