@@ -2,7 +2,8 @@
 
 Every experiment takes ``--seed``, ``--out`` (default ``experiments/out/<name>``, gitignored) and
 ``--quick`` (tiny sizes, seconds: what CI runs), and writes ``<name>.json``, ``<name>.md`` (tables
-with the exact command and git revision) and one or more PNG plots into ``--out``.
+with the exact command and git revision) and one or more PNG plots into ``--out``. Importing this
+module first makes torch single-threaded unless ``OMP_NUM_THREADS`` is set.
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ import math
 import os
 import sys
 from typing import Any
+
+# One math thread unless the caller asks for more (before torch / numpy load their thread pools): on
+# a shared 2-core machine a two-thread forward is 5-9x slower than a one-thread one when other jobs
+# run (the threads wait for each other). Set OMP_NUM_THREADS to override.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", os.environ["OMP_NUM_THREADS"])
 
 import matplotlib
 

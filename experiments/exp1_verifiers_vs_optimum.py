@@ -42,7 +42,7 @@ VERIFIERS = (("kseq", "iid"), ("rrs", "iid"), ("khisti", "iid"), ("rrs_wor", "wo
 LABELS = {
     "kseq": "K-SEQ (SpecTr)",
     "rrs": "RRS (SpecInfer)",
-    "khisti": "Khisti (k=2)",
+    "khisti": "Khisti et al.",
     "rrs_wor": "RRS w/o repl.",
     "greedy_optimal": "greedy (Hu et al.)",
     "spechub": "SpecHub (k=2)",

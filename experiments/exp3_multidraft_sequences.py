@@ -77,6 +77,16 @@ def make_plot(payload: dict, out_dir: str, name: str) -> str:
             capsize=3,
             label="RRS realized (decoder, its own trees)",
         )
+        ax.plot(
+            np.array([r["k"] for r in rr_runs]) - 0.05,
+            [r["be_exact_rrs"] for r in rr_runs],
+            marker="_",
+            ms=14,
+            mew=2,
+            ls="none",
+            color="tab:orange",
+            label="RRS exact on its own trees",
+        )
     ax.set_xticks(ks_run)
     ax.set_xlabel("number of drafted sequences k")
     ax.set_ylabel("block efficiency 1 + E[tau]")

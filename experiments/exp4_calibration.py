@@ -74,6 +74,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--tokens", type=int, default=40, help="tokens per prompt in each single-step run")
     ap.add_argument("--traces", nargs="*", default=[], help="folders whose *.safetensors decoding traces are added")
     ap.add_argument("--wrong-temperature", type=float, default=1.5, help="temperature of the negative control's draft sampler")
+    ap.add_argument(
+        "--multi",
+        nargs="*",
+        default=[],
+        metavar="RULE:GAMMA[:K]",
+        help="also decode these chain / tree runs (e.g. token:4 block:4 kseq:4:2 rrs:4:2), each with its own seed",
+    )
     args = _output.parse(ap, argv)
     from otspec_gpu import trace as trace_io
     from otspec_gpu.decoding import decode
@@ -99,6 +106,25 @@ def main(argv: list[str] | None = None) -> dict:
             stop_at_eos=False,
         )
         out.trace.save(os.path.join(args.out, f"trace_single_{verifier}_k{k}.safetensors"))
+        traces.append(out.trace)
+    for i, spec in enumerate(args.multi):
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not all(x.isdigit() for x in parts[1:]):
+            raise SystemExit(f"--multi {spec!r}: expected RULE:GAMMA or RULE:GAMMA:K, e.g. token:4 or kseq:4:2")
+        rule, g, k = parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
+        out = decode(
+            target,
+            draft,
+            prompts,
+            verifier=rule,
+            drafts=k,
+            gamma=g,
+            temperature=T,
+            max_new_tokens=n_tok,
+            seed=args.seed + 101 + i,  # runs on their own streams: families are independent samples
+            stop_at_eos=False,
+        )
+        out.trace.save(os.path.join(args.out, f"trace_multi_{rule}_g{g}_k{k}.safetensors"))
         traces.append(out.trace)
     if args.quick:  # one chain and one tree so that every family's code path runs
         traces.append(
@@ -232,6 +258,8 @@ def main(argv: list[str] | None = None) -> dict:
     notes = [
         "z = sum(realized - exact) / sqrt(sum of variances): exact Bernoulli variances for single-step acceptance, the sample variance for tau; |z| > 3 would flag a bias (false-alarm rate ~0.3% per family under independence).",
         f"Traces added from: {', '.join(args.traces) if args.traces else 'none'}.",
+        f"Own chain / tree runs (--multi, seeds {args.seed + 101}...): {', '.join(args.multi) if args.multi else 'none'}.",
+        "Families with the same name (same rule, gamma, k and draft) from several runs are pooled.",
         f"Run time {elapsed:.0f} s.",
     ]
     _output.write(args.out, NAME, args, payload, {"Realized vs exact, per family": table}, notes)

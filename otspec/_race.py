@@ -59,7 +59,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from otspec._tolerances import WOR_TARGET_ERROR
+from otspec._tolerances import (
+    WOR_GAMMA_SERIES_CUTOFF,
+    WOR_PRUNE_MARGIN,
+    WOR_SERIES_CUTOFF,
+    WOR_TAIL_ROUNDING_RTOL,
+    WOR_TARGET_ERROR,
+)
 
 __all__ = ["WorMinimum", "wor_prefix_all_in", "wor_prefix_at", "wor_dual_minimum"]
 
@@ -150,7 +156,7 @@ def _gamma_excess(h: float) -> float:
         x = math.pi * w
         term = math.sqrt(2 * x) * math.exp(-0.5 * x) if x > 30 else math.sqrt(x / math.sinh(x))
         tot += term
-        if term < 1e-300:
+        if term < WOR_GAMMA_SERIES_CUTOFF:
             break
     return 2.0 * tot
 
@@ -165,7 +171,7 @@ def _left_series(x: np.ndarray, h: float) -> np.ndarray:
     for r in range(60):
         out += (-1) ** r * term / math.expm1((r + 1) * h)
         term = term * x / (r + 1)
-        if float(np.max(term, initial=0.0)) < 1e-19 * h:
+        if float(np.max(term, initial=0.0)) < WOR_SERIES_CUTOFF * h:
             break
     return h * out
 
@@ -480,8 +486,8 @@ def _cap_error(lay: _Layout, tau: float, t: np.ndarray, eps_max: float) -> float
 def _right_tail(lay: _Layout, G_last: np.ndarray, t_last: float, gam: float) -> np.ndarray:
     """Bound on the node sum right of the last node, per accumulator entry."""
     lt = (lay.lam_g[:, 0] if lay.gather else lay.lam_g[:, :, 0]) * t_last
-    # (1 + 1e-9) covers the rounding of G_last itself (relative error far below 1e-9)
-    return G_last * np.where(lt >= 1.0, 1.0, np.exp(np.minimum(lt, 1.0)) * (1.0 + gam)) * (1.0 + 1e-9)
+    # (1 + WOR_TAIL_ROUNDING_RTOL) covers the rounding of G_last itself
+    return G_last * np.where(lt >= 1.0, 1.0, np.exp(np.minimum(lt, 1.0)) * (1.0 + gam)) * (1.0 + WOR_TAIL_ROUNDING_RTOL)
 
 
 def _integrate(q: np.ndarray, k: int, idx: np.ndarray, grid: _Grid, lay: _Layout):
@@ -794,8 +800,7 @@ def wor_dual_minimum(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> WorM
     D_hi = np.where(exact, D_exact, P - lower)
     D_lo = np.where(exact, D_exact, P - upper)
     U = float(D_hi.min())
-    margin = 1e-12  # covers rounding in the bounds themselves
-    cand = np.flatnonzero(~exact & (D_lo <= U + margin))
+    cand = np.flatnonzero(~exact & (D_lo <= U + WOR_PRUNE_MARGIN))
     best_i = int(np.argmin(np.where(exact, D_exact, np.inf)))
     best = float(D_exact[best_i]) if exact[best_i] else np.inf
     err = p_round

@@ -23,6 +23,10 @@ __all__ = [
     "SAMPLE_CHUNK_ENTRIES",
     "MC_CONFIDENCE_Z",
     "ERROR_BOUND_MAX",
+    "WOR_SERIES_CUTOFF",
+    "WOR_GAMMA_SERIES_CUTOFF",
+    "WOR_TAIL_ROUNDING_RTOL",
+    "WOR_PRUNE_MARGIN",
 ]
 
 #: A user distribution must sum to 1 within this. float64 softmax over 262 144 tokens is off by
@@ -100,3 +104,17 @@ MC_CONFIDENCE_Z = 2.5758293035489004
 #: (cut) method accepts its own re-check within twice its error bound, so a bound near 1 would make
 #: the check unable to fail; above this the status is downgraded to ``check_failed``.
 ERROR_BOUND_MAX = 1e-6
+
+#: The race integral's left-end series (alternating, terms decreasing) stops once a term is below
+#: this times the step h: its truncation error is below the first omitted term, far under
+#: WOR_TARGET_ERROR.
+WOR_SERIES_CUTOFF = 1e-19
+#: The Poisson-summation bound on the trapezoidal excess of the exponential density stops adding
+#: terms below this (they decay like exp(-pi^2 m / h) and underflow soon after).
+WOR_GAMMA_SERIES_CUTOFF = 1e-300
+#: Relative slack on the last node's integrand when it bounds the race integral's right tail: it
+#: covers the rounding of that float64 value itself (relative error far below it).
+WOR_TAIL_ROUNDING_RTOL = 1e-9
+#: Pruning of prefixes in the without-replacement optimum: a prefix is integrated unless its lower
+#: bound exceeds the best upper bound by more than this (covers rounding in the cheap bounds).
+WOR_PRUNE_MARGIN = 1e-12

@@ -11,6 +11,7 @@ import otspec
 from otspec._tolerances import EXACT_ATOL
 from otspec.errors import InvalidDraftCountError, InvalidDraftsError
 from tests.conftest import random_simplex
+from tests._tolerances import FALSE_ALARM
 
 
 def _brute_wor(q, k):
@@ -100,7 +101,7 @@ def test_samplers_follow_enumerated_law(make):
     codes = tuples @ (V ** np.arange(k))
     counts = np.array([(codes_all == c).sum() for c in codes])
     assert counts.sum() == draws.shape[0], "sampler produced tuples outside the enumeration"
-    assert _chi2_pvalue(counts, w) > 1e-6
+    assert _chi2_pvalue(counts, w) > FALSE_ALARM
 
 
 def test_wor_sampler_negative_control():
@@ -113,7 +114,7 @@ def test_wor_sampler_negative_control():
     draws = draws[draws[:, 0] != draws[:, 1]]  # even conditioning on distinctness is wrong
     codes_all = draws @ (4 ** np.arange(2))
     counts = np.array([(codes_all == c).sum() for c in tuples @ (4 ** np.arange(2))])
-    assert stats.chisquare(counts, w * counts.sum()).pvalue < 1e-6
+    assert stats.chisquare(counts, w * counts.sum()).pvalue < FALSE_ALARM
 
 
 def test_law_errors():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from otspec import models
+from otspec._tolerances import FLOAT64_ATOL
 from otspec.errors import (
     InvalidDistributionError,
     InvalidDraftCountError,
@@ -11,6 +12,7 @@ from otspec.errors import (
     ProblemTooLargeError,
     ShapeMismatchError,
 )
+from tests._tolerances import FALSE_ALARM, FLOAT64_ULPS_ATOL
 
 
 def test_dirichlet_is_a_function_of_seed_and_prefix():
@@ -25,7 +27,7 @@ def test_dirichlet_is_a_function_of_seed_and_prefix():
     assert not np.array_equal(a((1,)), models.dirichlet(5, seed=4, concentration=0.5)((1,)))
     assert not np.array_equal(a(()), a((0,)))  # length is part of the context
     assert a((1,)) is a((1,))  # cached
-    assert abs(a((3, 1)).sum() - 1) < 1e-12 and a((3, 1)).dtype == np.float64
+    assert abs(a((3, 1)).sum() - 1) < FLOAT64_ATOL and a((3, 1)).dtype == np.float64
 
 
 def test_concentration_controls_peakiness():
@@ -57,7 +59,7 @@ def test_close_draft():
     assert np.allclose(models.close_draft(p, noise=0.0)((1,)), p((1,)))
     q = models.close_draft(p, noise=0.2, temperature=2.0, seed=5)
     x = q((1, 2))
-    assert abs(x.sum() - 1) < 1e-12 and np.all(x > 0)
+    assert abs(x.sum() - 1) < FLOAT64_ATOL and np.all(x > 0)
     tv_near = 0.5 * np.abs(models.close_draft(p, noise=0.1, seed=5)((1,)) - p((1,))).sum()
     tv_far = 0.5 * np.abs(models.close_draft(p, noise=0.9, seed=5)((1,)) - p((1,))).sum()
     assert tv_near < tv_far
@@ -123,12 +125,12 @@ def test_enumerate_prefixes():
     p, q = models.dirichlet(3, seed=0), models.dirichlet(3, seed=1)
     t = models.enumerate_prefixes(p, q, 3)
     for i in range(4):
-        assert abs(t.p_joint[i].sum() - 1) < 1e-12 and abs(t.q_joint[i].sum() - 1) < 1e-12
+        assert abs(t.p_joint[i].sum() - 1) < FLOAT64_ATOL and abs(t.q_joint[i].sum() - 1) < FLOAT64_ATOL
     paths = t.paths(2)
     for n in (0, 4, 8):
         x = tuple(int(v) for v in paths[n])
         assert np.array_equal(t.p_cond[2][n], p(x))
-        assert abs(t.q_joint[2][n] - q(())[x[0]] * q(x[:1])[x[1]]) < 1e-15
+        assert abs(t.q_joint[2][n] - q(())[x[0]] * q(x[:1])[x[1]]) < FLOAT64_ULPS_ATOL
     anc = t.ancestors(3)
     assert anc.shape == (27, 4) and anc[26].tolist() == [0, 2, 8, 26]
     with pytest.raises(ProblemTooLargeError, match="prefixes"):
@@ -154,4 +156,4 @@ def test_sample_path_and_conditionals_along():
     n = 20_000
     counts = np.bincount([models.sample_path(m, 1, rng=rng)[0] for _ in range(n)], minlength=4)
     exp = n * m(())
-    assert chi2.sf(((counts - exp) ** 2 / exp).sum(), 3) > 1e-6
+    assert chi2.sf(((counts - exp) ** 2 / exp).sum(), 3) > FALSE_ALARM

@@ -7,6 +7,8 @@ import pytest
 
 from otspec import plot
 from otspec.errors import OtspecInputError, ShapeMismatchError
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from tests._tolerances import FLOAT64_ULPS_ATOL
 
 mpl = pytest.importorskip("matplotlib", reason="install the [plots] extra")
 mpl.use("Agg")
@@ -14,9 +16,10 @@ mpl.use("Agg")
 
 def test_kseq_guarantee_values():
     # 1 - (1 - 1/k)^k by hand: k=1 -> 1, k=2 -> 3/4, k=3 -> 19/27; the limit is 1 - 1/e
-    np.testing.assert_allclose(plot.kseq_guarantee([1, 2, 3]), [1.0, 0.75, 19 / 27], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(plot.kseq_guarantee([1, 2, 3]), [1.0, 0.75, 19 / 27], rtol=0, atol=FLOAT64_ULPS_ATOL)
     assert plot.kseq_guarantee(10**6) > plot.ONE_MINUS_INV_E
-    assert abs(float(plot.kseq_guarantee(10**6)) - plot.ONE_MINUS_INV_E) < 1e-6
+    # (1 - 1/k)^k = e^{-1} (1 - 1/(2k) - O(k^-2)): the gap to the limit is 1/(2ek) to first order
+    assert abs(float(plot.kseq_guarantee(10**6)) - plot.ONE_MINUS_INV_E) < 1.0 / (2 * math.e * 10**6) + EXACT_ATOL
     with pytest.raises(OtspecInputError):
         plot.kseq_guarantee(0)
 
@@ -26,28 +29,28 @@ def test_calibration_bins_by_hand():
     y = [0, 0, 1, 1, 1, 0]
     b = plot.calibration_bins(e, y, n_bins=2)
     assert b.binary and b.count.tolist() == [3, 3]
-    np.testing.assert_allclose(b.mean_expected, [0.2, 0.8], atol=1e-15)
-    np.testing.assert_allclose(b.mean_realized, [1 / 3, 2 / 3], atol=1e-15)
+    np.testing.assert_allclose(b.mean_expected, [0.2, 0.8], atol=FLOAT64_ULPS_ATOL)
+    np.testing.assert_allclose(b.mean_realized, [1 / 3, 2 / 3], atol=FLOAT64_ULPS_ATOL)
     # Wilson 95% interval for 1 success in 3, computed from its formula independently
     z, n, ph = 1.959963984540054, 3, 1 / 3
     c = (ph + z * z / (2 * n)) / (1 + z * z / n)
     h = z * math.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    assert abs(b.ci_low[0] - (c - h)) < 1e-12 and abs(b.ci_high[0] - (c + h)) < 1e-12
+    assert abs(b.ci_low[0] - (c - h)) < FLOAT64_ATOL and abs(b.ci_high[0] - (c + h)) < FLOAT64_ATOL
     # binary outcomes: z = sum(y - e) / sqrt(sum e (1 - e)) = (3 - 3.0) / ... = 0 here
-    assert abs(b.z_overall) < 1e-12
+    assert abs(b.z_overall) < FLOAT64_ATOL
     b2 = plot.calibration_bins([0.5, 0.5, 0.5, 0.5], [1, 1, 1, 0], n_bins=1)
-    assert abs(b2.z_overall - 1.0 / math.sqrt(4 * 0.25)) < 1e-12  # (3 - 2) / sqrt(1)
+    assert abs(b2.z_overall - 1.0 / math.sqrt(4 * 0.25)) < FLOAT64_ATOL  # (3 - 2) / sqrt(1)
     b3 = plot.calibration_bins([0.9] * 10, [1] * 10, n_bins=1)  # every outcome 1: still finite
-    assert abs(b3.z_overall - 1.0 / math.sqrt(10 * 0.09)) < 1e-12
+    assert abs(b3.z_overall - 1.0 / math.sqrt(10 * 0.09)) < FLOAT64_ATOL
 
 
 def test_calibration_bins_counts_use_normal_interval():
     b = plot.calibration_bins([1.0, 1.0, 2.0, 2.0], [0.5, 1.5, 2.0, 3.0], n_bins=2, strategy="uniform")
     assert not b.binary
     half = 1.959963984540054 * np.std([0.5, 1.5], ddof=1) / math.sqrt(2)
-    assert abs(b.ci_low[0] - (1.0 - half)) < 1e-12 and abs(b.ci_high[0] - (1.0 + half)) < 1e-12
+    assert abs(b.ci_low[0] - (1.0 - half)) < FLOAT64_ATOL and abs(b.ci_high[0] - (1.0 + half)) < FLOAT64_ATOL
     d = np.array([0.5, 1.5, 2.0, 3.0]) - np.array([1.0, 1.0, 2.0, 2.0])  # counts: sample-deviation z
-    assert abs(b.z_overall - d.mean() / (d.std(ddof=1) / math.sqrt(4))) < 1e-12
+    assert abs(b.z_overall - d.mean() / (d.std(ddof=1) / math.sqrt(4))) < FLOAT64_ATOL
 
 
 def test_calibration_detects_a_biased_sampler():
@@ -143,9 +146,9 @@ def test_tutorial_runs_and_its_numbers_hold(capsys):
     path = Path(__file__).resolve().parents[1] / "examples" / "tutorial_bounds_and_plots.py"
     ns = runpy.run_path(str(path), run_name="__tutorial__")
     opt = ns["optimum"]
-    assert abs(opt["i.i.d."][0] - (1 - ns["tv"])) < 1e-12  # k = 1: 1 - TV
-    assert all(w >= i - 1e-9 for w, i in zip(opt["w/o repl."], opt["i.i.d."]))
-    assert all(o >= a - 1e-9 for o, a in zip(opt["i.i.d."], ns["kseq"]))
-    np.testing.assert_allclose(ns["greedy"], opt["greedy"], atol=1e-9)  # the greedy verifier is optimal for its law
+    assert abs(opt["i.i.d."][0] - (1 - ns["tv"])) < FLOAT64_ATOL  # k = 1: 1 - TV
+    assert all(w >= i - EXACT_ATOL for w, i in zip(opt["w/o repl."], opt["i.i.d."]))
+    assert all(o >= a - EXACT_ATOL for o, a in zip(opt["i.i.d."], ns["kseq"]))
+    np.testing.assert_allclose(ns["greedy"], opt["greedy"], atol=EXACT_ATOL)  # the greedy verifier is optimal for its law
     assert abs(ns["summary"].z_overall) < 4  # N = 4000 draws, false-alarm rate ~6e-5
     plt.close("all")

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 import otspec
 from otspec import _race
-from otspec._tolerances import WOR_TARGET_ERROR
+from otspec._tolerances import FLOAT64_ATOL, WOR_TARGET_ERROR
 from tests.conftest import random_simplex
+from tests._tolerances import FLOAT64_SUM_ATOL, FLOAT64_ULPS_ATOL
 
 #: Rounding of the enumeration oracles themselves (sums of <= 7!/3! products of 4 factors).
 ORACLE_ATOL = 1e-14
@@ -197,8 +198,8 @@ def test_k1_closed_form():
     rng = np.random.default_rng(7)
     q = random_simplex(rng, 1000, zeros=100)
     vals, err = _race.wor_prefix_all_in(q, 1)
-    assert np.abs(vals - np.concatenate([[0.0], np.cumsum(q)])).max() <= 1e-13
-    assert err <= 1e-15
+    assert np.abs(vals - np.concatenate([[0.0], np.cumsum(q)])).max() <= FLOAT64_SUM_ATOL
+    assert err <= FLOAT64_ULPS_ATOL
 
 
 @pytest.mark.parametrize("k", [2, 5, 8])
@@ -247,7 +248,7 @@ def test_against_reference_loop(k):
     order = ratio_order(p, q)
     vals, err = _race.wor_prefix_all_in(q[order], k)
     ref = _race._reference_prefix_values(q[order], k, n_nodes=1600, s_lo=-40.0)
-    assert np.abs(vals - ref).max() <= err + 1e-12  # the reference's own error is ~1e-13
+    assert np.abs(vals - ref).max() <= err + FLOAT64_ATOL  # the reference's own error is ~1e-13
     assert err <= WOR_TARGET_ERROR
 
 
@@ -280,7 +281,7 @@ def test_error_bound_is_not_vacuous_and_fails_when_rule_is_coarse():
     fine, e_fine = _race._prefix_at(q, 3, idx, 1e-14)
     coarse, e_coarse = _race._prefix_at(q, 3, idx, 1e-5)
     gap = np.abs(coarse - fine).max()
-    assert gap > 1e-11
+    assert gap > SMALL_ATOL
     assert gap <= e_coarse + e_fine
 
 
@@ -351,11 +352,11 @@ def test_dual_minimum_exact_prefixes_and_k1():
     p, q = random_simplex(rng, 500, zeros=20), random_simplex(rng, 500, zeros=50)
     order = ratio_order(p, q)
     res = _race.wor_dual_minimum(p[order], q[order], 1)
-    assert abs(res.value - np.minimum(p, q).sum()) <= 1e-13
+    assert abs(res.value - np.minimum(p, q).sum()) <= FLOAT64_SUM_ATOL
     assert res.evaluated == 0
     # p == q: every prefix has P - Q >= 0 (WOR), so the minimum is 1 at the empty cut or the whole support
     res = _race.wor_dual_minimum(q[order], q[order], 3)
-    assert abs(res.value - 1.0) <= res.error_bound + 1e-15
+    assert abs(res.value - 1.0) <= res.error_bound + FLOAT64_ULPS_ATOL
 
 
 def test_worminimum_is_frozen_and_public():

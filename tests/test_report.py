@@ -8,6 +8,8 @@ import numpy as np
 
 import otspec
 from otspec.verifiers import ALL, compare
+from otspec._tolerances import EXACT_ATOL
+from tests._tolerances import FLOAT64_ULPS_ATOL
 
 
 def test_rows_for_each_applicable_verifier(rng):
@@ -19,11 +21,11 @@ def test_rows_for_each_applicable_verifier(rng):
         opt = otspec.optimal_acceptance(p, law).value
         for r in rows:
             assert r.optimum == opt
-            assert abs(r.shortfall - (opt - r.acceptance)) < 1e-15
-            assert abs(r.percent_of_optimum - 100 * r.acceptance / opt) < 1e-9
-            assert r.shortfall >= -1e-9, r
+            assert abs(r.shortfall - (opt - r.acceptance)) < FLOAT64_ULPS_ATOL
+            assert abs(r.percent_of_optimum - 100 * r.acceptance / opt) < EXACT_ATOL
+            assert r.shortfall >= -EXACT_ATOL, r
             if r.name in ("optimal_plan", "khisti", "greedy_optimal", "spechub"):
-                assert abs(r.shortfall) < 1e-9, r
+                assert abs(r.shortfall) < EXACT_ATOL, r
 
 
 def test_explicit_optimum_and_large_law():

@@ -178,7 +178,8 @@ _RSS_CAPTURE = (
     "import resource, subprocess, sys\n"
     "r = subprocess.run([sys.executable, *sys.argv[1:]], check=True, stdout=subprocess.PIPE, text=True)\n"
     "print(r.stdout.strip().splitlines()[-1])\n"
-    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(u.ru_maxrss, u.ru_utime + u.ru_stime)\n"
 )
 
 
@@ -199,7 +200,8 @@ def _run_child(V: int, k: int, method: str, seed: int, tree: str | None = None) 
     wall = time.perf_counter() - t0
     lines = out.stdout.strip().splitlines()
     row = json.loads(lines[-2])
-    row.update({"wall_s": wall, "peak_rss_mb": int(lines[-1]) / 1024})
+    rss_kib, cpu_s = lines[-1].split()
+    row.update({"wall_s": wall, "cpu_s": float(cpu_s), "peak_rss_mb": int(rss_kib) / 1024})
     if tree is not None and not row["otspec_file"].startswith(tree):
         raise RuntimeError(f"baseline child imported {row['otspec_file']}, not the tree in {tree}")
     return row
@@ -209,7 +211,7 @@ def _median_rows(rows: list[dict]) -> dict:
     """Medians of the timings over repeated runs of one cell, the largest peak RSS, the rest from
     the first run (results are identical across runs: every solver here is deterministic)."""
     out = dict(rows[0])
-    for key in ("solve_s", "process_s", "wall_s"):
+    for key in ("solve_s", "process_s", "wall_s", "cpu_s"):
         out[key] = float(np.median([r[key] for r in rows]))
     out["peak_rss_mb"] = float(max(r["peak_rss_mb"] for r in rows))
     out["runs"] = len(rows)
@@ -418,6 +420,7 @@ def main() -> None:
             "runs",
             "solve s",
             "whole process s",
+            "process CPU s",
             "peak RSS MB",
             "value - exact",
             "cut value - exact",
@@ -433,6 +436,7 @@ def main() -> None:
                 r["runs"],
                 f"{r['solve_s']:.2f}",
                 f"{r['wall_s']:.2f}",
+                f"{r['cpu_s']:.2f}",
                 f"{r['peak_rss_mb']:.0f}",
                 f"{r['minus_exact']:.1e}" if "minus_exact" in r else "-",
                 f"{r['cut_minus_exact']:.1e}" if "cut_minus_exact" in r else "-",

@@ -92,7 +92,7 @@ def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None
     Shapes are always checked (no device sync). With ``validate`` (the default) the values are
     checked too: rows on the simplex, drafts in ``[0, V)`` and of positive draft probability
     ``q[drafts] > 0`` (a draft the drafter could not have produced raises
-    :class:`~otspec._validation.InvalidDraftsError`, as the numpy ``sample`` does). Pass
+    :class:`~otspec.errors.InvalidDraftsError`, as the numpy ``sample`` does). Pass
     ``validate=False`` in a hot loop on CUDA to skip the synchronising checks; a draft with
     ``q = 0`` then gets accept probability 1 (the numpy convention).
     """

@@ -12,15 +12,13 @@ from hypothesis import strategies as st
 
 import otspec
 from otspec import models
-from otspec._tolerances import EXACT_ATOL, LP_FEASIBILITY_TOL
+from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL
 from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
 from otspec.bounds.block import BlockOptimumResult, block_optimum, joint_coupling_bound
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
 from tests._oracles import criterion_violation, make_pair
-
-#: an LP value agrees with the exact closed form within HiGHS' feasibility tolerance
-LP_ATOL = LP_FEASIBILITY_TOL
+from tests._tolerances import LP_ATOL, STRICT_GAP
 
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.5, 1.0, 3.0]), st.booleans())
@@ -66,7 +64,7 @@ def test_lp_on_peaky_models_agrees_within_its_certified_gap(inst, gamma):
     p, q = inst
     lp = block_optimum(p, q, gamma, method="lp")
     assert lp.ok, lp.checks
-    assert abs(lp.value - block_optimum(p, q, gamma).value) <= lp.gap + 1e-10
+    assert abs(lp.value - block_optimum(p, q, gamma).value) <= lp.gap + LP_ATOL
 
 
 @given(inst=instances, gamma=st.integers(1, 3))
@@ -90,8 +88,8 @@ def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
         key = head + (int(y),)
         law[key] = law.get(key, 0.0) + mass
         e += t * mass
-    assert criterion_violation(law, p, p.V) <= 1e-8
-    assert abs(e - r.value) <= 1e-9
+    assert criterion_violation(law, p, p.V) <= CERTIFICATE_ATOL
+    assert abs(e - r.value) <= EXACT_ATOL
 
 
 def test_block_plan_rows_are_the_draft_law_and_conditionals_are_laws():
@@ -132,7 +130,7 @@ def test_joint_coupling_bound_strictly_above_somewhere_and_token_strictly_below(
         r = block_optimum(p, q, 3, method="lp")
         gaps_naive.append(r.joint_coupling_bound - r.value)
         gaps_token.append(r.value - tc.expected_accepted(p, q, 3))
-    assert min(gaps_naive) > 1e-4 and min(gaps_token) > 1e-4
+    assert min(gaps_naive) > STRICT_GAP and min(gaps_token) > STRICT_GAP
 
 
 def test_result_type():
@@ -169,4 +167,4 @@ def test_block_lp_certifies_on_peaked_models_that_defeated_one_highs_run(seed, a
     p, q = make_pair(seed, 3, a, sparse)
     lp = block_optimum(p, q, gamma, method="lp")
     assert lp.ok, lp.checks
-    assert abs(lp.value - block_optimum(p, q, gamma).value) <= lp.gap + 1e-10
+    assert abs(lp.value - block_optimum(p, q, gamma).value) <= lp.gap + LP_ATOL

@@ -43,9 +43,10 @@ from otspec.testing import (
 )
 from otspec.verifiers import ALL, ApproximateVerifier
 from otspec.verifiers.step.token import TokenVerifier
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from tests._tolerances import CLEAR_DIFFERENCE, FALSE_ALARM, FLOAT64_SUM_ATOL, FLOAT64_ULPS_ATOL
 
-LOSSLESS_ATOL = 1e-12
-FALSE_ALARM = 1e-6
+LOSSLESS_ATOL = FLOAT64_ATOL
 N_DRAWS = 300_000
 TV_TO_DETECT = 0.02
 #: verifiers that attain the optimum of every law they apply to
@@ -112,17 +113,17 @@ def test_lossless_kernels_and_acceptance(seed, V, k):
                     v.kernel(p, law)
                 continue
             K = assert_kernel_valid(v, p, law, atol=LOSSLESS_ATOL)
-            assert K.pi.min() >= -1e-15, v.name  # no negative mass beyond one rounding step
+            assert K.pi.min() >= -FLOAT64_ULPS_ATOL, v.name  # no negative mass beyond one rounding step
             if v.lossless:
                 assert_lossless(v, p, law, atol=LOSSLESS_ATOL)
-            est = assert_acceptance_matches_kernel(v, p, law, atol=1e-12)
+            est = assert_acceptance_matches_kernel(v, p, law, atol=FLOAT64_ATOL)
             assert est.how in ("closed_form", "kernel")
             if v.lossless:
-                assert_within_optimum(v, p, law, atol=1e-12, optimum=opt)
+                assert_within_optimum(v, p, law, atol=FLOAT64_ATOL, optimum=opt)
             if v.name in OPTIMAL:
-                assert_within_optimum(v, p, law, atol=1e-9, at_least=1.0, optimum=opt)
+                assert_within_optimum(v, p, law, atol=EXACT_ATOL, at_least=1.0, optimum=opt)
             if v.name == "kseq":  # SpecTr: phase-1 >= (1 - (1 - 1/k)^k) alpha* >= (1 - 1/e) alpha*
-                assert_within_optimum(v, p, law, atol=1e-12, at_least=1.0 - math.exp(-1.0), optimum=opt)
+                assert_within_optimum(v, p, law, atol=FLOAT64_ATOL, at_least=1.0 - math.exp(-1.0), optimum=opt)
 
 
 def test_closed_forms_equal_kernels_everywhere_they_exist(rng):
@@ -136,7 +137,7 @@ def test_closed_forms_equal_kernels_everywhere_they_exist(rng):
                 if not v.applies_to(law):
                     continue
                 try:
-                    cf = assert_acceptance_matches_kernel(v, p, law, method="closed_form", atol=1e-12)
+                    cf = assert_acceptance_matches_kernel(v, p, law, method="closed_form", atol=FLOAT64_ATOL)
                 except UnsupportedMethodError:
                     continue
                 assert cf.how == "closed_form"
@@ -171,10 +172,10 @@ def test_greedy_and_spechub_attain_the_greedy_optimum_by_subsets(rng):
                 continue
             law = otspec.greedy(q, k)
             opt = otspec.optimal_acceptance(p, law, method="subsets").value
-            assert_within_optimum(otspec.verifiers.greedy_optimal, p, law, atol=1e-12, at_least=1.0, optimum=opt)
+            assert_within_optimum(otspec.verifiers.greedy_optimal, p, law, atol=FLOAT64_ATOL, at_least=1.0, optimum=opt)
             if k == 2:
-                assert_within_optimum(otspec.verifiers.spechub, p, law, atol=1e-12, at_least=1.0, optimum=opt)
-                assert_acceptance_matches_kernel(otspec.verifiers.spechub, p, law, method="closed_form", atol=1e-12)
+                assert_within_optimum(otspec.verifiers.spechub, p, law, atol=FLOAT64_ATOL, at_least=1.0, optimum=opt)
+                assert_acceptance_matches_kernel(otspec.verifiers.spechub, p, law, method="closed_form", atol=FLOAT64_ATOL)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -266,7 +267,7 @@ def test_negative_control_invalid_kseq_factor_is_not_lossless():
 
     with pytest.raises(VerifierAssertionError, match="is not lossless") as info:
         assert_lossless(ConditionalVerifier(kseq_rho_one, kinds="iid"), P5, otspec.iid(Q5, 3), atol=LOSSLESS_ATOL)
-    assert abs(info.value.details["error"]) > 1e-3
+    assert abs(info.value.details["error"]) > CLEAR_DIFFERENCE
 
 
 def test_sample_is_sample_batch_of_one():
@@ -423,7 +424,7 @@ def test_per_tuple_acceptance_shortcuts_match_kernel(rng):
                 K = v.kernel(p, law)
                 keep = K.weights > 0  # tuple_acceptance refuses tuples the law cannot draw
                 np.testing.assert_allclose(
-                    v.tuple_acceptance(p, law, K.tuples[keep]), K.per_tuple_acceptance()[keep], atol=1e-13, err_msg=v.name
+                    v.tuple_acceptance(p, law, K.tuples[keep]), K.per_tuple_acceptance()[keep], atol=FLOAT64_SUM_ATOL, err_msg=v.name
                 )
 
 

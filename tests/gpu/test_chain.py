@@ -22,6 +22,17 @@ from otspec import models
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import block, token_chain
 from tests.gpu._stats import pooled_chi_square
+from tests.gpu._tolerances import (
+    DESIGN_POWER,
+    FALSE_ALARM,
+    FLOAT32_KERNEL_ATOL,
+    FLOAT32_REL_RTOL,
+    FLOAT32_ROUNDING_ATOL,
+    FLOAT64_FEW_OPS_ATOL,
+    FLOAT64_KERNEL_ATOL,
+    TINY_MASS_ATOL,
+    TV_DETECT,
+)
 from otspec_gpu.verifiers import chain
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -30,8 +41,8 @@ RULES = {
     "block": (block, chain.block_conditional, chain.block_sample, chain._block_sample_from_uniforms),
 }
 N_ROWS = 100_000
-ALPHA = 1e-6  # false-alarm rate of one chi-square comparison
-TV_POWER = 0.02
+ALPHA = FALSE_ALARM  # false-alarm rate of one chi-square comparison
+TV_POWER = TV_DETECT
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
@@ -70,14 +81,14 @@ def test_conditional_equals_numpy_kernel(rule, device):
         P, Q = along(pm, qm, K.paths)
         x = torch.as_tensor(np.array(K.paths), device=device)
         law64 = cond(torch.as_tensor(P, device=device), torch.as_tensor(Q, device=device), x).cpu().numpy()
-        np.testing.assert_allclose(law64, K.law, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(law64, K.law, rtol=0, atol=FLOAT64_KERNEL_ATOL)
         law32 = cond(torch.as_tensor(P, dtype=torch.float32, device=device), torch.as_tensor(Q, dtype=torch.float32, device=device), x)
         assert law32.dtype == torch.float32
-        np.testing.assert_allclose(law32.cpu().numpy(), K.law, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(law32.cpu().numpy(), K.law, rtol=0, atol=FLOAT32_KERNEL_ATOL)
         # E[tau | path] agrees with the numpy per-path estimator.
         e = chain.expected_accepted(torch.as_tensor(law64)).numpy()
         want = [mod.expected_accepted_given_path(P[n], Q[n], K.paths[n]) for n in range(len(K.paths))]
-        np.testing.assert_allclose(e, want, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(e, want, rtol=0, atol=FLOAT64_KERNEL_ATOL)
 
 
 def test_toy_known_answers():
@@ -88,7 +99,7 @@ def test_toy_known_answers():
     P, Q = along(p, q, paths)
     for f, want in ((chain.token_conditional, 10 / 9), (chain.block_conditional, 11 / 9)):
         e = chain.expected_accepted(f(torch.as_tensor(P), torch.as_tensor(Q), torch.as_tensor(paths))).numpy()
-        assert abs(float(w @ e) - want) < 1e-14
+        assert abs(float(w @ e) - want) < FLOAT64_FEW_OPS_ATOL
 
 
 # ------------------------------------------------------------------------------------------------
@@ -121,7 +132,7 @@ def test_chi_square_design_has_power():
     so the noncentrality is >= N (2 TV)^2 = 160, at the largest df (gamma + 1) V - 1 = 19 used here."""
     df = 4 * 5 - 1
     lam = N_ROWS * (2 * TV_POWER) ** 2
-    assert stats.ncx2.sf(stats.chi2.isf(ALPHA, df), df, lam) > 0.999
+    assert stats.ncx2.sf(stats.chi2.isf(ALPHA, df), df, lam) > DESIGN_POWER
 
 
 def _batch(P, Q, path, n, dtype=torch.float64):
@@ -225,7 +236,7 @@ def test_float32_p_equals_q(rule):
     P /= P.sum(-1, keepdims=True)
     law32, _law64 = _f32_and_f64(cond, P, P[:, :g], x)
     assert torch.all(law32[:, :g] == 0)
-    torch.testing.assert_close(law32[:, g], torch.as_tensor(P[:, g], dtype=torch.float64), rtol=0, atol=1e-7)
+    torch.testing.assert_close(law32[:, g], torch.as_tensor(P[:, g], dtype=torch.float64), rtol=0, atol=FLOAT32_ROUNDING_ATOL)
     out = sample(torch.as_tensor(P), torch.as_tensor(P[:, :g]), x, generator=torch.Generator().manual_seed(0))
     assert torch.all(out.accepted == g)
 
@@ -246,7 +257,7 @@ def test_float32_one_token_difference(rule):
     Q = np.stack([q] * g)[None]
     x = torch.tensor([[j, j]])
     law32, law64 = _f32_and_f64(cond, P, Q, x)
-    torch.testing.assert_close(law32, law64, rtol=1e-5, atol=1e-9)
+    torch.testing.assert_close(law32, law64, rtol=FLOAT32_REL_RTOL, atol=TINY_MASS_ATOL)
     stop0 = law32[0, 0]
     assert stop0.sum() > 0 and stop0[i] == stop0.sum(), "the residual must put all its mass on token i"
     # Force the rejection branch (coins just below 1): the emitted residual token is i.
@@ -300,7 +311,7 @@ def test_float32_long_block_log_space():
         torch.as_tensor(P[None], dtype=torch.float32), torch.as_tensor(Q[None], dtype=torch.float32), torch.as_tensor(x[None])
     )
     assert torch.isfinite(got).all()
-    np.testing.assert_allclose(got[0].double().numpy(), want, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(got[0].double().numpy(), want, rtol=0, atol=FLOAT32_KERNEL_ATOL)
 
 
 # ------------------------------------------------------------------------------------------------

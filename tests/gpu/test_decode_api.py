@@ -13,6 +13,7 @@ from otspec.errors import OtspecInputError, UnsupportedMethodError
 from otspec_gpu import models
 from otspec_gpu.decoding import IncompatibleModelsError, decode, plan_for
 from otspec_gpu.verifiers import SINGLE_STEP, chain
+from tests.gpu._tolerances import EXACT_ATOL, FLOAT64_ATOL
 
 V = 6
 
@@ -90,10 +91,10 @@ def test_chain_theory_matches_torch_conditional(pair, verifier):
     X = torch.from_numpy(tr["drafts"][:, 0, :])
     for rule, col in (("token", "th_exp_token"), ("block", "th_exp_block")):
         cond = getattr(chain, f"{rule}_conditional")(P, Q, X)
-        np.testing.assert_allclose(chain.expected_accepted(cond).numpy(), tr[col], atol=1e-9)
+        np.testing.assert_allclose(chain.expected_accepted(cond).numpy(), tr[col], atol=EXACT_ATOL)
     np.testing.assert_allclose(tr["th_expected"], tr[f"th_exp_{verifier}"])
     # sum_x min(p0, q0) from the trace
-    np.testing.assert_allclose(torch.minimum(P[:, 0], Q[:, 0]).sum(-1).numpy(), tr["th_opt_first"], atol=1e-12)
+    np.testing.assert_allclose(torch.minimum(P[:, 0], Q[:, 0]).sum(-1).numpy(), tr["th_opt_first"], atol=FLOAT64_ATOL)
 
 
 @pytest.mark.parametrize("verifier,k", [("kseq", 3), ("rrs", 2), ("rrs_wor", 3), ("greedy_optimal", 2)])
@@ -104,9 +105,9 @@ def test_single_step_theory_matches_torch_conditional(pair, verifier, k):
     x = torch.from_numpy(tr["drafts"][:, :, 0])
     law = SINGLE_STEP[verifier].conditional(p, q, x)  # [n, V]
     member = torch.zeros_like(law, dtype=torch.bool).scatter_(1, x, True)
-    np.testing.assert_allclose((law * member).sum(-1).numpy(), tr["th_expected_cond"], atol=1e-9)
-    assert np.all(tr[f"th_exp_{verifier}"] <= tr["th_optimum"] + 1e-9)
-    assert np.all(tr["th_expected_cond"] >= 0) and np.all(tr["th_expected_cond"] <= 1 + 1e-12)
+    np.testing.assert_allclose((law * member).sum(-1).numpy(), tr["th_expected_cond"], atol=EXACT_ATOL)
+    assert np.all(tr[f"th_exp_{verifier}"] <= tr["th_optimum"] + EXACT_ATOL)
+    assert np.all(tr["th_expected_cond"] >= 0) and np.all(tr["th_expected_cond"] <= 1 + FLOAT64_ATOL)
 
 
 def test_tree_theory_of_one_sequence_is_token_verification(pair):
@@ -116,4 +117,4 @@ def test_tree_theory_of_one_sequence_is_token_verification(pair):
     tr = res.trace
     P, Q = _full(tr, "p", 4), _full(tr, "q", 3)
     cond = chain.token_conditional(P, Q, torch.from_numpy(tr["drafts"][:, 0, :]))
-    np.testing.assert_allclose(tr["th_expected"], chain.expected_accepted(cond).numpy(), atol=1e-9)
+    np.testing.assert_allclose(tr["th_expected"], chain.expected_accepted(cond).numpy(), atol=EXACT_ATOL)

@@ -20,9 +20,10 @@ from scipy import stats
 from otspec_gpu import models
 from otspec_gpu.decoding import decode
 from otspec_gpu.processing import probs_from_logits
+from tests.gpu._tolerances import FALSE_ALARM
 
 N = 100_000
-ALPHA = 1e-6
+ALPHA = FALSE_ALARM
 PROMPT = [1, 2, 3]
 V = 6
 

@@ -7,6 +7,7 @@ import torch
 
 from otspec_gpu import models
 from otspec_gpu.decoding import _KV
+from tests.gpu._tolerances import MODEL_FLOAT32_ATOL, MODEL_FLOAT32_RTOL, SMOLLM2_LOGITS_TOL
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
@@ -68,7 +69,10 @@ def test_kv_rollback_is_exact_with_masks_and_rows():
     out = kv.feed(new, torch.ones(3, 3, dtype=torch.bool))
     for j in range(3):
         torch.testing.assert_close(
-            out[:, j], _reference(lm, [h + new[r, : j + 1].tolist() for r, h in enumerate(hist)]), atol=2e-5, rtol=1e-5
+            out[:, j],
+            _reference(lm, [h + new[r, : j + 1].tolist() for r, h in enumerate(hist)]),
+            atol=MODEL_FLOAT32_ATOL,
+            rtol=MODEL_FLOAT32_RTOL,
         )
     keep = torch.tensor([1, 3, 0])
     kv.keep(3, keep)
@@ -79,7 +83,7 @@ def test_kv_rollback_is_exact_with_masks_and_rows():
     pad_valid = torch.tensor([[0, 1], [1, 1], [0, 1]], dtype=torch.bool)
     out = kv.feed(pad, pad_valid)
     hist = [h + [t for t, v in zip(pad[r].tolist(), pad_valid[r].tolist()) if v] for r, h in enumerate(hist)]
-    torch.testing.assert_close(out[:, -1], _reference(lm, hist), atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(out[:, -1], _reference(lm, hist), atol=MODEL_FLOAT32_ATOL, rtol=MODEL_FLOAT32_RTOL)
     # a full crop: every row keeps nothing of the last feed, so the cache shrinks
     L = kv.mask.shape[1]
     kv.keep(2, torch.zeros(3, dtype=torch.long))
@@ -102,7 +106,7 @@ def test_smollm2_loads_from_the_cache(smollm2):
 def test_row_linear_patch_matches_f_linear(smollm2):
     plain = models.smollm2(fast_linear=False)
     x = torch.tensor([smollm2.encode("One two three four five")])
-    torch.testing.assert_close(smollm2.logits(x), plain.logits(x), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(smollm2.logits(x), plain.logits(x), atol=SMOLLM2_LOGITS_TOL, rtol=SMOLLM2_LOGITS_TOL)
 
 
 def test_int8_draft_quantizes_all_linear_but_down_proj(smollm2):

@@ -27,8 +27,9 @@ from tests.gpu._single_step import (
     numpy_kernel,
     random_law_pair,
 )
+from tests.gpu._tolerances import FLOAT32_KERNEL_ATOL, FLOAT32_ROUNDING_RTOL, FLOAT64_KERNEL_ATOL, FLOAT64_ULPS_ATOL
 
-TOL = {torch.float64: 1e-12, torch.float32: 1e-5}
+TOL = {torch.float64: FLOAT64_KERNEL_ATOL, torch.float32: FLOAT32_KERNEL_ATOL}
 N_LAWS = 15  # random (p, q) pairs per combination
 
 
@@ -111,7 +112,7 @@ def test_lossless_by_enumeration(name, law, k, device):
             torch.as_tensor(T, device=device),
             **extra_for(name, law, V),
         )
-        np.testing.assert_allclose(W @ pi.cpu().numpy(), p, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(W @ pi.cpu().numpy(), p, rtol=0, atol=FLOAT64_KERNEL_ATOL)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,9 +148,9 @@ def test_edge_cases(name, law, k, case, dtype, device):
     g = got.cpu().double().numpy()
     assert np.isfinite(g).all()
     np.testing.assert_allclose(g.sum(axis=1), 1.0, rtol=0, atol=TOL[dtype])
-    np.testing.assert_allclose(g, K.pi, rtol=0, atol=TOL[dtype] if dtype == torch.float32 else 1e-15)
+    np.testing.assert_allclose(g, K.pi, rtol=0, atol=TOL[dtype] if dtype == torch.float32 else FLOAT64_ULPS_ATOL)
     if case == "disjoint" and v.lossless:
-        np.testing.assert_allclose(g, np.broadcast_to(p, g.shape), rtol=0, atol=1e-15)
+        np.testing.assert_allclose(g, np.broadcast_to(p, g.shape), rtol=0, atol=FLOAT64_ULPS_ATOL)
     gen = torch.Generator(device).manual_seed(0)
     out = v.sample(_t(p[None], dtype, device), _t(q[None], dtype, device), torch.as_tensor(K.tuples, device=device), generator=gen, **extra)
     assert isinstance(out, StepOutput)
@@ -163,7 +164,7 @@ def test_tiny_residual_float32_is_exact(device):
     q = torch.tensor([[0.5, 0.25, 0.125, 0.125]], dtype=torch.float32, device=device)
     pi = SINGLE_STEP["token"].conditional(p, q, torch.tensor([[1]], device=device)).double().cpu().numpy()[0]
     a = (0.25 - EPS) / 0.25
-    np.testing.assert_allclose(pi, [0.0, a, 1.0 - a, 0.0], rtol=1e-7, atol=0)
+    np.testing.assert_allclose(pi, [0.0, a, 1.0 - a, 0.0], rtol=FLOAT32_ROUNDING_RTOL, atol=0)
 
 
 @pytest.mark.parametrize("name", sorted(SINGLE_STEP))
@@ -186,7 +187,7 @@ def test_validate_false_keeps_rows_defined():
     q = torch.tensor([[0.5, 0.5, 0.0, 0.0]], dtype=torch.float64)
     for name in ("token", "kseq", "rrs", "naive"):
         pi = SINGLE_STEP[name].conditional(p, q, torch.tensor([[2]]), validate=False)
-        assert torch.isfinite(pi).all() and abs(float(pi.sum()) - 1.0) < 1e-12
+        assert torch.isfinite(pi).all() and abs(float(pi.sum()) - 1.0) < FLOAT64_KERNEL_ATOL
 
 
 BAD = [

@@ -19,11 +19,12 @@ from scipy import stats
 
 from otspec_gpu.drafting import sample_drafts
 from otspec_gpu.verifiers import SINGLE_STEP
+from tests.gpu._tolerances import FALSE_ALARM
 
 V = 49_152
 TOP = 30
 LOSSLESS = [(name, 1 if v.k_max == 1 else 2) for name, v in sorted(SINGLE_STEP.items()) if v.lossless or name == "approximate"]
-THRESH = float(stats.chi2.isf(1e-6 / len(LOSSLESS), TOP))
+THRESH = float(stats.chi2.isf(FALSE_ALARM / len(LOSSLESS), TOP))
 
 
 @pytest.fixture(scope="module")

@@ -26,12 +26,13 @@ from scipy import stats
 from otspec_gpu.verifiers import SINGLE_STEP, StepOutput
 from otspec_gpu.verifiers import token as token_module
 from tests.gpu._single_step import COMBOS, LAWS, extra_for, random_law_pair
+from tests.gpu._tolerances import ACCEPT_RATE_ATOL, DESIGN_POWER, FALSE_ALARM, FLOAT64_ULPS_ATOL, TV_DETECT
 
 N = 100_000
 # one random law per combination; approximate also with a random predicate (case 1)
 SAMPLE_CASES = [(n, law, k, 0) for n, law, k in COMBOS] + [("approximate", "iid", 1, 1)]
 N_TESTS = len(SAMPLE_CASES) + 6  # + negative control, TV control, two independence tests, two rrs_wor per-row tests
-FAMILY_ALPHA = 1e-6
+FAMILY_ALPHA = FALSE_ALARM
 V_MAX = 6
 
 
@@ -42,7 +43,7 @@ def threshold(df: int) -> float:
 def chi_square(tokens: np.ndarray, pi: np.ndarray) -> tuple[float, int]:
     """Pearson statistic and df of ``tokens`` against the law ``pi``; asserts no token of law 0."""
     counts = np.bincount(tokens, minlength=pi.shape[0])
-    zero = pi <= 1e-15
+    zero = pi <= FLOAT64_ULPS_ATOL
     assert counts[zero].sum() == 0, f"tokens of probability 0 were drawn: {np.flatnonzero(zero & (counts > 0))}"
     e = N * pi[~zero]
     return float(((counts[~zero] - e) ** 2 / e).sum()), int((~zero).sum() - 1)
@@ -50,7 +51,7 @@ def chi_square(tokens: np.ndarray, pi: np.ndarray) -> tuple[float, int]:
 
 def test_power_against_tv_002():
     for df in range(1, V_MAX):
-        assert stats.ncx2.sf(threshold(df), df, N * 0.04**2) >= 0.999
+        assert stats.ncx2.sf(threshold(df), df, N * (2 * TV_DETECT) ** 2) >= DESIGN_POWER
 
 
 def _case(name, law, k, c):
@@ -109,7 +110,7 @@ def test_per_row_laws_give_the_same_tokens(name, law, k, device):
         v.conditional(pt, qt, drafts, **kw).cpu().numpy(),
         v.conditional(pt.expand(3000, -1), qt.expand(3000, -1), drafts, **kw).cpu().numpy(),
         rtol=0,
-        atol=1e-15,
+        atol=FLOAT64_ULPS_ATOL,
     )
 
 
@@ -148,7 +149,7 @@ def test_negative_control_reused_uniform_is_caught():
     drafts = torch.zeros((N, 1), dtype=torch.long)
     pi = SINGLE_STEP["token"].conditional(p, q, drafts[:1])[0].numpy()
     tok = _reused_uniform_token(p, q, drafts, torch.Generator().manual_seed(5)).numpy()
-    assert abs((tok == 0).mean() - pi[0]) < 0.01  # the acceptance rate looks right
+    assert abs((tok == 0).mean() - pi[0]) < ACCEPT_RATE_ATOL  # the acceptance rate looks right
     stat, df = chi_square(tok, pi)
     assert stat > threshold(df) * 10
     # and the correct sampler on the same problem passes
@@ -162,8 +163,8 @@ def test_tv_002_error_is_caught():
     drafts = torch.zeros((N, 1), dtype=torch.long)
     pi = SINGLE_STEP["token"].conditional(p, q, drafts[:1])[0].numpy()
     wrong = pi.copy()
-    wrong[1] += 0.02
-    wrong[2] -= 0.02
+    wrong[1] += TV_DETECT
+    wrong[2] -= TV_DETECT
     tok = SINGLE_STEP["token"].sample(p, q, drafts, generator=torch.Generator().manual_seed(6)).token.numpy()
     stat, df = chi_square(tok, wrong)
     assert stat > threshold(df)

@@ -25,10 +25,20 @@ from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMet
 from otspec.trees import draft_trees
 from otspec.verifiers import tree as np_tree
 from tests.gpu._stats import pooled_chi_square
+from tests.gpu._tolerances import (
+    DESIGN_POWER,
+    FALSE_ALARM,
+    FLOAT32_KERNEL_ATOL,
+    FLOAT32_ROUNDING_ATOL,
+    FLOAT32_SUM_ATOL,
+    FLOAT64_FEW_OPS_ATOL,
+    FLOAT64_KERNEL_ATOL,
+    TV_DETECT,
+)
 from otspec_gpu.verifiers import chain, tree
 
 N_ROWS = 100_000
-ALPHA = 1e-6
+ALPHA = FALSE_ALARM
 RULES = tree.RULES
 
 
@@ -80,16 +90,16 @@ def test_conditional_equals_numpy_kernel(rule, device):
         want = kernel_tensor(K, V)
         x = torch.as_tensor(np.array(K.trees), device=device)
         law = tree.conditional(torch.as_tensor(P, device=device), torch.as_tensor(Q, device=device), x, rule=rule)
-        np.testing.assert_allclose(law.cpu().numpy(), want, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(law.cpu().numpy(), want, rtol=0, atol=FLOAT64_KERNEL_ATOL)
         law32 = tree.conditional(
             torch.as_tensor(P, dtype=torch.float32, device=device), torch.as_tensor(Q, dtype=torch.float32, device=device), x, rule=rule
         )
         assert law32.dtype == torch.float32
-        np.testing.assert_allclose(law32.cpu().numpy(), want, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(law32.cpu().numpy(), want, rtol=0, atol=FLOAT32_KERNEL_ATOL)
         # E[tau | tree]: from the law, and without building it; and the numpy kernel's average.
         e = tree.expected_accepted_given_drafts(torch.as_tensor(P), torch.as_tensor(Q), x.cpu(), rule=rule).numpy()
-        np.testing.assert_allclose(tree.expected_accepted(law.cpu()).numpy(), e, rtol=0, atol=1e-12)
-        assert abs(float(K.weights @ e) - K.expected_accepted()) < 1e-12
+        np.testing.assert_allclose(tree.expected_accepted(law.cpu()).numpy(), e, rtol=0, atol=FLOAT64_KERNEL_ATOL)
+        assert abs(float(K.weights @ e) - K.expected_accepted()) < FLOAT64_KERNEL_ATOL
 
 
 def test_one_sequence_is_token_verification():
@@ -101,7 +111,7 @@ def test_one_sequence_is_token_verification():
     want = chain.token_conditional(torch.as_tensor(P[:, 0]), torch.as_tensor(Q[:, 0]), torch.as_tensor(np.array(K.trees[:, 0])))
     for rule in RULES:
         got = tree.conditional(torch.as_tensor(P), torch.as_tensor(Q), torch.as_tensor(np.array(K.trees)), rule=rule)
-        torch.testing.assert_close(got[:, 0], want, rtol=0, atol=1e-14)
+        torch.testing.assert_close(got[:, 0], want, rtol=0, atol=FLOAT64_FEW_OPS_ATOL)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -109,7 +119,7 @@ def test_chi_square_design_has_power():
     """N = 1e5 rows: noncentrality >= N (2 TV)^2 = 160 at TV = 0.02 (Cauchy-Schwarz), rejected with
     probability > 0.999 at the largest df used here, k (gamma + 1) V - 1 = 44."""
     df = 3 * 3 * 5 - 1
-    assert stats.ncx2.sf(stats.chi2.isf(ALPHA, df), df, N_ROWS * (2 * 0.02) ** 2) > 0.999
+    assert stats.ncx2.sf(stats.chi2.isf(ALPHA, df), df, N_ROWS * (2 * TV_DETECT) ** 2) > DESIGN_POWER
 
 
 def fixed_trees(rule):
@@ -224,7 +234,7 @@ def test_float32_equal_and_disjoint(rule):
     P = p.expand(1, k, g + 1, V).contiguous()
     law = tree.conditional(P, P[:, :, :g], x, rule=rule)
     assert torch.isfinite(law).all()
-    assert torch.all(law[:, :, :g] == 0) and abs(float(law.sum()) - 1) < 1e-6
+    assert torch.all(law[:, :, :g] == 0) and abs(float(law.sum()) - 1) < FLOAT32_SUM_ATOL
     out = tree.sample(
         P.expand(n, -1, -1, -1),
         P[:, :, :g].expand(n, -1, -1, -1),
@@ -240,7 +250,7 @@ def test_float32_equal_and_disjoint(rule):
     law = tree.conditional(Pd, Qd, xd, rule=rule)
     want = torch.zeros(1, k, g + 1, V)
     want[0, 0, 0] = pd
-    torch.testing.assert_close(law, want, rtol=0, atol=1e-7)
+    torch.testing.assert_close(law, want, rtol=0, atol=FLOAT32_ROUNDING_ATOL)
     out = tree.sample(
         Pd.expand(n, -1, -1, -1), Qd.expand(n, -1, -1, -1), xd.expand(n, -1, -1), rule=rule, generator=torch.Generator().manual_seed(0)
     )

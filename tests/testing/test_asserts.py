@@ -29,7 +29,9 @@ from otspec.testing import (
 )
 from otspec.testing._base import UnsupportedMethodError
 from otspec.verifiers import ALL, block, khisti, kseq, rrs, token, token_chain
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from tests.testing import broken_designs as bd
+from tests._tolerances import BISECTION_ATOL, EXACT_RTOL, FALSE_ALARM, FLOAT64_ULPS_ATOL
 
 P5 = np.array([0.3, 0.3, 0.1, 0.3, 0.0])
 Q5 = np.array([0.4, 0.2, 0.3, 0.0, 0.1])
@@ -53,7 +55,7 @@ def test_every_lossless_verifier_passes_assert_lossless():
     for v in ALL:
         for law in laws:
             if v.applies_to(law) and v.lossless:
-                assert_lossless(v, P5, law, atol=1e-12)
+                assert_lossless(v, P5, law, atol=FLOAT64_ATOL)
 
 
 def test_lossless_failure_names_token_masses_and_contributing_tuples():
@@ -65,8 +67,8 @@ def test_lossless_failure_names_token_masses_and_contributing_tuples():
     assert "token 0 gets output mass 0.75 but p[0] = 0.5" in msg
     assert "x = (0): Q(x) = 0.75, pi(0|x) = 1, contribution +0.375" in msg
     d = info.value.details
-    assert d["token"] == 0 and d["expected"] == 0.5 and d["actual"] == pytest.approx(0.75, abs=1e-15)
-    assert d["tuples"][0] == [0] and sum(d["contributions"]) == pytest.approx(0.25, abs=1e-15)
+    assert d["token"] == 0 and d["expected"] == 0.5 and d["actual"] == pytest.approx(0.75, abs=FLOAT64_ULPS_ATOL)
+    assert d["tuples"][0] == [0] and sum(d["contributions"]) == pytest.approx(0.25, abs=FLOAT64_ULPS_ATOL)
 
 
 def test_lossless_failure_reports_rows_that_are_not_distributions():
@@ -83,9 +85,9 @@ def test_within_optimum_and_ratio_by_hand():
     # RRS: 1 - P(both rounds reject) = 1 - (1 - 0.6) * (1 - beta_2) with beta_2 = 0.1 ... = 0.64.
     law = otspec.iid([0.9, 0.1], 2)
     r = acceptance_ratio(rrs, [0.5, 0.5], law)
-    assert r.acceptance == pytest.approx(0.64, abs=1e-12) and r.optimum == pytest.approx(0.69, abs=1e-12)
-    assert r.ratio == pytest.approx(0.64 / 0.69, abs=1e-12) and float(r) == r.ratio and r.how == "closed_form"
-    assert assert_within_optimum(khisti, [0.5, 0.5], law, at_least=1.0).ratio == pytest.approx(1.0, abs=1e-9)
+    assert r.acceptance == pytest.approx(0.64, abs=FLOAT64_ATOL) and r.optimum == pytest.approx(0.69, abs=FLOAT64_ATOL)
+    assert r.ratio == pytest.approx(0.64 / 0.69, abs=FLOAT64_ATOL) and float(r) == r.ratio and r.how == "closed_form"
+    assert assert_within_optimum(khisti, [0.5, 0.5], law, at_least=1.0).ratio == pytest.approx(1.0, abs=EXACT_ATOL)
     with pytest.raises(VerifierAssertionError, match="below 1 x the optimum"):
         assert_within_optimum(rrs, [0.5, 0.5], law, at_least=1.0)
     # K-SEQ at rho = 1 with q = (0, 1): both drafts are token 1, each kept w.p. p(1)/q(1) = 1/2, so it
@@ -97,7 +99,7 @@ def test_within_optimum_and_ratio_by_hand():
 def test_sampler_matches_passes_correct_and_catches_coin_reuse():
     law = otspec.iid(Q5, 1)
     chk = assert_sampler_matches(token, P5, law, n=60_000, rng=np.random.default_rng(1))
-    assert chk.cells == 4 and chk.n == 60_000 and chk.false_alarm == 1e-6 and chk.min_p_value > 1e-6 / 4
+    assert chk.cells == 4 and chk.n == 60_000 and chk.false_alarm == FALSE_ALARM and chk.min_p_value > FALSE_ALARM / 4
     with pytest.raises(VerifierAssertionError, match="disagrees with its kernel") as info:
         assert_sampler_matches(bd.ReusedUniformToken(), P5, law, n=60_000, rng=np.random.default_rng(1))
     assert info.value.details["property"] == "sampler" and len(info.value.details["tuples"]) == 1
@@ -113,11 +115,13 @@ def test_sampler_power_statement_is_the_noncentral_chi_square_bound():
     K = token.kernel(P5, otspec.iid(Q5, 1))
     for row in K.pi:
         dfs.append(int(np.count_nonzero(row > 0)) - 1)
-    powers = [stats.ncx2.sf(stats.chi2.isf(1e-6 / 4, df), df, 4 * per * 0.05**2) for df in dfs if df > 0]
-    assert chk.power == pytest.approx(min(powers), rel=1e-9)
+    powers = [stats.ncx2.sf(stats.chi2.isf(FALSE_ALARM / 4, df), df, 4 * per * 0.05**2) for df in dfs if df > 0]
+    assert chk.power == pytest.approx(min(powers), rel=EXACT_RTOL)
     # at the detectable TV the power is 0.99 for the least powerful df
     worst_df = max(df for df in dfs if df > 0)
-    assert stats.ncx2.sf(stats.chi2.isf(1e-6 / 4, worst_df), worst_df, 4 * per * chk.detectable_tv**2) == pytest.approx(0.99, abs=1e-6)
+    assert stats.ncx2.sf(stats.chi2.isf(FALSE_ALARM / 4, worst_df), worst_df, 4 * per * chk.detectable_tv**2) == pytest.approx(
+        0.99, abs=BISECTION_ATOL
+    )
 
 
 def test_sampler_lossless_catches_reused_uniform_and_passes_fresh():
@@ -146,13 +150,15 @@ def test_chain_assertions():
     assert_chain_lossless(token_chain, p, q, 3)
     assert_chain_lossless(bd.block_backward_pass, p, q, 3)
     r = assert_chain_within_optimum(block, p, q, 2)
-    assert r.acceptance == pytest.approx(11 / 9, abs=1e-12) and r.ratio == pytest.approx(1.0, abs=1e-12)  # the 2-token toy
+    assert r.acceptance == pytest.approx(11 / 9, abs=FLOAT64_ATOL) and r.ratio == pytest.approx(1.0, abs=FLOAT64_ATOL)  # the 2-token toy
     with pytest.raises(VerifierAssertionError, match="not lossless"):
         assert_chain_lossless(bd.block_off_by_one, p, q, 2)
     # the enumeration of ChainVerifier against otspec's own block kernel on a context-dependent pair
     pm, qm = models.dirichlet(3, seed=4, zero_prob=0.3), models.dirichlet(3, seed=5, zero_prob=0.3)
-    assert ChainVerifier(block.conditional_law).expected_accepted(pm, qm, 3) == pytest.approx(block.expected_accepted(pm, qm, 3), abs=1e-12)
-    assert bd.block_backward_pass.expected_accepted(pm, qm, 3) == pytest.approx(block.expected_accepted(pm, qm, 3), abs=1e-12)
+    assert ChainVerifier(block.conditional_law).expected_accepted(pm, qm, 3) == pytest.approx(
+        block.expected_accepted(pm, qm, 3), abs=FLOAT64_ATOL
+    )
+    assert bd.block_backward_pass.expected_accepted(pm, qm, 3) == pytest.approx(block.expected_accepted(pm, qm, 3), abs=FLOAT64_ATOL)
 
 
 def test_as_verifier_recognises_every_form():
@@ -202,7 +208,7 @@ def test_load_object_and_object_spec(tmp_path):
 
 
 def test_acceptance_matches_kernel():
-    est = assert_acceptance_matches_kernel(rrs, P5, otspec.iid(Q5, 2), method="closed_form", atol=1e-12)
+    est = assert_acceptance_matches_kernel(rrs, P5, otspec.iid(Q5, 2), method="closed_form", atol=FLOAT64_ATOL)
     assert est.how == "closed_form"
 
     class WrongClosedForm(type(token)):
@@ -221,7 +227,7 @@ def test_kernel_valid_checks_shapes_weights_and_rows():
     from otspec.testing import assert_kernel_valid
 
     law = otspec.iid(Q5, 2)
-    K = assert_kernel_valid(kseq, P5, law, atol=1e-12)
+    K = assert_kernel_valid(kseq, P5, law, atol=FLOAT64_ATOL)
     assert K.pi.shape == (16, 5)  # 4 tokens of positive q, two drafts
     with pytest.raises(VerifierAssertionError, match=r"x = \(1\) .* sums to 0.75"):
         assert_kernel_valid(bd.unnormalised_residual, [0.5, 0.5], otspec.iid([0.0, 1.0], 1))
@@ -247,11 +253,11 @@ def test_optimum_can_come_from_the_caller():
 
 def test_joint_sampler_test_has_the_stated_power_and_catches_coin_reuse():
     law = otspec.iid(Q5, 1)
-    chk = assert_sampler_matches(token, P5, law, n=300_000, false_alarm=1e-6, tv=0.02, per_tuple=False)
+    chk = assert_sampler_matches(token, P5, law, n=300_000, false_alarm=FALSE_ALARM, tv=0.02, per_tuple=False)
     # joint cells of positive mass: x in {0, 1, 2, 4} with their outputs; df = cells - 1, recomputed here
     K = token.kernel(P5, law)
     df = int(np.count_nonzero(K.weights[:, None] * K.pi > 0)) - 1
-    assert chk.power == pytest.approx(stats.ncx2.sf(stats.chi2.isf(1e-6, df), df, 4 * 300_000 * 0.02**2), rel=1e-9)
+    assert chk.power == pytest.approx(stats.ncx2.sf(stats.chi2.isf(FALSE_ALARM, df), df, 4 * 300_000 * 0.02**2), rel=EXACT_RTOL)
     assert chk.power >= 0.99 and chk.pooled == 0  # every joint cell of positive mass has >= 5 expected draws
     with pytest.raises(VerifierAssertionError, match="joint chi-square"):
         assert_sampler_matches(bd.ReusedUniformToken(), P5, law, n=300_000, per_tuple=False)

@@ -13,13 +13,14 @@ import otspec
 from otspec.testing import assert_lossless
 from otspec.testing import strategies as ots
 from otspec.verifiers import ALL
+from otspec._tolerances import FLOAT64_ATOL
 
 
 @settings(max_examples=60, database=None)
 @given(ots.distributions(), st.data())
 def test_distributions_are_on_the_simplex(p, data):
     assert p.dtype == np.float64 and 2 <= p.size <= 5
-    assert np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-12
+    assert np.all(p >= 0) and abs(p.sum() - 1.0) < FLOAT64_ATOL
     q = data.draw(ots.distributions(4, zeros=False, peaky=False))
     assert q.shape == (4,) and np.all(q > 0)
 
@@ -39,7 +40,7 @@ def test_laws_cover_every_kind_within_the_size_budget():
     def collect(law):
         assert law.num_tuples() <= 125 and 1 <= law.k <= 3 and 2 <= law.V <= 5
         tuples, weights = law.enumerate()
-        assert abs(weights.sum() - 1.0) < 1e-12
+        assert abs(weights.sum() - 1.0) < FLOAT64_ATOL
         seen.add(law.kind)
 
     collect()
@@ -74,7 +75,7 @@ def test_lossless_verifiers_on_generated_problems(problem):
     p, law = problem
     for v in ALL:
         if v.lossless and v.applies_to(law):
-            assert_lossless(v, p, law, atol=1e-12)
+            assert_lossless(v, p, law, atol=FLOAT64_ATOL)
 
 
 def test_import_otspec_testing_does_not_import_hypothesis():

@@ -29,6 +29,7 @@ from otspec.errors import (
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
 from tests._oracles import criterion_violation
+from tests._tolerances import CLEAR_DIFFERENCE, FALSE_ALARM, FLOAT64_ULPS_ATOL
 
 VERIFIERS = {"token": tc, "block": bv}
 
@@ -86,7 +87,7 @@ def test_criterion_catches_a_broken_residual():
             for y in range(3):
                 key = tuple(int(v) for v in path[:t]) + (y,)
                 broken[key] = broken.get(key, 0.0) + w * row[y]
-    assert criterion_violation(broken, p, 3) > 1e-3
+    assert criterion_violation(broken, p, 3) > CLEAR_DIFFERENCE
 
 
 def test_criterion_catches_unweighted_block_residual():
@@ -103,7 +104,7 @@ def test_criterion_catches_unweighted_block_residual():
                 row = row.sum() * res / res.sum()
             for y in range(3):
                 broken[head + (y,)] = broken.get(head + (y,), 0.0) + w * row[y]
-    assert criterion_violation(broken, p, 3) > 1e-3
+    assert criterion_violation(broken, p, 3) > CLEAR_DIFFERENCE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,8 +205,8 @@ def test_twin_agrees_on_random_context_free(seed, gamma):
     a = [Fraction(int(v), 12) for v in rng.multinomial(12, [1 / 3] * 3)]
     b = [Fraction(int(v), 12) for v in rng.multinomial(12, [1 / 3] * 3)]
     p, q = models.context_free([float(v) for v in a]), models.context_free([float(v) for v in b])
-    assert abs(bv.expected_accepted(p, q, gamma) - float(exact_twin(a, b, gamma, "block"))) < 1e-12
-    assert abs(tc.expected_accepted(p, q, gamma) - float(exact_twin(a, b, gamma, "token"))) < 1e-12
+    assert abs(bv.expected_accepted(p, q, gamma) - float(exact_twin(a, b, gamma, "block"))) < FLOAT64_ATOL
+    assert abs(tc.expected_accepted(p, q, gamma) - float(exact_twin(a, b, gamma, "token"))) < FLOAT64_ATOL
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +227,7 @@ def test_closed_form_equals_kernel_and_dominance(inst, gamma):
 
 def test_block_strictly_better_somewhere():
     gains = [bv.expected_accepted(*pair(s, 3), 3) - tc.expected_accepted(*pair(s, 3), 3) for s in range(5)]
-    assert max(gains) > 1e-3
+    assert max(gains) > CLEAR_DIFFERENCE
 
 
 @pytest.mark.parametrize("gamma", [1, 2, 3])
@@ -262,10 +263,10 @@ def test_p_i_is_acceptance_probability_given_prefix(inst, gamma):
             g[2] += w * tl[i]
         for key, (w, ge, eq) in groups.items():
             p_i = _p_i_closed_form(p, q, key)[-1]
-            assert abs(ge / w - p_i) <= 1e-9
+            assert abs(ge / w - p_i) <= EXACT_ATOL
             if i < gamma:
                 z = np.maximum(p_i * p(key) - q(key), 0.0).sum()
-                assert abs(eq / w - z) <= 1e-9
+                assert abs(eq / w - z) <= EXACT_ATOL
         # the running ratio computed in log space agrees with the closed form
         for path in K.paths[:5]:
             path = tuple(int(v) for v in path)
@@ -314,7 +315,7 @@ def test_block_per_path_naive_loop_agrees_at_large_vocab():
         else:
             hs.append(pi)
     expect = sum(1 - np.prod([1 - h for h in hs[i:]]) for i in range(gamma))
-    assert abs(bv.expected_accepted_given_path(P, Qc, x) - expect) < 1e-12
+    assert abs(bv.expected_accepted_given_path(P, Qc, x) - expect) < FLOAT64_ATOL
 
 
 def test_per_path_long_block_log_space():
@@ -329,7 +330,7 @@ def test_per_path_long_block_log_space():
     e = bv.expected_accepted_given_path(P, Qc, x)
     assert 0.0 <= e <= gamma
     prof = bv.acceptance_profile_given_path(P, Qc, x)
-    assert np.all(np.diff(prof) <= 1e-15) and abs(prof.sum() - e) < 1e-9
+    assert np.all(np.diff(prof) <= FLOAT64_ULPS_ATOL) and abs(prof.sum() - e) < EXACT_ATOL
 
 
 def test_per_path_validation():
@@ -351,7 +352,6 @@ def test_per_path_validation():
 
 
 N_SAMPLES = 60_000
-FALSE_ALARM = 1e-6
 
 
 def chi_square_pvalue(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:

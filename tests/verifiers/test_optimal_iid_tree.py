@@ -94,26 +94,27 @@ def test_compiled_heap_is_bit_identical_to_the_pure_heap(name):
 def test_kernels_without_numba_give_the_compiled_arrays(monkeypatch):
     """Load the kernels module with numba hidden: the functions are plain Python and must return
     exactly what the compiled ones return."""
-    spec = importlib.util.find_spec("otspec.verifiers.step._optimal_iid_jit")
+    spec = importlib.util.find_spec("otspec.verifiers.step.optimal_iid_kernels")
     monkeypatch.setitem(sys.modules, "numba", None)
     plain = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plain)
     monkeypatch.undo()
     assert plain.COMPILED is False
-    from otspec.verifiers.step import _optimal_iid_jit as jit
+    from otspec.verifiers.step import optimal_iid_kernels as jit
 
     assert jit.COMPILED is True
     for k in (2, 6):
         geo = _geo(*synthetic_pair(300, seed=k), k)
         i = np.arange(1, geo.m)
         R0 = geo.ratio(i - 1, i, i + 1)
-        dens = geo.rho / geo.w
+        packed = oi._packed(geo)  # the arrays the builders pass (no second numba specialisation)
         perm = np.random.default_rng(0).permutation(np.arange(1, geo.m))
-        for name, args in (("heap_build", (R0, geo.T, geo.Y, geo.L, dens, k)), ("flip_build", (geo.T, geo.Y, geo.L, dens, k, perm, 10**6))):
+        for name, args in (("heap_build", (R0, *packed, k)), ("flip_build", (*packed, k, perm, 10**6))):
             a, b = getattr(plain, name)(*args), getattr(jit, name)(*args)
             for x, y in zip(a[:4], b[:4]):
                 assert np.array_equal(x, y), name
             assert a[4] == b[4]
+        assert np.array_equal(plain.local_ratios(*packed, k), R0) and np.array_equal(jit.local_ratios(*packed, k), R0)
 
 
 def test_auto_is_compiled_with_numba_and_the_pure_heap_without(monkeypatch):

@@ -21,6 +21,7 @@ from otspec.errors import (
 from otspec.verifiers import token_chain as tc
 from otspec.verifiers import tree
 from tests._oracles import criterion_violation, make_pair
+from tests._tolerances import CLEAR_DIFFERENCE, EXACT_RTOL, FALSE_ALARM, FLOAT64_ULPS_ATOL
 
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())
@@ -61,7 +62,7 @@ def test_criterion_catches_ignoring_rejected_mass(monkeypatch):
     for t, wt in zip(trees, w):
         for o, pr in walker.tree_law(tuple(tuple(int(v) for v in path) for path in t)).items():
             law[o] = law.get(o, 0.0) + wt * pr
-    assert criterion_violation(law, p, 3) > 1e-3
+    assert criterion_violation(law, p, 3) > CLEAR_DIFFERENCE
 
 
 @pytest.mark.parametrize("verifier", tree.VERIFIERS)
@@ -71,7 +72,7 @@ def test_single_draft_is_token_verification(verifier, inst, gamma):
     K = tree.kernel(p, q, 1, gamma, verifier=verifier)
     ref = tc.kernel(p, q, gamma).output_law()
     got = K.output_law()
-    assert set(got) <= set(ref) | {o for o in got if got[o] < 1e-15}
+    assert set(got) <= set(ref) | {o for o in got if got[o] < FLOAT64_ULPS_ATOL}
     assert max(abs(got.get(o, 0.0) - ref.get(o, 0.0)) for o in set(got) | set(ref)) <= EXACT_ATOL
 
 
@@ -82,7 +83,7 @@ def test_depth_one_kseq_tree_is_kseq_membership(seed, k):
 
     p, q = make_pair(seed, 3, 1.0, False)
     got = tree.expected_accepted(p, q, k, 1, verifier="kseq")
-    assert abs(got - kseq_details(p(()), q(()), k).membership) <= 1e-9
+    assert abs(got - kseq_details(p(()), q(()), k).membership) <= EXACT_ATOL
 
 
 @given(seed=st.integers(0, 10_000), k=st.integers(2, 3))
@@ -99,7 +100,7 @@ def test_depth_one_rrs_is_mss_membership(seed, k):
             res = np.maximum(cur - qv, 0.0)
             cur = res / res.sum()
     expect = (1 - prej) + prej * float(cur @ (1 - notin))
-    assert abs(tree.expected_accepted(p, q, k, 1, verifier="rrs") - expect) <= 1e-9
+    assert abs(tree.expected_accepted(p, q, k, 1, verifier="rrs") - expect) <= EXACT_ATOL
 
 
 def test_more_drafts_help_on_average():
@@ -119,7 +120,7 @@ def test_draft_trees_laws():
         for path in t:
             for i, x in enumerate(path):
                 prob *= q(tuple(int(v) for v in path[:i]))[x]
-        assert abs(prob - wt) <= 1e-15
+        assert abs(prob - wt) <= FLOAT64_ULPS_ATOL
     trees, w = draft_trees(q, 2, 2, replacement=False)
     assert abs(w.sum() - 1) <= EXACT_ATOL
     assert np.all(trees[:, 0, 0] != trees[:, 1, 0])
@@ -137,7 +138,7 @@ def test_sample_tree_matches_draft_law():
         t = sample_tree(q, 2, 1, replacement=False, rng=rng)
         counts[index[tuple(int(v) for v in t[:, 0])]] += 1
     stat = float(((counts - n * w) ** 2 / (n * w)).sum())
-    assert chi2.sf(stat, len(w) - 1) > 1e-6
+    assert chi2.sf(stat, len(w) - 1) > FALSE_ALARM
 
 
 N_SAMPLES = 60_000
@@ -164,7 +165,7 @@ def test_sampler_matches_kernel(verifier, drafted):
     obs_c, exp_c = np.append(counts[big], counts[~big].sum()), np.append(exp[big], exp[~big].sum())
     keep = exp_c > 0
     stat = float(((obs_c[keep] - exp_c[keep]) ** 2 / exp_c[keep]).sum())
-    assert chi2.sf(stat, keep.sum() - 1) > 1e-6
+    assert chi2.sf(stat, keep.sum() - 1) > FALSE_ALARM
     # the single-call sampler is the same code path
     tau, o = tree.sample(p, q, drafted, verifier=verifier, rng=np.random.default_rng(0))
     assert o in pos and tau == len(o) - 1
@@ -226,6 +227,6 @@ def test_wor_draft_law_stable_when_one_first_token_takes_almost_all_mass():
     trees, w = draft_trees(q, 2, 1, replacement=False)
     assert abs(float(w.sum()) - 1.0) <= EXACT_ATOL
     got = {tuple(t[:, 0].tolist()): float(x) for t, x in zip(trees, w)}
-    assert got[(1, 0)] == pytest.approx(1 - 1e-12, abs=1e-15) and got[(0, 1)] == pytest.approx(1e-12, rel=1e-9)
+    assert got[(1, 0)] == pytest.approx(1 - 1e-12, abs=FLOAT64_ULPS_ATOL) and got[(0, 1)] == pytest.approx(1e-12, rel=EXACT_RTOL)
     # both tokens are always drafted at gamma = 1, so the first position is always accepted
     assert tree.expected_accepted(p, q, 2, 1, verifier="rrs_wor") == pytest.approx(1.0, abs=EXACT_ATOL)

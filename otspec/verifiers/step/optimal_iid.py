@@ -2,7 +2,7 @@ r"""The optimal verifier for k i.i.d. drafts at any vocabulary size (registered 
 
 It attains :math:`\alpha^*(p, q^{\otimes k}) = 1 + \min_H [p(H) - q(H)^k]` exactly, with a
 selection law in closed form and a draw in :math:`O(k + \log V)` after an
-:math:`O(V \log V)` preparation. The mathematics (and the proofs) are in the documentation page
+:math:`O(V (\log V + k))` preparation. The mathematics (and the proofs) are in the documentation page
 ``docs/optimal_verifier.rst``; in brief:
 
 1. **Two-step form.** A selection rule picks one drafted token, with law :math:`r`; single-draft
@@ -19,7 +19,8 @@ selection law in closed form and a draw in :math:`O(k + \log V)` after an
    table, and a uniformly chosen draft of that block is the selected token. The thresholds come
    from the *threshold tree*, the upper convex hull of the points
    :math:`(t_i, \Phi(t_i), L(t_i))`, built by removing points in order of their local ratio
-   (:func:`threshold_tree`).
+   (:func:`threshold_tree`; compiled with numba when the extra ``otspec[fast]`` is installed,
+   bit-identical to the pure-Python builder, see :data:`TREE_METHODS`).
 
 Laws covered: ``otspec.iid(q, k)`` and ``otspec.product([q, ..., q])`` with identical drafters.
 Refused (with the reason): product laws with different drafters, without replacement, greedy and
@@ -57,10 +58,10 @@ __all__ = [
 
 #: Threshold-tree builders. ``"heap"``: remove the boundary of smallest local ratio one at a time
 #: with a binary heap, O(m (log m + k)) worst case, pure Python. ``"heap_compiled"``: the same
-#: algorithm compiled with numba (optional extra ``otspec[fast]``), bit-identical trees, about
-#: 50-100x faster. ``"flip"``: randomized incremental construction with flips, expected O(m k) for
-#: every input (compiled when numba is installed, else the same code in plain Python); the best
-#: proven bound, but its random memory accesses make it slower than the compiled heap in practice.
+#: algorithm compiled with numba (optional extra ``otspec[fast]``), bit-identical trees, 15-50x
+#: faster in the benchmark. ``"flip"``: randomized incremental construction with flips, expected
+#: O(m k) for every input (compiled when numba is installed, else the same code in plain Python);
+#: the best proven bound, about as fast as the compiled heap in practice (memory-latency bound).
 #: ``"auto"`` (the default): ``"heap_compiled"`` when numba is installed, else ``"heap"``.
 #: ``"argmax"``: the direct recursion, worst case O(m^2), a reference for tests.
 TREE_METHODS = ("auto", "flip", "heap", "heap_compiled", "argmax")
@@ -502,11 +503,11 @@ _FLIP_SEED = 0x07A5EED  # the insertion order is random but fixed: the tree is u
 def _jit_kernels(need_compiled: bool = False):
     """The kernels module (compiled with numba when installed, plain Python otherwise), or None
     when compiled kernels are needed and numba is missing."""
-    from otspec.verifiers.step import _optimal_iid_jit
+    from otspec.verifiers.step import optimal_iid_kernels
 
-    if need_compiled and not _optimal_iid_jit.COMPILED:
+    if need_compiled and not optimal_iid_kernels.COMPILED:
         return None
-    return _optimal_iid_jit
+    return optimal_iid_kernels
 
 
 def _dens(geo: _Geometry) -> np.ndarray:
@@ -524,11 +525,9 @@ def _packed(geo: _Geometry) -> tuple[np.ndarray, ...]:
 
 
 def _build_heap_compiled(geo: _Geometry, jit):
-    """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step._optimal_iid_jit`)."""
-    m = geo.m
-    i = np.arange(1, m)
-    R0 = geo.ratio(i - 1, i, i + 1)
-    return jit.heap_build(R0, *_packed(geo), geo.k)
+    """``_build_heap`` compiled (bit-identical; see :mod:`otspec.verifiers.step.optimal_iid_kernels`)."""
+    packed = _packed(geo)
+    return jit.heap_build(jit.local_ratios(*packed, geo.k), *packed, geo.k)
 
 
 def _flip_order(m: int, order: str) -> np.ndarray:
@@ -545,7 +544,7 @@ def _flip_order(m: int, order: str) -> np.ndarray:
 
 
 def _build_flip(geo: _Geometry, jit, order: str = "brio"):
-    """Randomized incremental construction (``_optimal_iid_jit.flip_build``); ``None`` when it
+    """Randomized incremental construction (``optimal_iid_kernels.flip_build``); ``None`` when it
     exceeded its flip budget."""
     m = geo.m
     out = jit.flip_build(*_packed(geo), geo.k, _flip_order(m, order), MAX_FLIPS_PER_BOUNDARY * m + 64)

@@ -11,6 +11,7 @@ from otspec._tolerances import FLOAT64_ATOL
 import otspec
 from otspec.errors import InvalidDistributionError, ShapeMismatchError, UnsupportedMethodError
 from otspec.verifiers import ALL, ApproximateVerifier, approximate
+from tests._tolerances import FLOAT64_ULPS_ATOL
 
 P = np.array([0.3, 0.3, 0.1, 0.3, 0.0])
 Q = np.array([0.4, 0.2, 0.3, 0.0, 0.1])
@@ -28,7 +29,7 @@ def test_exact_rule_predicate_has_zero_tv(rng):
         law = otspec.iid(q, 1)
         assert approximate.tv_to_target(p, law) == 0.0
         np.testing.assert_allclose(approximate.kernel(p, law).output_law(), p, atol=FLOAT64_ATOL)
-        assert abs(approximate.acceptance(p, law).value - np.minimum(p, q).sum()) < 1e-12
+        assert abs(approximate.acceptance(p, law).value - np.minimum(p, q).sum()) < FLOAT64_ATOL
 
 
 def test_tv_formula_matches_kernel_and_closed_form_law(rng):
@@ -40,12 +41,12 @@ def test_tv_formula_matches_kernel_and_closed_form_law(rng):
         law = otspec.iid(q, 1)
         K = v.kernel(p, law)
         tv_kernel = 0.5 * np.abs(K.output_law() - p).sum()
-        assert abs(v.tv_to_target(p, law) - tv_kernel) < 1e-12
+        assert abs(v.tv_to_target(p, law) - tv_kernel) < FLOAT64_ATOL
         np.testing.assert_allclose(v.output_law(p, law), K.output_law(), atol=FLOAT64_ATOL)
-        assert abs(v.acceptance(p, law).value - K.acceptance()) < 1e-12
+        assert abs(v.acceptance(p, law).value - K.acceptance()) < FLOAT64_ATOL
         # a context-only predicate a == c scales the TV: c * d_TV(p, q)  (docs/verifiers.rst, approximate)
         c = float(rng.random())
-        assert abs(ApproximateVerifier(np.full(V, c)).tv_to_target(p, law) - c * 0.5 * np.abs(p - q).sum()) < 1e-12
+        assert abs(ApproximateVerifier(np.full(V, c)).tv_to_target(p, law) - c * 0.5 * np.abs(p - q).sum()) < FLOAT64_ATOL
 
 
 def test_empirical_tv_of_sampler_matches_exact_tv():
@@ -73,7 +74,7 @@ def test_callable_predicate_and_bad_predicates():
     v = ApproximateVerifier(lambda p, q: (p >= 0.5 * q).astype(float), name="half_ratio")
     assert v.name == "half_ratio"
     expected = float(((P >= 0.5 * Q) * np.maximum(Q - P, 0)).sum())
-    assert abs(v.tv_to_target(P, LAW) - expected) < 1e-15
+    assert abs(v.tv_to_target(P, LAW) - expected) < FLOAT64_ULPS_ATOL
     with pytest.raises(InvalidDistributionError, match="1.5"):
         ApproximateVerifier([0.2, 1.5, 0.0, 0.0, 0.0])
     with pytest.raises(ShapeMismatchError, match=r"\(3,\)"):

@@ -12,6 +12,8 @@ from otspec.verifiers import kseq, kseq_conditional
 from otspec.verifiers.plan import plan_rows
 from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta
 from otspec.verifiers.step.kseq import kseq_plan
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from tests._tolerances import FLOAT64_ULPS_ATOL, STRICT_GAP
 
 
 def _bound(k):
@@ -29,7 +31,7 @@ def test_known_answers():
     p = np.array([0.5, 0.3, 0.2])
     # k = 1: ordinary speculative sampling
     d = kseq.details(p, [0.2, 0.3, 0.5], 1)
-    assert d.rho_star == 1.0 and abs(d.phase1 - 0.7) < 1e-15 and abs(d.membership - 0.7) < 1e-15
+    assert d.rho_star == 1.0 and abs(d.phase1 - 0.7) < FLOAT64_ULPS_ATOL and abs(d.membership - 0.7) < FLOAT64_ULPS_ATOL
     # p == q: everything accepted at rho = 1
     d = kseq.details(p, p, 4)
     assert d.rho_star == 1.0 and d.phase1 == 1.0 and d.membership == 1.0
@@ -47,7 +49,7 @@ def test_rho_star_in_range_valid_and_minimal(rng):
         d = kseq.details(p, q, k)
         assert 1.0 <= d.rho_star <= k
         # valid: p_acc(rho*) <= rho* beta(rho*) (the rule never over-spends target mass)
-        assert d.phase1 <= d.rho_star * d.beta + 1e-15
+        assert d.phase1 <= d.rho_star * d.beta + FLOAT64_ULPS_ATOL
         # minimal: slightly below rho*, the rule would be invalid (so acceptance is maximal)
         if d.rho_star > 1.0 + 1e-9:
             r = d.rho_star * (1 - 1e-9)
@@ -55,8 +57,8 @@ def test_rho_star_in_range_valid_and_minimal(rng):
             assert _one_minus_pow(b, k) > r * b
         # phase-1 decreases in rho: at the always-valid rho = k it is no larger
         bk = kseq_beta(p, q, float(k))
-        assert _one_minus_pow(bk, k) <= d.phase1 + 1e-15
-        assert d.phase1 <= d.membership + 1e-15
+        assert _one_minus_pow(bk, k) <= d.phase1 + FLOAT64_ULPS_ATOL
+        assert d.phase1 <= d.membership + FLOAT64_ULPS_ATOL
 
 
 def test_phase1_from_the_plan_matches_formula(rng):
@@ -67,7 +69,7 @@ def test_phase1_from_the_plan_matches_formula(rng):
         tuples, w = otspec.iid(q, k).enumerate()
         plan, d = kseq_plan(p, q, tuples)
         loop = w @ (1.0 - np.prod(1.0 - plan.accept, axis=1))
-        assert abs(loop - d.phase1) < 1e-12
+        assert abs(loop - d.phase1) < FLOAT64_ATOL
 
 
 def test_conditional_function_matches_kernel(rng):
@@ -87,11 +89,11 @@ def test_phase1_guarantee_random(rng):
         r, d, opt = _ratio(p, q, k)
         if opt < 1e-9:
             continue
-        assert d.membership <= opt + 1e-12
+        assert d.membership <= opt + FLOAT64_ATOL
         worst = min(worst, r / _bound(k))
-        assert r >= _bound(k) - 1e-12, (p, q, k, r)
+        assert r >= _bound(k) - FLOAT64_ATOL, (p, q, k, r)
     print(f"\n[kseq random] smallest phase1 / (bound * optimum) = {worst:.6f}")
-    assert worst >= 1.0 - 1e-12
+    assert worst >= 1.0 - FLOAT64_ATOL
 
 
 def _search_min_ratio(V, k, seed, restarts=6):
@@ -125,7 +127,7 @@ def test_phase1_guarantee_adversarial_optimiser():
         for V in (2, 3, 4):
             r, _ = _search_min_ratio(V, k, seed=100 * k + V)
             lines.append(f"k={k} V={V}: min phase1/opt = {r:.6f}  bound = {_bound(k):.6f}  ratio/bound = {r / _bound(k):.6f}")
-            assert r >= _bound(k) - 1e-12, lines[-1]
+            assert r >= _bound(k) - FLOAT64_ATOL, lines[-1]
     print("\n[kseq adversarial, Nelder-Mead]\n" + "\n".join(lines))
 
 
@@ -146,15 +148,15 @@ def test_phase1_guarantee_adversarial_hypothesis(k, zp, zq):
     rel = r / _bound(k)
     target(-rel, label="phase1/(bound*opt), negated")
     _HYP_WORST["value"] = min(_HYP_WORST["value"], rel)
-    assert r >= _bound(k) - 1e-12
-    assert d.membership <= opt + 1e-12
+    assert r >= _bound(k) - FLOAT64_ATOL
+    assert d.membership <= opt + FLOAT64_ATOL
 
 
 def test_report_hypothesis_worst():
     """Runs after the hypothesis search (file order): print and assert its smallest ratio."""
     worst = _HYP_WORST["value"]
     print(f"\n[kseq hypothesis+target] smallest phase1 / (bound * optimum) = {worst:.6f}")
-    assert worst >= 1.0 - 1e-12
+    assert worst >= 1.0 - FLOAT64_ATOL
 
 
 def test_closed_form_runs_at_full_vocabulary():
@@ -164,7 +166,7 @@ def test_closed_form_runs_at_full_vocabulary():
     est = kseq.acceptance(p, otspec.iid(q, 8))
     assert est.how == "closed_form"
     assert 1.0 <= est.extras["rho_star"] <= 8.0
-    assert est.extras["phase1"] <= est.value <= otspec.optimal_acceptance(p, otspec.iid(q, 8)).value + 1e-9
+    assert est.extras["phase1"] <= est.value <= otspec.optimal_acceptance(p, otspec.iid(q, 8)).value + EXACT_ATOL
 
 
 def test_invalid_rho_breaks_losslessness_but_rho_star_does_not(rng):
@@ -172,10 +174,10 @@ def test_invalid_rho_breaks_losslessness_but_rho_star_does_not(rng):
     p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
     tuples, w = otspec.iid(q, k).enumerate()
     plan, d = kseq_plan(p, q, tuples)
-    assert np.abs(w @ plan_rows(plan, V) - p).max() < 1e-12
+    assert np.abs(w @ plan_rows(plan, V) - p).max() < FLOAT64_ATOL
     if d.rho_star > 1.01:
         bad, _ = kseq_plan(p, q, tuples, rho=1.0)
-        assert np.abs(w @ plan_rows(bad, V) - p).max() > 1e-6
+        assert np.abs(w @ plan_rows(bad, V) - p).max() > STRICT_GAP
 
 
 def test_memoised_precomputation_follows_p_and_law(rng):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import otspec
-from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL, FLOAT64_ATOL
 from otspec.verifiers import optimal_plan
 
 
@@ -18,12 +18,12 @@ def test_rows_match_transport_plan_conditional(rng):
             res = otspec.optimal_acceptance(p, law, method="lp")
             K = optimal_plan.kernel(p, law)
             ref = np.stack([res.plan.conditional(t) for t in K.tuples])
-            np.testing.assert_allclose(K.pi, ref, atol=1e-8)
+            np.testing.assert_allclose(K.pi, ref, atol=CERTIFICATE_ATOL)
             # the cleaned plan is exactly lossless and its acceptance is the optimum
             np.testing.assert_allclose(K.output_law(), p, atol=FLOAT64_ATOL)
-            assert abs(K.acceptance() - res.value) < 1e-9
+            assert abs(K.acceptance() - res.value) < EXACT_ATOL
             cp = optimal_plan.plan(p, law)
-            assert abs(cp.value - res.value) < 1e-9 and cp.lp_value == res.value
+            assert abs(cp.value - res.value) < EXACT_ATOL and cp.lp_value == res.value
 
 
 def test_sampling_reuses_one_lp_solve():

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from otspec._tolerances import FLOAT64_ATOL
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 import otspec
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import rrs, rrs_conditional, rrs_wor, rrs_wor_conditional, token
 from otspec.verifiers.step.rrs_wor import rrs_wor_plan
+from tests._tolerances import FLOAT64_ULPS_ATOL, STRICT_GAP
 
 
 def test_rrs_hand_example():
@@ -19,16 +20,16 @@ def test_rrs_hand_example():
     p, q = [0.5, 0.5], [0.9, 0.1]
     est = rrs.acceptance(p, otspec.iid(q, 2))
     assert est.how == "closed_form"
-    assert abs(est.value - 0.64) < 1e-15 and abs(est.extras["round_acceptance"] - 0.64) < 1e-15
-    np.testing.assert_allclose(rrs_conditional(p, q, [0, 0]), [[5 / 9, 4 / 9]], rtol=0, atol=1e-15)
+    assert abs(est.value - 0.64) < FLOAT64_ULPS_ATOL and abs(est.extras["round_acceptance"] - 0.64) < FLOAT64_ULPS_ATOL
+    np.testing.assert_allclose(rrs_conditional(p, q, [0, 0]), [[5 / 9, 4 / 9]], rtol=0, atol=FLOAT64_ULPS_ATOL)
 
 
 def test_rrs_k1_is_token(rng):
     for _ in range(20):
         p, q = rng.dirichlet(np.ones(5)), rng.dirichlet(np.ones(5))
         law = otspec.iid(q, 1)
-        np.testing.assert_allclose(rrs.kernel(p, law).pi, token.kernel(p, law).pi, atol=1e-15)
-        np.testing.assert_allclose(rrs_wor.kernel(p, otspec.without_replacement(q, 1)).pi, token.kernel(p, law).pi, atol=1e-15)
+        np.testing.assert_allclose(rrs.kernel(p, law).pi, token.kernel(p, law).pi, atol=FLOAT64_ULPS_ATOL)
+        np.testing.assert_allclose(rrs_wor.kernel(p, otspec.without_replacement(q, 1)).pi, token.kernel(p, law).pi, atol=FLOAT64_ULPS_ATOL)
 
 
 def test_rrs_product_uses_each_drafts_own_q(rng):
@@ -41,10 +42,10 @@ def test_rrs_product_uses_each_drafts_own_q(rng):
     np.testing.assert_allclose(K.output_law(), p, atol=FLOAT64_ATOL)
     # using the first drafter's q in every round (the i.i.d. rule) is NOT lossless for this law
     wrong = rrs_conditional(p, qs[0], K.tuples)
-    assert np.abs(K.weights @ wrong - p).max() > 1e-4
+    assert np.abs(K.weights @ wrong - p).max() > STRICT_GAP
     # a product of identical drafters is the i.i.d. law
     same = otspec.product([qs[0]] * 3)
-    assert abs(rrs.acceptance(p, same).value - rrs.acceptance(p, otspec.iid(qs[0], 3)).value) < 1e-15
+    assert abs(rrs.acceptance(p, same).value - rrs.acceptance(p, otspec.iid(qs[0], 3)).value) < FLOAT64_ULPS_ATOL
 
 
 def test_rrs_conditional_rejects_wrong_number_of_drafters():
@@ -82,10 +83,10 @@ def test_rsd_round_acceptance_matches_recursion(rng):
         tuples, w = law.enumerate()
         plan = rrs_wor_plan(p, q, tuples)
         loop = w @ (1.0 - np.prod(1.0 - plan.accept, axis=1))
-        assert abs(loop - _rsd_round_acceptance(p, q, k)) < 1e-12
+        assert abs(loop - _rsd_round_acceptance(p, q, k)) < FLOAT64_ATOL
         # membership acceptance >= round acceptance, <= the without-replacement optimum
         a = rrs_wor.acceptance(p, law).value
-        assert loop - 1e-12 <= a <= otspec.optimal_acceptance(p, law, method="lp").value + 1e-12
+        assert loop - FLOAT64_ATOL <= a <= otspec.optimal_acceptance(p, law, method="lp").value + FLOAT64_ATOL
 
 
 def test_rsd_conditional_matches_kernel_and_rejects_duplicates(rng):
@@ -102,4 +103,4 @@ def test_rrs_closed_form_at_full_vocabulary():
     p, q = rng.dirichlet(np.full(V, 0.1)), rng.dirichlet(np.full(V, 0.1))
     est = rrs.acceptance(p, otspec.iid(q, 8))
     assert est.how == "closed_form"
-    assert est.extras["round_acceptance"] <= est.value <= otspec.optimal_acceptance(p, otspec.iid(q, 8)).value + 1e-9
+    assert est.extras["round_acceptance"] <= est.value <= otspec.optimal_acceptance(p, otspec.iid(q, 8)).value + EXACT_ATOL

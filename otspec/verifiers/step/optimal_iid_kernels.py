@@ -39,7 +39,7 @@ except ImportError:  # the same code runs as plain Python (same operations, same
     COMPILED = False
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _before(h, a, b):
     """Heap record ``a`` comes before ``b``: smaller ratio, ties by boundary index (the order of
     Python's ``(ratio, boundary)`` tuples)."""
@@ -282,6 +282,17 @@ def _rotate_up(y, lft, rgt, cl, cr, par, G, Tl, Yl, Ll, dens, k, stack, top, roo
     stack[top + 2, 0], stack[top + 2, 1] = e2, e3
     stack[top + 3, 0], stack[top + 3, 1] = e0, e3
     return top + 4, root
+
+
+@njit(cache=True)
+def local_ratios(Tl, Yl, Ll, dens, k):
+    """Ratios of the boundaries ``1..m-1`` with their two neighbours (the heap's initial keys; the
+    same floating-point operations as the vectorised ``_Geometry.ratio``)."""
+    m = Tl.size - 1
+    R0 = np.empty(max(m - 1, 0))
+    for i in range(1, m):
+        R0[i - 1] = _ratio(Tl, Yl, Ll, dens, i - 1, i, i + 1, True, True, k)
+    return R0
 
 
 @njit(cache=True)

@@ -10,6 +10,7 @@ import pytest
 import otspec
 from otspec.cli import main
 from otspec.synthetic import synthetic_pair
+from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL, FLOAT64_ATOL
 
 
 def test_json_matches_library(capsys):
@@ -26,8 +27,8 @@ def test_json_matches_library(capsys):
     assert [r["law"] for r in out["results"]] == list(expect)
     for r in out["results"]:
         assert r["status"] == "optimal"
-        assert abs(r["value"] - expect[r["law"]]) <= 1e-9
-        assert r["error_bound"] < 1e-9
+        assert abs(r["value"] - expect[r["law"]]) <= EXACT_ATOL
+        assert r["error_bound"] < EXACT_ATOL
     assert out["V"] == 300 and out["k"] == 3 and out["source"] == "synthetic"
 
 
@@ -60,7 +61,7 @@ def test_file_formats(fmt, tmp_path, capsys):
     rc = main(["bound", "--p", paths[0], "--q", paths[1], "--drafts", "2", "--json", "--law", "iid"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert abs(out["results"][0]["value"] - otspec.optimal_acceptance(p, otspec.iid(q, 2), method="subsets").value) <= 1e-9
+    assert abs(out["results"][0]["value"] - otspec.optimal_acceptance(p, otspec.iid(q, 2), method="subsets").value) <= EXACT_ATOL
 
 
 def test_logits_files(tmp_path, capsys):
@@ -73,7 +74,7 @@ def test_logits_files(tmp_path, capsys):
     assert rc == 0
     p = np.exp(lp) / np.exp(lp).sum()
     out = json.loads(capsys.readouterr().out)
-    assert abs(out["results"][0]["value"] - np.minimum(p, 1 / 3).sum()) <= 1e-12
+    assert abs(out["results"][0]["value"] - np.minimum(p, 1 / 3).sum()) <= FLOAT64_ATOL
 
 
 def test_console_script_and_module_agree():
@@ -88,7 +89,7 @@ def test_dirichlet_family_and_temperature(capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     p, q = synthetic_pair(100, family="dirichlet", temperature=2.0)
-    assert abs(out["results"][0]["value"] - otspec.optimal_acceptance(p, otspec.iid(q, 2)).value) <= 1e-12
+    assert abs(out["results"][0]["value"] - otspec.optimal_acceptance(p, otspec.iid(q, 2)).value) <= FLOAT64_ATOL
 
 
 def test_verifiers_table_json_matches_library(capsys):
@@ -101,12 +102,12 @@ def test_verifiers_table_json_matches_library(capsys):
     opt = otspec.optimal_acceptance(p, law).value
     rows = {r["name"]: r for r in out["verifiers"]["iid"]}
     assert {"kseq", "rrs", "khisti", "nss", "naive", "optimal_plan"} <= set(rows)
-    assert abs(rows["kseq"]["acceptance"] - otspec.verifiers.kseq.acceptance(p, law).value) <= 1e-12
+    assert abs(rows["kseq"]["acceptance"] - otspec.verifiers.kseq.acceptance(p, law).value) <= FLOAT64_ATOL
     for r in rows.values():
-        assert abs(r["optimum"] - opt) <= 1e-12
-        assert r["acceptance"] <= opt + 1e-9
-        assert abs(r["shortfall"] - (opt - r["acceptance"])) <= 1e-12
-    assert abs(rows["optimal_plan"]["acceptance"] - opt) <= 1e-8
+        assert abs(r["optimum"] - opt) <= FLOAT64_ATOL
+        assert r["acceptance"] <= opt + EXACT_ATOL
+        assert abs(r["shortfall"] - (opt - r["acceptance"])) <= FLOAT64_ATOL
+    assert abs(rows["optimal_plan"]["acceptance"] - opt) <= CERTIFICATE_ATOL
 
 
 def test_verifiers_table_printed(capsys):
