@@ -99,6 +99,7 @@ ALLOWED_MISSING: frozenset[str] = frozenset(
         "otspec.verifiers.step.optimal_iid.OptimalIIDVerifier.state",
         "otspec.verifiers.step.optimal_iid.prepare",
         "otspec.verifiers.step.optimal_iid.threshold_tree",
+        "otspec.verifiers.step.optimal_iid_kernels.*",
         "otspec.verifiers.step.optimal_plan.OptimalPlanVerifier.applies_to",
         "otspec.verifiers.step.rrs.RRSVerifier.applies_to",
         "otspec.verifiers.step.rrs_wor.RRSWorVerifier.applies_to",
