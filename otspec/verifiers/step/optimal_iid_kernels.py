@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["COMPILED", "clamp_down", "flip_build", "heap_build", "local_ratios"]
+
 try:
     import numba
 
