@@ -162,7 +162,8 @@ def _wilson(successes: float, n: int, z: float) -> tuple[float, float]:
     denom = 1.0 + z * z / n
     centre = (phat + z * z / (2 * n)) / denom
     half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the Wilson interval contains phat; rounding can put an end a few ulps inside it at phat = 0 or 1
+    return min(phat, max(0.0, centre - half)), max(phat, min(1.0, centre + half))
 
 
 def calibration_bins(
@@ -548,7 +549,7 @@ def calibration(
     else:
         (diag,) = ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="exact = realized")
         diag._otspec_diagonal = True
-    yerr = np.vstack([b.mean_realized - b.ci_low, b.ci_high - b.mean_realized])
+    yerr = np.clip(np.vstack([b.mean_realized - b.ci_low, b.ci_high - b.mean_realized]), 0.0, None)  # matplotlib refuses < 0
     text = f"{label} " if label else ""
     ax.errorbar(
         b.mean_expected,

@@ -152,3 +152,17 @@ def test_tutorial_runs_and_its_numbers_hold(capsys):
     np.testing.assert_allclose(ns["greedy"], opt["greedy"], atol=EXACT_ATOL)  # the greedy verifier is optimal for its law
     assert abs(ns["summary"].z_overall) < 4  # N = 4000 draws, false-alarm rate ~6e-5
     plt.close("all")
+
+
+@pytest.mark.parametrize("n", [10, 13, 25, 3, 6, 7])
+def test_wilson_interval_contains_all_or_nothing(n):
+    """All-success / all-failure bins: the interval's end is exactly 1 / 0 (rounding once put it a
+    few ulps inside, and plot.calibration's errorbar refused the negative error bar)."""
+    ones = plot.calibration_bins(np.full(n, 0.9), np.ones(n), n_bins=1)
+    zeros = plot.calibration_bins(np.full(n, 0.1), np.zeros(n), n_bins=1)
+    assert ones.ci_high[0] == 1.0 and ones.ci_low[0] < 1.0
+    assert zeros.ci_low[0] == 0.0 and zeros.ci_high[0] > 0.0
+    import matplotlib.pyplot as plt
+
+    plot.calibration(np.full(n, 0.9), np.ones(n), n_bins=1)  # draws without a negative error bar
+    plt.close("all")

@@ -61,10 +61,10 @@ __all__ = [
 #: How to install the optional max-flow dependency.
 MAXFLOW_INSTALL = 'pip install "otspec[maxflow]"  (ortools)'
 
-#: Peak bytes per network arc (OR-Tools' graph with its reverse arcs, our int64 arrays, the flows
-#: read back), added to the enumeration's own estimate. Measured: 1.68 GB whole-process peak at
-#: 1e7 LP columns (1.5e7 arcs, i.i.d. V = 3163, k = 2), ~110 B per arc *including* the enumeration
-#: (:doc:`benchmarks`); the estimate (enumeration + 100 B/arc) is 2.9 GB there.
+#: Peak bytes per network arc (OR-Tools' graph with its reverse arcs, our int32/int64 arrays, the
+#: flows read back), added to the enumeration's own estimate. Measured: 1.37 GB whole-process peak
+#: at 1e7 LP columns (1.5e7 arcs, i.i.d. V = 3163, k = 2), ~91 B per arc *including* the
+#: enumeration (:doc:`benchmarks`); the estimate (enumeration + 100 B/arc) is 2.9 GB there.
 BYTES_PER_ARC = 100
 
 

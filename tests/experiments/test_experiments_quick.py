@@ -109,3 +109,14 @@ def test_exp4_calibration(tmp_path):
     assert modes == {"single", "chain", "tree"}
     nc = d["negative_control"]
     assert nc["draws"] > 0 and 0 <= nc["promised"] <= 1
+
+
+def test_exp4b_chain_replay(tmp_path):
+    """The decoder's chain samplers replayed on drafted paths of the tiny models: N = 800 draws per
+    rule, z against the exact law's variance; |z| < 4 has false-alarm rate ~6e-5 per rule."""
+    _needs_harness()
+    d = run_in_process("exp4b_chain_replay.py", tmp_path)
+    assert {r["rule"] for r in d["results"]} == {"token", "block"}
+    for r in d["results"]:
+        assert r["draws"] > 0 and 0 <= r["mean_exact"] <= r["gamma"]
+        assert abs(r["z"]) < 4, r

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["COMPILED", "clamp_down", "flip_build", "heap_build", "local_ratios"]
+
 try:
     import numba
 
@@ -47,29 +49,32 @@ def _before(h, a, b):
 
 
 @njit(cache=True)
-def _swap(h, where, a, b):
-    ka, ia = h[a, 0], h[a, 1]
-    h[a, 0], h[a, 1] = h[b, 0], h[b, 1]
-    h[b, 0], h[b, 1] = ka, ia
-    where[int(h[a, 1])] = a
-    where[int(h[b, 1])] = b
+def _lt(ka, ia, kb, ib):
+    return ka < kb or (ka == kb and ia < ib)
 
 
 @njit(cache=True)
 def _sift_up(h, where, pos):
+    """Move the record at ``pos`` towards the root (a hole moves down instead of swaps)."""
+    nk, ni = h[pos, 0], h[pos, 1]
     moves = 0
     while pos > 0:
         parent = (pos - 1) >> 2
-        if not _before(h, pos, parent):
+        if not _lt(nk, ni, h[parent, 0], h[parent, 1]):
             break
-        _swap(h, where, pos, parent)
+        h[pos, 0], h[pos, 1] = h[parent, 0], h[parent, 1]
+        where[int(h[pos, 1])] = pos
         pos = parent
         moves += 1
+    h[pos, 0], h[pos, 1] = nk, ni
+    where[int(ni)] = pos
     return moves
 
 
 @njit(cache=True)
 def _sift_down(h, where, pos, end):
+    """Move the record at ``pos`` towards the leaves (a hole moves up instead of swaps)."""
+    nk, ni = h[pos, 0], h[pos, 1]
     moves = 0
     while True:
         c = 4 * pos + 1
@@ -80,11 +85,14 @@ def _sift_down(h, where, pos, end):
         for j in range(c + 1, last):
             if _before(h, j, best):
                 best = j
-        if not _before(h, best, pos):
+        if not _lt(h[best, 0], h[best, 1], nk, ni):
             break
-        _swap(h, where, pos, best)
+        h[pos, 0], h[pos, 1] = h[best, 0], h[best, 1]
+        where[int(h[pos, 1])] = pos
         pos = best
         moves += 1
+    h[pos, 0], h[pos, 1] = nk, ni
+    where[int(ni)] = pos
     return moves
 
 
