@@ -34,8 +34,8 @@ probability >= 0.99. N rows: ``OTSPEC_LOSSLESS_ROWS`` (default 4 000 per chain r
 a ``[rows, V]`` residual draw costs about 1 ms per row on one CPU core) and
 ``OTSPEC_LOSSLESS_TREE_ROWS`` (default 500 per tree rule). Detected with probability 0.99 at
 these defaults: a first-token TV of 0.081 for the chains (df 30) and about 0.2 for the trees (df
-about 9 after pooling); at N = 1 000 000, 0.0051 (first token) and about 0.008 (three tokens, df
-about 400). The run with N = 1 000 000 and its result are recorded in ``docs/gpu_chains.rst``.
+about 9 after pooling); at N = 1 000 000, 0.0051 (first token) and 0.0066 (three tokens, df 147
+after pooling). The run with N = 1 000 000 and its result are recorded in ``docs/gpu_chains.rst``.
 
 Negative controls through the same machinery (they must be rejected): a correction drawn from the
 target row instead of the residual (the classic "resample from p" bug), and a residual draw that
