@@ -2,7 +2,8 @@
 
 Each numerical tolerance names the two computations it compares and why its slack is what it is;
 the library's own tolerances (:mod:`otspec._tolerances`) are reused where the comparison is the
-same. The statistical constants fix every test's false-alarm rate and the error it must detect.
+same, and the names shared with the numpy tests (``FALSE_ALARM``, ``FLOAT64_ULPS_ATOL``) come from
+``tests/_tolerances.py``. The statistical constants fix every test's false-alarm rate and the error it must detect.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from scipy import stats
 
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from tests._tolerances import FALSE_ALARM, FLOAT64_ULPS_ATOL
 
 __all__ = [
     "ACCEPT_RATE_ATOL",
@@ -50,11 +52,6 @@ FLOAT32_KERNEL_ATOL = 1e-5
 #: its exact rational value (each rounding <= 2**-53 ~ 1.1e-16).
 FLOAT64_FEW_OPS_ATOL = 1e-14
 
-#: The same float64 formula on the same numbers along two code paths that differ only in batching
-#: or broadcasting, or a probability that is exactly 0 in exact arithmetic: a few ulps of numbers
-#: <= 1 (2**-52 ~ 2.2e-16 each).
-FLOAT64_ULPS_ATOL = 1e-15
-
 #: A float32 probability in [0, 1] against its float64 value after a few roundings (each at most
 #: half an ulp, <= 2**-25 ~ 3e-8 below 1).
 FLOAT32_ROUNDING_ATOL = 1e-7
@@ -91,9 +88,6 @@ SMOLLM2_LOGITS_TOL = 1e-4
 # ------------------------------------------------------------------------------------------------
 # Statistics.
 
-#: False-alarm rate of one statistical comparison (chi-square or z test) unless a test says it
-#: splits this over several comparisons (Bonferroni).
-FALSE_ALARM = 1e-6
 #: Two-sided normal quantile of :data:`FALSE_ALARM` (about 4.89 standard errors).
 Z_FALSE_ALARM = float(stats.norm.isf(FALSE_ALARM / 2))
 #: Total-variation error every sampler test must detect (issue #9: 0.02) ...
