@@ -70,6 +70,31 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
     """Load a (V,) distribution from ``path`` and validate it (never renormalised).
 
     With ``logits=True`` the file holds logits and a float64 softmax is applied.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.npy``, ``.npz``, ``.safetensors``, ``.txt`` or ``.csv`` file holding one vector
+        (singleton axes, e.g. a ``(1, V)`` row, are squeezed).
+    name : str
+        The argument's name in error messages (``"p"``, ``"q"``).
+    logits : bool
+        The file holds logits (``-inf`` allowed) instead of probabilities.
+    key : str, optional
+        Array name inside a ``.npz`` / ``.safetensors`` file that holds several.
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        A float64 distribution (validated, never renormalised).
+
+    Raises
+    ------
+    InputFileError
+        If the path is a directory, missing, of an unsupported type, unreadable, or does not hold
+        exactly one real vector (or ``key`` is missing), or logits contain NaN / +inf.
+    InvalidDistributionError
+        If the vector is not a distribution (negative, non-finite, or not summing to 1).
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -140,14 +165,31 @@ class Trace:
         return int(self.columns["tau"].shape[0])
 
     def theory_columns(self) -> list[str]:
-        """Names ``<name>`` of the ``th_<name>`` theory columns, sorted."""
+        """Names ``<name>`` of the ``th_<name>`` theory columns, sorted.
+
+        Returns
+        -------
+        list of str
+            E.g. ``["expected", "exp_block", ...]`` (without the ``th_`` prefix).
+        """
         return sorted(c[3:] for c in self.columns if c.startswith("th_"))
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
 
     def save(self, path: str | Path) -> Path:
-        """Write this trace to ``path`` (:func:`save_trace`)."""
+        """Write this trace to ``path`` (:func:`save_trace`).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            Destination file (overwritten if it exists).
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+        """
         return save_trace(self, path)
 
     def __repr__(self) -> str:

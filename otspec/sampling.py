@@ -67,7 +67,31 @@ def spawn_streams(rng: np.random.Generator, n: int, *, parent_first: bool = Fals
 
 
 def sample_categorical(rng: np.random.Generator, w: np.ndarray, size: int) -> np.ndarray:
-    """``size`` draws from the (unnormalised, non-negative) weights ``w`` by inverse CDF."""
+    """``size`` draws from the (unnormalised, non-negative) weights ``w`` by inverse CDF.
+
+    Draw ``i`` is the first index whose cumulative weight exceeds :math:`U_i \\sum_y w(y)`,
+    :math:`U_i \\sim U[0, 1)`; rounding never lands on a trailing zero-weight token.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The stream to draw the ``size`` uniforms from.
+    w : ndarray, shape (V,)
+        Non-negative weights with a positive sum.
+    size : int
+        Number of draws.
+
+    Returns
+    -------
+    ndarray of int64, shape (size,)
+        Independent draws with :math:`P(y) = w(y) / \\sum w`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sample_categorical(np.random.default_rng(0), np.array([0.0, 2.0, 0.0]), 3).tolist()
+    [1, 1, 1]
+    """
     if size == 0:
         return np.zeros(0, dtype=np.int64)
     cdf = np.cumsum(w)
@@ -78,7 +102,26 @@ def sample_categorical(rng: np.random.Generator, w: np.ndarray, size: int) -> np
 
 
 def sample_categorical_rows(rng: np.random.Generator, W: np.ndarray) -> np.ndarray:
-    """One draw from each row of the (unnormalised) weights ``W`` ``(n, V)``."""
+    """One draw from each row of the (unnormalised) weights ``W`` ``(n, V)``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The stream to draw the ``n`` uniforms from (one per row).
+    W : ndarray, shape (n, V)
+        Non-negative weights, each row with a positive sum.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Draw ``i`` from row ``i``, :math:`P(y) = W_{iy} / \\sum_{y'} W_{iy'}`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sample_categorical_rows(np.random.default_rng(0), np.array([[1.0, 0.0], [0.0, 3.0]])).tolist()
+    [0, 1]
+    """
     n = W.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)

@@ -99,6 +99,7 @@ class BlockOptimumResult:
 
     @property
     def ok(self) -> bool:
+        """True when the value can be trusted (status ``"optimal"``)."""
         return self.status == STATUS_OPTIMAL
 
     @property
@@ -113,7 +114,13 @@ class BlockOptimumResult:
         )
 
     def to_dict(self) -> dict:
-        """JSON-ready summary (the plan is left out, as in :meth:`otspec.AcceptanceResult.to_dict`)."""
+        """JSON-ready summary (the plan is left out, as in :meth:`otspec.AcceptanceResult.to_dict`).
+
+        Returns
+        -------
+        dict
+            Every field but the plan, plus ``block_efficiency``, as plain Python types.
+        """
         return {
             "value": float(self.value),
             "block_efficiency": float(self.value + 1.0),
@@ -144,6 +151,27 @@ def joint_coupling_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: 
     the as-is loop: emitting the accepted prefix of a maximally coupled target block changes the law
     of the decoded stream (:doc:`block`, the block optimum; in Sun et al.'s toy it is 12/9 against the optimum 11/9).
 
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target :math:`M_b` and draft :math:`M_s` models (:mod:`otspec.models`).
+    gamma : int
+        Draft block length.
+    memory_cap : float, optional
+        Bytes for the prefix enumeration; ``None``: the library default.
+
+    Returns
+    -------
+    float
+        The bound, in ``[0, gamma]``.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If the enumeration exceeds its cap or ``memory_cap``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``gamma`` is not an integer ``>= 1``.
+
     Examples
     --------
     >>> from otspec import models
@@ -167,7 +195,30 @@ def _suffix_tables(table: "_models.PrefixTable") -> list:
 
 def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: float) -> tuple[int, int, int]:
     """(columns, rows, nonzeros) of the path/tree LP with ``nodes_per_depth[t]`` emitted-prefix nodes
-    per drafted outcome at depth ``t`` (summed over outcomes)."""
+    per drafted outcome at depth ``t`` (summed over outcomes).
+
+    Parameters
+    ----------
+    V : int
+        Vocabulary size.
+    gamma : int
+        Draft block length.
+    nodes_per_depth : sequence of float
+        ``gamma + 1`` node counts, summed over outcomes (one column per node and next token).
+    n_outcomes : float
+        Number of drafted outcomes (one draft-marginal row each).
+
+    Returns
+    -------
+    cols, rows, nnz : int
+        The LP's size: columns, rows (outcomes plus the :math:`V^{\\gamma+1}` target rows) and
+        nonzeros, for the size checks before anything is built.
+
+    Examples
+    --------
+    >>> lp_size(2, 1, [1, 2], 4)
+    (6, 8, 14)
+    """
     cols = sum(int(n) * V for n in nodes_per_depth)
     nnz = sum(int(n) * V * (1 + V ** (gamma - t)) for t, n in enumerate(nodes_per_depth))
     rows = int(n_outcomes) + V ** (gamma + 1)
@@ -461,6 +512,32 @@ def solve_path_lp(
     certificate under one algorithm and solve cleanly under another: a short ladder of algorithms
     is tried (dual simplex after presolve, IPM with crossover, primal simplex without presolve,
     dual simplex without scaling) and the first certified answer kept, else the last attempt.
+
+    Parameters
+    ----------
+    table : PrefixTable
+        The enumerated target/draft pair (:func:`otspec.models.enumerate_prefixes`).
+    weights : ndarray, shape (n_outcomes,)
+        :math:`Q(o)` of every drafted outcome.
+    nodes : sequence of sequence of ndarray
+        ``nodes[o][t]``: the depth-``t`` prefix indices outcome ``o`` may emit as accepted prefix.
+    k : int
+        Number of drafts (recorded in the result).
+    memory_cap : float or None
+        Bytes for the LP; ``None``: the library default.
+    what : str
+        Description of the problem for the size error message.
+
+    Returns
+    -------
+    BlockOptimumResult
+        ``method="lp"``: the certified value, gap, error bound, checks (including
+        ``highs_attempts``), the :class:`~otspec.bounds.result.BlockPlan` and HiGHS' status.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If the LP's estimated size exceeds its cap or ``memory_cap``.
     """
     _check_size(table, nodes, len(weights), memory_cap, what)
     lp = _build(table, weights, nodes)
@@ -508,6 +585,17 @@ def block_optimum(
     -------
     BlockOptimumResult
         ``value``, ``method``, ``status`` and the (unachievable) ``joint_coupling_bound``.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``method`` is not ``"closed_form"`` or ``"lp"``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``gamma`` is not an integer ``>= 1``.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid or the vocabularies differ.
+    ProblemTooLargeError
+        If the enumeration or the LP exceeds its cap or ``memory_cap``.
 
     References
     ----------

@@ -69,7 +69,13 @@ BYTES_PER_ARC = 100
 
 
 def maxflow_available() -> bool:
-    """True when OR-Tools' max-flow module can be imported."""
+    """True when OR-Tools' max-flow module can be imported.
+
+    Returns
+    -------
+    bool
+        Whether ``method="maxflow"`` can run (``method="auto"`` uses it above the dense limits).
+    """
     try:
         importlib.import_module("ortools.graph.python.max_flow")
     except ImportError:
@@ -78,7 +84,18 @@ def maxflow_available() -> bool:
 
 
 def require_ortools():
-    """OR-Tools' max_flow module, or an ImportError naming the extra to install."""
+    """OR-Tools' max_flow module, or an ImportError naming the extra to install.
+
+    Returns
+    -------
+    module
+        ``ortools.graph.python.max_flow``.
+
+    Raises
+    ------
+    ImportError
+        If OR-Tools is not installed (the message has the install command).
+    """
     try:
         max_flow = importlib.import_module("ortools.graph.python.max_flow")
     except ImportError as exc:
@@ -89,6 +106,21 @@ def require_ortools():
 def scale_bits(k: int) -> int:
     r"""The N of the :math:`2^N` capacity scaling for sets of at most ``k`` tokens (module docstring).
 
+    The largest N with :math:`(k + 2)\, 2^N < 2^{63}` (with a relative margin of 1e-8), so no
+    integer capacity or flow sum on an augmenting path overflows int64.
+
+    Parameters
+    ----------
+    k : int
+        Largest number of distinct tokens in a draft set.
+
+    Returns
+    -------
+    int
+        :math:`63 - \lceil \log_2((k + 2)(1 + 10^{-8})) \rceil`.
+
+    Examples
+    --------
     >>> [scale_bits(k) for k in (1, 2, 5, 6, 13, 14, 29, 30)]
     [61, 60, 60, 59, 59, 58, 58, 57]
     """

@@ -273,6 +273,20 @@ def optimal_acceptance(
         ``value``, ``cut`` (the dual set H), ``method`` (resolved), ``status``, ``gap``,
         ``error_bound``, ``plan`` (tuple-level methods), ``checks``.
 
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``method`` is unknown or not exact for ``law`` (e.g. ``"prefix"`` for a product law), or
+        ``constraints`` is given without ``method="cvxpy"``.
+    NotADraftLawError
+        If ``law`` is not a draft law.
+    InvalidOptionError
+        If ``constraints`` is not callable, or ``memory_cap`` is not a positive number.
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` is not a distribution over the law's vocabulary.
+    ProblemTooLargeError
+        If the chosen (or every automatic) method would exceed ``memory_cap`` or its size limits.
+
     Notes
     -----
     Every answer is re-checked in numpy before it is returned: the cut's value

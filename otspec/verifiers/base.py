@@ -37,7 +37,19 @@ class Verifier:
 
     # -- to implement ----------------------------------------------------------------------
     def applies_to(self, law: DraftLaw) -> bool:
-        """True when the verifier is defined (and, if flagged lossless, lossless) for ``law``."""
+        """True when the verifier is defined (and, if flagged lossless, lossless) for ``law``.
+
+        Parameters
+        ----------
+        law : DraftLaw
+            A draft law (its ``kind``, ``k`` and ``q`` decide).
+
+        Returns
+        -------
+        bool
+            Whether :meth:`kernel`, :meth:`acceptance` and :meth:`sample` accept ``law``; when
+            False they raise :class:`~otspec.errors.UnsupportedMethodError` with :attr:`rule`.
+        """
         raise NotImplementedError
 
     def _plan(self, p: np.ndarray, law: DraftLaw, tuples: np.ndarray) -> SequentialPlan:
@@ -80,6 +92,32 @@ class Verifier:
 
         Refuses (:class:`~otspec.errors.ProblemTooLargeError`) laws whose enumeration, or
         whose ``(M, V)`` kernel, would exceed ``memory_cap`` bytes.
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            An enumerable draft law the verifier applies to.
+        memory_cap : float, optional
+            Bytes for the enumeration and the kernel; ``None``: the library default.
+
+        Returns
+        -------
+        VerifierKernel
+            Every ordered draft tuple, its probability and its output law ``pi`` ``(M, V)``
+            (read-only); losslessness is ``K.output_law() == p``.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If the verifier does not apply to ``law``.
+        ProblemTooLargeError
+            If the enumeration or the kernel would exceed ``memory_cap``.
         """
         p = self._check(p, law)
         n = law.num_tuples()
@@ -163,6 +201,39 @@ class Verifier:
         ``rng`` (default ``numpy.random.default_rng(0)``, so results are reproducible) is used
         only by Monte Carlo. ``method`` may force ``"closed_form"``, ``"kernel"`` or
         ``"monte_carlo"``.
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            A draft law the verifier applies to.
+        method : {"auto", "closed_form", "kernel", "monte_carlo"}
+            How to compute it.
+        n_samples : int
+            Draft tuples for Monte Carlo (``>= 2``).
+        rng : numpy.random.Generator, optional
+            Generator of the Monte Carlo tuples.
+
+        Returns
+        -------
+        AcceptanceEstimate
+            The value, ``how`` it was obtained, its 99% interval (the value itself when exact),
+            and verifier-specific ``extras``.
+
+        Raises
+        ------
+        UnsupportedMethodError
+            If ``method`` is unknown, a closed form is forced where there is none, the verifier
+            does not apply to ``law``, or ``n_samples < 2``.
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        ProblemTooLargeError
+            If the verifier needs an enumerable law and ``law`` is too large.
+        OtspecTypeError
+            If ``rng`` is given and is not a ``numpy.random.Generator``.
         """
         if method not in ("auto", "closed_form", "kernel", "monte_carlo"):
             raise UnsupportedMethodError(
@@ -218,6 +289,35 @@ class Verifier:
 
         Accept coins come from ``rng``; residual draws from a child stream spawned from it
         (:func:`otspec.sampling.spawn_streams` with ``parent_first=True``).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            The law the drafts were drawn from.
+        drafts : array_like of int, shape (k,)
+            One draft tuple.
+        rng : numpy.random.Generator
+            The caller's generator.
+
+        Returns
+        -------
+        int
+            The output token :math:`Y \\sim \\pi(\\cdot \\mid \\bar x)`.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If the verifier does not apply to ``law``.
+        InvalidDraftsError
+            If ``drafts`` is not a tuple the law can produce.
+        OtspecTypeError
+            If ``rng`` is not a ``numpy.random.Generator``.
         """
         p = self._check(p, law)
         d = law.validate_drafts(drafts)
@@ -228,7 +328,37 @@ class Verifier:
     def sample_batch(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> np.ndarray:
         """One output token per row of ``drafts`` ``(N, k)``, vectorised; the same rule and the
         same stream discipline as :meth:`sample` (``sample(d) == sample_batch([d])[0]`` for the
-        same generator state)."""
+        same generator state).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            The law the drafts were drawn from.
+        drafts : array_like of int, shape (N, k) or (k,)
+            Draft tuples, one per row.
+        rng : numpy.random.Generator
+            The caller's generator.
+
+        Returns
+        -------
+        ndarray of int64, shape (N,)
+            One output token per row, each :math:`\\sim \\pi(\\cdot \\mid \\bar x_n)`.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If the verifier does not apply to ``law``.
+        InvalidDraftsError
+            If a row is not a tuple the law can produce.
+        OtspecTypeError
+            If ``rng`` is not a ``numpy.random.Generator``.
+        """
         p = self._check(p, law)
         d = law.validate_draft_batch(drafts)
         coin_rng, res_rng = spawn_streams(rng, 2, parent_first=True)

@@ -57,6 +57,21 @@ __all__ = ["KhistiVerifier", "khisti", "khisti_k2_closed_form", "selection_weigh
 def khisti_k2_closed_form(p, q) -> float:
     r""":math:`\min_S \{P(S) + q(S^c)^2 + 2q(S)q(S^c)\}` over p/q-sorted prefixes (K = 2 i.i.d.).
 
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Target and draft distributions.
+
+    Returns
+    -------
+    float
+        :math:`\alpha^*` for two i.i.d. drafts from ``q`` (an independent check of the general dual).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+
     Examples
     --------
     >>> khisti_k2_closed_form([0.5, 0.5], [1.0, 0.0])
@@ -83,13 +98,44 @@ class SelectionWeights:
     ``sets`` ``(S, k)`` (distinct tokens, ``-1`` padded), ``set_weights`` ``(S,)``, ``beta``
     ``(S, k)`` (rows sum to 1 over the valid entries), ``r`` the induced law, ``value`` =
     :math:`\\sum\\min(p, r)`, ``status``.
+
+    Parameters
+    ----------
+    sets : ndarray of int64, shape (S, k)
+        Draft sets, ``-1`` padded.
+    set_weights : ndarray, shape (S,)
+        :math:`Q(s)`.
+    beta : ndarray, shape (S, k)
+        Selection probability :math:`\\beta_y(s)` of each member (0 at padding).
+    r : ndarray, shape (V,)
+        The induced selection law :math:`r_\\beta(y) = \\sum_s Q(s) \\beta_y(s)`.
+    value : float
+        The acceptance :math:`\\sum_y \\min(p(y), r_\\beta(y))`.
+    status : str
+        ``"optimal"``, or ``"solver_failed"`` when the LP failed and uniform selection was used.
     """
 
     def __init__(self, sets, set_weights, beta, r, value, status):
         self.sets, self.set_weights, self.beta, self.r, self.value, self.status = sets, set_weights, beta, r, value, status
 
     def set_index(self, tuples: np.ndarray) -> np.ndarray:
-        """Index of the set of each draft tuple ``(n, k)``."""
+        """Index of the set of each draft tuple ``(n, k)``.
+
+        Parameters
+        ----------
+        tuples : ndarray of int, shape (n, k)
+            Draft tuples.
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+            Row of :attr:`sets` holding each tuple's distinct tokens.
+
+        Raises
+        ------
+        InvalidDraftsError
+            If a tuple's set is not among :attr:`sets`.
+        """
         return set_index(self.sets, tuples)
 
 
@@ -99,6 +145,24 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     Variables :math:`w_{s,y} = Q(s)\beta_y(s) \ge 0` for :math:`y \in s` and
     :math:`0 \le t_y \le p(y)`; constraints :math:`\sum_y w_{s,y} = Q(s)`,
     :math:`t_y \le \sum_{s \ni y} w_{s,y}`; maximise :math:`\sum_y t_y`.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        An enumerable draft law.
+
+    Returns
+    -------
+    SelectionWeights
+        The optimal :math:`\beta` per draft set, its induced law :math:`r_\beta` and the value
+        :math:`\alpha^*`; if HiGHS fails, uniform selection with ``status="solver_failed"``.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If enumerating the law's sets exceeds the memory cap.
     """
     import scipy.sparse as sp  # lazily: scipy.optimize alone is ~0.4 s of `import otspec`
     from scipy.optimize import linprog
@@ -178,7 +242,29 @@ class KhistiVerifier(Verifier):
 
         For i.i.d. laws the canonical rule selects per draft *tuple* (a token drafted twice counts
         twice); the weights returned are its selection law averaged over the tuples of each set
-        (same induced r, same acceptance). Other laws: the LP weights the rule uses."""
+        (same induced r, same acceptance). Other laws: the LP weights the rule uses.
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            An enumerable draft law.
+
+        Returns
+        -------
+        SelectionWeights
+            Selection weights per draft set, the induced law and the acceptance.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        ProblemTooLargeError
+            If the law is too large to enumerate.
+        """
         p = self._check(p, law)
         if self._canonical(law):
             return law.cached("khisti.canonical_weights", p, lambda: self._canonical_weights(p, law))

@@ -606,6 +606,29 @@ def threshold_tree(p: Any, q: Any, k: Any, *, method: str = "auto") -> Threshold
     ``"flip"`` is the randomized incremental construction (expected :math:`O(m k)` for every
     input); ``"argmax"`` is the direct recursion (worst case :math:`O(m^2)`), kept as a reference.
 
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Target and draft distributions.
+    k : int
+        Number of i.i.d. drafts.
+    method : {"auto", "heap", "heap_compiled", "flip", "argmax"}
+        Tree builder (all give a valid tree; the heap builders give bit-identical ones).
+
+    Returns
+    -------
+    ThresholdTree
+        The tree over the ``m + 1`` super-token boundaries, with its thresholds ``G``.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` is not an integer ``>= 1``.
+    UnsupportedMethodError
+        If ``method`` is unknown, or ``"heap_compiled"`` is asked for without numba.
+
     Examples
     --------
     >>> t = threshold_tree([0.5, 0.3, 0.2], [0.2, 0.3, 0.5], 2)
@@ -653,6 +676,9 @@ class OptimalIIDState:
         :math:`\min(1, p/r^*)` (1 where :math:`r^* = 0`; never used there).
     residual_cdf : ndarray, shape (V,)
         Cumulative :math:`(p - r^*)_+` (unnormalised).
+    geometry : object
+        The super-token geometry the tree was built on (boundaries, cumulative masses, the
+        integrand :math:`\Phi`); read by :meth:`integrated_selection_law`.
     """
 
     p: np.ndarray
@@ -670,7 +696,20 @@ class OptimalIIDState:
     def block_end(self, first: np.ndarray, s: np.ndarray) -> np.ndarray:
         r"""Right end of the block holding super-token ``first`` at level ``s``: the smallest
         boundary :math:`i \ge` ``first`` with :math:`\kappa_i \le s` (binary lifting on the
-        range-minimum table, :math:`O(\log m)`)."""
+        range-minimum table, :math:`O(\log m)`).
+
+        Parameters
+        ----------
+        first : ndarray of int
+            Super-token indices (1-based), any shape.
+        s : ndarray
+            Levels in ``[0, 1)``, broadcastable with ``first``.
+
+        Returns
+        -------
+        ndarray of int64
+            The block's right boundary for each entry.
+        """
         pos = np.asarray(first, dtype=np.int64).copy()
         m = self.geometry.m
         for b in range(len(self.table) - 1, -1, -1):
@@ -685,7 +724,25 @@ class OptimalIIDState:
         return pos
 
     def select(self, drafts: np.ndarray, s: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Selected token per row of ``drafts`` ``(n, k)`` at levels ``s`` with choice uniforms ``u``."""
+        """Selected token per row of ``drafts`` ``(n, k)`` at levels ``s`` with choice uniforms ``u``.
+
+        The block of the row's first (lowest) super-token at level ``s`` is found, and one of the
+        drafts inside it is chosen uniformly with ``u``.
+
+        Parameters
+        ----------
+        drafts : ndarray of int64, shape (n, k)
+            Validated draft tuples.
+        s : ndarray, shape (n,)
+            Levels :math:`s \\sim U[0, 1)`.
+        u : ndarray, shape (n,)
+            Uniforms for the choice within the block.
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+            The selected draft of each row.
+        """
         st = self.super_token[drafts]  # (n, k)
         end = self.block_end(st.min(axis=1), s)
         elig = st <= end[:, None]
@@ -696,7 +753,19 @@ class OptimalIIDState:
 
     def selection_rows(self, tuples: np.ndarray) -> np.ndarray:
         r"""Exact selection law :math:`\beta(\cdot \mid \bar x)` per draft tuple, ``(n, V)``,
-        integrated over the level s (the layout is constant between sorted thresholds)."""
+        integrated over the level s (the layout is constant between sorted thresholds).
+
+        Parameters
+        ----------
+        tuples : ndarray of int64, shape (n, k)
+            Draft tuples.
+
+        Returns
+        -------
+        ndarray, shape (n, V)
+            Row ``m``: probability that each token is the selected draft; sums to 1 and is 0 off
+            the tuple.
+        """
         n, k = tuples.shape
         V = self.p.shape[0]
         kap = self.tree.kappa[1:-1]
@@ -718,7 +787,13 @@ class OptimalIIDState:
         r"""Selection law of the sampler integrated over s, from the tree alone (no enumeration):
         block ``(a, b]`` is a layout block for a level interval of length
         :math:`\min(G_a, G_b) - G_{split}` and sends :math:`\Phi(t_b) - \Phi(t_a)` spread in
-        proportion to q. Shape ``(V,)``; equals :math:`r^*` when the thresholds are right."""
+        proportion to q. Shape ``(V,)``; equals :math:`r^*` when the thresholds are right.
+
+        Returns
+        -------
+        ndarray, shape (V,)
+            The induced selection law (a check of the tree against :attr:`r`).
+        """
         geo, tr = self.geometry, self.tree
         m = geo.m
         phi = geo.phi()
@@ -752,7 +827,21 @@ class OptimalIIDState:
     # -- sampling ------------------------------------------------------------------------------
     def sample_rows(self, drafts: np.ndarray, streams: list) -> np.ndarray:
         """One output per row of validated ``drafts`` ``(n, k)``; ``streams`` = [level, choice,
-        coin, residual] generators (independent)."""
+        coin, residual] generators (independent).
+
+        Parameters
+        ----------
+        drafts : ndarray of int64, shape (n, k)
+            Validated draft tuples.
+        streams : list of numpy.random.Generator
+            Four independent streams: level, choice, accept coin, residual draw.
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+            The selected draft if its coin accepts (:math:`\\min(1, p/r^*)`), else a residual
+            draw from :math:`\\mathrm{norm}((p - r^*)_+)`.
+        """
         n = drafts.shape[0]
         s = streams[0].random(n)
         u = streams[1].random(n)
@@ -767,12 +856,38 @@ class OptimalIIDState:
         return y.astype(np.int64)
 
     def sample(self, drafts: Any, *, rng: np.random.Generator) -> int:
-        """One output token for one draft tuple (streams spawned from ``rng``)."""
+        """One output token for one draft tuple (streams spawned from ``rng``).
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (k,)
+            One draft tuple (not validated: use the verifier's ``sample`` for user input).
+        rng : numpy.random.Generator
+            The caller's generator; four child streams are spawned from it.
+
+        Returns
+        -------
+        int
+            The output token.
+        """
         d = np.asarray(drafts, dtype=np.int64).reshape(1, -1)
         return int(self.sample_rows(d, spawn_streams(rng, 4))[0])
 
     def sample_batch(self, drafts: Any, *, rng: np.random.Generator) -> np.ndarray:
-        """One output token per row of ``drafts`` ``(n, k)``."""
+        """One output token per row of ``drafts`` ``(n, k)``.
+
+        Parameters
+        ----------
+        drafts : array_like of int, shape (n, k)
+            Draft tuples (not validated).
+        rng : numpy.random.Generator
+            The caller's generator; four child streams are spawned from it.
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+            One output token per row.
+        """
         return self.sample_rows(np.asarray(drafts, dtype=np.int64), spawn_streams(rng, 4))
 
 
@@ -798,6 +913,27 @@ def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "auto", sel
 def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
     r"""Build the sampler state for (p, q, k) once: :math:`r^*`, super-tokens, threshold tree,
     range-minimum table, accept ratios and residual CDF.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Target and draft distributions.
+    k : int
+        Number of i.i.d. drafts.
+    method : str
+        Threshold-tree builder (see :func:`threshold_tree`).
+
+    Returns
+    -------
+    OptimalIIDState
+        Everything a draw needs; ``alpha`` is :math:`\alpha^*`.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``k`` is not an integer ``>= 1``.
 
     Examples
     --------
@@ -864,7 +1000,29 @@ class OptimalIIDVerifier(Verifier):
         return super()._check(p, law)
 
     def state(self, p: Any, law: DraftLaw) -> OptimalIIDState:
-        """The prepared state for ``(p, law)`` (memoised per law object and target)."""
+        """The prepared state for ``(p, law)`` (memoised per law object and target).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            i.i.d. drafts (or a product of identical drafters).
+
+        Returns
+        -------
+        OptimalIIDState
+            The state :func:`prepare` builds, cached on the law.
+
+        Raises
+        ------
+        UnsupportedMethodError
+            If the law is not i.i.d.
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        """
         p = self._check(p, law)
         return self._state(p, law)
 

@@ -163,7 +163,31 @@ def heap_build(R0, Tl, Yl, Ll, dens, k):
     sifted in place) pops the same sequence as the pure builder's lazy ``heapq``: both return the
     smallest ``(ratio, boundary)`` among the boundaries present. Returns ``(G, left, right,
     order, moves)``, ``moves`` the number of heap record moves (a complexity guard: at most
-    ``m + 4 m (log_4 m + 1)``: each pop moves at most two records per level, each re-key one)."""
+    ``m + 4 m (log_4 m + 1)``: each pop moves at most two records per level, each re-key one).
+
+    Parameters
+    ----------
+    R0 : ndarray, shape (m - 1,)
+        Initial local ratios of the interior boundaries (:func:`local_ratios`).
+    Tl, Yl, Ll : ndarray, shape (m + 1,)
+        Super-token geometry: cumulative q-mass :math:`t_i`, :math:`1 - t_i` from suffix sums, and
+        cumulative :math:`r^*`-mass, at the boundaries ``0..m``.
+    dens : ndarray, shape (m + 1,)
+        Density :math:`r^*/q` of the super-token right of each boundary (the last entry is unused).
+    k : int
+        Number of i.i.d. drafts.
+
+    Returns
+    -------
+    G : ndarray, shape (m + 1,)
+        Ratio of the node splitting at each boundary (before the clamp).
+    left, right : ndarray of int64, shape (m + 1,)
+        The block each node splits.
+    order : ndarray of int64, shape (m - 1,)
+        Boundaries in removal order.
+    moves : int
+        Heap record moves.
+    """
     m = Tl.size - 1
     G = np.zeros(m + 1)
     left = np.full(m + 1, -1, dtype=np.int64)
@@ -222,7 +246,22 @@ def _rekey(h, where, j, rx, n):
 @njit(cache=True)
 def clamp_down(G, left, right, order):
     """Top-down clamp (compiled ``_finish`` loop): in reverse removal order,
-    ``G[i] = max(0, min(G[i], G[left[i]], G[right[i]]))``. In place."""
+    ``G[i] = max(0, min(G[i], G[left[i]], G[right[i]]))``. In place.
+
+    Parameters
+    ----------
+    G : ndarray, shape (m + 1,)
+        Node ratios, clamped in place.
+    left, right : ndarray of int64, shape (m + 1,)
+        The block each node splits.
+    order : ndarray of int64
+        Boundaries in removal order (leaves first).
+
+    Returns
+    -------
+    ndarray
+        ``G`` itself, non-increasing down the tree and in ``[0, 1]``.
+    """
     for t in range(order.size - 1, -1, -1):
         i = order[t]
         g = G[i]
@@ -295,7 +334,22 @@ def _rotate_up(y, lft, rgt, cl, cr, par, G, Tl, Yl, Ll, dens, k, stack, top, roo
 @njit(cache=True)
 def local_ratios(Tl, Yl, Ll, dens, k):
     """Ratios of the boundaries ``1..m-1`` with their two neighbours (the heap's initial keys; the
-    same floating-point operations as the vectorised ``_Geometry.ratio``)."""
+    same floating-point operations as the vectorised ``_Geometry.ratio``).
+
+    Parameters
+    ----------
+    Tl, Yl, Ll : ndarray, shape (m + 1,)
+        Super-token geometry (see :func:`heap_build`).
+    dens : ndarray, shape (m + 1,)
+        Density :math:`r^*/q` of the super-token right of each boundary (the last entry is unused).
+    k : int
+        Number of i.i.d. drafts.
+
+    Returns
+    -------
+    ndarray, shape (m - 1,)
+        Local ratio of each interior boundary ``1..m-1`` between its two neighbours.
+    """
     m = Tl.size - 1
     R0 = np.empty(max(m - 1, 0))
     for i in range(1, m):
@@ -322,7 +376,32 @@ def flip_build(Tl, Yl, Ll, dens, k, perm, max_flips):
     are clamped by the caller, as for the heap.
 
     Returns ``(G, left, right, order, flips)``; ``flips = -1`` when ``max_flips`` was exceeded
-    (the caller then uses another builder)."""
+    (the caller then uses another builder).
+
+    Parameters
+    ----------
+    Tl, Yl, Ll : ndarray, shape (m + 1,)
+        Super-token geometry (see :func:`heap_build`).
+    dens : ndarray, shape (m + 1,)
+        Density :math:`r^*/q` of the super-token right of each boundary (the last entry is unused).
+    k : int
+        Number of i.i.d. drafts.
+    perm : ndarray of int64
+        Deletion order of the interior boundaries ``1..m-1`` (uniformly random for the expected bound).
+    max_flips : int
+        Flip budget; exceeding it aborts the build.
+
+    Returns
+    -------
+    G : ndarray, shape (m + 1,)
+        Node ratios (before the clamp).
+    left, right : ndarray of int64, shape (m + 1,)
+        The block each node splits.
+    order : ndarray of int64
+        Boundaries in removal order.
+    flips : int
+        Number of flips, or -1 when ``max_flips`` was exceeded.
+    """
     m = Tl.size - 1
     G = np.zeros(m + 1)
     # the fields of a node share one cache line (column views of one array): the random order of
