@@ -84,6 +84,19 @@ def sample_drafts(
     -------
     LongTensor, shape (B, k) (or (n, k))
 
+    Raises
+    ------
+    InvalidDraftCountError
+        If ``k`` is not an integer ``>= 1``, greedy drafts ask for ``k > V``, or ``n`` is given
+        with more than one row of ``q``.
+    UnsupportedMethodError
+        If ``law`` is unknown.
+    InvalidDraftsError
+        If (``validate``) a row cannot produce ``k`` drafts under the law.
+    InvalidDistributionError, ShapeMismatchError
+        If ``q`` is not a float tensor of shape ``[B, V]``, or (``validate``) a row is not a
+        distribution.
+
     Examples
     --------
     >>> import torch

@@ -57,7 +57,24 @@ def _np(t) -> np.ndarray:
 
 
 def chain_theory(p_rows: np.ndarray, q_rows: np.ndarray, path: np.ndarray, rule: str) -> dict:
-    """Theory of one chain round: ``p_rows`` (gamma+1, V), ``q_rows`` (gamma, V), ``path`` (gamma,)."""
+    """Theory of one chain round: ``p_rows`` (gamma+1, V), ``q_rows`` (gamma, V), ``path`` (gamma,).
+
+    Parameters
+    ----------
+    p_rows : ndarray, shape (gamma + 1, V)
+        Target conditionals along the drafted path (float64).
+    q_rows : ndarray, shape (gamma, V)
+        Draft conditionals along it.
+    path : ndarray of int, shape (gamma,)
+        The drafted tokens.
+    rule : {"token", "block"}
+        The chain verifier used (its expectation is ``expected``).
+
+    Returns
+    -------
+    dict of str to float
+        ``expected``, ``exp_token``, ``exp_block`` and ``opt_first`` (module docstring).
+    """
     from otspec.verifiers import block, token_chain
 
     et = token_chain.expected_accepted_given_path(p_rows, q_rows, path, validate=False)
@@ -71,14 +88,43 @@ def chain_theory(p_rows: np.ndarray, q_rows: np.ndarray, path: np.ndarray, rule:
 
 
 def single_step_rows(law) -> list:
-    """Single-step verifiers of :data:`otspec.verifiers.ALL` that apply to ``law``."""
+    """Single-step verifiers of :data:`otspec.verifiers.ALL` that apply to ``law``.
+
+    Parameters
+    ----------
+    law : DraftLaw
+        The round's draft law.
+
+    Returns
+    -------
+    list of Verifier
+        Every lossless single-step verifier that applies (the approximate rule is left out).
+    """
     from otspec.verifiers import ALL
 
     return [v for v in ALL if v.name != "approximate" and v.applies_to(law)]
 
 
 def single_theory(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, name: str, draft_law: str) -> dict:
-    """Theory of one single-step round: ``p``, ``q`` (V,), ``drafts`` (k,) the proposed tokens."""
+    """Theory of one single-step round: ``p``, ``q`` (V,), ``drafts`` (k,) the proposed tokens.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions of the round (float64).
+    drafts : ndarray of int, shape (k,)
+        The proposed tokens.
+    name : str
+        The verifier used (a registry name).
+    draft_law : str
+        Constructor of the draft law (``"iid"``, ``"without_replacement"``, ``"greedy"``).
+
+    Returns
+    -------
+    dict of str to float
+        ``expected_cond``, ``expected``, ``exp_<name>`` for every applicable verifier (NaN where
+        no exact value is available) and ``optimum`` (module docstring).
+    """
     import otspec
     from otspec.errors import OtspecInputError
     from otspec.verifiers import by_name
@@ -118,6 +164,22 @@ def tree_expected(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> flo
     Top-down walk: at depth ``t`` with surviving rows ``alive`` (their prefixes equal the emitted
     one), the node's rule maps the survivors' next drafts to :math:`Y_t` with the exact law of its
     sequential plan; the block grows by one accepted token when :math:`Y_t` is one of them.
+
+    Parameters
+    ----------
+    P : ndarray, shape (k, gamma + 1, V)
+        Target conditionals along each drafted sequence.
+    Q : ndarray, shape (k, gamma, V)
+        Draft conditionals along each sequence.
+    X : ndarray of int, shape (k, gamma)
+        The drafted sequences.
+    rule : {"kseq", "rrs", "rrs_wor"}
+        The per-node rule.
+
+    Returns
+    -------
+    float
+        :math:`E[\tau \mid \text{tree}]`, in ``[0, gamma]``.
     """
     from otspec.verifiers.tree import node_plan
 
@@ -141,6 +203,26 @@ def tree_expected(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> flo
 
 
 def tree_theory(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> dict:
+    """Theory of one tree round: :func:`tree_expected` of the rule used and of every rule valid
+    for the same draft law.
+
+    Parameters
+    ----------
+    P : ndarray, shape (k, gamma + 1, V)
+        Target conditionals along each drafted sequence.
+    Q : ndarray, shape (k, gamma, V)
+        Draft conditionals.
+    X : ndarray of int, shape (k, gamma)
+        The drafted sequences.
+    rule : {"kseq", "rrs", "rrs_wor"}
+        The rule used.
+
+    Returns
+    -------
+    dict of str to float
+        ``expected`` and ``exp_<rule>`` (``kseq`` and ``rrs`` for i.i.d. sequences, ``rrs_wor``
+        for sequences without replacement).
+    """
     rules = ("rrs_wor",) if rule == "rrs_wor" else ("kseq", "rrs")
     out = {f"exp_{r}": tree_expected(P, Q, X, r) for r in rules}
     out["expected"] = out[f"exp_{rule}"]
@@ -152,6 +234,29 @@ def round_theory(plan, P, Q, X, rows0, path, tau, live: Sequence[int], *, single
 
     ``P`` [R, gamma+1, V], ``Q`` [R, gamma, V], ``X`` [R, gamma] (``R = B * k`` rows, prompt ``b``
     owns rows ``b*k .. b*k+k-1``); ``path`` [B] the row whose drafts were followed.
+
+    Parameters
+    ----------
+    plan : otspec_gpu.decoding.DecodePlan
+        The run's mode and rule.
+    P, Q, X : torch.Tensor
+        The round's target and draft conditionals and the drafted tokens (shapes above).
+    rows0 : torch.Tensor
+        ``[B]`` first draft row of each prompt (``b * k``).
+    path : torch.Tensor
+        ``[B]`` index (within the prompt's rows) of the draft row that was followed.
+    tau : torch.Tensor
+        ``[B]`` realized accepted counts (the expectations do not depend on them).
+    live : sequence of int
+        Prompts still decoding.
+    single_output : object, optional
+        The single-step sampler's output of the round (accepted flag, index, token), when the
+        decoder has one; the exact values do not depend on it either.
+
+    Returns
+    -------
+    dict of str to ndarray
+        One float64 array ``[len(live)]`` per theory column (NaN where a record lacks it).
     """
     k = plan.k
     recs = []

@@ -33,7 +33,19 @@ def _top(rows: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class TraceBuilder:
-    """Accumulates records round by round (used by :func:`otspec_gpu.decode`)."""
+    """Accumulates records round by round (used by :func:`otspec_gpu.decode`).
+
+    Parameters
+    ----------
+    plan : otspec_gpu.decoding.DecodePlan
+        The run's mode (its ``k`` and ``gamma`` shape the ``drafts`` column).
+    B : int
+        Number of prompts in the batch.
+    V : int
+        Vocabulary size.
+    top_k : int
+        How many of the largest probabilities of each p and q row to keep (``K``, at least 1).
+    """
 
     def __init__(self, *, plan: Any, B: int, V: int, top_k: int = 8):
         self.plan, self.B, self.V, self.K = plan, B, V, max(1, int(top_k))
@@ -44,6 +56,33 @@ class TraceBuilder:
         self.rec.setdefault(name, []).append(value)
 
     def add_round(self, rnd: int, live, *, P, Q, X, chosen, tau, next_token, n_emit, times: dict, theory: dict | None) -> None:
+        """Append the records of one round (one per live prompt) and its phase timings.
+
+        Parameters
+        ----------
+        rnd : int
+            Round index.
+        live : sequence of int
+            Prompts still decoding in this round (nothing is recorded when empty).
+        P : torch.Tensor
+            ``[R, gamma + 1, V]`` target conditionals along every draft row (``R = B k``).
+        Q : torch.Tensor
+            ``[R, gamma, V]`` draft conditionals.
+        X : torch.Tensor
+            ``[R, gamma]`` drafted tokens.
+        chosen : torch.Tensor
+            ``[B]`` draft row followed for each prompt.
+        tau : torch.Tensor
+            ``[B]`` accepted draft tokens.
+        next_token : torch.Tensor
+            ``[B]`` correction or bonus token.
+        n_emit : sequence of int
+            Tokens added to each prompt's output this round.
+        times : dict
+            Seconds per phase (keys of :data:`PHASES`; missing phases count 0).
+        theory : dict or None
+            Exact per-record expectations (``name -> [n] values``), stored as ``th_<name>``.
+        """
         k, g = self.plan.k, self.plan.gamma
         if not live:
             return
@@ -70,6 +109,18 @@ class TraceBuilder:
             self.rounds[f"round_t_{p}"].append(float(times.get(p, 0.0)))
 
     def build(self, config: dict) -> Trace:
+        """The trace of every round added so far.
+
+        Parameters
+        ----------
+        config : dict
+            The run configuration (stored as the trace's JSON metadata).
+
+        Returns
+        -------
+        otspec.io.Trace
+            Record columns concatenated over rounds, plus the per-round ``round_t_<phase>`` columns.
+        """
         cols = {}
         for name, parts in self.rec.items():
             cols[name] = np.concatenate(parts, 0)

@@ -41,6 +41,21 @@ SINGLE_STEP: dict[str, TorchVerifier] = _build()
 def by_name(name: str) -> TorchVerifier:
     """The verifier of :data:`SINGLE_STEP` called ``name``.
 
+    Parameters
+    ----------
+    name : str
+        Registry name (``"token"``, ``"kseq"``, ``"rrs"``, ...).
+
+    Returns
+    -------
+    TorchVerifier
+        The registered verifier.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If no torch verifier has that name.
+
     Examples
     --------
     >>> by_name("token").draft_law

@@ -27,7 +27,30 @@ __all__ = ["approximate", "conditional", "pass_probabilities", "plan", "sample",
 
 
 def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> torch.Tensor:
-    """The ``[B, V]`` float64 pass probabilities (default ``1{p >= q}``)."""
+    r"""The ``[B, V]`` float64 pass probabilities (default ``1{p >= q}``).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    pass_prob : array_like, callable or None
+        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    validate : bool
+        Check that the values lie in ``[0, 1]``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) float64 pass probabilities.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If ``pass_prob`` is not ``[V]`` or ``[B, V]``.
+    InvalidDistributionError
+        If (``validate``) an entry is outside ``[0, 1]`` or not finite.
+    """
     if pass_prob is None:
         return (p >= q).double()
     a = torch.as_tensor(pass_prob, device=p.device).double()
@@ -43,7 +66,32 @@ def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, 
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> Plan:
-    """Two rounds on the same token: the predicate's coin, then the exact rule's coin."""
+    r"""Two rounds on the same token: the predicate's coin, then the exact rule's coin.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 1]`` long: one draft per row.
+    pass_prob : array_like, callable or None
+        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    validate : bool
+        Check the pass probabilities.
+
+    Returns
+    -------
+    Plan
+        Two rounds on the draft: the predicate's coin :math:`a(x)`, then the exact coin :math:`\min(1, p/q)`; residual :math:`\mathrm{norm}((p - q)_+)`.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If ``pass_prob`` has neither 1 nor ``B`` rows.
+    InvalidDistributionError
+        If (``validate``) a pass probability is outside ``[0, 1]``.
+    """
     a = pass_probabilities(p, q, pass_prob, validate=validate)
     if a.shape[0] not in (1, drafts.shape[0]):
         raise ShapeMismatchError(f"pass_prob must have 1 or B = {drafts.shape[0]} rows (got {a.shape[0]}); give one row per row of drafts")
@@ -54,6 +102,34 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any 
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_prob: Any = None, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` given the draft (lossy unless ``pass_prob`` vanishes where q > p).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 1]`` long: one draft per row.
+    pass_prob : array_like, callable or None
+        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
 
     Examples
     --------
@@ -69,13 +145,59 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, pass_prob: Any = None, validate: bool = True
 ) -> StepOutput:
-    """One output token per row (predicate and accept coins from one ``rand`` call, residual from another)."""
+    r"""One output token per row (predicate and accept coins from one ``rand`` call, residual from another).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 1]`` long: one draft per row.
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    pass_prob : array_like, callable or None
+        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
     return step_output(plan_sample(plan(p, q, drafts, pass_prob, validate=validate), generator), drafts)
 
 
 def tv_to_target(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None) -> torch.Tensor:
-    r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` per row ``[B]`` (float64)."""
+    r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` per row ``[B]`` (float64).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    pass_prob : array_like, callable or None
+        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` float64 total-variation distance between the output law and ``p``.
+    """
     a = pass_probabilities(p, q, pass_prob)
     return (a * torch.clamp(q.double() - p.double(), min=0.0)).sum(-1)
 

@@ -52,6 +52,23 @@ class TorchVerifier:
     ``p``). ``draft_law`` is the otspec law the drafts must come from (``"iid"``,
     ``"without_replacement"`` or ``"greedy"``, see :func:`otspec_gpu.drafting.sample_drafts`);
     ``k_min`` / ``k_max`` bound the number of drafts (``None``: no upper bound).
+
+    Attributes
+    ----------
+    name : str
+        Registry name (that of the numpy twin).
+    draft_law : str
+        Draft law the drafts must come from.
+    lossless : bool
+        Whether the rule reproduces the target exactly.
+    sample : callable
+        ``sample(p, q, drafts, *, generator, **extra) -> StepOutput``.
+    conditional : callable
+        ``conditional(p, q, drafts, **extra) -> Tensor[B, V]``.
+    k_min, k_max : int or None
+        Allowed numbers of drafts (``k_max=None``: unbounded).
+    reference : str
+        The paper or algorithm the rule implements.
     """
 
     name: str
@@ -65,7 +82,29 @@ class TorchVerifier:
 
 
 def check_probs(x: Any, name: str, *, validate: bool = True) -> torch.Tensor:
-    """``x`` as a ``[B, V]`` float32/float64 tensor of probability rows (values checked if ``validate``)."""
+    """``x`` as a ``[B, V]`` float32/float64 tensor of probability rows (values checked if ``validate``).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        The probability rows to check.
+    name : str
+        Argument name for the messages (``"p"``, ``"q"``).
+    validate : bool
+        Also check the values (finite, non-negative, rows summing to 1 within :data:`SUM_TOL`).
+
+    Returns
+    -------
+    torch.Tensor
+        ``x`` itself.
+
+    Raises
+    ------
+    InvalidDistributionError
+        If ``x`` is not a float32/float64 tensor, or (``validate``) a value or row sum is invalid.
+    ShapeMismatchError
+        If ``x`` is not two-dimensional ``[B, V]``.
+    """
     if not isinstance(x, torch.Tensor):
         raise InvalidDistributionError(f"{name} must be a torch.Tensor (got {type(x).__name__}); convert it with torch.as_tensor")
     if x.dtype not in (torch.float32, torch.float64):
@@ -95,6 +134,34 @@ def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None
     :class:`~otspec.errors.InvalidDraftsError`, as the numpy ``sample`` does). Pass
     ``validate=False`` in a hot loop on CUDA to skip the synchronising checks; a draft with
     ``q = 0`` then gets accept probability 1 (the numpy convention).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) target and draft rows, same dtype and device.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts.
+    k_min, k_max : int
+        Bounds on ``k`` for this verifier (``k_max=None``: no upper bound).
+    validate : bool
+        Check the values too (synchronises on CUDA).
+    name : str
+        The verifier's name, for the messages.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(p, q, drafts)``, unchanged.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or the three tensors disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If ``k`` is outside ``[k_min, k_max]``.
     """
     p = check_probs(p, "p", validate=validate)
     q = check_probs(q, "q", validate=validate)
@@ -132,7 +199,21 @@ def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None
 
 
 def step_output(token: torch.Tensor, drafts: torch.Tensor) -> StepOutput:
-    """Wrap output tokens ``[B]`` with their draft-membership flags and first draft slot."""
+    """Wrap output tokens ``[B]`` with their draft-membership flags and first draft slot.
+
+    Parameters
+    ----------
+    token : torch.Tensor
+        ``[B]`` long output tokens.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts.
+
+    Returns
+    -------
+    StepOutput
+        ``token``, ``accepted`` (the output is one of the drafts) and ``index`` (first matching slot,
+        ``-1`` if none).
+    """
     eq = drafts == token[:, None]
     hit = eq.any(dim=1)
     index = torch.where(hit, torch.argmax(eq.to(torch.uint8), dim=1), torch.full_like(token, -1))

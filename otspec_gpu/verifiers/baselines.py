@@ -26,6 +26,32 @@ _LAWS = ("iid", "without_replacement", "greedy")
 def nss_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     """Output law ``[B, V]`` of NSS: p itself, whatever the drafts.
 
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts (any law).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: ``p`` broadcast over the rows (the drafts are ignored).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+
     Examples
     --------
     >>> import torch
@@ -38,7 +64,37 @@ def nss_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
 
 
 def nss_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One draw from p per row (one ``rand`` call)."""
+    """One draw from p per row (one ``rand`` call).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts (any law).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
     return step_output(categorical(p, generator, n=drafts.shape[0]), drafts)
 
@@ -53,7 +109,23 @@ def _first_marginal(q: torch.Tensor, drafts: torch.Tensor, law: str) -> torch.Te
 
 
 def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = "iid") -> Plan:
-    """One round on ``drafts[:, 0]`` against its marginal :math:`q_1`; residual ``norm((p - q_1)_+)``."""
+    r"""One round on ``drafts[:, 0]`` against its marginal :math:`q_1`; residual ``norm((p - q_1)_+)``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts (any law).
+    law : {"iid", "without_replacement", "greedy"}
+        How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
+
+    Returns
+    -------
+    Plan
+        One round on ``drafts[:, 0]``, accept :math:`\min(1, p/q_1)`, residual :math:`\mathrm{norm}((p - q_1)_+)`.
+    """
     q1 = _first_marginal(q, drafts, law)
     x = drafts[:, :1]
     res, _ = residual(p, q1)
@@ -62,6 +134,36 @@ def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str 
 
 def naive_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: str = "iid", validate: bool = True) -> torch.Tensor:
     r"""Exact NaiveTree output law ``[B, V]`` (``law``: how the drafts were drawn).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts (any law).
+    law : {"iid", "without_replacement", "greedy"}
+        How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    UnsupportedMethodError
+        If ``law`` is unknown.
 
     Examples
     --------
@@ -81,7 +183,41 @@ def naive_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
 def naive_sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, law: str = "iid", validate: bool = True
 ) -> StepOutput:
-    """One NaiveTree output token per row (coins and residual draws from separate ``rand`` calls)."""
+    """One NaiveTree output token per row (coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts (any law).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    law : {"iid", "without_replacement", "greedy"}
+        How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    UnsupportedMethodError
+        If ``law`` is unknown.
+    """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="naive")
     if validate and law == "greedy":
         from otspec_gpu.verifiers.greedy import _check_greedy

@@ -142,6 +142,18 @@ def sample_rows(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     :math:`\sim 10^{-3}`). ``u`` [B] are uniforms on [0, 1) that the caller draws (from its own
     stream). A token of weight 0 is never returned; a row of total weight 0 returns 0.
 
+    Parameters
+    ----------
+    weights : torch.Tensor
+        ``[B, V]`` non-negative weights.
+    u : torch.Tensor
+        ``[B]`` uniforms on ``[0, 1)`` drawn by the caller.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long token ids.
+
     Examples
     --------
     >>> import torch
@@ -258,10 +270,34 @@ def token_sample(
     :math:`Y \sim p_\gamma` (bonus). The ``gamma`` coins and the residual uniform are separate draws
     from ``generator``. Shapes as in :func:`token_conditional`.
 
+    Parameters
+    ----------
+    p : torch.Tensor
+        ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
+    q : torch.Tensor
+        ``[B, gamma, V]`` draft conditionals along it.
+    drafts : torch.Tensor
+        ``[B, gamma]`` long drafted tokens.
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Cheap checks (shapes, dtypes, token range, positive draft probability of every drafted
+        token); the rows are assumed to be distributions.
+
     Returns
     -------
     ChainOutput
         ``accepted`` [B] in ``0..gamma`` and ``next_token`` [B].
+
+    Raises
+    ------
+    ShapeMismatchError
+        If a tensor has the wrong shape or the three disagree.
+    InvalidDistributionError
+        If ``p`` or ``q`` is not a floating tensor, or is not finite at the drafted tokens.
+    InvalidDraftsError
+        If ``drafts`` is not an integer tensor, or (``validate``) holds an id outside ``[0, V)`` or a
+        token of draft probability 0.
 
     Examples
     --------
@@ -328,6 +364,33 @@ def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
 
     Parameters and return value as in :func:`token_conditional`.
 
+    Parameters
+    ----------
+    p : torch.Tensor
+        ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
+    q : torch.Tensor
+        ``[B, gamma, V]`` draft conditionals along it.
+    drafts : torch.Tensor
+        ``[B, gamma]`` long drafted tokens.
+    validate : bool
+        Cheap checks (shapes, dtypes, token range, positive draft probability of every drafted
+        token); the rows are assumed to be distributions.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, gamma + 1, V]``: ``law[b, t, y]`` :math:`= P(\tau = t, Y = y \mid \text{row } b)`, in ``p``'s dtype.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If a tensor has the wrong shape or the three disagree.
+    InvalidDistributionError
+        If ``p`` or ``q`` is not a floating tensor, or is not finite at the drafted tokens.
+    InvalidDraftsError
+        If ``drafts`` is not an integer tensor, or (``validate``) holds an id outside ``[0, V)`` or a
+        token of draft probability 0.
+
     Examples
     --------
     >>> import torch
@@ -379,6 +442,35 @@ def block_sample(
     :math:`\tau` or the bonus law (see :func:`block_conditional`), drawn with a separate uniform
     from ``generator``. Shapes as in :func:`token_conditional`.
 
+    Parameters
+    ----------
+    p : torch.Tensor
+        ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
+    q : torch.Tensor
+        ``[B, gamma, V]`` draft conditionals along it.
+    drafts : torch.Tensor
+        ``[B, gamma]`` long drafted tokens.
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Cheap checks (shapes, dtypes, token range, positive draft probability of every drafted
+        token); the rows are assumed to be distributions.
+
+    Returns
+    -------
+    ChainOutput
+        ``accepted`` ``[B]`` in ``0..gamma`` and ``next_token`` ``[B]``.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If a tensor has the wrong shape or the three disagree.
+    InvalidDistributionError
+        If ``p`` or ``q`` is not a floating tensor, or is not finite at the drafted tokens.
+    InvalidDraftsError
+        If ``drafts`` is not an integer tensor, or (``validate``) holds an id outside ``[0, V)`` or a
+        token of draft probability 0.
+
     Examples
     --------
     >>> import torch
@@ -398,6 +490,16 @@ def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:
     :func:`block_conditional` (or a ``[B, gamma + 1]`` law of :math:`\tau`). The coins are
     integrated out exactly: averaged over real drafted paths it estimates :math:`E[\tau]` with less
     variance than counting accepted tokens.
+
+    Parameters
+    ----------
+    conditional : torch.Tensor
+        ``[B, gamma + 1, V]`` law of :math:`(\tau, Y)` (or ``[B, gamma + 1]`` law of :math:`\tau`).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` :math:`E[\tau \mid \text{drafted path}]`, in the law's dtype.
 
     Examples
     --------

@@ -43,7 +43,20 @@ __all__ = [
 
 def greedy_top(q: torch.Tensor, m: int) -> torch.Tensor:
     """The top-``m`` tokens of each row of ``q`` ``[B, m]``, ordered by larger q first, then lower
-    token id (the tie rule of ``otspec.greedy``)."""
+    token id (the tie rule of ``otspec.greedy``).
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        ``[B, V]`` draft rows.
+    m : int
+        Number of tokens, ``0 <= m <= V``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, m]`` long token ids.
+    """
     B = q.shape[0]
     if m == 0:
         return torch.zeros((B, 0), dtype=torch.long, device=q.device)
@@ -75,7 +88,21 @@ def _check_greedy(q: torch.Tensor, drafts: torch.Tensor) -> None:
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    """greedy_optimal's plan: one round on the random draft X = ``drafts[:, -1]``."""
+    r"""greedy_optimal's plan: one round on the random draft X = ``drafts[:, -1]``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
+
+    Returns
+    -------
+    Plan
+        One round on the random draft against :math:`\tilde q`; residual :math:`p` on G and :math:`(p - \tilde q)_+` off G, normalised.
+    """
     top = drafts[:1, :-1] if p.shape[0] == 1 else drafts[:, :-1]  # shared p, q: one (shared) top set
     qt = _q_rest(q, top)
     p64 = p.double()
@@ -88,6 +115,32 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` of the greedy-optimal rule.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or the fixed drafts are not q's top tokens.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
 
     Examples
     --------
@@ -103,7 +156,37 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One output token per row (coins and residual draws from separate ``rand`` calls)."""
+    """One output token per row (coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or the fixed drafts are not q's top tokens.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
     if validate:
         _check_greedy(q, drafts)
@@ -111,7 +194,25 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
 
 
 def hub_plans(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[Plan, torch.Tensor, torch.Tensor]:
-    """SpecHub's two plans: ``(plan with the (i, a) accept row, accept row of (a, i), q(a))``."""
+    """SpecHub's two plans: ``(plan with the (i, a) accept row, accept row of (a, i), q(a))``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
+
+    Returns
+    -------
+    plan : Plan
+        The plan for the drafting order (i, a) (random draft first).
+    accept_ai : torch.Tensor
+        ``[B, 2]`` accept row for the order (a, i).
+    q_a : torch.Tensor
+        ``[B]`` :math:`q(a)`, the probability of the order (a, i).
+    """
     a = drafts[:, :1]
     i = drafts[:, 1:2]
     a_rows = a[:1] if p.shape[0] == 1 else a  # shared p, q: one (shared) top token
@@ -133,6 +234,32 @@ def hub_plans(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[P
 def conditional_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact SpecHub output law ``[B, V]``, averaged over the latent drafting order.
 
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or the first draft is not q's top token.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+
     Examples
     --------
     >>> import torch
@@ -150,7 +277,37 @@ def conditional_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
 
 
 def sample_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One SpecHub output token per row: order coin, accept coins and residual draw, each from its own ``rand`` call."""
+    """One SpecHub output token per row: order coin, accept coins and residual draw, each from its own ``rand`` call.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or the first draft is not q's top token.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
     if validate:
         _check_greedy(q, drafts)

@@ -42,6 +42,19 @@ def _one_minus_pow(beta: torch.Tensor, k: int) -> torch.Tensor:
 def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     r"""The optimal division factor :math:`\rho^* \in [1, k]` per row ``[B]`` (float64).
 
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` target and draft probability rows,
+        float32 or float64.
+    k : int
+        Number of i.i.d. drafts.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` float64 :math:`\rho^*` per row (bisection of :math:`1-(1-\beta(\rho))^k = \rho\beta(\rho)`, upper end of the bracket).
+
     Examples
     --------
     >>> import torch
@@ -105,7 +118,21 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    """The K-SEQ plan: rounds over every draft with accept ``min(1, p/(rho* q))``, one residual."""
+    r"""The K-SEQ plan: rounds over every draft with accept ``min(1, p/(rho* q))``, one residual.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+
+    Returns
+    -------
+    Plan
+        ``k`` rounds, accept :math:`\min(1, p(x_j)/(\rho^* q(x_j)))`, residual :math:`\mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)`.
+    """
     k = drafts.shape[1]
     # the root is ill-conditioned near p == q (a 1e-8 error in sum(p) moves rho* by 1e-4 at k = 2),
     # so the rows are renormalised in float64 first: the rule is exact for the normalised laws
@@ -125,6 +152,32 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact K-SEQ output law ``[B, V]`` for i.i.d. drafts ``[B, k]`` (k = ``drafts.shape[1]``).
 
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+
     Examples
     --------
     >>> import torch
@@ -137,7 +190,37 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One output token per row (accept coins and residual draws from separate ``rand`` calls)."""
+    """One output token per row (accept coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="kseq")
     return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
 

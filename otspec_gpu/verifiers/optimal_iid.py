@@ -85,10 +85,24 @@ def _numpy_state(p: np.ndarray, q: np.ndarray, k: int):
 
 
 def prepare(p: torch.Tensor, q: torch.Tensor, k: int) -> OptimalState:
-    """The state for probability rows ``p``, ``q`` ``[B, V]`` (or ``[1, V]``) and k drafts.
+    r"""The state for probability rows ``p``, ``q`` ``[B, V]`` (or ``[1, V]``) and k drafts.
 
     Rows are renormalised in float64 and deduplicated; the numpy core builds one state per
-    distinct row (the only loop; see the module docstring)."""
+    distinct row (the only loop; see the module docstring).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    k : int
+        Number of i.i.d. drafts.
+
+    Returns
+    -------
+    OptimalState
+        Per distinct law: super-tokens, range-minimum tables of :math:`\kappa`, accept ratios and residuals.
+    """
     dev = p.device
     p64 = p.double()
     q64 = q.double()
@@ -162,7 +176,22 @@ def _range_min(state: OptimalState, a: torch.Tensor, b: torch.Tensor) -> torch.T
 
 
 def selection_rows(state: OptimalState, drafts: torch.Tensor, V: int) -> torch.Tensor:
-    r"""Exact selection law :math:`\beta(\cdot \mid \bar x)` ``[B, V]`` float64, integrated over s."""
+    r"""Exact selection law :math:`\beta(\cdot \mid \bar x)` ``[B, V]`` float64, integrated over s.
+
+    Parameters
+    ----------
+    state : OptimalState
+        From :func:`prepare`.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    V : int
+        Vocabulary size.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]`` float64; each row sums to 1 over the row's drafts.
+    """
     B, k = drafts.shape
     st = _rows_of(state, state.super_token, drafts)
     sts, order = torch.sort(st, dim=1, stable=True)
@@ -186,6 +215,32 @@ def conditional(
 ) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` (dtype of ``p``) of the optimal i.i.d. verifier.
 
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+
     Examples
     --------
     >>> import torch
@@ -206,7 +261,28 @@ def conditional(
 def sample_with_uniforms(
     state: OptimalState, drafts: torch.Tensor, s: torch.Tensor, u: torch.Tensor, coin: torch.Tensor, residual_token: torch.Tensor
 ) -> torch.Tensor:
-    """The rule with caller-supplied uniforms ``[B]`` (level, choice, coin) and residual tokens ``[B]``."""
+    """The rule with caller-supplied uniforms ``[B]`` (level, choice, coin) and residual tokens ``[B]``.
+
+    Parameters
+    ----------
+    state : OptimalState
+        From :func:`prepare`.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    s : torch.Tensor
+        ``[B]`` levels on ``[0, 1)``.
+    u : torch.Tensor
+        ``[B]`` uniforms for the choice within the block.
+    coin : torch.Tensor
+        ``[B]`` accept uniforms.
+    residual_token : torch.Tensor
+        ``[B]`` tokens drawn from the residual, used where the coin rejects.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long output tokens.
+    """
     st = _rows_of(state, state.super_token, drafts)
     end = _block_end(state, st.min(dim=1).values, s)
     elig = st <= end[:, None]
@@ -221,7 +297,37 @@ def sample_with_uniforms(
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True, _name: str = "optimal_iid"
 ) -> StepOutput:
-    """One output token per row: level, choice, accept coin and residual draw from four separate ``rand`` calls."""
+    """One output token per row: level, choice, accept coin and residual draw from four separate ``rand`` calls.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name=_name)
     B = drafts.shape[0]
     state = prepare(p, q, drafts.shape[1])
@@ -245,7 +351,20 @@ optimal_iid = TorchVerifier(
 
 
 def named(name: str, reference: str) -> TorchVerifier:
-    """The same rule registered under another name (validation messages name it)."""
+    """The same rule registered under another name (validation messages name it).
+
+    Parameters
+    ----------
+    name : str
+        Registry name (e.g. ``"khisti"``, whose optimal selection for i.i.d. drafts is this rule).
+    reference : str
+        The paper the name refers to.
+
+    Returns
+    -------
+    TorchVerifier
+        The optimal i.i.d. rule under ``name``, with the same ``sample`` and ``conditional``.
+    """
     return TorchVerifier(
         name,
         "iid",

@@ -47,12 +47,36 @@ class Plan(NamedTuple):
 
 
 def gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``x[b, idx[b, j]]`` for ``x`` ``[B, V]`` or ``[1, V]`` (broadcast over the rows of ``idx``)."""
+    """``x[b, idx[b, j]]`` for ``x`` ``[B, V]`` or ``[1, V]`` (broadcast over the rows of ``idx``).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        ``[B, V]`` or ``[1, V]`` rows.
+    idx : torch.Tensor
+        ``[B, j]`` long indices into the vocabulary.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, j]``: the gathered entries, in ``x``'s dtype.
+    """
     return x.expand(idx.shape[0], -1).gather(1, idx)
 
 
 def accept_ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
-    r""":math:`\min(1, \mathrm{num}/\mathrm{den})` in float64, 1 where ``den <= 0`` (never drafted)."""
+    r""":math:`\min(1, \mathrm{num}/\mathrm{den})` in float64, 1 where ``den <= 0`` (never drafted).
+
+    Parameters
+    ----------
+    num, den : torch.Tensor
+        Numerators (e.g. :math:`p(x)`) and denominators (e.g. :math:`q(x)`), same shape.
+
+    Returns
+    -------
+    torch.Tensor
+        float64 acceptance probabilities in ``[0, 1]``.
+    """
     num = num.double()
     den = den.double()
     pos = den > 0
@@ -61,7 +85,22 @@ def accept_ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
 
 def normalize_or(w: torch.Tensor, fallback: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows of ``w`` (float64, non-negative) normalised; rows of mass 0 replaced by ``fallback``.
-    Returns ``(rows, mass)``."""
+    Returns ``(rows, mass)``.
+
+    Parameters
+    ----------
+    w : torch.Tensor
+        ``[B, V]`` non-negative weights.
+    fallback : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) rows used where a row of ``w`` has mass 0.
+
+    Returns
+    -------
+    rows : torch.Tensor
+        ``[B, V]`` float64 distribution rows.
+    mass : torch.Tensor
+        ``[B]`` row masses of ``w`` (before normalisation).
+    """
     mass = w.sum(-1)
     ok = mass > 0
     rows = torch.where(ok[:, None], w / torch.where(ok, mass, torch.ones_like(mass))[:, None], fallback.double())
@@ -69,15 +108,43 @@ def normalize_or(w: torch.Tensor, fallback: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r""":math:`(\mathrm{norm}((p-q)_+),\ \sum (p-q)_+)` row-wise in float64; rows of mass 0 keep ``p``."""
+    r""":math:`(\mathrm{norm}((p-q)_+),\ \sum (p-q)_+)` row-wise in float64; rows of mass 0 keep ``p``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` target and draft rows.
+
+    Returns
+    -------
+    residual : torch.Tensor
+        ``[B, V]`` float64 distribution rows.
+    mass : torch.Tensor
+        ``[B]`` float64 :math:`\sum_y (p - q)_+ = d_{TV}(p, q)` per row.
+    """
     p64 = p.double()
     return normalize_or(torch.clamp(p64 - q.double(), min=0.0), p64)
 
 
 def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = None) -> torch.Tensor:
-    """One draw per row of the non-negative weights ``w`` ``[B, V]`` (each row of positive mass),
+    r"""One draw per row of the non-negative weights ``w`` ``[B, V]`` (each row of positive mass),
     by inverse CDF in float64 with one uniform per row from ``generator``. With ``w`` of shape
-    ``[1, V]`` and ``n`` given, ``n`` independent draws from that one row (O(V + n log V))."""
+    ``[1, V]`` and ``n`` given, ``n`` independent draws from that one row (O(V + n log V)).
+
+    Parameters
+    ----------
+    w : torch.Tensor
+        ``[B, V]`` non-negative weights, every row of positive mass.
+    generator : torch.Generator
+        Source of the uniforms (one ``torch.rand`` call).
+    n : int, optional
+        With ``w`` of shape ``[1, V]``: the number of draws (default: one per row).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` (or ``[n]``) long token ids, :math:`P(y) = w_y / \sum w`.
+    """
     B, V = w.shape
     n = B if n is None else int(n)
     cdf = torch.cumsum(w.double(), dim=-1)
@@ -92,7 +159,20 @@ def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = Non
 
 
 def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
-    """Exact output law ``[B, V]`` of a :class:`Plan`, cast to ``dtype``."""
+    r"""Exact output law ``[B, V]`` of a :class:`Plan`, cast to ``dtype``.
+
+    Parameters
+    ----------
+    plan : Plan
+        ``B`` rows of ``R`` rounds and their residuals.
+    dtype : torch.dtype
+        Output dtype (the computation is float64).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the module formula's :math:`\pi(\cdot \mid \bar x)` per row.
+    """
     tok, acc, res = plan
     surv = torch.ones(tok.shape[0], dtype=torch.float64, device=tok.device)
     pi = torch.zeros((tok.shape[0], res.shape[1]), dtype=torch.float64, device=res.device)
@@ -105,7 +185,22 @@ def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
 
 def plan_sample(plan: Plan, generator: torch.Generator, *, accept: torch.Tensor | None = None) -> torch.Tensor:
     """Run a plan once per row: accept coins from one ``torch.rand`` call (accept iff ``U < a_j``),
-    residual draws from a second, separate call. ``accept`` overrides ``plan.accept``."""
+    residual draws from a second, separate call. ``accept`` overrides ``plan.accept``.
+
+    Parameters
+    ----------
+    plan : Plan
+        ``B`` rows of ``R`` rounds and their residuals.
+    generator : torch.Generator
+        Source of the coins and of the residual draws (two separate calls).
+    accept : torch.Tensor, optional
+        ``[B, R]`` accept probabilities replacing ``plan.accept`` (e.g. a rule's coin schedule).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long: the token of the first accepted round, else the residual draw.
+    """
     tok, acc, res = plan
     acc = plan.accept if accept is None else accept
     B, R = tok.shape

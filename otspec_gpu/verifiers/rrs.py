@@ -41,7 +41,21 @@ __all__ = [
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    """RRS-with-replacement plan (the residual chain does not depend on the drafts)."""
+    r"""RRS-with-replacement plan (the residual chain does not depend on the drafts).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+
+    Returns
+    -------
+    Plan
+        Round ``j`` accepts :math:`\min(1, p_{j-1}(x_j)/q(x_j))`; residual :math:`p_k` with :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`.
+    """
     pc = p.double()
     q64 = q.double()
     acc = []
@@ -53,7 +67,21 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 
 
 def plan_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    """RSD plan for distinct drafts (per-row residuals and draft laws)."""
+    r"""RSD plan for distinct drafts (per-row residuals and draft laws).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long distinct drafts (successive sampling without replacement).
+
+    Returns
+    -------
+    Plan
+        Round ``j`` accepts :math:`\min(1, p_{j-1}(x_j)/q_j(x_j))`, :math:`q_{j+1}` is :math:`q_j` without :math:`x_j`, renormalised; per-row residuals.
+    """
     B, k = drafts.shape
     P = p.double().expand(B, -1)
     Q = q.double().expand(B, -1)
@@ -93,6 +121,19 @@ def shared_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Shared
     reached only when every earlier draft was rejected, i.e. :math:`p_{i-1}(x_i) < q_i(x_i)`, which
     makes :math:`(p - C_i q)(x_i) < 0`. The sums :math:`\sum_t (p - C q)_+` come from prefix sums
     over the tokens sorted by decreasing p/q (one sort, shared by all rows).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[1, V]`` target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long distinct drafts (successive sampling without replacement).
+
+    Returns
+    -------
+    SharedWor
+        Accept probabilities ``[B, k]`` and the residual of every row in the closed form above.
     """
     B, k = drafts.shape
     p64, q64 = p[0].double(), q[0].double()
@@ -151,6 +192,32 @@ def _check_distinct(drafts: torch.Tensor) -> None:
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact RRS (with replacement) output law ``[B, V]``.
 
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+
     Examples
     --------
     >>> import torch
@@ -163,13 +230,69 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One RRS output token per row (coins and residual draws from separate ``rand`` calls)."""
+    """One RRS output token per row (coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
     return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
 
 
 def conditional_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact RSD output law ``[B, V]`` for distinct drafts.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long distinct drafts (successive sampling without replacement).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or a row repeats a token.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
 
     Examples
     --------
@@ -188,7 +311,37 @@ def conditional_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
 
 
 def sample_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One RSD output token per row (coins and residual draws from separate ``rand`` calls)."""
+    """One RSD output token per row (coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long distinct drafts (successive sampling without replacement).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or a row repeats a token.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
     if validate:
         _check_distinct(drafts)

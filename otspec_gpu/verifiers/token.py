@@ -16,7 +16,21 @@ __all__ = ["conditional", "plan", "sample", "token"]
 
 
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    """One round on ``drafts[:, 0]`` against q; residual ``norm((p - q)_+)``."""
+    r"""One round on ``drafts[:, 0]`` against q; residual ``norm((p - q)_+)``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 1]`` long: one draft per row.
+
+    Returns
+    -------
+    Plan
+        One round per row, accept :math:`\min(1, p(x)/q(x))`, residual :math:`\mathrm{norm}((p - q)_+)`.
+    """
     x = drafts[:, :1]
     res, _ = residual(p, q)
     return Plan(x, accept_ratio(gather(p, x), gather(q, x)), res)
@@ -24,6 +38,32 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` given one draft per row ``drafts`` ``[B, 1]``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 1]`` long: one draft per row.
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
 
     Examples
     --------
@@ -37,7 +77,37 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One output token per row (accept coins and residual draws from separate ``rand`` calls)."""
+    """One output token per row (accept coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, 1]`` long: one draft per row.
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
     return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
 

@@ -242,6 +242,16 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule:
 def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:
     r""":math:`E[\tau \mid \text{drafts}]` per row ``[B]`` from a :func:`conditional` law ``[B, k, gamma + 1, V]``.
 
+    Parameters
+    ----------
+    conditional : torch.Tensor
+        ``[B, k, gamma + 1, V]`` law from :func:`conditional`.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` :math:`E[\tau \mid \text{drafts}]`.
+
     Examples
     --------
     >>> import torch
@@ -262,6 +272,37 @@ def expected_accepted_given_drafts(
     :math:`P(\tau \ge t)` is the total probability of reaching depth ``t`` in the walk of
     :func:`conditional`. Averaged over real drafted trees it estimates :math:`E[\tau]` with less
     variance than counting accepted tokens (the coins are integrated out).
+
+    Parameters
+    ----------
+    p : torch.Tensor
+        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence.
+    q : torch.Tensor
+        ``[B, k, gamma, V]`` draft conditionals.
+    drafts : torch.Tensor
+        ``[B, k, gamma]`` long drafted sequences.
+    rule : {"kseq", "rrs", "rrs_wor"}
+        The per-node single-step rule.
+    validate : bool
+        Cheap checks (shapes, dtypes, token range, positive draft probability, distinct first tokens
+        for ``rrs_wor``); the rows are assumed to be distributions.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` float64 :math:`E[\tau \mid \text{drafts}]`.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If a tensor has the wrong shape or the three disagree.
+    InvalidDistributionError
+        If ``p`` or ``q`` is not a floating tensor.
+    InvalidDraftsError
+        If ``drafts`` is not an integer tensor, or (``validate``) holds an invalid token, a token of
+        draft probability 0, or repeated first tokens for ``rrs_wor``.
+    UnsupportedMethodError
+        If ``rule`` is not a tree rule.
 
     Examples
     --------
@@ -290,10 +331,38 @@ def sample(
     ``torch.rand`` calls on ``generator``); the bonus token is a further inverse-CDF draw. No
     uniform is used twice. Shapes as in :func:`conditional`.
 
+    Parameters
+    ----------
+    p : torch.Tensor
+        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence.
+    q : torch.Tensor
+        ``[B, k, gamma, V]`` draft conditionals.
+    drafts : torch.Tensor
+        ``[B, k, gamma]`` long drafted sequences.
+    rule : {"kseq", "rrs", "rrs_wor"}
+        The per-node single-step rule.
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Cheap checks (shapes, dtypes, token range, positive draft probability, distinct first tokens
+        for ``rrs_wor``); the rows are assumed to be distributions.
+
     Returns
     -------
     TreeOutput
         ``path`` [B], ``accepted`` [B] in ``0..gamma``, ``next_token`` [B].
+
+    Raises
+    ------
+    ShapeMismatchError
+        If a tensor has the wrong shape or the three disagree.
+    InvalidDistributionError
+        If ``p`` or ``q`` is not a floating tensor.
+    InvalidDraftsError
+        If ``drafts`` is not an integer tensor, or (``validate``) holds an invalid token, a token of
+        draft probability 0, or repeated first tokens for ``rrs_wor``.
+    UnsupportedMethodError
+        If ``rule`` is not a tree rule.
 
     Examples
     --------
