@@ -29,8 +29,7 @@ override without a docstring inherits the base's (``inspect.getdoc``).
 whole module that other work is restructuring); it only shrinks, and an entry that no longer fails
 (a ``module.*`` entry: no failing name left under it) is itself an error, so the list stays exact.
 
-Runtime: about 1 s for the checks, plus importing ``otspec_gpu`` (about 5 s alone, shared with
-the other tests in a full run).
+Runtime: about 3 s, most of it importing ``otspec_gpu`` (shared with the other tests in a full run).
 """
 
 from __future__ import annotations
