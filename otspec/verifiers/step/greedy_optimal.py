@@ -22,9 +22,7 @@ __all__ = ["GreedyOptimalVerifier", "greedy_optimal", "greedy_closed_form"]
 
 def greedy_closed_form(p: np.ndarray, law: DraftLaw) -> float:
     r""":math:`\alpha^*_{greedy} = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` (:doc:`math`, greedy drafts)."""
-    top, q_rest = (law.top, law.q_rest)
-    # q_rest vanishes on G, so the second sum may run over every token.
-    return float(min(p[top].sum() + np.minimum(p, q_rest).sum(), 1.0))
+    return min(law.optimum(p), 1.0)
 
 
 class GreedyOptimalVerifier(Verifier):
