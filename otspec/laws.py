@@ -795,6 +795,23 @@ class GreedyLaw(DraftLaw):
         qt.setflags(write=False)
         return qt
 
+    def optimum(self, p: np.ndarray) -> float:
+        r"""The optimal acceptance in closed form (Hu et al.; :doc:`math`, greedy drafts):
+        :math:`\alpha^* = P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))`.
+
+        Parameters
+        ----------
+        p : ndarray, shape (V,)
+            Validated target distribution.
+
+        Returns
+        -------
+        float
+            The value, unclamped (it exceeds 1 only by rounding).
+        """
+        # q_rest vanishes on G, so the second sum may run over every token.
+        return float(p[self.top].sum() + np.minimum(p, self.q_rest).sum())
+
     def num_tuples(self) -> int:
         return int(np.count_nonzero(self.q_rest))
 

@@ -33,11 +33,10 @@ def greedy_closed_form(p: np.ndarray, law: DraftLaw) -> float:
     Returns
     -------
     float
-        The optimal acceptance, attained by :data:`greedy_optimal` (clipped to 1 against rounding).
+        The optimal acceptance (:meth:`GreedyLaw.optimum <otspec.laws.GreedyLaw.optimum>`, clipped to 1
+        against rounding), attained by :data:`greedy_optimal`.
     """
-    top, q_rest = (law.top, law.q_rest)
-    # q_rest vanishes on G, so the second sum may run over every token.
-    return float(min(p[top].sum() + np.minimum(p, q_rest).sum(), 1.0))
+    return min(law.optimum(p), 1.0)
 
 
 class GreedyOptimalVerifier(Verifier):
