@@ -276,13 +276,13 @@ def main(argv: list[str] | None = None) -> dict:
         ],
     )
     # the decoder's paths, pooled over its token and block runs (same draft law): a larger paired sample
-    from otspec_gpu import trace as trace_io
+    from otspec.io import load_trace
 
     pooled = {}
     for (pair, g), files in trace_files.items():
         tk, bk = [], []
         for path in files:
-            c = trace_io.load(path).columns
+            c = load_trace(path).columns
             tk.append(c["th_exp_token"])
             bk.append(c["th_exp_block"])
         tk, bk = np.concatenate(tk), np.concatenate(bk)

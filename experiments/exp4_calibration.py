@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
         help="also decode these chain / tree runs (e.g. token:4 block:4 kseq:4:2 rrs:4:2), each with its own seed",
     )
     args = _output.parse(ap, argv)
-    from otspec_gpu import trace as trace_io
+    from otspec.io import load_trace
     from otspec_gpu.decoding import decode
 
     n_prompts, n_tok = (2, 6) if args.quick else (args.prompts, args.tokens)
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     for folder in args.traces:
         for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
-            traces.append(trace_io.load(path))
+            traces.append(load_trace(path))
     fams = {}
     for tr in traces:
         c, cfg = tr.columns, tr.config

@@ -212,7 +212,7 @@ class DecodeResult:
         Generated token ids per prompt (``max_new_tokens`` of them, fewer after an EOS).
     text : list of str or None
         Decoded text per prompt (``None`` without a tokenizer).
-    trace : otspec_gpu.trace.Trace
+    trace : otspec.io.Trace
         One record per (round, prompt) with drafts, outcome, timings and theory.
     config : dict
         The decoding settings (models, verifier, k, gamma, sampling options, seed).

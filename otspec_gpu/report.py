@@ -1,4 +1,4 @@
-r"""Theory vs practice over a decoding run, recomputed from a :class:`~otspec_gpu.trace.Trace` alone.
+r"""Theory vs practice over a decoding run, recomputed from a :class:`~otspec.io.Trace` alone.
 
 For records :math:`r = 1..n` with realized accepted count :math:`\tau_r` and the exact expectation
 :math:`e_r` of the same round (:mod:`otspec_gpu.theory`), :math:`E[\tau_r - e_r] = 0` when the
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from otspec_gpu.trace import Trace
+from otspec.io import Trace
 
 __all__ = ["AGREE_ATOL", "Z99", "Agreement", "Report", "summarize"]
 
@@ -188,11 +188,11 @@ class Report:
 
 
 def summarize(trace: Trace) -> Report:
-    """The :class:`Report` of a trace (in memory or reloaded with :func:`otspec_gpu.trace.load`).
+    """The :class:`Report` of a trace (in memory or reloaded with :func:`otspec.io.load_trace`).
 
     Parameters
     ----------
-    trace : otspec_gpu.trace.Trace
+    trace : otspec.io.Trace
         The per-record columns and the run's config.
 
     Returns

@@ -1,9 +1,8 @@
 """Accumulating a decoding run's per-round records into a :class:`~otspec.io.Trace`.
 
 The trace type and its file format live in :mod:`otspec.io` (numpy only, so a trace is read
-back without torch): ``Trace``, ``load`` and ``save`` here are :class:`otspec.io.Trace`,
-:func:`otspec.io.load_trace` and :func:`otspec.io.save_trace`. This module adds
-:class:`TraceBuilder`, which the decoder feeds round by round.
+back without torch: :func:`otspec.io.load_trace`, :func:`otspec.io.save_trace`). This module
+holds :class:`TraceBuilder`, which the decoder feeds round by round.
 """
 
 from __future__ import annotations
@@ -12,13 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from otspec.io import TRACE_METADATA_KEY as METADATA_KEY
 from otspec.io import TRACE_PHASES as PHASES
 from otspec.io import Trace
-from otspec.io import load_trace as load
-from otspec.io import save_trace as save
 
-__all__ = ["METADATA_KEY", "PHASES", "Trace", "TraceBuilder", "load", "save"]
+__all__ = ["TraceBuilder"]
 
 
 def _top(rows: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -79,7 +75,7 @@ class TraceBuilder:
         n_emit : sequence of int
             Tokens added to each prompt's output this round.
         times : dict
-            Seconds per phase (keys of :data:`PHASES`; missing phases count 0).
+            Seconds per phase (keys of :data:`otspec.io.TRACE_PHASES`; missing phases count 0).
         theory : dict or None
             Exact per-record expectations (``name -> [n] values``), stored as ``th_<name>``.
         """

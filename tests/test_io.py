@@ -67,6 +67,9 @@ def test_bad_trace_files_raise_input_file_error(tmp_path):
         load_trace(other)
 
 
-def test_gpu_trace_module_uses_the_numpy_reader():
+def test_gpu_trace_builder_builds_the_numpy_trace_type():
     trace = pytest.importorskip("otspec_gpu.trace")
-    assert trace.Trace is Trace and trace.load is load_trace and trace.save is save_trace
+    from otspec_gpu.decoding import plan_for
+
+    built = trace.TraceBuilder(plan=plan_for("token"), B=1, V=4).build({"seed": 3})
+    assert type(built) is Trace and built.config == {"seed": 3}

@@ -23,7 +23,7 @@ from otspec.cli import main
 from otspec_gpu import models
 from otspec_gpu.decoding import decode
 from otspec_gpu.report import Z99, summarize
-from otspec_gpu.trace import load
+from otspec.io import load_trace as load
 from otspec_gpu.verifiers import SINGLE_STEP
 from tests.gpu._tolerances import EXACT_ATOL, Z_FALSE_ALARM
 
