@@ -32,6 +32,15 @@ Shapes (``B`` rows, ``k`` sequences, length ``gamma``, vocabulary ``V``)::
 Rows of sequences that share a prefix are equal (the same conditional); the verifier reads the row
 of the lowest-index sequence through each node.
 
+``p`` and ``q`` may instead have a leading dimension of 1 (``[1, k, gamma + 1, V]`` and
+``[1, k, gamma, V]``): one set of conditionals shared by every row of ``drafts``, for rows whose
+drafted sequences meet the same conditionals (``B`` copies of one drafted tree, or rows grouped by
+what their model conditions on). :func:`sample` then runs each node's single-step rule on the shared
+``[1, V]`` row with all the node's draft rows at once, so the rules whose residuals do not depend on
+the drafted tokens (``kseq``, ``rrs``, and token verification below the root) build them once and
+cost :math:`O(k \log V)` per row instead of :math:`O(V)`; the law is the same as with the rows
+repeated (only the order in which uniforms are drawn differs).
+
 References
 ----------
 Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr: Fast Speculative Decoding via Optimal Transport"
@@ -115,14 +124,16 @@ def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch
             f"drafts must have shape [B, k, gamma] with k, gamma >= 1 (got {list(drafts.shape)}); k drafted sequences per row"
         )
     B, k, g = drafts.shape
-    if q.ndim != 4 or tuple(q.shape[:3]) != (B, k, g) or q.shape[3] < 1:
+    if q.ndim != 4 or q.shape[0] not in (B, 1) or tuple(q.shape[1:3]) != (k, g) or q.shape[3] < 1:
         raise ShapeMismatchError(
-            f"q must have shape [B, k, gamma, V] = [{B}, {k}, {g}, V] (got {list(q.shape)}); q[b, j, i] = M_s(. | drafts[b, j, :i])"
+            f"q must have shape [B, k, gamma, V] = [{B}, {k}, {g}, V], or [1, {k}, {g}, V] shared by every row "
+            f"(got {list(q.shape)}); q[b, j, i] = M_s(. | drafts[b, j, :i])"
         )
     V = q.shape[3]
-    if p.ndim != 4 or tuple(p.shape) != (B, k, g + 1, V):
+    if p.ndim != 4 or tuple(p.shape) != (q.shape[0], k, g + 1, V):
         raise ShapeMismatchError(
-            f"p must have shape [B, k, gamma + 1, V] = [{B}, {k}, {g + 1}, {V}] (got {list(p.shape)}); p[b, j, i] = M_b(. | drafts[b, j, :i])"
+            f"p must have shape [{q.shape[0]}, k, gamma + 1, V] = [{q.shape[0]}, {k}, {g + 1}, {V}] like q (got {list(p.shape)}); "
+            "p[b, j, i] = M_b(. | drafts[b, j, :i])"
         )
     if p.device != q.device or drafts.device != p.device:
         raise ShapeMismatchError(
@@ -134,7 +145,7 @@ def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch
             raise InvalidDraftsError(
                 f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary"
             )
-        qx = q.gather(3, drafts.unsqueeze(-1)).squeeze(-1)  # [B, k, g]
+        qx = q.expand(B, -1, -1, -1).gather(3, drafts.unsqueeze(-1)).squeeze(-1)  # [B, k, g]
         if bool((qx <= 0).any()):
             b, j, i = (int(v) for v in (qx <= 0).nonzero()[0])
             raise InvalidDraftsError(
@@ -171,6 +182,7 @@ def _walk(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, ver: TorchVeri
     B, k, g = drafts.shape
     V = p.shape[-1]
     dev = p.device
+    p, q = p.expand(B, -1, -1, -1), q.expand(B, -1, -1, -1)  # shared [1, ...] rows: views, no copy
     same, canon = _prefix_structure(drafts)
     is_canon = canon == torch.arange(k, device=dev)[None, :, None]  # [B, k, g+1]
     reach = torch.zeros((B, k, g + 1), dtype=torch.float64, device=dev)
@@ -216,7 +228,10 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule:
     Parameters
     ----------
     p : Tensor [B, k, gamma + 1, V]
+        Target conditionals along each drafted sequence (or ``[1, k, gamma + 1, V]``, shared by
+        every row).
     q : Tensor [B, k, gamma, V]
+        Draft conditionals (or ``[1, k, gamma, V]``, shared, with ``p``).
     drafts : LongTensor [B, k, gamma]
     rule : {"kseq", "rrs", "rrs_wor"}
     validate : bool
@@ -276,9 +291,10 @@ def expected_accepted_given_drafts(
     Parameters
     ----------
     p : torch.Tensor
-        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence.
+        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence (or
+        ``[1, k, gamma + 1, V]``, shared by every row; see the module docstring).
     q : torch.Tensor
-        ``[B, k, gamma, V]`` draft conditionals.
+        ``[B, k, gamma, V]`` draft conditionals (or ``[1, k, gamma, V]``, shared, with ``p``).
     drafts : torch.Tensor
         ``[B, k, gamma]`` long drafted sequences.
     rule : {"kseq", "rrs", "rrs_wor"}
@@ -329,14 +345,17 @@ def sample(
     At each depth the rows are grouped by their number ``m`` of alive drafts and each group goes
     through the node verifier's ``sample`` (its accept coins and residual draws are separate
     ``torch.rand`` calls on ``generator``); the bonus token is a further inverse-CDF draw. No
-    uniform is used twice. Shapes as in :func:`conditional`.
+    uniform is used twice. Shapes as in :func:`conditional`. With shared rows (``p.shape[0] == 1 <
+    B``) each group is split further by its lowest alive sequence (at most ``k`` calls) and the node
+    rule gets that sequence's shared ``[1, V]`` row.
 
     Parameters
     ----------
     p : torch.Tensor
-        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence.
+        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence (or
+        ``[1, k, gamma + 1, V]``, shared by every row; see the module docstring).
     q : torch.Tensor
-        ``[B, k, gamma, V]`` draft conditionals.
+        ``[B, k, gamma, V]`` draft conditionals (or ``[1, k, gamma, V]``, shared, with ``p``).
     drafts : torch.Tensor
         ``[B, k, gamma]`` long drafted sequences.
     rule : {"kseq", "rrs", "rrs_wor"}
@@ -376,6 +395,7 @@ def sample(
     p, q, drafts, ver = _check(p, q, drafts, rule, validate)
     B, k, g = drafts.shape
     dev = p.device
+    shared = p.shape[0] == 1 and B > 1
     alive = torch.ones((B, k), dtype=torch.bool, device=dev)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
     tau = torch.full((B,), g, dtype=torch.long, device=dev)
@@ -390,7 +410,11 @@ def sample(
             if rows.numel() == 0:
                 continue
             toks = _alive_tokens(alive[rows], drafts[rows, :, t], m)
-            tok[rows] = _node_sample(ver, p[rows, j[rows], t], q[rows, j[rows], t], toks, generator)
+            if not shared:
+                tok[rows] = _node_sample(ver, p[rows, j[rows], t], q[rows, j[rows], t], toks, generator)
+                continue
+            for jj, sel in _by_sequence(j[rows], k):  # one shared [1, V] node law per lowest alive sequence
+                tok[rows[sel]] = _node_sample(ver, p[0, jj, t][None], q[0, jj, t][None], toks[sel], generator)
         match = alive & (drafts[:, :, t] == tok[:, None])
         stop = ~done & ~match.any(1)
         tau = torch.where(stop, t, tau)
@@ -402,8 +426,20 @@ def sample(
     if rows.numel():
         jr = torch.argmax(alive[rows].to(torch.uint8), dim=1)
         path[rows] = jr
-        y[rows] = categorical(p[rows, jr, g], generator)  # bonus token
+        if not shared:
+            y[rows] = categorical(p[rows, jr, g], generator)  # bonus token
+        else:
+            for jj, sel in _by_sequence(jr, k):
+                y[rows[sel]] = categorical(p[0, jj, g][None], generator, n=int(sel.numel()))
     return TreeOutput(path=path, accepted=tau, next_token=y)
+
+
+def _by_sequence(j: torch.Tensor, k: int):
+    """``(jj, positions of j == jj)`` for each sequence index ``jj`` present in ``j`` (loop over k)."""
+    for jj in range(k):
+        sel = torch.nonzero(j == jj, as_tuple=True)[0]
+        if sel.numel():
+            yield jj, sel
 
 
 def draft_sequences(

@@ -32,10 +32,15 @@ Pearson statistic has noncentrality ``N sum(d^2 / e) >= N (2 TV)^2`` for a binne
 variation TV, so :func:`detectable_tv` (asserted in ``test_design_power``) is the TV detected with
 probability >= 0.99. N rows: ``OTSPEC_LOSSLESS_ROWS`` (default 4 000 per chain rule, sized for CI:
 a ``[rows, V]`` residual draw costs about 1 ms per row on one CPU core) and
-``OTSPEC_LOSSLESS_TREE_ROWS`` (default 500 per tree rule). Detected with probability 0.99 at
-these defaults: a first-token TV of 0.081 for the chains (df 30) and about 0.2 for the trees (df
-about 9 after pooling); at N = 1 000 000, 0.0051 (first token) and 0.0066 (three tokens, df 147
-after pooling). The run with N = 1 000 000 and its result are recorded in ``docs/gpu_chains.rst``.
+``OTSPEC_LOSSLESS_TREE_ROWS`` (default 500 per tree rule, every row with its own conditionals,
+drafted by :func:`tree.draft_sequences`). The trees run a second time through
+:func:`run_tree_shared`: rows grouped by the classes of their drafted tokens share one set of
+conditionals, which :func:`tree.sample` then takes once (``[1, k, gamma + 1, V]``), so a row costs
+about 0.2 ms instead of 10 ms (``OTSPEC_LOSSLESS_SHARED_TREE_ROWS``, default 20 000 per rule).
+Detected with probability 0.99 at these defaults: a first-token TV of 0.082 for the chains (df 30),
+about 0.2 for the per-row trees (df about 9 after pooling) and 0.037 for the shared-rows trees; at
+N = 1 000 000, 0.0052 (first token) and 0.0067 (three tokens, df 147 after pooling). The runs with
+N = 1 000 000 and their results are recorded in ``docs/gpu_chains.rst``.
 
 Negative controls through the same machinery (they must be rejected): a correction drawn from the
 target row instead of the residual (the classic "resample from p" bug), and a residual draw that
@@ -66,13 +71,15 @@ TOP_FIRST = 30  # first-token cells: the top-30 tokens of P[0] + the rest
 TOP_BLOCK = 5  # three-token bins: the top-5 tokens of P[0] + one bin per class
 CHUNK = 64  # rows per verifier call: its [CHUNK, V] float64 work arrays stay under 32 MB
 TREE_CHUNK = 32
+SHARED_CHUNK = 512  # rows per shared-rows tree call: rrs_wor's root residuals are [rows, V] float64
 ROWS = int(os.environ.get("OTSPEC_LOSSLESS_ROWS", "4000"))
 TREE_ROWS = int(os.environ.get("OTSPEC_LOSSLESS_TREE_ROWS", "500"))
+SHARED_TREE_ROWS = int(os.environ.get("OTSPEC_LOSSLESS_SHARED_TREE_ROWS", "20000"))
 CONTROL_ROWS = 4000  # negative controls: the CI size whatever OTSPEC_LOSSLESS_ROWS says
 CHAIN_RULES = {"token": chain.token_sample, "block": chain.block_sample}
 TREE_RULES = tree.RULES
 CONTROLS = ("resample_from_p", "reused_uniform")
-N_COMPARISONS = 2 * (len(CHAIN_RULES) + len(TREE_RULES))  # two statistics per verifier
+N_COMPARISONS = 2 * (len(CHAIN_RULES) + 2 * len(TREE_RULES))  # two statistics per verifier and run
 ALPHA = FALSE_ALARM / N_COMPARISONS
 POWER = 0.99
 
@@ -237,6 +244,46 @@ def run_tree(rule: str, n: int, P: torch.Tensor, Q: torch.Tensor, seed: int) -> 
     return torch.cat(em), torch.cat(taus)
 
 
+def draft_tree_rows(rule: str, n: int, Q: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """``n`` drafted trees ``[n, k, gamma]`` with the law of :func:`tree.draft_sequences` (checked
+    there against :func:`otspec.trees.draft_trees`), drawn from the shared rows of ``Q``: the ``k``
+    first tokens i.i.d. from ``Q[0]`` (``rrs_wor``: without replacement), every later token from the
+    row its predecessor selects; O(V + n log V) per distinct row instead of O(V) per row."""
+    law = "without_replacement" if rule == "rrs_wor" else "iid"
+    cols = [sample_drafts(Q[:1], K_TREE, law, generator=gen, n=n)]  # [n, k]
+    for _ in range(1, GAMMA):
+        prev = cols[-1].reshape(-1)
+        nxt = torch.empty_like(prev)
+        for c in range(CLASSES):
+            rows = torch.nonzero(prev % CLASSES == c)[:, 0]
+            if rows.numel():
+                nxt[rows] = categorical(Q[1 + c][None], gen, n=rows.numel())
+        cols.append(nxt.view(n, K_TREE))
+    return torch.stack(cols, 2)
+
+
+def run_tree_shared(rule: str, n: int, P: torch.Tensor, Q: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """As :func:`run_tree`, with the rows grouped by the classes of their drafted tokens: every
+    group meets one set of conditionals, passed once (``[1, k, gamma + 1, V]``) to
+    :func:`tree.sample` (its shared-rows path) for all the group's rows."""
+    gen = torch.Generator().manual_seed(seed)
+    drafts = draft_tree_rows(rule, n, Q, gen)
+    idx = torch.cat([torch.zeros_like(drafts[:, :, :1]), after(drafts)], 2)  # [n, k, gamma + 1]
+    code = ((idx[:, :, 1:] - 1) * CLASSES ** torch.arange(K_TREE * GAMMA).view(K_TREE, GAMMA)).sum((1, 2))
+    tau = torch.empty(n, dtype=torch.long)
+    em = torch.empty((n, GAMMA + 1), dtype=torch.long)
+    for c in torch.unique(code).tolist():
+        rows = torch.nonzero(code == c)[:, 0]
+        r0 = idx[rows[0]]  # [k, gamma + 1]: the group's rows of P and Q
+        p, q = P[r0][None], Q[r0[:, :GAMMA]][None]
+        for chunk in rows.split(SHARED_CHUNK):
+            out = tree.sample(p, q, drafts[chunk], rule=rule, generator=gen)
+            path = drafts[chunk, out.path]
+            em[chunk] = emitted_tokens(path, out.accepted, out.next_token)
+            tau[chunk] = out.accepted
+    return em, tau
+
+
 def statistics(emitted: torch.Tensor, P: torch.Tensor, seed: int | None, y: torch.Tensor | None = None) -> dict:
     """Both chi-square comparisons of one run: ``{name: (statistic, threshold, df, p-value)}``.
     ``y``: the emitted tokens already completed to three (else completed here with ``seed``)."""
@@ -317,6 +364,19 @@ def test_tree_lossless(rule, lm):
         assert stat < thresh, f"tree {rule}, {name}: chi2 = {stat:.1f} >= {thresh:.1f}"
 
 
+@pytest.mark.parametrize("rule", TREE_RULES)
+def test_tree_lossless_shared_rows(rule, lm):
+    """The same end-to-end check through :func:`tree.sample`'s shared-rows path (rows grouped by the
+    classes of their drafted tokens), which makes large N cheap: the N = 1e6 runs use it."""
+    P, Q = lm
+    emitted, tau = run_tree_shared(rule, SHARED_TREE_ROWS, P, Q, seed=2028)
+    assert 0 < float((tau == GAMMA).double().mean()) < 1
+    res = statistics(emitted, P, seed=9)
+    print(report(f"tree {rule} (shared rows)", SHARED_TREE_ROWS, res))
+    for name, (stat, thresh, _, _) in res.items():
+        assert stat < thresh, f"tree {rule} (shared rows), {name}: chi2 = {stat:.1f} >= {thresh:.1f}"
+
+
 def _resample_from_p(p, q, tau, w_tau):
     """Bug: the correction is drawn from the target row itself, not from the residual."""
     return chain._rows(p, tau)
@@ -349,15 +409,18 @@ def test_negative_controls_are_caught(rule, control, lm, monkeypatch):
 
 
 def _main() -> None:
-    """The long run recorded in ``docs/gpu_chains.rst``: ``python -m tests.gpu.test_chain_lossless
+    """The long runs recorded in ``docs/gpu_chains.rst``: ``python -m tests.gpu.test_chain_lossless
     RULE ROWS [ROUNDS]`` runs ``ROUNDS`` independent rounds (seeds 2026 + i, completion seeds 7 + i)
-    of ``ROWS`` rows of the chain rule ``RULE`` and prints both statistics of the pooled sample
-    after every round, as JSON lines (rows, statistics, seconds)."""
+    of ``ROWS`` rows of the chain rule ``RULE`` (``token``, ``block``) or of the tree rule ``RULE``
+    (``kseq``, ``rrs``, ``rrs_wor``; through :func:`run_tree_shared`) and prints both statistics of
+    the pooled sample after every round, as JSON lines (rows, statistics, seconds)."""
     import json
     import sys
     import time
 
     rule, rows = sys.argv[1], int(sys.argv[2])
+    if rule not in CHAIN_RULES and rule not in TREE_RULES:
+        raise SystemExit(f"RULE must be one of {sorted(CHAIN_RULES) + list(TREE_RULES)} (got {rule!r})")
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     torch.set_num_threads(1)
     mallopt = _mallopt()
@@ -368,7 +431,10 @@ def _main() -> None:
     t0 = time.perf_counter()
     em, ys = [], []
     for i in range(rounds):
-        emitted, _ = run_chain(CHAIN_RULES[rule], rows, P, Q, seed=2026 + i)
+        if rule in CHAIN_RULES:
+            emitted, _ = run_chain(CHAIN_RULES[rule], rows, P, Q, seed=2026 + i)
+        else:
+            emitted, _ = run_tree_shared(rule, rows, P, Q, seed=2026 + i)
         em.append(emitted)
         ys.append(complete(emitted, P, 7 + i))
         res = statistics(torch.cat(em), P, None, torch.cat(ys))

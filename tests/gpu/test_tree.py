@@ -149,9 +149,12 @@ def outcome_counts(out: tree.TreeOutput, k: int, g: int, V: int) -> np.ndarray:
     return np.bincount(cell, minlength=k * (g + 1) * V)
 
 
-def _chi_square_tree(rule, P, Q, x, law, gen, dtype=torch.float64):
+def _chi_square_tree(rule, P, Q, x, law, gen, dtype=torch.float64, shared=False):
+    """``shared``: pass the conditionals once (``[1, k, gamma + 1, V]``) for all rows, not per row."""
     k, g, V = x.shape[0], x.shape[1], P.shape[-1]
     Pb, Qb, xb = _batch(P, Q, x, N_ROWS)
+    if shared:
+        Pb, Qb = Pb[:1], Qb[:1]
     out = tree.sample(Pb.to(dtype), Qb.to(dtype), xb, rule=rule, generator=gen)
     # The path's first tau tokens are the emitted prefix by construction; the cell encodes it.
     counts = outcome_counts(out, k, g, V)
@@ -160,15 +163,18 @@ def _chi_square_tree(rule, P, Q, x, law, gen, dtype=torch.float64):
     return stat, thr, df, impossible
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["per_row", "shared_rows"])
 @pytest.mark.parametrize("rule", RULES)
-def test_sampler_matches_conditional(rule):
-    gen = torch.Generator().manual_seed(17)
+def test_sampler_matches_conditional(rule, shared):
+    """Per-row conditionals ``[B, ...]`` and one shared set ``[1, ...]`` (the node rules then run on
+    a ``[1, V]`` row for every draft row at once) both sample the exact law."""
+    gen = torch.Generator().manual_seed(17 + shared)
     for P, Q, trees in [fixed_trees(rule)]:
         for m in range(trees.shape[0]):
             law = tree.conditional(*_batch(P[m], Q[m], trees[m], 1), rule=rule)[0].numpy()
             assert (law.sum(-1)[:, 1:] > 0).sum() >= 2, "the fixed tree must reach depth >= 1 on several branches"
             dtype = torch.float32 if m == 1 else torch.float64  # the second tree sampled in float32
-            stat, thr, df, impossible = _chi_square_tree(rule, P[m], Q[m], trees[m], law, gen, dtype)
+            stat, thr, df, impossible = _chi_square_tree(rule, P[m], Q[m], trees[m], law, gen, dtype, shared)
             assert impossible == 0, "an outcome of probability 0 was emitted"
             assert df >= 5 and stat < thr, f"{rule} tree {m}: chi2 = {stat:.1f} >= {thr:.1f} (df {df})"
 
@@ -273,3 +279,25 @@ def test_bad_inputs():
     Qz[0, 1, 1] = torch.tensor([0.5, 0.5, 0.0, 0.0])
     with pytest.raises(InvalidDraftsError, match=r"drafts\[0, 1, 1\]"):
         tree.conditional(P, Qz, x, rule="kseq")
+    x2 = torch.tensor([[[0, 1], [0, 2]], [[1, 1], [2, 2]]])
+    with pytest.raises(ShapeMismatchError, match="like q"):  # p shared, q per row
+        tree.conditional(P, Q.expand(2, -1, -1, -1), x2, rule="rrs")
+    with pytest.raises(ShapeMismatchError, match="shared by every row"):  # q neither [B, ...] nor [1, ...]
+        tree.conditional(P.expand(3, -1, -1, -1), Q.expand(3, -1, -1, -1), x2, rule="rrs")
+    with pytest.raises(InvalidDraftsError, match=r"drafts\[1, 1, 1\]"):  # shared q checked against every row
+        tree.sample(P, Qz, torch.tensor([[[0, 1], [0, 1]], [[1, 1], [2, 3]]]), rule="kseq", generator=torch.Generator())
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_shared_rows_equal_repeated_rows(rule):
+    """Conditionals passed once (``[1, ...]``) give exactly the law of the same rows repeated for
+    every row of drafts (here: the 6 orders of one drafted tree's sequences)."""
+    P, Q, trees = fixed_trees(rule)
+    x = torch.as_tensor(trees[0])[torch.tensor(list(itertools.permutations(range(trees.shape[1]))))]  # [6, k, gamma]
+    Pt, Qt = torch.as_tensor(P[:1]), torch.as_tensor(Q[:1])
+    n = x.shape[0]
+    want = tree.conditional(Pt.expand(n, -1, -1, -1).contiguous(), Qt.expand(n, -1, -1, -1).contiguous(), x, rule=rule)
+    assert torch.equal(tree.conditional(Pt, Qt, x, rule=rule), want)
+    torch.testing.assert_close(
+        tree.expected_accepted_given_drafts(Pt, Qt, x, rule=rule), tree.expected_accepted(want), rtol=0, atol=FLOAT64_KERNEL_ATOL
+    )
