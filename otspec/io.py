@@ -29,6 +29,9 @@ name                          shape / dtype         meaning
 ``round_t_<phase>``           (rounds,) float64     seconds of each phase of each round: draft,
                                                     target, verify, rollback, theory
 ============================  ====================  ==============================================
+
+A run that recorded nothing (no round had a live prompt) has every record column above, except the
+``th_<name>`` ones, with ``n = 0`` rows; it is written and read back like any other trace.
 """
 
 from __future__ import annotations

@@ -104,6 +104,17 @@ class TraceBuilder:
         for p in PHASES:
             self.rounds[f"round_t_{p}"].append(float(times.get(p, 0.0)))
 
+    def _empty_records(self) -> dict[str, np.ndarray]:
+        """Every record column :meth:`add_round` writes (theory columns aside), with 0 rows."""
+        g, K = self.plan.gamma, min(self.K, self.V)
+        cols = {name: np.zeros(0, dtype=np.int64) for name in ("round", "prompt", "tau", "n_emit", "next_token", "path")}
+        cols["drafts"] = np.zeros((0, self.plan.k, g), dtype=np.int64)
+        for side, rows in (("p", g + 1), ("q", g)):
+            cols[f"{side}_top_ids"] = np.zeros((0, rows, K), dtype=np.int64)
+            cols[f"{side}_top"] = np.zeros((0, rows, K), dtype=np.float64)
+            cols[f"{side}_tail"] = np.zeros((0, rows), dtype=np.float64)
+        return cols
+
     def build(self, config: dict) -> Trace:
         """The trace of every round added so far.
 
@@ -116,10 +127,10 @@ class TraceBuilder:
         -------
         otspec.io.Trace
             Record columns concatenated over rounds, plus the per-round ``round_t_<phase>`` columns.
+            With no record (no round had a live prompt) the record columns are present with 0 rows,
+            so the trace saves and loads like any other.
         """
-        cols = {}
-        for name, parts in self.rec.items():
-            cols[name] = np.concatenate(parts, 0)
+        cols = {name: np.concatenate(parts, 0) for name, parts in self.rec.items()} if self.rec else self._empty_records()
         for name, vals in self.rounds.items():
             cols[name] = np.asarray(vals, dtype=np.float64)
         return Trace(cols, dict(config))

@@ -73,3 +73,31 @@ def test_gpu_trace_builder_builds_the_numpy_trace_type():
 
     built = trace.TraceBuilder(plan=plan_for("token"), B=1, V=4).build({"seed": 3})
     assert type(built) is Trace and built.config == {"seed": 3}
+
+
+def test_a_trace_with_no_record_saves_and_loads_like_one_with_records(tmp_path):
+    """No round with a live prompt: the record columns exist with 0 rows, with the dtypes and
+    trailing shapes a recorded round gives them, and the file reads back."""
+    pytest.importorskip("torch")
+    import torch
+
+    from otspec_gpu.decoding import plan_for
+    from otspec_gpu.trace import TraceBuilder
+
+    plan, B, V = plan_for("kseq", drafts=2, gamma=3), 2, 5
+    empty = TraceBuilder(plan=plan, B=B, V=V, top_k=8).build({"seed": 1})
+    back = load_trace(save_trace(empty, tmp_path / "empty.safetensors"))
+    assert back.n_records == 0
+    full = TraceBuilder(plan=plan, B=B, V=V, top_k=8)
+    R, g = B * plan.k, plan.gamma
+    P = torch.softmax(torch.randn(R, g + 1, V, generator=torch.Generator().manual_seed(0)), -1)
+    full.add_round(
+        0, [0, 1], P=P, Q=P[:, :g], X=torch.zeros(R, g, dtype=torch.long), chosen=torch.tensor([0, 3]),
+        tau=torch.tensor([1, 3]), next_token=torch.tensor([2, 4]), n_emit=[2, 4], times={}, theory=None,
+    )  # fmt: skip
+    rec = full.build({"seed": 1}).columns
+    assert set(back.columns) == set(rec)
+    for name, arr in rec.items():
+        assert back[name].dtype == arr.dtype and back[name].shape[1:] == arr.shape[1:], name
+        if not name.startswith("round_t_"):
+            assert back[name].shape[0] == 0, name
