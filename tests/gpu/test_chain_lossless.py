@@ -353,28 +353,21 @@ def test_chain_lossless(rule, lm):
         assert stat < thresh, f"{rule}, {name}: chi2 = {stat:.1f} >= {thresh:.1f}"
 
 
+@pytest.mark.parametrize("path", ["per_row", "shared_rows"])
 @pytest.mark.parametrize("rule", TREE_RULES)
-def test_tree_lossless(rule, lm):
+def test_tree_lossless(rule, path, lm):
+    """``per_row``: every row with its own conditionals, drafted by :func:`tree.draft_sequences`
+    (N = ``TREE_ROWS``); ``shared_rows``: :func:`tree.sample`'s shared-rows path through
+    :func:`run_tree_shared`, which makes large N cheap (N = ``SHARED_TREE_ROWS``; the N = 1e6 and
+    1e7 runs use it)."""
     P, Q = lm
-    emitted, tau = run_tree(rule, TREE_ROWS, P, Q, seed=2027)
+    run, n, seed, completion_seed = (run_tree, TREE_ROWS, 2027, 8) if path == "per_row" else (run_tree_shared, SHARED_TREE_ROWS, 2028, 9)
+    emitted, tau = run(rule, n, P, Q, seed=seed)
     assert 0 < float((tau == GAMMA).double().mean()) < 1
-    res = statistics(emitted, P, seed=8)
-    print(report(f"tree {rule}", TREE_ROWS, res))
+    res = statistics(emitted, P, seed=completion_seed)
+    print(report(f"tree {rule} ({path})", n, res))
     for name, (stat, thresh, _, _) in res.items():
-        assert stat < thresh, f"tree {rule}, {name}: chi2 = {stat:.1f} >= {thresh:.1f}"
-
-
-@pytest.mark.parametrize("rule", TREE_RULES)
-def test_tree_lossless_shared_rows(rule, lm):
-    """The same end-to-end check through :func:`tree.sample`'s shared-rows path (rows grouped by the
-    classes of their drafted tokens), which makes large N cheap: the N = 1e6 runs use it."""
-    P, Q = lm
-    emitted, tau = run_tree_shared(rule, SHARED_TREE_ROWS, P, Q, seed=2028)
-    assert 0 < float((tau == GAMMA).double().mean()) < 1
-    res = statistics(emitted, P, seed=9)
-    print(report(f"tree {rule} (shared rows)", SHARED_TREE_ROWS, res))
-    for name, (stat, thresh, _, _) in res.items():
-        assert stat < thresh, f"tree {rule} (shared rows), {name}: chi2 = {stat:.1f} >= {thresh:.1f}"
+        assert stat < thresh, f"tree {rule} ({path}), {name}: chi2 = {stat:.1f} >= {thresh:.1f}"
 
 
 def _resample_from_p(p, q, tau, w_tau):
