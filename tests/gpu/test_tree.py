@@ -192,9 +192,12 @@ def test_negative_control_wrong_node_rule(monkeypatch):
     assert stat >= thr or impossible
 
 
-def test_determinism():
+@pytest.mark.parametrize("shared", [False, True], ids=["per_row", "shared_rows"])
+def test_determinism(shared):
     P, Q, trees = fixed_trees("rrs")
     args = _batch(P[0], Q[0], trees[0], 2000)
+    if shared:
+        args = (args[0][:1], args[1][:1], args[2])
     a = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(5))
     b = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(5))
     c = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(6))
