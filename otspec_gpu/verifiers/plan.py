@@ -21,6 +21,7 @@ uniform is ever used twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -34,12 +35,17 @@ __all__ = [
     "plan_conditional",
     "plan_sample",
     "residual",
+    "residual_weights",
+    "fallback_rows",
+    "sample_rounds",
 ]
 
 
 class Plan(NamedTuple):
     """Sequential plan: ``tokens`` ``[B, R]`` long, ``accept`` ``[B, R]`` float64 in [0, 1],
-    ``residual`` ``[B, V]`` float64 distribution rows."""
+    ``residual`` ``[B, V]`` float64 non-negative weights, every row of positive mass (the residual
+    law r is the row divided by its sum; :func:`plan_conditional` normalises, the samplers draw from
+    the weights directly)."""
 
     tokens: torch.Tensor
     accept: torch.Tensor
@@ -126,6 +132,61 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return normalize_or(torch.clamp(p64 - q.double(), min=0.0), p64)
 
 
+def residual_weights(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r""":math:`((p-q)_+,\ \sum (p-q)_+)` row-wise in float64, *unnormalised*; rows of mass 0 are
+    replaced by ``p`` (as :func:`residual` does). Three passes over ``[B, V]`` and one fresh
+    float64 buffer: the weights a sampler draws from without normalising them.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` target and draft rows (float32 or float64, never modified).
+
+    Returns
+    -------
+    weights : torch.Tensor
+        ``[B, V]`` float64 non-negative weights, every row of positive mass when ``p``'s is.
+    mass : torch.Tensor
+        ``[B]`` float64 :math:`\sum_y (p - q)_+` per row (0 where the row was replaced by ``p``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> w, m = residual_weights(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.75, 0.25]]))
+    >>> w.tolist(), m.tolist()
+    ([[0.0, 0.25]], [0.25])
+    """
+    w = p.to(torch.float64, copy=True)
+    w.sub_(q).clamp_(min=0.0)
+    mass = w.sum(-1)
+    return fallback_rows(w, mass, p), mass
+
+
+def fallback_rows(w: torch.Tensor, mass: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
+    """``w`` with its rows of mass 0 replaced by ``fallback`` (cast to float64); ``w`` itself when
+    every row has positive mass (checked without a device sync only on CPU; elsewhere the
+    replacement is always computed).
+
+    Parameters
+    ----------
+    w : torch.Tensor
+        ``[B, V]`` float64 non-negative weights.
+    mass : torch.Tensor
+        ``[B]`` row sums of ``w``.
+    fallback : torch.Tensor
+        ``[B, V]`` or ``[1, V]`` rows used where ``mass`` is 0.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]`` float64 weights, every row of positive mass when ``fallback``'s is.
+    """
+    empty = mass <= 0
+    if w.device.type == "cpu" and not bool(empty.any()):
+        return w
+    return torch.where(empty[:, None], fallback.to(torch.float64), w)
+
+
 def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = None) -> torch.Tensor:
     r"""One draw per row of the non-negative weights ``w`` ``[B, V]`` (each row of positive mass),
     by inverse CDF in float64 with one uniform per row from ``generator``. With ``w`` of shape
@@ -147,15 +208,27 @@ def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = Non
     """
     B, V = w.shape
     n = B if n is None else int(n)
-    cdf = torch.cumsum(w.double(), dim=-1)
-    # never step past the last token of positive weight because of rounding
-    last = V - 1 - torch.argmax(torch.flip(w > 0, dims=[1]).to(torch.uint8), dim=1)
+    cdf = torch.cumsum(w, dim=-1, dtype=torch.float64)
     if B == 1 and n != 1:
-        u = torch.rand(n, dtype=torch.float64, device=w.device, generator=generator) * cdf[0, -1]
-        return torch.minimum(torch.searchsorted(cdf[0], u, right=True), last)
-    u = torch.rand(B, dtype=torch.float64, device=w.device, generator=generator) * cdf[:, -1]
-    idx = torch.searchsorted(cdf, u[:, None], right=True).squeeze(1)
-    return torch.minimum(idx, last)
+        u = torch.rand(n, dtype=torch.float64, device=w.device, generator=generator)
+        return _search(cdf, u)
+    u = torch.rand(B, dtype=torch.float64, device=w.device, generator=generator)
+    return _search(cdf, u)
+
+
+def _search(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    r"""Inverse CDF: for ``cdf`` ``[B, V]`` (cumulative sums of non-negative weights) and uniforms
+    ``u`` ``[B]`` (or ``[n]`` with ``B == 1``), the first index whose cumulative sum exceeds
+    :math:`x = \min(u S, S^-)`, :math:`S` the row total and :math:`S^-` the float64 just below it.
+    That index always carries positive weight (``cdf`` steps up there), so no token of weight 0 is
+    ever returned, even when :math:`u S` rounds up to :math:`S`; O(log V) per draw."""
+    V = cdf.shape[1]
+    total = cdf[:, -1]
+    if cdf.shape[0] == 1 and u.shape[0] != 1:
+        x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+        return torch.searchsorted(cdf[0], x, right=True).clamp_(max=V - 1)
+    x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, x[:, None], right=True).squeeze(1).clamp_(max=V - 1)
 
 
 def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
@@ -179,7 +252,8 @@ def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
     for j in range(tok.shape[1]):  # loop over draft rounds only
         pi.scatter_add_(1, tok[:, j : j + 1], (surv * acc[:, j])[:, None])
         surv = surv * (1.0 - acc[:, j])
-    pi += surv[:, None] * res
+    # the residual rows are weights of positive mass: normalised here, folded into their survival
+    pi += (surv / res.sum(-1))[:, None] * res
     return pi.to(dtype)
 
 
@@ -201,13 +275,51 @@ def plan_sample(plan: Plan, generator: torch.Generator, *, accept: torch.Tensor 
     torch.Tensor
         ``[B]`` long: the token of the first accepted round, else the residual draw.
     """
-    tok, acc, res = plan
     acc = plan.accept if accept is None else accept
-    B, R = tok.shape
-    coins = torch.rand((B, R), dtype=torch.float64, device=tok.device, generator=generator)
-    res_tok = categorical(res, generator, n=B)  # separate call: residual uniforms never reuse a coin
-    if R == 0:
-        return res_tok
-    hit = coins < acc
-    first = torch.argmax(hit.to(torch.uint8), dim=1)
-    return torch.where(hit.any(dim=1), tok.gather(1, first[:, None]).squeeze(1), res_tok)
+    return sample_rounds(plan.tokens, acc, plan.residual, generator)
+
+
+def sample_rounds(
+    tokens: torch.Tensor,
+    accept: torch.Tensor,
+    residual: torch.Tensor | Callable[[], torch.Tensor],
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """:func:`plan_sample` with a *lazy* residual: ``residual`` may be a callable that builds the
+    ``[B, V]`` (or ``[1, V]``) float64 weights, called only when some row rejects every round
+    (always on non-CPU devices, where checking would synchronise). The uniforms are drawn exactly as
+    :func:`plan_sample` draws them (``[B, R]`` coins, then ``[B]`` residual uniforms, two separate
+    calls) whether or not the residual is built, so the tokens do not depend on that shortcut.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor
+        ``[B, R]`` long drafted tokens, in visiting order.
+    accept : torch.Tensor
+        ``[B, R]`` float64 accept probabilities.
+    residual : torch.Tensor or callable
+        ``[B, V]`` / ``[1, V]`` float64 weights of positive row mass, or a function returning a fresh
+        such tensor (which this function may overwrite).
+    generator : torch.Generator
+        Source of the coins and of the residual draws (two separate calls).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long: the token of the first accepted round, else the residual draw.
+    """
+    B, R = tokens.shape
+    coins = torch.rand((B, R), dtype=torch.float64, device=tokens.device, generator=generator)
+    u = torch.rand(B, dtype=torch.float64, device=tokens.device, generator=generator)  # never reuses a coin
+    if R:
+        hit = coins < accept
+        done = hit.any(dim=1)
+        drafted = tokens.gather(1, torch.argmax(hit.to(torch.uint8), dim=1)[:, None]).squeeze(1)
+        if tokens.device.type == "cpu" and bool(done.all()):
+            return drafted
+    if callable(residual):
+        cdf = residual().cumsum_(dim=-1)
+    else:
+        cdf = torch.cumsum(residual, dim=-1, dtype=torch.float64)
+    res_tok = _search(cdf, u)
+    return torch.where(done, drafted, res_tok) if R else res_tok

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, plan_sample, residual
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, residual_weights, sample_rounds
 
 __all__ = ["conditional", "plan", "sample", "token"]
 
@@ -32,7 +32,7 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
         One round per row, accept :math:`\min(1, p(x)/q(x))`, residual :math:`\mathrm{norm}((p - q)_+)`.
     """
     x = drafts[:, :1]
-    res, _ = residual(p, q)
+    res, _ = residual_weights(p, q)
     return Plan(x, accept_ratio(gather(p, x), gather(q, x)), res)
 
 
@@ -109,7 +109,10 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
         If the number of drafts is not one the rule takes.
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
-    return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
+    x = drafts[:, :1]
+    acc = accept_ratio(gather(p, x), gather(q, x))
+    # the residual (p - q)_+ is built only when a row rejects (lazily, see plan.sample_rounds)
+    return step_output(sample_rounds(x, acc, lambda: residual_weights(p, q)[0], generator), drafts)
 
 
 token = TorchVerifier("token", "iid", True, sample, conditional, k_min=1, k_max=1, reference="Leviathan et al. 2023; Chen et al. 2023")
