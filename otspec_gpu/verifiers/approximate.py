@@ -21,7 +21,7 @@ import torch
 
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, plan_sample, residual
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, residual_scratch, residual_weights, sample_rounds
 
 __all__ = ["approximate", "conditional", "pass_probabilities", "plan", "sample", "tv_to_target"]
 
@@ -65,6 +65,13 @@ def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, 
     return a
 
 
+def _pass_rows(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any, validate: bool) -> torch.Tensor:
+    a = pass_probabilities(p, q, pass_prob, validate=validate)
+    if a.shape[0] not in (1, drafts.shape[0]):
+        raise ShapeMismatchError(f"pass_prob must have 1 or B = {drafts.shape[0]} rows (got {a.shape[0]}); give one row per row of drafts")
+    return a
+
+
 def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> Plan:
     r"""Two rounds on the same token: the predicate's coin, then the exact rule's coin.
 
@@ -92,11 +99,9 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any 
     InvalidDistributionError
         If (``validate``) a pass probability is outside ``[0, 1]``.
     """
-    a = pass_probabilities(p, q, pass_prob, validate=validate)
-    if a.shape[0] not in (1, drafts.shape[0]):
-        raise ShapeMismatchError(f"pass_prob must have 1 or B = {drafts.shape[0]} rows (got {a.shape[0]}); give one row per row of drafts")
+    a = _pass_rows(p, q, drafts, pass_prob, validate)
     x = drafts[:, :1]
-    res, _ = residual(p, q)
+    res, _ = residual_weights(p, q)
     return Plan(torch.cat([x, x], dim=1), torch.cat([gather(a, x), accept_ratio(gather(p, x), gather(q, x))], dim=1), res)
 
 
@@ -179,7 +184,15 @@ def sample(
         If the number of drafts is not one the rule takes.
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
-    return step_output(plan_sample(plan(p, q, drafts, pass_prob, validate=validate), generator), drafts)
+    x = drafts[:, :1]
+    px, qx = gather(p, x), gather(q, x)
+    if pass_prob is None:  # the default predicate 1{p >= q}, read at the draft only
+        ax = (px >= qx).double()
+    else:
+        ax = gather(_pass_rows(p, q, drafts, pass_prob, validate), x)
+    # the residual (p - q)_+ is built only when a row rejects (lazily, see plan.sample_rounds)
+    acc = torch.cat([ax, accept_ratio(px, qx)], dim=1)
+    return step_output(sample_rounds(torch.cat([x, x], dim=1), acc, lambda: residual_scratch(p, q), generator), drafts)
 
 
 def tv_to_target(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None) -> torch.Tensor:

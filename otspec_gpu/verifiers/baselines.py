@@ -16,7 +16,16 @@ import torch
 
 from otspec.errors import UnsupportedMethodError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, categorical, gather, plan_conditional, plan_sample, residual
+from otspec_gpu.verifiers.plan import (
+    Plan,
+    accept_ratio,
+    categorical,
+    gather,
+    plan_conditional,
+    residual_scratch,
+    residual_weights,
+    sample_rounds,
+)
 
 __all__ = ["VERIFIERS", "naive", "naive_conditional", "naive_plan", "naive_sample", "nss", "nss_conditional", "nss_sample"]
 
@@ -105,7 +114,7 @@ def _first_marginal(q: torch.Tensor, drafts: torch.Tensor, law: str) -> torch.Te
     if law == "greedy" and drafts.shape[1] >= 2:
         top = drafts[:1, :1] if q.shape[0] == 1 else drafts[:, :1]  # shared q: one (shared) top token
         return torch.zeros_like(q, dtype=torch.float64).scatter(1, top, 1.0)
-    return q.double()
+    return q  # read in float64 where used (accept_ratio, residual_weights)
 
 
 def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = "iid") -> Plan:
@@ -128,7 +137,7 @@ def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str 
     """
     q1 = _first_marginal(q, drafts, law)
     x = drafts[:, :1]
-    res, _ = residual(p, q1)
+    res, _ = residual_weights(p, q1)
     return Plan(x, accept_ratio(gather(p, x), gather(q1, x)), res)
 
 
@@ -223,7 +232,11 @@ def naive_sample(
         from otspec_gpu.verifiers.greedy import _check_greedy
 
         _check_greedy(q, drafts)
-    return step_output(plan_sample(naive_plan(p, q, drafts, law), generator), drafts)
+    q1 = _first_marginal(q, drafts, law)
+    x = drafts[:, :1]
+    acc = accept_ratio(gather(p, x), gather(q1, x))
+    # the residual (p - q_1)_+ is built only when a row rejects (lazily, see plan.sample_rounds)
+    return step_output(sample_rounds(x, acc, lambda: residual_scratch(p, q1), generator), drafts)
 
 
 nss = TorchVerifier("nss", "iid", True, nss_sample, nss_conditional, reference="Miao et al. (SpecInfer) naive sampling")

@@ -25,7 +25,7 @@ import torch
 
 from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, normalize_or, plan_conditional, plan_sample
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, fallback_rows, gather, plan_conditional, plan_sample
 
 __all__ = [
     "VERIFIERS",
@@ -107,8 +107,8 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
     qt = _q_rest(q, top)
     p64 = p.double()
     prem = torch.clamp(p64 - qt, min=0.0)
-    prem = prem.scatter(1, top, p64.gather(1, top))
-    res, _ = normalize_or(prem, p64)
+    prem = prem.scatter_(1, top, p64.gather(1, top))
+    res = fallback_rows(prem, prem.sum(-1), p64)
     x = drafts[:, -1:]
     return Plan(x, accept_ratio(gather(p64, x), gather(qt, x)), res)
 
@@ -226,7 +226,7 @@ def hub_plans(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[P
     pa = gather(p64, a)
     c = torch.where(L > 0, torch.clamp(pa / torch.where(L > 0, L, torch.ones_like(L)), max=1.0), torch.zeros_like(pa))
     left = torch.clamp(p64 - qt, min=0.0).scatter(1, a_rows, 0.0)
-    res, _ = normalize_or(left, p64)
+    res = fallback_rows(left, left.sum(-1), p64)
     toks = torch.cat([i, a], dim=1)
     return Plan(toks, torch.cat([a1, c], dim=1), res), torch.cat([a2, c], dim=1), qa.squeeze(1)
 

@@ -38,11 +38,12 @@ import numpy as np
 import torch
 
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, fallback_rows, gather, plan_conditional, sample_rounds
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, fallback_rows, gather, plan_conditional, sample_rounds, scratch, to_float64
 
 __all__ = ["conditional", "kseq", "plan", "rho_star", "sample"]
 
 _MAX_ITER = 200  # each iteration at least halves the bracket in ulps once Newton stalls: < 130 needed
+_BINS = 1024  # histogram bins on the ratio band (1, k] before the Newton iterations
 _GRID_ULPS = 64  # brackets this narrow (in float64 steps) are finished by one grid evaluation
 
 
@@ -113,30 +114,71 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     if k == 1:
         return torch.ones(B, dtype=torch.float64, device=dev)
     K = float(k)
-    r = p / q  # q = 0: inf (or nan when p = 0): such tokens sit on the q branch and add q = 0
+    shape = tuple(p.shape)
+    # q = 0: inf (or nan when p = 0): such tokens sit on the q branch and add q = 0
+    r = torch.div(p, q, out=scratch("kseq_ratio", shape, dev))
+    # One histogram pass instead of the first bisection steps: token y goes to bin
+    # ceil((r_y - 1) nb / (k - 1)) clipped to [0, nb + 1] (0: r <= 1, always on the p / rho branch;
+    # nb + 1: r > k or nan, always on the q branch). The bin is a non-decreasing function of r, so
+    # the tokens of a run of bins are exactly the tokens of a ratio interval.
+    nb = _BINS
+    t = torch.sub(r, 1.0, out=scratch("kseq_bin_f", shape, dev)).mul_(nb / (K - 1.0)).ceil_().clamp_(0.0, nb + 1.0)
+    t.nan_to_num_(nan=nb + 1.0)
+    bins = scratch("kseq_bin", shape, dev, torch.long).copy_(t)
+    if B > 1:
+        bins += (torch.arange(B, device=dev) * (nb + 2))[:, None]
+    flat = bins.view(-1)
+    hist = torch.stack(
+        [
+            torch.bincount(flat, weights=p.reshape(-1), minlength=B * (nb + 2)),
+            torch.bincount(flat, weights=q.reshape(-1), minlength=B * (nb + 2)),
+        ]
+    )
+    hp, hq = hist.view(2, B, nb + 2).cpu().numpy()
     # p == q (on normalised rows): f(1) = t - t^k with t = sum (q - p)_+ = 0 exactly, so rho* = 1;
-    # summing min(p, q) instead would leave t ~ 1e-16 and move rho* by t^(1/k) (ill-conditioned)
-    below = r <= 1.0
-    same = ~(p < q).any(-1)
-    zero = torch.zeros((), dtype=torch.float64, device=dev)
-    buf = torch.where(below, p, zero)
-    A0 = buf.sum(-1)  # tokens always on the p / rho branch
-    above = r > K
-    B0 = torch.where(above, q, zero, out=buf).sum(-1)  # tokens always on the q branch (nan ratios add q = 0)
-    band = above.logical_or_(below).logical_not_().logical_and_(~torch.isnan(r))  # 1 < p/q <= k
-    rb, W = _compact_band(band, r, p, q)  # the band: [B, m], [B, m, 2]
-    tot = W.sum(1)
-    host = torch.stack([A0, B0, tot[:, 0], tot[:, 1], same.double()], dim=1).cpu().numpy()
-    A, Bq, Pw, Qw, same_h = host.T.copy()
-    # the bracket [lo, hi] and, for each end, the p-mass at or below it and the q-mass at or below
-    # it among the working set (tokens of the band not yet folded into A, Bq)
-    lo, hi = np.ones(B), np.full(B, K)
-    Plo, Qlo, Phi, Qhi = np.zeros(B), np.zeros(B), Pw.copy(), Qw.copy()
-    f_lo, _ = _f_host(lo, A, Bq + Qw, k)
-    f_hi, _ = _f_host(hi, A + Pw, Bq, k)
-    f_lo = np.where(same_h > 0, 0.0, f_lo)
-    result = np.where(f_lo <= 0.0, lo, hi)
+    # summing min(p, q) instead would leave t ~ 1e-16 and move rho* by t^(1/k) (ill-conditioned).
+    # t = 0 forces sum_{r > 1} (p - q) = sum (p - q) ~ 0 (rows sum to 1): rows where the histogram
+    # shows that sum above 1e-9 have t > 0, the others get the exact test
+    excess = hp[:, 1:].sum(1) - hq[:, 1:].sum(1)
+    same_h = np.zeros(B, dtype=bool)
+    if (excess <= 1e-9).any():
+        same_h = (~torch.lt(p, q, out=scratch("kseq_mask", shape, dev, torch.bool)).any(-1)).cpu().numpy() & (excess <= 1e-9)
+    A0, B0 = hp[:, 0], hq[:, nb + 1]
+    Pcum = np.concatenate([np.zeros((B, 1)), np.cumsum(hp[:, 1 : nb + 1], axis=1)], axis=1)  # [B, nb + 1]
+    Qcum = np.concatenate([np.zeros((B, 1)), np.cumsum(hq[:, 1 : nb + 1], axis=1)], axis=1)
+    edges = 1.0 + np.arange(nb + 1) * ((K - 1.0) / nb)
+    edges[-1] = K
+    f_e, _ = _f_host(edges[None, :], A0[:, None] + Pcum, B0[:, None] + (Qcum[:, -1:] - Qcum), k)
+    f_lo = np.where(same_h, 0.0, f_e[:, 0])
+    f_hi = f_e[:, nb]
     active = (f_lo > 0.0) & (f_hi <= 0.0)
+    # the root's bin i (first edge with f <= 0), widened by one bin on each side where possible
+    nonpos = f_e <= 0.0
+    i = np.where(active, nonpos.argmax(1), nb)
+    rows = np.arange(B)
+    jl = np.where(i >= 2, i - 2, i - 1).clip(0)
+    jh = np.where((i + 1 <= nb) & nonpos[rows, np.minimum(i + 1, nb)], np.minimum(i + 1, nb), i)
+    jl = np.where(active, jl, 0)
+    jh = np.where(active, jh, 0)  # inactive rows: empty working set
+    keep = (bins > torch.from_numpy(jl + rows * (nb + 2)).to(dev)[:, None]) & (
+        bins <= torch.from_numpy(jh + rows * (nb + 2)).to(dev)[:, None]
+    )
+    rb, W = _compact_band(keep, r, p, q)  # the working set: [B, m], [B, m, 2]
+    # a few bins' worth of tokens: the iterations run on the host (numpy), without per-op dispatch
+    rb, W = rb.cpu().numpy(), W.cpu().numpy()
+    tot = W.sum(1)
+    Pw, Qw = tot[:, 0].copy(), tot[:, 1].copy()
+    A = A0 + Pcum[rows, jl]
+    Bq = B0 + (Qcum[:, -1] - Qcum[rows, jh])
+    # the bracket [lo, hi] and, for each end, the p-mass at or below it and the q-mass at or below
+    # it among the working set (tokens not yet folded into A, Bq)
+    lo, hi = edges[jl], edges[jh]
+    lo = np.where(active, lo, 1.0)
+    hi = np.where(active, hi, K)
+    Plo, Qlo, Phi, Qhi = np.zeros(B), np.zeros(B), Pw.copy(), Qw.copy()
+    f_lo = np.where(active, f_e[rows, jl], f_lo)
+    f_hi = np.where(active, f_e[rows, jh], f_hi)
+    result = np.where(f_lo <= 0.0, 1.0, K)
     for _ in range(_MAX_ITER):
         lo_i, hi_i = lo.view(np.int64), hi.view(np.int64)
         width = np.where(active, hi_i - lo_i, 0)
@@ -173,8 +215,7 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         c = np.where(act[:, None], c, hi[:, None])
         c.sort(axis=1)
         if rb.shape[1]:
-            ct = torch.from_numpy(c).to(dev)
-            S = torch.bmm((rb[:, None, :] <= ct[:, :, None]).double(), W).cpu().numpy()  # [B, J, 2]
+            S = (rb[:, None, :] <= c[:, :, None]).astype(np.float64) @ W  # [B, J, 2]
             Pc, Qc = S[:, :, 0], S[:, :, 1]
         else:
             Pc = Qc = np.zeros_like(c)
@@ -199,10 +240,14 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
             # fold the tokens outside (lo, hi] into the constants; keep the rest
             A = A + Plo
             Bq = Bq + (Qw - Qhi)
-            keep = (rb > torch.from_numpy(lo).to(dev)[:, None]) & (rb <= torch.from_numpy(hi).to(dev)[:, None])
-            keep &= torch.from_numpy(act).to(dev)[:, None]
-            rb, W = _compact(keep, rb, W)
-            tot = W.sum(1).cpu().numpy()
+            keep = (rb > lo[:, None]) & (rb <= hi[:, None]) & act[:, None]
+            if B == 1:
+                rb, W = rb[:, keep[0]], W[:, keep[0]]
+            else:
+                rb, W = np.where(keep, rb, np.inf), np.where(keep[:, :, None], W, 0.0)
+                if not keep.any():
+                    rb, W = rb[:, :0], W[:, :0]
+            tot = W.sum(1)
             Pw, Qw = tot[:, 0].copy(), tot[:, 1].copy()
             Plo, Qlo, Phi, Qhi = np.zeros(B), np.zeros(B), Pw.copy(), Qw.copy()
     result = np.where(active, hi, result)
@@ -234,16 +279,17 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 def _normalised_rho(p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # the root is ill-conditioned near p == q (a 1e-8 error in sum(p) moves rho* by 1e-4 at k = 2),
     # so the rows are renormalised in float64 first: the rule is exact for the normalised laws
-    p64 = p.to(torch.float64, copy=True)
+    p64 = to_float64(p, "kseq_p")
     p64.div_(p64.sum(-1, keepdim=True))
-    q64 = q.to(torch.float64, copy=True)
+    q64 = to_float64(q, "kseq_q")
     q64.div_(q64.sum(-1, keepdim=True))
     return p64, q64, rho_star(p64, q64, k)
 
 
-def _residual(p64: torch.Tensor, q64: torch.Tensor, rho: torch.Tensor, k: int) -> torch.Tensor:
-    r"""Fresh residual weights :math:`(p - \gamma \min(p/\rho^*, q))_+` (rows of mass 0: ``p``)."""
-    m = p64 / rho[:, None]
+def _residual(p64: torch.Tensor, q64: torch.Tensor, rho: torch.Tensor, k: int, buffer: str | None = None) -> torch.Tensor:
+    r"""Residual weights :math:`(p - \gamma \min(p/\rho^*, q))_+` (rows of mass 0: ``p``), fresh or
+    in the scratch buffer ``buffer``."""
+    m = p64 / rho[:, None] if buffer is None else torch.div(p64, rho[:, None], out=scratch(buffer, tuple(p64.shape), p64.device))
     torch.minimum(m, q64, out=m)
     beta = m.sum(-1)
     pos = beta > 0
@@ -329,7 +375,7 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     p64, q64, rho = _normalised_rho(p, q, k)
     acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
     # the residual is built only when a row rejects every draft (lazily, see plan.sample_rounds)
-    return step_output(sample_rounds(drafts, acc, lambda: _residual(p64, q64, rho, k), generator), drafts)
+    return step_output(sample_rounds(drafts, acc, lambda: _residual(p64, q64, rho, k, "kseq_res"), generator), drafts)
 
 
 kseq = TorchVerifier("kseq", "iid", True, sample, conditional, reference="SpecTr (Sun et al. 2023), Algorithm 2")

@@ -23,7 +23,7 @@ import torch
 
 from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, plan_sample, residual
+from otspec_gpu.verifiers.plan import Plan, _search, accept_ratio, gather, plan_conditional, plan_sample, residual, scratch, to_float64
 
 __all__ = [
     "VERIFIERS",
@@ -262,7 +262,65 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
         If the number of drafts is not one the rule takes.
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
-    return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
+    return step_output(_sample_rrs(p, q, drafts, generator), drafts)
+
+
+def _sample_rrs(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    r"""RRS (with replacement) sampler, round by round, building only what the rows reach.
+
+    The residual chain has a closed form: with :math:`d = p - q` (exact in float64 for float32
+    inputs), :math:`p_j = a_j (d - D_j q)_+` where :math:`(D_0, a_0) = (-1, 1)` (that is
+    :math:`p_0 = p`), :math:`D_j = D_{j-1} + 1/a_{j-1}` and :math:`a_j = 1/\sum_y (d - D_j q)_+(y)`;
+    a row whose sum is 0 keeps :math:`(D_{j-1}, a_{j-1})` (the residual stays :math:`p_{j-1}`, the
+    numpy rule). Induction: :math:`(a(d - Dq)_+ - q)_+ = a(d - (D + 1/a) q)_+` (both sides vanish
+    where :math:`d \le Dq`). So round j costs one pass over ``[B, V]`` (the sum for :math:`a_{j-1}`),
+    made only while some row is still undecided (on CPU; elsewhere every round is computed), and the
+    final residual is drawn from the unnormalised weights :math:`(d - D_k q)_+`. The uniforms are
+    drawn as :func:`~otspec_gpu.verifiers.plan.plan_sample` draws them.
+    """
+    B, k = drafts.shape
+    dev = p.device
+    coins = torch.rand((B, k), dtype=torch.float64, device=dev, generator=generator)
+    u = torch.rand(B, dtype=torch.float64, device=dev, generator=generator)  # never reuses a coin
+    cpu = dev.type == "cpu"
+    Bp, V = p.shape
+    D = torch.full((Bp,), -1.0, dtype=torch.float64, device=dev)
+    a = torch.ones_like(D)
+    d = None
+    out = torch.zeros(B, dtype=torch.long, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    pd, qd = gather(p, drafts).double(), gather(q, drafts).double()
+
+    def weights(D: torch.Tensor) -> torch.Tensor:
+        w = torch.addcmul(d, q, -D[:, None], out=scratch("rrs_w", (Bp, V), dev))
+        return w.clamp_(min=0.0)
+
+    for j in range(k):  # loop over draft rounds only
+        if j:
+            if d is None:
+                d = to_float64(p, "rrs_d").sub_(q)
+            D_new = D + 1.0 / a
+            S = weights(D_new).sum(-1)
+            ok = S > 0
+            D = torch.where(ok, D_new, D)
+            a = torch.where(ok, 1.0 / torch.where(ok, S, torch.ones_like(S)), a)
+        # p_{j}(x) = a (p(x) - q(x) - D q(x))_+ ; round 0 is p itself (D = -1, a = 1)
+        num = a[:, None] * torch.clamp(pd[:, j : j + 1] - qd[:, j : j + 1] - D[:, None] * qd[:, j : j + 1], min=0.0) if j else pd[:, :1]
+        acc = accept_ratio(num, qd[:, j : j + 1]).squeeze(1)
+        hit = (coins[:, j] < acc) & ~done
+        out = torch.where(hit, drafts[:, j], out)
+        done = done | hit
+        if cpu and bool(done.all()):
+            return out
+    if d is None:
+        d = to_float64(p, "rrs_d").sub_(q)
+    D_new = D + 1.0 / a
+    w = weights(D_new)
+    S = w.sum(-1)
+    if not cpu or not bool((S > 0).all()):  # rows of mass 0 keep the previous residual
+        w = torch.where((S > 0)[:, None], w, torch.clamp(d - D[:, None] * q, min=0.0))
+    res_tok = _search(w.cumsum_(dim=-1), u)
+    return torch.where(done, out, res_tok)
 
 
 def conditional_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
