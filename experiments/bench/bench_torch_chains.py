@@ -24,6 +24,7 @@ V = 49 152, B = 1).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -157,7 +158,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="V = 49 152 and gamma = 4 only (smoke test)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1, see the module docstring)")
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="JSON of an earlier run (e.g. of the previous revision's otspec_gpu, put first on PYTHONPATH): its torch sample medians become the 'before' column",
+    )
     args = ap.parse_args()
+    before = {}
+    if args.before:
+        with open(args.before) as f:
+            before = {(r["kind"], r["rule"], r["B"], r["V"], r["gamma"]): r["torch_sample_novalidate_ms"] for r in json.load(f)["rows"]}
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
     rows = []
@@ -168,6 +178,10 @@ def main() -> None:
                 if not (B == 64 and V == 262_144):
                     rows += tree_rows(B, V, g, gen, args.repeats)
                 print(f"done V={V} gamma={g} B={B}", file=sys.stderr)
+    for r in rows:
+        key = (r["kind"], r["rule"], r["B"], r["V"], r["gamma"])
+        if key in before:
+            r["before_novalidate_ms"] = before[key]
 
     def fmt(x):
         return "-" if x is None else f"{x:.2f}"
@@ -181,6 +195,7 @@ def main() -> None:
             "B",
             "torch sample (ms)",
             "no validate (ms)",
+            "before, no validate (ms)",
             "torch conditional (ms)",
             "numpy sample (ms)",
             "speed-up",
@@ -194,6 +209,7 @@ def main() -> None:
                 r["B"],
                 fmt(r["torch_sample_ms"]),
                 fmt(r["torch_sample_novalidate_ms"]),
+                fmt(r.get("before_novalidate_ms")),
                 fmt(r["torch_conditional_ms"]),
                 fmt(r["numpy_sample_ms"]) + (" (x8)" if r["numpy_scaled"] else ""),
                 f"{r['numpy_sample_ms'] / r['torch_sample_ms']:.1f}x",
@@ -201,7 +217,17 @@ def main() -> None:
             for r in rows
         ],
     )
-    payload = {"seed": args.seed, "threads": torch.get_num_threads(), "torch": torch.__version__, "rows": rows}
+    import otspec_gpu
+
+    payload = {
+        "seed": args.seed,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "otspec_gpu": os.path.dirname(os.path.abspath(otspec_gpu.__file__)),
+        "before": args.before,
+        "load_average": os.getloadavg(),
+        "rows": rows,
+    }
     write_report(args.out, "bench_torch_chains", payload, {"Per-step verification cost (CPU, float32 torch inputs; numpy float64)": table})
 
 

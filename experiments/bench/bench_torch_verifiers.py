@@ -22,6 +22,7 @@ to :data:`EXTRA_SECTIONS`; each row dict is written as given and tabled in its o
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -67,8 +68,13 @@ def laws(rng: np.random.Generator, B: int, V: int) -> tuple[np.ndarray, np.ndarr
     return p / p.sum(1, keepdims=True), q / q.sum(1, keepdims=True)
 
 
-def timed(fn: Callable[[], object], sync: Callable[[], None], min_total: float, max_reps: int) -> tuple[float, int]:
-    """Median seconds per call (after one warm-up call) and the number of timed calls."""
+def timed(fn: Callable[[], object], sync: Callable[[], None], min_total: float, max_reps: int) -> tuple[float, int, float]:
+    """Median seconds per call (after one warm-up call), the number of timed calls and the mean.
+
+    Both statistics are kept because a sampler's cost is random: the lossless rules build their
+    residual only when some row rejects every draft (``otspec_gpu.verifiers.plan.sample_rounds``),
+    so at B = 1 the calls split into cheap (accepted) and full (rejected) ones; the mean is the
+    expected cost per step, the median the typical one."""
     fn()
     sync()
     times: list[float] = []
@@ -78,15 +84,15 @@ def timed(fn: Callable[[], object], sync: Callable[[], None], min_total: float, 
         fn()
         sync()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), len(times)
+    return statistics.median(times), len(times), statistics.fmean(times)
 
 
 def single_step_rows(args, device: str) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     rows = []
-    for V in VS:
-        for B in BS:
+    for V in args.vocabs:
+        for B in args.batches:
             p64, q64 = laws(rng, B, V)
             p = torch.as_tensor(p64, dtype=torch.float32, device=device)
             q = torch.as_tensor(q64, dtype=torch.float32, device=device)
@@ -97,13 +103,24 @@ def single_step_rows(args, device: str) -> list[dict]:
                 for k in ks_for(name):
                     g = torch.Generator(device).manual_seed(args.seed)
                     drafts = sample_drafts(q, k, v.draft_law, generator=g)
-                    t_torch, n_torch = timed(
+                    t_torch, n_torch, mean_torch = timed(
                         lambda v=v, drafts=drafts, g=g, p=p, q=q: v.sample(p, q, drafts, generator=g, validate=False),
                         sync,
                         args.min_total,
                         args.max_reps,
                     )
-                    row = {"device": device, "V": V, "B": B, "k": k, "verifier": name, "torch_ms": 1e3 * t_torch, "torch_reps": n_torch}
+                    row = {
+                        "device": device,
+                        "V": V,
+                        "B": B,
+                        "k": k,
+                        "verifier": name,
+                        "torch_ms": 1e3 * t_torch,
+                        "torch_mean_ms": 1e3 * mean_torch,
+                        "torch_reps": n_torch,
+                    }
+                    if (device, V, B, k, name) in args.before:
+                        row["before_ms"] = args.before[(device, V, B, k, name)]
                     if device == "cpu" and not args.no_numpy:
                         nv = otspec.verifiers.by_name(name)
                         make = getattr(otspec, v.draft_law)
@@ -114,29 +131,45 @@ def single_step_rows(args, device: str) -> list[dict]:
                             for b in range(B):  # the numpy sample verifies one tuple per call
                                 nv.sample(p64[b], make(q64[b], k), d_np[b], rng=nrng)
 
-                        t_np, n_np = timed(numpy_step, sync, args.min_total, max(3, args.max_reps // 4))
+                        t_np, n_np, _ = timed(numpy_step, sync, args.min_total, max(3, args.max_reps // 4))
                         row.update({"numpy_ms": 1e3 * t_np, "numpy_reps": n_np, "speedup": t_np / t_torch})
                     rows.append(row)
                     print(row, flush=True)
     return rows
 
 
+#: Table columns: torch median and mean per step, the previous revision's torch median (``--before``),
+#: the numpy baseline's median and numpy / torch (medians).
+COLUMNS = ["device", "V", "B", "k", "verifier", "torch ms", "torch mean ms", "before ms", "numpy ms", "speedup"]
+
+
+def _cells(r: dict) -> list[str]:
+    return [
+        r["device"],
+        str(r["V"]),
+        str(r["B"]),
+        str(r["k"]),
+        r["verifier"],
+        f"{r['torch_ms']:.3f}",
+        f"{r['torch_mean_ms']:.3f}" if "torch_mean_ms" in r else "-",
+        f"{r['before_ms']:.3f}" if "before_ms" in r else "-",
+        f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-",
+        f"{r['speedup']:.1f}x" if "speedup" in r else "-",
+    ]
+
+
+def load_before(path: str | None) -> dict:
+    """``{(device, V, B, k, verifier): torch median ms}`` from an earlier run's JSON (``--before``)."""
+    if not path:
+        return {}
+    with open(path) as f:
+        rows = json.load(f)["single_step"]
+    return {(r["device"], r["V"], r["B"], r["k"], r["verifier"]): r["torch_ms"] for r in rows}
+
+
 def rst_table(rows: list[dict], meta: str) -> str:
     """The single-step rows as an RST grid for docs/gpu.rst (one line per V, B, k, verifier)."""
-    head = ["device", "V", "B", "k", "verifier", "torch ms", "numpy ms", "speedup"]
-    body = [
-        [
-            r["device"],
-            str(r["V"]),
-            str(r["B"]),
-            str(r["k"]),
-            r["verifier"],
-            f"{r['torch_ms']:.3f}",
-            f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-",
-            f"{r['speedup']:.1f}x" if "speedup" in r else "-",
-        ]
-        for r in rows
-    ]
+    head, body = COLUMNS, [_cells(r) for r in rows]
     w = [max(len(x) for x in col) for col in zip(head, *body)]
     rule = "  ".join("=" * n for n in w)
     fmt = lambda cells: "  ".join(c.ljust(n) for c, n in zip(cells, w)).rstrip()
@@ -153,39 +186,44 @@ def main(argv=None) -> None:
     ap.add_argument("--no-numpy", action="store_true", help="skip the numpy baseline")
     ap.add_argument("--per-law-builds", action="store_true", help="also time optimal_iid / khisti at B > 1 (one tree build per row)")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
+    ap.add_argument("--vocabs", type=int, nargs="*", default=list(VS), help="vocabulary sizes (default: 49152 262144)")
+    ap.add_argument("--batches", type=int, nargs="*", default=list(BS), help="batch sizes B (default: 1 64)")
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="JSON of an earlier run (e.g. of the previous revision's otspec_gpu, put first on PYTHONPATH): its torch medians become the 'before ms' column",
+    )
     args = ap.parse_args(argv)
+    args.before = load_before(args.before)
     if args.threads:
         torch.set_num_threads(args.threads)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     rows = [r for d in devices for r in single_step_rows(args, d)]
     extra = {name: [r for d in devices for r in fn(args, d)] for name, fn in EXTRA_SECTIONS.items()}
-    cols = ["device", "V", "B", "k", "verifier", "torch ms", "numpy ms", "speedup"]
-    table = markdown_table(
-        cols,
-        [
-            [
-                r["device"],
-                r["V"],
-                r["B"],
-                r["k"],
-                r["verifier"],
-                f"{r['torch_ms']:.3f}",
-                f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-",
-                f"{r['speedup']:.1f}x" if "speedup" in r else "-",
-            ]
-            for r in rows
-        ],
-    )
+    table = markdown_table(COLUMNS, [_cells(r) for r in rows])
     tables = {"Single-step verification, per step (median ms)": table}
     for name, rs in extra.items():
         if rs:
             keys = list(rs[0])
             tables[name] = markdown_table(keys, [[r.get(c, "") for c in keys] for r in rs])
-    payload = {"torch": torch.__version__, "threads": torch.get_num_threads(), "devices": devices, "single_step": rows, **extra}
+    import otspec_gpu
+
+    payload = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "devices": devices,
+        "otspec_gpu": os.path.dirname(os.path.abspath(otspec_gpu.__file__)),
+        "load_average": os.getloadavg(),
+        "single_step": rows,
+        **extra,
+    }
     write_report(args.out, "bench_torch_verifiers", payload, tables)
     from _report import command_line, git_revision
 
-    meta = f"Command: ``{command_line()}``, revision ``{git_revision()}``, torch {torch.__version__}, {torch.get_num_threads()} threads."
+    meta = (
+        f"Command: ``{command_line()}``, revision ``{git_revision()}``, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, load average at the end {os.getloadavg()[0]:.2f}."
+    )
     with open(os.path.join(args.out, "bench_torch_verifiers.rst"), "w") as f:
         f.write(rst_table(rows, meta))
 

@@ -42,6 +42,7 @@ from typing import NamedTuple
 import torch
 
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
+from otspec_gpu.verifiers.plan import scratch
 
 __all__ = [
     "ChainOutput",
@@ -160,7 +161,7 @@ def sample_rows(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     >>> sample_rows(torch.tensor([[0.0, 1.0, 3.0]]), torch.tensor([0.3])).tolist()
     [2]
     """
-    cdf = torch.cumsum(weights.to(torch.float64), dim=-1)  # [B, V]
+    cdf = torch.cumsum(weights, dim=-1, dtype=torch.float64, out=scratch("chain_cdf", tuple(weights.shape), weights.device))  # [B, V]
     target = u.to(torch.float64).unsqueeze(-1) * cdf[:, -1:]  # [B, 1]
     return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_max(weights.shape[-1] - 1)
 
@@ -420,7 +421,14 @@ def _block_sample_from_uniforms(
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)
     Z = p.new_empty((B, max(g - 1, 0)))
-    buf = p.new_empty((B, p.shape[-1]))  # one [B, V] buffer reused for every position
+    if p.device.type == "cpu" and B and g:
+        # tau = g as soon as the last coin passes, and h_gamma = p_gamma needs no look-ahead mass:
+        # when every row passes there, the gamma - 1 passes over [B, V] for Z are skipped
+        h_last = _block_h(logp, Z.fill_(float("nan")))[0][:, -1]
+        if bool((coins[:, -1] < h_last).all()):
+            tau = torch.full_like(drafts[:, 0], g)
+            return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, pr[:, -1:]), u))
+    buf = scratch("block_buf", (B, p.shape[-1]), p.device, p.dtype)  # one [B, V] buffer reused for every position
     for i in range(1, g):
         torch.mul(p[:, i], pr[:, i - 1 : i], out=buf)
         Z[:, i - 1] = buf.sub_(q[:, i]).clamp_min_(0.0).sum(-1)

@@ -25,7 +25,7 @@ import torch
 
 from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, fallback_rows, gather, plan_conditional, plan_sample
+from otspec_gpu.verifiers.plan import Plan, accept_ratio, fallback_rows, gather, plan_conditional, sample_rounds, scratch, to_float64
 
 __all__ = [
     "VERIFIERS",
@@ -190,7 +190,25 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
     if validate:
         _check_greedy(q, drafts)
-    return step_output(plan_sample(plan(p, q, drafts), generator), drafts)
+    return step_output(_sample(p, q, drafts, generator), drafts)
+
+
+def _sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """:func:`plan` then :func:`~otspec_gpu.verifiers.plan.plan_sample`, with the same arithmetic,
+    in scratch buffers and with the residual built only when a row rejects."""
+    top = drafts[:1, :-1] if p.shape[0] == 1 else drafts[:, :-1]
+    rest = to_float64(q, "greedy_rest").scatter_(1, top, 0.0)
+    tot = rest.sum(-1, keepdim=True)
+    tot = torch.where(tot > 0, tot, torch.ones_like(tot))
+    x = drafts[:, -1:]
+    acc = accept_ratio(gather(p, x), gather(rest, x) / tot)
+
+    def residual() -> torch.Tensor:
+        w = rest.div_(tot).neg_().add_(p).clamp_(min=0.0)  # (p - q~)_+ off G
+        w.scatter_(1, top, p.gather(1, top).double())  # p on G
+        return fallback_rows(w, w.sum(-1), p)
+
+    return sample_rounds(x, acc, residual, generator)
 
 
 def hub_plans(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[Plan, torch.Tensor, torch.Tensor]:
@@ -311,10 +329,35 @@ def sample_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, genera
     p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
     if validate:
         _check_greedy(q, drafts)
-    pl, acc_ai, qa = hub_plans(p, q, drafts)
+    return step_output(_sample_hub(p, q, drafts, generator), drafts)
+
+
+def _sample_hub(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """:func:`hub_plans` then the order coin and :func:`~otspec_gpu.verifiers.plan.plan_sample`, with
+    the same arithmetic and uniforms, in scratch buffers and with the residual built only when a
+    row rejects."""
+    a = drafts[:, :1]
+    i = drafts[:, 1:2]
+    a_rows = a[:1] if p.shape[0] == 1 else a
+    qa = gather(q, a).double()
+    qt = to_float64(q, "hub_rest").scatter_(1, a_rows, 0.0)
+    tot = qt.sum(-1, keepdim=True)
+    qt.div_(torch.where(tot > 0, tot, torch.ones_like(tot)))
+    pi_, qi_ = gather(p, i).double(), gather(q, i).double()
+    a1 = accept_ratio(pi_, qi_)
+    a2 = accept_ratio(torch.clamp(pi_ - qi_, min=0.0), qa * gather(qt, i))
+    L = 1.0 - torch.minimum(qt, p, out=scratch("hub_min", tuple(qt.shape), qt.device)).sum(-1, keepdim=True)
+    pa = gather(p, a).double()
+    c = torch.where(L > 0, torch.clamp(pa / torch.where(L > 0, L, torch.ones_like(L)), max=1.0), torch.zeros_like(pa))
+
+    def residual() -> torch.Tensor:
+        w = qt.neg_().add_(p).clamp_(min=0.0).scatter_(1, a_rows, 0.0)  # (p - q~)_+ off a
+        return fallback_rows(w, w.sum(-1), p)
+
+    qa = qa.squeeze(1)
     order_ai = torch.rand(qa.shape, dtype=torch.float64, device=qa.device, generator=generator) < qa
-    acc = torch.where(order_ai[:, None], acc_ai, pl.accept)
-    return step_output(plan_sample(pl, generator, accept=acc), drafts)
+    acc = torch.where(order_ai[:, None], torch.cat([a2, c], dim=1), torch.cat([a1, c], dim=1))
+    return sample_rounds(torch.cat([i, a], dim=1), acc, residual, generator)
 
 
 greedy_optimal = TorchVerifier("greedy_optimal", "greedy", True, sample, conditional, k_min=1, reference="Hu et al., ICLR 2025")

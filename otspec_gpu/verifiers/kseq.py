@@ -44,6 +44,7 @@ __all__ = ["conditional", "kseq", "plan", "rho_star", "sample"]
 
 _MAX_ITER = 200  # each iteration at least halves the bracket in ulps once Newton stalls: < 130 needed
 _BINS = 1024  # histogram bins on the ratio band (1, k] before the Newton iterations
+_SWEEP_MAX = 1 << 18  # B * m * m bound for evaluating f at every ratio of the working set at once
 _GRID_ULPS = 64  # brackets this narrow (in float64 steps) are finished by one grid evaluation
 
 
@@ -84,6 +85,24 @@ def _compact_band(band: torch.Tensor, r: torch.Tensor, p: torch.Tensor, q: torch
     return _compact(band, r, torch.stack([p, q], dim=-1))
 
 
+def _model_root(lo: np.ndarray, hi: np.ndarray, A: np.ndarray, Bq: np.ndarray, k: int) -> np.ndarray:
+    """Root in ``[lo, hi]`` of :math:`g(\rho) = 1-(1-\beta)^k - A - B_q\rho`, :math:`\beta = A/\rho + B_q`
+    (the smooth piece of f between two ratios), by Newton from ``lo`` clipped to the bracket, until
+    the step is below 4 float64 steps (at most 12 steps)."""
+    x = lo.copy()
+    for _ in range(12):
+        g, b = _f_host(x, A, Bq, k)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            d1 = np.where(b >= 1.0, 0.0, k * np.power(np.maximum(1.0 - b, 0.0), k - 1))
+            x_new = np.clip(x - g / (-d1 * A / (x * x) - Bq), lo, hi)
+        x_new = np.where(np.isfinite(x_new), x_new, x)
+        step = np.abs(x_new - x)
+        x = x_new
+        if (step <= 4.0 * np.spacing(x)).all():
+            break
+    return x
+
+
 def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     r"""The optimal division factor :math:`\rho^* \in [1, k]` per row ``[B]`` (float64).
 
@@ -121,7 +140,7 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     # ceil((r_y - 1) nb / (k - 1)) clipped to [0, nb + 1] (0: r <= 1, always on the p / rho branch;
     # nb + 1: r > k or nan, always on the q branch). The bin is a non-decreasing function of r, so
     # the tokens of a run of bins are exactly the tokens of a ratio interval.
-    nb = _BINS
+    nb = max(4, min(_BINS, shape[1] // 16))  # about 16 tokens per bin at most; B * (nb + 2) host values
     t = torch.sub(r, 1.0, out=scratch("kseq_bin_f", shape, dev)).mul_(nb / (K - 1.0)).ceil_().clamp_(0.0, nb + 1.0)
     t.nan_to_num_(nan=nb + 1.0)
     bins = scratch("kseq_bin", shape, dev, torch.long).copy_(t)
@@ -185,10 +204,22 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         act = width > 1
         if not act.any():
             break
+        inside = (rb > lo[:, None]) & (rb < hi[:, None]) & act[:, None]  # ratios strictly inside
         if width.max() <= _GRID_ULPS:
             # every float64 strictly inside the bracket: one evaluation pins adjacent ends
             steps = np.arange(1, int(width.max()))
             c = np.minimum(lo_i[:, None] + steps[None, :], np.maximum(hi_i - 1, lo_i)[:, None]).view(np.float64)
+        elif not inside.any():
+            # no ratio strictly inside: beta = A_lo / rho + B_lo on the whole bracket, so the model's
+            # root is f's; a grid of float64 steps around it (and the midpoint, so that the bracket
+            # at least halves) pins adjacent ends in one evaluation
+            x = _model_root(lo, hi, A + Plo, Bq + Qw - Qlo, k)
+            grid = x.view(np.int64)[:, None] + np.arange(-(_GRID_ULPS // 2) + 1, _GRID_ULPS // 2 + 1)[None, :]
+            grid = np.clip(grid, (lo_i + 1)[:, None], np.maximum(hi_i - 1, lo_i + 1)[:, None]).view(np.float64)
+            c = np.concatenate([grid, (0.5 * (lo + hi))[:, None]], axis=1)
+        elif B * rb.shape[1] * rb.shape[1] <= _SWEEP_MAX:
+            # few ratios left: evaluate f at every one of them, so the next bracket has none inside
+            c = np.where(inside, rb, hi[:, None])
         else:
             # Newton on the smooth piece through the end with the smaller |f| (there
             # beta = A_e / rho + B_e exactly), plus a guard point beyond it so that the bracket

@@ -58,9 +58,11 @@ class Plan(NamedTuple):
     residual: torch.Tensor
 
 
-#: Largest temporary (in elements) :func:`scratch` keeps for reuse: 2**21 float64 values (16 MB),
-#: one step at B = 1 and V = 262 144 or B = 8 and V = 262 144; larger ones are fresh allocations.
-SCRATCH_MAX = 1 << 21
+#: Largest temporary (in elements) :func:`scratch` keeps for reuse: 2**19 values (4 MB of float64),
+#: e.g. one ``[1, 262 144]`` or ``[8, 49 152]`` row block; larger ones are fresh allocations (their
+#: page faults are then small beside the arithmetic). About 15 named buffers exist, so a thread keeps
+#: at most ~60 MB.
+SCRATCH_MAX = 1 << 19
 
 _SCRATCH = threading.local()
 
@@ -295,7 +297,7 @@ def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = Non
     """
     B, V = w.shape
     n = B if n is None else int(n)
-    cdf = torch.cumsum(w, dim=-1, dtype=torch.float64)
+    cdf = torch.cumsum(w, dim=-1, dtype=torch.float64, out=scratch("categorical_cdf", (B, V), w.device))
     if B == 1 and n != 1:
         u = torch.rand(n, dtype=torch.float64, device=w.device, generator=generator)
         return _search(cdf, u)
@@ -407,6 +409,6 @@ def sample_rounds(
     if callable(residual):
         cdf = residual().cumsum_(dim=-1)
     else:
-        cdf = torch.cumsum(residual, dim=-1, dtype=torch.float64)
+        cdf = torch.cumsum(residual, dim=-1, dtype=torch.float64, out=scratch("sample_cdf", tuple(residual.shape), residual.device))
     res_tok = _search(cdf, u)
     return torch.where(done, drafted, res_tok) if R else res_tok

@@ -23,7 +23,7 @@ import torch
 
 from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, _search, accept_ratio, gather, plan_conditional, plan_sample, residual, scratch, to_float64
+from otspec_gpu.verifiers.plan import Plan, _search, accept_ratio, gather, plan_conditional, residual, scratch, to_float64
 
 __all__ = [
     "VERIFIERS",
@@ -265,8 +265,8 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     return step_output(_sample_rrs(p, q, drafts, generator), drafts)
 
 
-def _sample_rrs(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    r"""RRS (with replacement) sampler, round by round, building only what the rows reach.
+def _sample_rrs(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator, wor: bool = False) -> torch.Tensor:
+    r"""RRS sampler (with replacement, or RSD with ``wor``), round by round, building only what the rows reach.
 
     The residual chain has a closed form: with :math:`d = p - q` (exact in float64 for float32
     inputs), :math:`p_j = a_j (d - D_j q)_+` where :math:`(D_0, a_0) = (-1, 1)` (that is
@@ -277,6 +277,12 @@ def _sample_rrs(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generato
     made only while some row is still undecided (on CPU; elsewhere every round is computed), and the
     final residual is drawn from the unnormalised weights :math:`(d - D_k q)_+`. The uniforms are
     drawn as :func:`~otspec_gpu.verifiers.plan.plan_sample` draws them.
+
+    Without replacement (``wor``, per-row laws: ``p`` has one row per row of drafts), round j
+    tests against :math:`q_j = c_j q` with :math:`c_j = 1/(1 - \sum_{i<j} q(x_i))` (q renormalised
+    off the earlier, distinct drafts) and the residual step subtracts :math:`q_j`:
+    :math:`D_j = D_{j-1} + c_j/a_{j-1}` (the closed form of :func:`shared_wor`, kept relative to
+    :math:`d = p - q` for precision).
     """
     B, k = drafts.shape
     dev = p.device
@@ -295,26 +301,32 @@ def _sample_rrs(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generato
         w = torch.addcmul(d, q, -D[:, None], out=scratch("rrs_w", (Bp, V), dev))
         return w.clamp_(min=0.0)
 
+    removed = torch.zeros(B, dtype=torch.float64, device=dev)
+    c_prev = c_j = None
     for j in range(k):  # loop over draft rounds only
+        c_j = 1.0 / (1.0 - removed) if wor else 1.0
         if j:
             if d is None:
                 d = to_float64(p, "rrs_d").sub_(q)
-            D_new = D + 1.0 / a
+            D_new = D + c_prev / a
             S = weights(D_new).sum(-1)
             ok = S > 0
             D = torch.where(ok, D_new, D)
             a = torch.where(ok, 1.0 / torch.where(ok, S, torch.ones_like(S)), a)
         # p_{j}(x) = a (p(x) - q(x) - D q(x))_+ ; round 0 is p itself (D = -1, a = 1)
         num = a[:, None] * torch.clamp(pd[:, j : j + 1] - qd[:, j : j + 1] - D[:, None] * qd[:, j : j + 1], min=0.0) if j else pd[:, :1]
-        acc = accept_ratio(num, qd[:, j : j + 1]).squeeze(1)
+        acc = accept_ratio(num, (c_j * qd[:, j])[:, None] if wor else qd[:, j : j + 1]).squeeze(1)
         hit = (coins[:, j] < acc) & ~done
         out = torch.where(hit, drafts[:, j], out)
         done = done | hit
         if cpu and bool(done.all()):
             return out
+        c_prev = c_j
+        if wor:
+            removed = removed + qd[:, j]
     if d is None:
         d = to_float64(p, "rrs_d").sub_(q)
-    D_new = D + 1.0 / a
+    D_new = D + c_prev / a
     w = weights(D_new)
     S = w.sum(-1)
     if not cpu or not bool((S > 0).all()):  # rows of mass 0 keep the previous residual
@@ -410,7 +422,7 @@ def sample_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, genera
         hit = coins < sw.accept
         first = torch.argmax(hit.to(torch.uint8), dim=1)
         return step_output(torch.where(hit.any(dim=1), drafts.gather(1, first[:, None]).squeeze(1), res_tok), drafts)
-    return step_output(plan_sample(plan_wor(p, q, drafts), generator), drafts)
+    return step_output(_sample_rrs(p, q, drafts, generator, wor=True), drafts)
 
 
 rrs = TorchVerifier("rrs", "iid", True, sample, conditional, reference="SpecInfer (Miao et al. 2024)")

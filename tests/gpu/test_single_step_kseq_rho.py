@@ -12,7 +12,7 @@ import torch
 
 from otspec.verifiers.step.kseq import kseq_beta, kseq_rho_star
 from otspec_gpu.verifiers.kseq import rho_star
-from tests.gpu._tolerances import FLOAT64_KERNEL_ATOL, FLOAT64_ULPS_ATOL
+from tests.gpu._tolerances import FLOAT64_FEW_OPS_ATOL, FLOAT64_KERNEL_ATOL, FLOAT64_ULPS_ATOL
 
 
 def _laws(seed: int, B: int, V: int) -> tuple[np.ndarray, np.ndarray]:
@@ -47,11 +47,13 @@ def test_rho_star_matches_numpy_bisection(k, V):
         # same root as the numpy bisection up to summation order (these rows are well conditioned:
         # |f'| >= 1e-3, so 1e-16 noise in f moves the root by < 1e-13)
         assert abs(one - ref) <= FLOAT64_KERNEL_ATOL * ref, (b, one, ref)
-        # lossless side: f <= 0 at the returned value and > 0 one float64 below it (numpy's f)
+        # lossless side: f <= 0 at the returned value and > 0 one float64 below it, up to the
+        # difference of numpy's and torch's evaluations of f: beta is summed in another order
+        # (a few ulps, < 5e-16) and f' in beta is at most k + rho <= 16, so < 1e-14
         assert 1.0 <= one <= k
-        assert _f(p[b], q[b], one, k) <= FLOAT64_ULPS_ATOL
+        assert _f(p[b], q[b], one, k) <= FLOAT64_FEW_OPS_ATOL
         if one > 1.0:
-            assert _f(p[b], q[b], np.nextafter(one, 0.0), k) > -FLOAT64_ULPS_ATOL
+            assert _f(p[b], q[b], np.nextafter(one, 0.0), k) > -FLOAT64_FEW_OPS_ATOL
 
 
 def test_rho_star_edge_rows():
