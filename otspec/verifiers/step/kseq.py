@@ -142,17 +142,23 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
     below = r <= lo
     band = (r > lo) & (r <= hi)
     A = float(np.add.reduce(p, where=below))  # tokens always on the p / rho branch
-    B = float(np.add.reduce(q, where=~(below | band)))  # tokens always on the q branch
+    above = ~(below | band)
+    B = float(np.add.reduce(q, where=above))  # tokens always on the q branch
+    PB = float(np.add.reduce(p, where=above))  # and their target mass
     idx = np.flatnonzero(band)
     rb, pb, qb = r[idx], p[idx], q[idx]
 
-    def f_at(rho: float, P_in: float, Q_out: float) -> float:
+    def f_at(rho: float, P_in: float, Q_out: float, P_out: float) -> float:
+        # f = (1 - rho beta) - (1 - beta)^k with 1 - rho beta = sum over the q branch of (p - rho q)
+        # (sum p = 1): summed over those tokens, 0 beyond the largest ratio. Written as 1 minus a sum
+        # near 1 instead, its rounding (1e-16) would decide the sign of f wherever (1 - beta)^k is
+        # smaller, e.g. for every rho < 1.01 at k = 8 when all ratios are within 1e-5 of 1.
         b = (A + P_in) / rho + B + Q_out
-        return _one_minus_pow(b, k) - rho * b
+        return (PB + P_out) - rho * (B + Q_out) - max(1.0 - b, 0.0) ** k
 
-    if f_at(lo, 0.0, float(qb.sum())) <= 0.0:
+    if f_at(lo, 0.0, float(qb.sum()), float(pb.sum())) <= 0.0:
         return lo
-    if f_at(hi, float(pb.sum()), 0.0) > 0.0:  # impossible in exact arithmetic (docs/verifiers.rst, kseq: clamp)
+    if f_at(hi, float(pb.sum()), 0.0, 0.0) > 0.0:  # impossible in exact arithmetic (docs/verifiers.rst, kseq: clamp)
         return hi
     while True:
         mid = 0.5 * (lo + hi)
@@ -161,13 +167,15 @@ def kseq_rho_star(p: np.ndarray, q: np.ndarray, k: int) -> float:
         inside = rb <= mid
         P_in = float(pb[inside].sum())
         Q_out = float(qb[~inside].sum())
-        if f_at(mid, P_in, Q_out) > 0.0:
+        P_out = float(pb[~inside].sum())
+        if f_at(mid, P_in, Q_out, P_out) > 0.0:
             lo = mid
             A += P_in
             keep = ~inside
         else:
             hi = mid
             B += Q_out
+            PB += P_out
             keep = inside
         if rb.size:
             rb, pb, qb = rb[keep], pb[keep], qb[keep]
