@@ -31,9 +31,15 @@ p)/\rho + B + \sum_{r > \rho} q` over the remaining *working set* :math:`lo < r 
 2. *Sweep*: f at every ratio of the working set at once, so that no ratio is left strictly inside
    the new bracket.
 3. *Smooth piece*: there :math:`\beta = A_e/\rho + B_e` exactly, so :math:`f(\rho) =
-   1-(1-\beta)^k - A_e - B_e\rho` with :math:`f' = -k A_e (1-\beta)^{k-1}/\rho^2 - B_e`; its root by
-   Newton, then one evaluation at the 64 float64 values around it (and the midpoint) pins the
-   adjacent pair.
+   P_e - B_e\rho - (1-\beta)^k` (:math:`P_e`: the target mass above the piece) with
+   :math:`f' = -k A_e (1-\beta)^{k-1}/\rho^2 - B_e`; its root by Newton, then one evaluation at the
+   64 float64 values around it (and the midpoint) pins the adjacent pair.
+
+f is evaluated as the numpy core does, :math:`f = \sum_{r > \rho}(p - \rho q) - (1-\beta)^k` (rows sum
+to 1), with the masses above :math:`\rho` summed over those tokens (never as a total minus a
+prefix): the first term is then exactly 0 beyond the largest ratio, and the sign of f stays right
+when every ratio is within ~1e-5 of 1, where :math:`1 - \rho\beta` computed as 1 minus a sum near 1
+would be rounding noise larger than :math:`(1-\beta)^k`.
 
 Each evaluation moves the ends to the last candidate with :math:`f > 0` and the first with
 :math:`f \le 0`, so the invariant holds whatever the candidates; where a stage does not apply (too
@@ -64,12 +70,17 @@ def _one_minus_pow(beta: torch.Tensor, k: int) -> torch.Tensor:
     return torch.where(beta >= 1.0, torch.ones_like(beta), -torch.expm1(k * torch.log1p(-b)))
 
 
-def _f_host(rho: np.ndarray, A: np.ndarray, Bq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """:math:`f(\\rho)` and :math:`\\beta(\\rho)` on the host for :math:`\\beta = A/\\rho + B_q`."""
+def _f_host(rho: np.ndarray, A: np.ndarray, Bq: np.ndarray, Pq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:math:`f(\\rho)` and :math:`\\beta(\\rho)` on the host for :math:`\\beta = A/\\rho + B_q`, with
+    ``A`` the target mass of the tokens on the :math:`p/\\rho` branch and ``Bq``, ``Pq`` the draft and
+    target masses of those on the q branch (ratio above rho).
+
+    :math:`f = (1 - \\rho\\beta) - (1-\\beta)^k` with :math:`1 - \\rho\\beta = P_q - \\rho B_q`, the sum of
+    :math:`p - \\rho q` over the q-branch tokens (rows sum to 1), as the numpy core evaluates it: 0
+    exactly beyond the largest ratio. As 1 minus a sum near 1, its rounding would decide the sign of f
+    wherever :math:`(1-\\beta)^k` is smaller (every ratio within ~1e-5 of 1)."""
     b = A / rho + Bq
-    with np.errstate(divide="ignore", invalid="ignore"):
-        onem = np.where(b >= 1.0, 1.0, -np.expm1(k * np.log1p(-np.minimum(b, 1.0))))
-    return onem - rho * b, b
+    return (Pq - rho * Bq) - np.power(np.maximum(1.0 - b, 0.0), k), b
 
 
 def _compact(keep: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,13 +106,13 @@ def _compact_band(band: torch.Tensor, r: torch.Tensor, p: torch.Tensor, q: torch
     return _compact(band, r, torch.stack([p, q], dim=-1))
 
 
-def _model_root(lo: np.ndarray, hi: np.ndarray, A: np.ndarray, Bq: np.ndarray, k: int) -> np.ndarray:
-    """Root in ``[lo, hi]`` of :math:`g(\rho) = 1-(1-\beta)^k - A - B_q\rho`, :math:`\beta = A/\rho + B_q`
-    (the smooth piece of f between two ratios), by Newton from ``lo`` clipped to the bracket, until
+def _model_root(lo: np.ndarray, hi: np.ndarray, A: np.ndarray, Bq: np.ndarray, Pq: np.ndarray, k: int) -> np.ndarray:
+    """Root in ``[lo, hi]`` of :math:`g(\rho) = P_q - B_q\rho - (1-\beta)^k`, :math:`\beta = A/\rho + B_q`
+    (the smooth piece of f between two ratios; :func:`_f_host`), by Newton from ``lo`` clipped to the bracket, until
     the step is below 4 float64 steps (at most 12 steps)."""
     x = lo.copy()
     for _ in range(12):
-        g, b = _f_host(x, A, Bq, k)
+        g, b = _f_host(x, A, Bq, Pq, k)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             d1 = np.where(b >= 1.0, 0.0, k * np.power(np.maximum(1.0 - b, 0.0), k - 1))
             x_new = np.clip(x - g / (-d1 * A / (x * x) - Bq), lo, hi)
@@ -172,12 +183,15 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     same_h = np.zeros(B, dtype=bool)
     if (excess <= 1e-9).any():
         same_h = (~torch.lt(p, q, out=scratch("kseq_mask", shape, dev, torch.bool)).any(-1)).cpu().numpy() & (excess <= 1e-9)
-    A0, B0 = hp[:, 0], hq[:, nb + 1]
+    A0, B0, P0 = hp[:, 0], hq[:, nb + 1], hp[:, nb + 1]
     Pcum = np.concatenate([np.zeros((B, 1)), np.cumsum(hp[:, 1 : nb + 1], axis=1)], axis=1)  # [B, nb + 1]
-    Qcum = np.concatenate([np.zeros((B, 1)), np.cumsum(hq[:, 1 : nb + 1], axis=1)], axis=1)
+    # the masses above each edge summed from the top (not as a total minus a prefix), so that they
+    # are exactly 0 where no token lies above (see _f_host)
+    Pup = np.concatenate([np.cumsum(hp[:, nb:0:-1], axis=1)[:, ::-1], np.zeros((B, 1))], axis=1)  # [B, nb + 1]
+    Qup = np.concatenate([np.cumsum(hq[:, nb:0:-1], axis=1)[:, ::-1], np.zeros((B, 1))], axis=1)
     edges = 1.0 + np.arange(nb + 1) * ((K - 1.0) / nb)
     edges[-1] = K
-    f_e, _ = _f_host(edges[None, :], A0[:, None] + Pcum, B0[:, None] + (Qcum[:, -1:] - Qcum), k)
+    f_e, _ = _f_host(edges[None, :], A0[:, None] + Pcum, B0[:, None] + Qup, P0[:, None] + Pup, k)
     f_lo = np.where(same_h, 0.0, f_e[:, 0])
     f_hi = f_e[:, nb]
     active = (f_lo > 0.0) & (f_hi <= 0.0)
@@ -198,13 +212,15 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     tot = W.sum(1)
     Pw, Qw = tot[:, 0].copy(), tot[:, 1].copy()
     A = A0 + Pcum[rows, jl]
-    Bq = B0 + (Qcum[:, -1] - Qcum[rows, jh])
-    # the bracket [lo, hi] and, for each end, the p-mass at or below it and the q-mass at or below
-    # it among the working set (tokens not yet folded into A, Bq)
+    Bq = B0 + Qup[rows, jh]
+    Pq = P0 + Pup[rows, jh]
+    # the bracket [lo, hi] and, for each end, the p- and q-masses at or below it (Plo, Qlo, Phi, Qhi)
+    # and above it (Pulo, Qulo, Puhi, Quhi) among the working set (tokens not yet folded into A, Bq, Pq)
     lo, hi = edges[jl], edges[jh]
     lo = np.where(active, lo, 1.0)
     hi = np.where(active, hi, K)
     Plo, Qlo, Phi, Qhi = np.zeros(B), np.zeros(B), Pw.copy(), Qw.copy()
+    Pulo, Qulo, Puhi, Quhi = Pw.copy(), Qw.copy(), np.zeros(B), np.zeros(B)
     f_lo = np.where(active, f_e[rows, jl], f_lo)
     f_hi = np.where(active, f_e[rows, jh], f_hi)
     result = np.where(f_lo <= 0.0, 1.0, K)
@@ -223,7 +239,7 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
             # no ratio strictly inside: beta = A_lo / rho + B_lo on the whole bracket, so the model's
             # root is f's; a grid of float64 steps around it (and the midpoint, so that the bracket
             # at least halves) pins adjacent ends in one evaluation
-            x = _model_root(lo, hi, A + Plo, Bq + Qw - Qlo, k)
+            x = _model_root(lo, hi, A + Plo, Bq + Qulo, Pq + Pulo, k)
             grid = x.view(np.int64)[:, None] + np.arange(-(_GRID_ULPS // 2) + 1, _GRID_ULPS // 2 + 1)[None, :]
             grid = np.clip(grid, (lo_i + 1)[:, None], np.maximum(hi_i - 1, lo_i + 1)[:, None]).view(np.float64)
             c = np.concatenate([grid, (0.5 * (lo + hi))[:, None]], axis=1)
@@ -238,7 +254,7 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
             e = np.where(use_lo, lo, hi)
             fe = np.where(use_lo, f_lo, f_hi)
             Ae = A + np.where(use_lo, Plo, Phi)
-            Be = Bq + Qw - np.where(use_lo, Qlo, Qhi)
+            Be = Bq + np.where(use_lo, Qulo, Quhi)
             be = Ae / e + Be
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 d1 = np.where(be >= 1.0, 0.0, k * np.power(np.maximum(1.0 - be, 0.0), k - 1))
@@ -256,11 +272,13 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         c = np.where(act[:, None], c, hi[:, None])
         c.sort(axis=1)
         if rb.shape[1]:
-            S = (rb[:, None, :] <= c[:, :, None]).astype(np.float64) @ W  # [B, J, 2]
-            Pc, Qc = S[:, :, 0], S[:, :, 1]
+            below_c = rb[:, None, :] <= c[:, :, None]
+            S = below_c.astype(np.float64) @ W  # [B, J, 2]: masses at or below each candidate
+            U = (~below_c).astype(np.float64) @ W  # and above it, summed directly (see _f_host)
+            Pc, Qc, Pu, Qu = S[:, :, 0], S[:, :, 1], U[:, :, 0], U[:, :, 1]
         else:
-            Pc = Qc = np.zeros_like(c)
-        fc, _ = _f_host(c, (A + 0.0)[:, None] + Pc, (Bq + Qw)[:, None] - Qc, k)
+            Pc = Qc = Pu = Qu = np.zeros_like(c)
+        fc, _ = _f_host(c, (A + 0.0)[:, None] + Pc, Bq[:, None] + Qu, Pq[:, None] + Pu, k)
         # new hi: the first candidate with f <= 0; new lo: the last candidate before it (f > 0)
         nonpos = fc <= 0.0
         jh = np.where(nonpos.any(1), nonpos.argmax(1), c.shape[1])
@@ -273,14 +291,19 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         f_hi = np.where(has_hi, fc[rows, jhc], f_hi)
         Phi = np.where(has_hi, Pc[rows, jhc], Phi)
         Qhi = np.where(has_hi, Qc[rows, jhc], Qhi)
+        Puhi = np.where(has_hi, Pu[rows, jhc], Puhi)
+        Quhi = np.where(has_hi, Qu[rows, jhc], Quhi)
         lo = np.where(has_lo, c[rows, jlc], lo)
         f_lo = np.where(has_lo, fc[rows, jlc], f_lo)
         Plo = np.where(has_lo, Pc[rows, jlc], Plo)
         Qlo = np.where(has_lo, Qc[rows, jlc], Qlo)
+        Pulo = np.where(has_lo, Pu[rows, jlc], Pulo)
+        Qulo = np.where(has_lo, Qu[rows, jlc], Qulo)
         if rb.shape[1]:
             # fold the tokens outside (lo, hi] into the constants; keep the rest
             A = A + Plo
-            Bq = Bq + (Qw - Qhi)
+            Bq = Bq + Quhi
+            Pq = Pq + Puhi
             keep = (rb > lo[:, None]) & (rb <= hi[:, None]) & act[:, None]
             if B == 1:
                 rb, W = rb[:, keep[0]], W[:, keep[0]]
@@ -291,6 +314,7 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
             tot = W.sum(1)
             Pw, Qw = tot[:, 0].copy(), tot[:, 1].copy()
             Plo, Qlo, Phi, Qhi = np.zeros(B), np.zeros(B), Pw.copy(), Qw.copy()
+            Pulo, Qulo, Puhi, Quhi = Pw.copy(), Qw.copy(), np.zeros(B), np.zeros(B)
     result = np.where(active, hi, result)
     return torch.from_numpy(result).to(dev)
 

@@ -67,3 +67,28 @@ def test_rho_star_edge_rows():
     assert got[0] == 1.0 and got[2] == 1.0
     assert got[1] == kseq_rho_star(p, q_far, 4) or abs(got[1] - kseq_rho_star(p, q_far, 4)) <= FLOAT64_KERNEL_ATOL * got[1]
     assert rho_star(P, Q, 1).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_rho_star_when_p_and_q_nearly_agree():
+    """Every ratio p/q within ~1e-5 of 1 (V = 300, 2 000, k = 8): the sign of f beyond the largest
+    ratio, -(1 - 1/rho)^k, is below float64 rounding of 1 - rho beta taken as 1 minus a sum, so f
+    must be evaluated from the tokens above rho. The numpy core (checked against exact rationals in
+    tests/verifiers/step/test_kseq.py) and torch must agree to 1e-12 (the previous torch solver was
+    up to ~1.7% away on such rows), one row and batched."""
+    rows = []
+    for seed, V in ((2, 300), (17, 300), (24, 2000)):
+        rng = np.random.default_rng(seed)
+        z = 3.0 * rng.standard_normal(V)
+        p = np.exp(z) / np.exp(z).sum()
+        q = np.exp(z + 1e-5 * rng.standard_normal(V))
+        rows.append((p, q / q.sum()))
+    for p, q in rows:
+        ref = kseq_rho_star(p, q, 8)
+        one = float(rho_star(torch.as_tensor(p)[None], torch.as_tensor(q)[None], 8))
+        assert abs(one - ref) <= FLOAT64_KERNEL_ATOL * ref, (one, ref)
+    P = torch.as_tensor(np.stack([r[0] for r in rows[:2]]))
+    Q = torch.as_tensor(np.stack([r[1] for r in rows[:2]]))
+    batched = rho_star(P, Q, 8).numpy()
+    for b in range(2):
+        ref = kseq_rho_star(rows[b][0], rows[b][1], 8)
+        assert abs(batched[b] - ref) <= FLOAT64_KERNEL_ATOL * ref
