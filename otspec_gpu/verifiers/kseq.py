@@ -287,18 +287,10 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         has_lo = act & (jl >= 0)
         rows = np.arange(B)
         jhc, jlc = np.minimum(jh, c.shape[1] - 1), np.maximum(jl, 0)
-        hi = np.where(has_hi, c[rows, jhc], hi)
-        f_hi = np.where(has_hi, fc[rows, jhc], f_hi)
-        Phi = np.where(has_hi, Pc[rows, jhc], Phi)
-        Qhi = np.where(has_hi, Qc[rows, jhc], Qhi)
-        Puhi = np.where(has_hi, Pu[rows, jhc], Puhi)
-        Quhi = np.where(has_hi, Qu[rows, jhc], Quhi)
-        lo = np.where(has_lo, c[rows, jlc], lo)
-        f_lo = np.where(has_lo, fc[rows, jlc], f_lo)
-        Plo = np.where(has_lo, Pc[rows, jlc], Plo)
-        Qlo = np.where(has_lo, Qc[rows, jlc], Qlo)
-        Pulo = np.where(has_lo, Pu[rows, jlc], Pulo)
-        Qulo = np.where(has_lo, Qu[rows, jlc], Qulo)
+        # each moved end takes its candidate's value, f and masses (at or below it, above it)
+        cand = (c, fc, Pc, Qc, Pu, Qu)
+        hi, f_hi, Phi, Qhi, Puhi, Quhi = (np.where(has_hi, x[rows, jhc], e) for x, e in zip(cand, (hi, f_hi, Phi, Qhi, Puhi, Quhi)))
+        lo, f_lo, Plo, Qlo, Pulo, Qulo = (np.where(has_lo, x[rows, jlc], e) for x, e in zip(cand, (lo, f_lo, Plo, Qlo, Pulo, Qulo)))
         if rb.shape[1]:
             # fold the tokens outside (lo, hi] into the constants; keep the rest
             A = A + Plo
