@@ -118,10 +118,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     summary = {}
     for T, d in per_t.items():
-        summary[str(T)] = {key: dict(zip(("mean", "se"), mean_se(a))) for key, a in d.items()}
+        summary[str(T)] = {key: dict(zip(("mean", "se"), mean_se(a), strict=False)) for key, a in d.items()}
         for v, lawname in VERIFIERS:
             gap = d[f"opt_{lawname}"] - d[v]
-            summary[str(T)][f"gap_{v}"] = dict(zip(("mean", "se"), mean_se(gap)))
+            summary[str(T)][f"gap_{v}"] = dict(zip(("mean", "se"), mean_se(gap), strict=False))
         summary[str(T)]["tv_mean"] = float(tv[T].mean())
     all_d = {key: np.concatenate([per_t[T][key] for T in temps]) for key in per_t[temps[0]]}
     guarantee = plot.kseq_guarantee(ks)
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
     # ---- plots
     nT = len(temps)
     fig, axes = plt.subplots(1, nT, figsize=(3.6 * nT, 3.8), layout="constrained", sharey=True)
-    for ax, T in zip(np.atleast_1d(axes), temps):
+    for ax, T in zip(np.atleast_1d(axes), temps, strict=False):
         s = summary[str(T)]
         curves = {LABELS[v]: s[v]["mean"] for v, _ in VERIFIERS if v not in ("spechub",)}
         rw = np.array(s["rrs_wor"]["mean"]), 1.96 * np.array(s["rrs_wor"]["se"])

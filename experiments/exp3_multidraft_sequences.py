@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
     runs = []
     rules = [("kseq", "kseq")] + ([("rrs", "rrs")] if args.rrs_realized or args.quick else [])
     for k in ks:
-        for verifier, rule in rules:
+        for verifier, _rule in rules:
             if verifier == "rrs" and k == 1:
                 continue  # one sequence: both rules are token verification
             out = decode(

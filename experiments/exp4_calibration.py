@@ -54,7 +54,7 @@ def family(cfg: dict) -> str:
 def negative_control(p_rows: np.ndarray, q_rows: np.ndarray, k: int, draws: int, wrong_t: float, rng: np.random.Generator):
     """(expected, realized correct, realized with drafts from the wrong q) per draw, K-SEQ."""
     exp, ok, bad = [], [], []
-    for p, q in zip(p_rows, q_rows):
+    for p, q in zip(p_rows, q_rows, strict=False):
         law = otspec.iid(q, k)
         a = kseq.acceptance(p, law).value
         d = law.sample(rng, draws)

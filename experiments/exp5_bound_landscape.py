@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     phase1 = [d.phase1 for d in det]
     member = [d.membership for d in det]
     guarantee = plot.kseq_guarantee(ks).tolist()
-    ratio = [a / o if o > 0 else float("nan") for a, o in zip(phase1, opt["iid"])]
+    ratio = [a / o if o > 0 else float("nan") for a, o in zip(phase1, opt["iid"], strict=False)]
 
     # (b) TV sweep: pairs with increasing draft noise
     sweep = []
@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> dict:
         )
 
     checks = {
-        "wor_minus_iid_min": min(w - i for w, i in zip(opt["wor"], opt["iid"])),
-        "kseq_ratio_minus_guarantee_min": min(r - g for r, g in zip(ratio, guarantee)),
+        "wor_minus_iid_min": min(w - i for w, i in zip(opt["wor"], opt["iid"], strict=False)),
+        "kseq_ratio_minus_guarantee_min": min(r - g for r, g in zip(ratio, guarantee, strict=False)),
         "k1_equals_one_minus_tv": abs(opt["iid"][0] - (1.0 - tv)) if ks[0] == 1 else None,
         "sweep_wor_minus_iid_min": min(row[f"wor_k{k}"] - row[f"iid_k{k}"] for row in sweep for k in tv_ks),
     }

@@ -196,7 +196,7 @@ def main(argv=None):
 
     def record(name, kind, threshold, tokens, calls, cert, wall, pids):
         n = sum(len(t) for t in tokens)
-        ll = sum(loglik_per_token(target, pid, t) for pid, t in zip(pids, tokens))
+        ll = sum(loglik_per_token(target, pid, t) for pid, t in zip(pids, tokens, strict=False))
         runs.append(
             {
                 "method": name,

@@ -267,7 +267,7 @@ def load_trace(path: str | Path) -> Trace:
     try:
         with safe_open(str(path), framework="numpy") as f:
             meta = f.metadata() or {}
-            cols = {k: f.get_tensor(k) for k in f.keys()}
+            cols = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
     except Exception as exc:  # safetensors raises its own error types
         raise InputFileError(f"cannot read trace {str(path)!r} ({exc}); pass a file written by otspec decode --trace") from None
     if TRACE_METADATA_KEY not in meta or "tau" not in cols:

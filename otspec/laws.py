@@ -21,8 +21,9 @@ import functools
 import hashlib
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -550,7 +551,7 @@ class DraftLaw:
         ShapeMismatchError
             If ``p`` has a different number of tokens than the law's ``V``.
         """
-        if self.V != p.shape[0]:
+        if p.shape[0] != self.V:
             raise ShapeMismatchError(
                 f"{name} has V = {p.shape[0]} tokens but the draft law {self!r} has V = {self.V}; "
                 "build the law from a draft distribution over the same vocabulary"
@@ -896,7 +897,7 @@ class ProductLaw(DraftLaw):
 
     def tuple_probability(self, drafts):
         d = np.asarray(drafts, dtype=np.int64).reshape(-1)
-        return float(np.prod([qj[x] for qj, x in zip(self.qs, d)]))
+        return float(np.prod([qj[x] for qj, x in zip(self.qs, d, strict=False)]))
 
     def _check_possible(self, d):
         return as_supported_drafts(d, np.stack(self.qs), q_name="qs")

@@ -26,8 +26,9 @@ Every model has a ``V`` attribute and caches its conditionals per prefix.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -341,7 +342,7 @@ def _as_unit(x: Any, name: str, *, closed_right: bool = True) -> float:
         x = float(x)
     except (TypeError, ValueError):
         raise InvalidDistributionError(f"{name} must be a number in [0, 1] (got {x!r})") from None
-    ok = np.isfinite(x) and 0 <= x and (x <= 1 if closed_right else x < 1)
+    ok = np.isfinite(x) and x >= 0 and (x <= 1 if closed_right else x < 1)
     if not ok:
         rule = "[0, 1]" if closed_right else "[0, 1)"
         raise InvalidDistributionError(f"{name} must lie in {rule} (got {x}); pass a probability")

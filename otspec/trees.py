@@ -18,8 +18,8 @@ import numpy as np
 
 from otspec import models as _models
 from otspec._validation import as_generator, as_int_in_range
-from otspec.laws import successive_denominators
 from otspec.errors import InvalidDraftCountError, ProblemTooLargeError
+from otspec.laws import successive_denominators
 
 __all__ = ["draft_trees", "num_draft_trees", "check_tree_enumeration", "sample_tree", "MAX_ENUMERATED_TREES"]
 

@@ -39,6 +39,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import os
@@ -281,10 +282,8 @@ def _converted(name: str) -> Path:
     model.hf_quantizer = None
     if getattr(model.config, "quantization_config", None) is not None:
         model.config.quantization_config = None
-        try:
+        with contextlib.suppress(AttributeError):
             del model.config.quantization_config
-        except AttributeError:
-            pass
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=key + ".", dir=folder.parent))
     try:
@@ -325,7 +324,7 @@ class _RowsLinear(torch.nn.Module):
 
 
 def _patch_linear(model: torch.nn.Module) -> None:
-    for name, mod in list(model.named_modules()):
+    for mod in list(model.modules()):
         for child_name, child in list(mod.named_children()):
             if type(child) is torch.nn.Linear:
                 setattr(mod, child_name, _RowsLinear(child))

@@ -152,7 +152,7 @@ def single_theory(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, name: str, d
 def _plan_law(acc: np.ndarray, res: np.ndarray, drafts: Sequence[int]) -> np.ndarray:
     law = np.zeros(res.shape[0])
     left = 1.0
-    for a, x in zip(acc, drafts):
+    for a, x in zip(acc, drafts, strict=False):
         law[x] += left * a
         left *= 1.0 - a
     return law + left * res

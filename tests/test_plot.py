@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from otspec import plot
-from otspec.errors import OtspecInputError, ShapeMismatchError
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from otspec.errors import OtspecInputError, ShapeMismatchError
 from tests._tolerances import FLOAT64_ULPS_ATOL
 
 mpl = pytest.importorskip("matplotlib", reason="install the [plots] extra")
@@ -147,8 +147,8 @@ def test_tutorial_runs_and_its_numbers_hold(capsys):
     ns = runpy.run_path(str(path), run_name="__tutorial__")
     opt = ns["optimum"]
     assert abs(opt["i.i.d."][0] - (1 - ns["tv"])) < FLOAT64_ATOL  # k = 1: 1 - TV
-    assert all(w >= i - EXACT_ATOL for w, i in zip(opt["w/o repl."], opt["i.i.d."]))
-    assert all(o >= a - EXACT_ATOL for o, a in zip(opt["i.i.d."], ns["kseq"]))
+    assert all(w >= i - EXACT_ATOL for w, i in zip(opt["w/o repl."], opt["i.i.d."], strict=False))
+    assert all(o >= a - EXACT_ATOL for o, a in zip(opt["i.i.d."], ns["kseq"], strict=False))
     np.testing.assert_allclose(ns["greedy"], opt["greedy"], atol=EXACT_ATOL)  # the greedy verifier is optimal for its law
     assert abs(ns["summary"].z_overall) < 4  # N = 4000 draws, false-alarm rate ~6e-5
     plt.close("all")

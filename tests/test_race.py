@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import otspec
 from otspec import _race
 from otspec._tolerances import FLOAT64_ATOL, WOR_TARGET_ERROR
-from tests.conftest import random_simplex
 from tests._tolerances import FLOAT64_SUM_ATOL, FLOAT64_ULPS_ATOL
+from tests.conftest import random_simplex
 
 #: Rounding of the enumeration oracles themselves (sums of <= 7!/3! products of 4 factors).
 ORACLE_ATOL = 1e-14
@@ -169,7 +169,7 @@ def _masses(draw_kind, rng_u):
     perm_seed=st.integers(0, 2**31),
 )
 def test_values_property(kinds, us, k, perm_seed):
-    raw = np.array([_masses(kd, u) for kd, u in zip(kinds, us)])
+    raw = np.array([_masses(kd, u) for kd, u in zip(kinds, us, strict=False)])
     if np.count_nonzero(raw) < max(k, 1):
         return
     q = raw / math.fsum(raw)
@@ -315,8 +315,8 @@ def test_dual_minimum_matches_all_subsets(seed):
 )
 def test_dual_minimum_property(q_kinds, p_kinds, us, k):
     V = len(q_kinds)
-    q_raw = np.array([_masses(kd, u) for kd, u in zip(q_kinds, us[:V])])
-    p_raw = np.array([_masses(kd, u) for kd, u in zip(p_kinds[:V], us[5 : 5 + V])])
+    q_raw = np.array([_masses(kd, u) for kd, u in zip(q_kinds, us[:V], strict=False)])
+    p_raw = np.array([_masses(kd, u) for kd, u in zip(p_kinds[:V], us[5 : 5 + V], strict=False)])
     if np.count_nonzero(q_raw) < k or not p_raw.any():
         return
     q, p = q_raw / math.fsum(q_raw), p_raw / math.fsum(p_raw)

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 import otspec
-from otspec.verifiers import ALL, compare
 from otspec._tolerances import EXACT_ATOL
+from otspec.verifiers import ALL, compare
 from tests._tolerances import FLOAT64_ULPS_ATOL
 
 

@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["git_revision", "command_line", "median_time", "write_report", "markdown_table"]
 

@@ -111,7 +111,7 @@ def per_path(seed: int, quick: bool) -> list[dict]:
     rng = np.random.default_rng(seed)
     g, V = 8, 262_144
     rows = []
-    for case, (a, noise) in enumerate([(0.05, 0.3), (0.5, 0.1)]):
+    for a, noise in [(0.05, 0.3), (0.5, 0.1)]:
         P = rng.dirichlet(np.full(V, a), size=g + 1)
         Q = (1 - noise) * P[:g] + noise * rng.dirichlet(np.full(V, a), size=g)
         x = np.array([rng.choice(V, p=Q[i]) for i in range(g)])

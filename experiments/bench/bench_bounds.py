@@ -327,7 +327,7 @@ def import_time():
         "numpy_best_s": min(np_s),
         "otspec_after_numpy_best_s": min(ot_s),
         "otspec_after_numpy_median_s": float(np.median(ot_s)),
-        "total_best_s": min(a + b for a, b in zip(np_s, ot_s)),
+        "total_best_s": min(a + b for a, b in zip(np_s, ot_s, strict=False)),
         "scipy_optimize_imported": bool(heavy),
     }
     print(row, flush=True)

@@ -31,9 +31,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, median_time, write_report  # noqa: E402
-
 import torch  # noqa: E402
+from _report import markdown_table, median_time, write_report  # noqa: E402
 
 from otspec import models  # noqa: E402
 from otspec.verifiers import block as np_block  # noqa: E402
@@ -99,7 +98,7 @@ def chain_rows(B, V, g, gen, repeats):
                 "torch_sample_novalidate_ms": 1e3 * t_sv,
                 "torch_conditional_ms": 1e3 * t_c,
                 "numpy_sample_ms": 1e3 * t_np,
-                "numpy_scaled": B > n_np,
+                "numpy_scaled": n_np < B,
                 "mean_accepted": float(res.accepted.double().mean()),
                 "exact_mean_accepted": float(chain.expected_accepted(law).double().mean()),
             }
@@ -143,7 +142,7 @@ def tree_rows(B, V, g, gen, repeats):
                 "torch_sample_novalidate_ms": 1e3 * t_sv,
                 "torch_conditional_ms": None,
                 "numpy_sample_ms": 1e3 * t_np,
-                "numpy_scaled": B > n_np,
+                "numpy_scaled": n_np < B,
                 "mean_accepted": float(res.accepted.double().mean()),
                 "exact_mean_accepted": None,
             }

@@ -170,9 +170,9 @@ def load_before(path: str | None) -> dict:
 def rst_table(rows: list[dict], meta: str) -> str:
     """The single-step rows as an RST grid for docs/gpu.rst (one line per V, B, k, verifier)."""
     head, body = COLUMNS, [_cells(r) for r in rows]
-    w = [max(len(x) for x in col) for col in zip(head, *body)]
+    w = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
     rule = "  ".join("=" * n for n in w)
-    fmt = lambda cells: "  ".join(c.ljust(n) for c, n in zip(cells, w)).rstrip()
+    fmt = lambda cells: "  ".join(c.ljust(n) for c, n in zip(cells, w, strict=False)).rstrip()
     return "\n".join([meta, "", rule, fmt(head), rule, *(fmt(b) for b in body), rule, ""])
 
 

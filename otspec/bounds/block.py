@@ -17,8 +17,9 @@ maximally coupled target block breaks the stream law (:doc:`block`, the block op
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +34,9 @@ from otspec._tolerances import (
     ROUNDING_PER_TERM,
 )
 from otspec._validation import as_int_in_range, check_memory
-from otspec.errors import UnsupportedMethodError
 from otspec.bounds.highs import basic_masks, model_status_code, solve_colwise
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED, BlockPlan
+from otspec.errors import UnsupportedMethodError
 
 __all__ = [
     "BlockOptimumResult",
@@ -138,7 +139,7 @@ class BlockOptimumResult:
 
 
 # ------------------------------------------------------------------------------------------------
-def _joint_coupling(table: "_models.PrefixTable") -> float:
+def _joint_coupling(table: _models.PrefixTable) -> float:
     return float(sum(np.minimum(table.p_joint[i], table.q_joint[i]).sum() for i in range(1, table.gamma + 1)))
 
 
@@ -183,7 +184,7 @@ def joint_coupling_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: 
     return _joint_coupling(_models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
 
 
-def _suffix_tables(table: "_models.PrefixTable") -> list:
+def _suffix_tables(table: _models.PrefixTable) -> list:
     """S[d]: (V**d, V**(gamma+1-d)) target probabilities of every continuation to length gamma + 1."""
     V, g = table.V, table.gamma
     S = [None] * (g + 2)
@@ -285,9 +286,7 @@ class _PathLP:
         return self.b.size, self.tau.size
 
 
-def _check_size(
-    table: "_models.PrefixTable", nodes: Sequence[Sequence[np.ndarray]], n_out: int, memory_cap: float | None, what: str
-) -> None:
+def _check_size(table: _models.PrefixTable, nodes: Sequence[Sequence[np.ndarray]], n_out: int, memory_cap: float | None, what: str) -> None:
     """Refuse (:class:`~otspec.errors.ProblemTooLargeError`) an LP that would not fit, before building it."""
     V, g = table.V, table.gamma
     per_depth = [sum(len(nodes[o][t]) for o in range(n_out)) for t in range(g + 1)]
@@ -300,7 +299,7 @@ def _check_size(
     )
 
 
-def _build(table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]]) -> _PathLP:
+def _build(table: _models.PrefixTable, weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]]) -> _PathLP:
     """The columns :math:`\\pi(o, t, n, y)` depth by depth, in compressed sparse column form."""
     V, g = table.V, table.gamma
     n_out = len(weights)
@@ -403,7 +402,7 @@ def _dual_bound(lp: _PathLP, A, duals: list, primal: float) -> tuple[float, floa
     return best if best is not None else (float("inf"), float("inf"))
 
 
-def _attempt(lp: _PathLP, scaled: tuple, table: "_models.PrefixTable", k: int, options: dict) -> BlockOptimumResult:
+def _attempt(lp: _PathLP, scaled: tuple, table: _models.PrefixTable, k: int, options: dict) -> BlockOptimumResult:
     """One HiGHS run with ``options`` and the float64 basis polish, then the certificate
     (:func:`_certified`)."""
     value_s, row_scale, rhs = scaled
@@ -450,7 +449,7 @@ def _attempt(lp: _PathLP, scaled: tuple, table: "_models.PrefixTable", k: int, o
 
 
 def _certified(
-    lp: _PathLP, A, x: np.ndarray, duals: list, objective: float, polished: bool, table: "_models.PrefixTable", k: int, info: str
+    lp: _PathLP, A, x: np.ndarray, duals: list, objective: float, polished: bool, table: _models.PrefixTable, k: int, info: str
 ) -> BlockOptimumResult:
     """The plain-numpy certificate of a solved plan ``x`` (primal feasibility, objective, dual
     feasibility, duality gap) and the result it earns."""
@@ -496,7 +495,7 @@ def _certified(
 
 
 def solve_path_lp(
-    table: "_models.PrefixTable", weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
+    table: _models.PrefixTable, weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
 ) -> BlockOptimumResult:
     r"""Solve the full-information LP over (drafted outcome, emitted block).
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 __all__ = ["cut_value", "prefix_cut_values_from_sets"]
 
 

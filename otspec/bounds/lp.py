@@ -25,17 +25,16 @@ the two is the certificate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from otspec._tolerances import CERTIFICATE_ATOL, LP_FEASIBILITY_TOL
 from otspec._validation import check_memory
-from otspec.errors import InvalidOptionError, UnsupportedMethodError
 from otspec.bounds.cuts import prefix_cut_values_from_sets
 from otspec.bounds.highs import solve_colwise
-from otspec.laws import ratio_order
 from otspec.bounds.result import (
     STATUS_CHECK_FAILED,
     STATUS_CONSTRAINED,
@@ -44,6 +43,8 @@ from otspec.bounds.result import (
     AcceptanceResult,
     MembershipPlan,
 )
+from otspec.errors import InvalidOptionError, UnsupportedMethodError
+from otspec.laws import ratio_order
 
 __all__ = ["MembershipLP", "membership_pairs", "num_sets_bound", "solve_highs", "solve_cvxpy", "solve_flow", "certify", "estimate_bytes"]
 

@@ -10,7 +10,8 @@ of the tokens sorted by p/q (section 3.2), which gives O(V log V) closed forms.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -18,10 +19,10 @@ from otspec import _race
 from otspec._tolerances import CERTIFICATE_ATOL, ERROR_BOUND_MAX, ROUNDING_PER_TERM
 from otspec._validation import as_distribution, as_memory_cap, check_memory
 from otspec.bounds.cuts import cut_value
-from otspec.errors import InvalidOptionError, NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
-from otspec.laws import DraftLaw
 from otspec.bounds.lp import estimate_bytes, num_sets_bound, solve_tuple_level
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult
+from otspec.errors import InvalidOptionError, NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
+from otspec.laws import DraftLaw
 
 __all__ = ["optimal_acceptance", "METHODS", "SUBSETS_MAX_V"]
 

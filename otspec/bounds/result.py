@@ -8,8 +8,9 @@ Every result that solved a transport problem carries its optimal coupling as a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -6,10 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from otspec._tolerances import ROUNDING_PER_TERM
+from otspec._tolerances import CERTIFICATE_ATOL, ROUNDING_PER_TERM
 from otspec._validation import as_distribution, check_same_vocab
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, AcceptanceResult, MembershipPlan
-from otspec._tolerances import CERTIFICATE_ATOL
 
 __all__ = ["single_draft"]
 

@@ -6,9 +6,8 @@ classes), only this module changes.
 
 from __future__ import annotations
 
-from otspec.verifiers import AcceptanceEstimate, Verifier, VerifierKernel
-
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, OtspecInputError, UnsupportedMethodError
+from otspec.verifiers import AcceptanceEstimate, Verifier, VerifierKernel
 
 __all__ = [
     "AcceptanceEstimate",

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from otspec.laws import DraftLaw
 from otspec.testing._base import (
     AcceptanceEstimate,
@@ -403,7 +404,7 @@ class ChainLaw:
         """
         out: dict = {}
         g = self.paths.shape[1]
-        for path, w, lw in zip(self.paths, self.weights, self.law):
+        for path, w, lw in zip(self.paths, self.weights, self.law, strict=False):
             for t in range(g + 1):
                 head = tuple(int(v) for v in path[:t])
                 for y in np.flatnonzero(lw[t] != 0):

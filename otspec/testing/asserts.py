@@ -200,8 +200,8 @@ def kernel_finding(name: str, kernel: Any, law: DraftLaw, *, atol: float = EXACT
             {"property": "kernel"},
         )
     ref_t, ref_w = law.enumerate()
-    ref = {tuple(int(x) for x in t): float(w) for t, w in zip(ref_t, ref_w)}
-    got = {tuple(int(x) for x in t): float(w) for t, w in zip(tuples, weights)}
+    ref = {tuple(int(x) for x in t): float(w) for t, w in zip(ref_t, ref_w, strict=False)}
+    got = {tuple(int(x) for x in t): float(w) for t, w in zip(tuples, weights, strict=False)}
     if len(got) != M or set(got) != set(ref) or any(abs(got[t] - ref[t]) > atol for t in ref):
         bad = next((t for t in sorted(set(ref) | set(got)) if abs(got.get(t, 0.0) - ref.get(t, 0.0)) > atol), None)
         return VerifierAssertionError(
@@ -1000,7 +1000,7 @@ def check_chain_lossless(
     key = head + (y,)
     h, g = len(head), K.paths.shape[1]
     contrib = []
-    for path, w, lw in zip(K.paths, K.weights, K.law):  # mass each path puts on blocks starting with key
+    for path, w, lw in zip(K.paths, K.weights, K.law, strict=False):  # mass each path puts on blocks starting with key
         if tuple(int(x) for x in path[:h]) != head:
             continue
         c = w * lw[h, y] + (w * lw[h + 1 :].sum() if h < g and int(path[h]) == y else 0.0)

@@ -53,15 +53,16 @@ from otspec.testing.adapters import (
 )
 from otspec.testing.asserts import (
     VerifierAssertionError,
-    reference_optimum,
+    acceptance_finding,
     assert_sampler_lossless,
     assert_sampler_matches,
     check_chain_lossless,
     check_lossless,
+    kernel_finding,
     optimum_finding,
     ratio_from,
+    reference_optimum,
 )
-from otspec.testing.asserts import acceptance_finding, kernel_finding
 
 __all__ = ["ONE_MINUS_INV_E", "AuditReport", "Counterexample", "PropertyResult", "audit"]
 
@@ -263,7 +264,7 @@ class _Problem:
             return tuple(w[:j]) + tuple(w[j + 1 :])
 
         if self.kind == "explicit":
-            keep = [(tuple(t), w) for t, w in zip(self.tuples, self.tw) if j not in t]
+            keep = [(tuple(t), w) for t, w in zip(self.tuples, self.tw, strict=False) if j not in t]
             tuples = tuple(tuple(x - (x > j) for x in t) for t, _ in keep)
             return replace(self, p=cut(self.p), tuples=tuples, tw=tuple(w for _, w in keep))
         return replace(self, p=cut(self.p), qs=tuple(cut(q) for q in self.qs))

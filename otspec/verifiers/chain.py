@@ -4,8 +4,9 @@ the kernel built from a prefix table, and the losslessness criterion (:doc:`bloc
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ class ChainKernel:
             ``{(x_1, ..., x_tau, y): probability}``; the input of :func:`lossless_violation`.
         """
         out: dict = {}
-        for path, w, lw in zip(self.paths, self.weights, self.law):
+        for path, w, lw in zip(self.paths, self.weights, self.law, strict=False):
             for t in range(self.gamma + 1):
                 head = tuple(int(v) for v in path[:t])
                 for y in np.flatnonzero(lw[t] > 0):
@@ -277,7 +278,7 @@ def check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool
     return P, Qc, x
 
 
-def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | None) -> "_models.PrefixTable":
+def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | None) -> _models.PrefixTable:
     """Enumerate the prefixes, budgeting for the (N, gamma + 1, V) kernel on top.
 
     Parameters
@@ -309,7 +310,7 @@ def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | Non
     return _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap, extra_bytes=extra)
 
 
-def kernel_from_table(table: "_models.PrefixTable", path_law: Callable, name: str) -> ChainKernel:
+def kernel_from_table(table: _models.PrefixTable, path_law: Callable, name: str) -> ChainKernel:
     """A :class:`ChainKernel` from a prefix table and a per-path law ``path_law(P, Qc, x) -> (gamma + 1, V)``.
 
     Parameters

@@ -2,8 +2,9 @@ r"""Result types of the single-step verifiers: the exact kernel and the acceptan
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

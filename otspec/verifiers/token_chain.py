@@ -193,7 +193,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
     return float(sum(m.sum() for m in token_prefix_mass(table)[1:]))
 
 
-def token_prefix_mass(table: "_models.PrefixTable") -> list:
+def token_prefix_mass(table: _models.PrefixTable) -> list:
     r"""``[T_0, ..., T_gamma]`` with :math:`T_i(x^i) = P(\tau \ge i, X^i = x^i) = \prod_j \min(M_s, M_b)`.
 
     The minimum is taken at each position along the prefix:

@@ -43,16 +43,16 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
-from otspec.trees import draft_trees
-from otspec.verifiers.plan import SequentialPlan, plan_rows
-from otspec.verifiers.step.kseq import kseq_plan
-from otspec.verifiers.step.rrs import rrs_plan
-from otspec.verifiers.step.rrs_wor import rrs_wor_plan
 from otspec._validation import as_generator, as_int_in_range, as_supported_drafts
 from otspec.errors import (
     InvalidDraftsError,
     UnsupportedMethodError,
 )
+from otspec.trees import draft_trees
+from otspec.verifiers.plan import SequentialPlan, plan_rows
+from otspec.verifiers.step.kseq import kseq_plan
+from otspec.verifiers.step.rrs import rrs_plan
+from otspec.verifiers.step.rrs_wor import rrs_wor_plan
 
 __all__ = [
     "VERIFIERS",
@@ -185,7 +185,7 @@ class TreeKernel:
         float
             Expected number of accepted draft tokens per block, in ``[0, gamma]``.
         """
-        return float(sum(w * sum(pr * (len(o) - 1) for o, pr in law.items()) for w, law in zip(self.weights, self.laws)))
+        return float(sum(w * sum(pr * (len(o) - 1) for o, pr in law.items()) for w, law in zip(self.weights, self.laws, strict=False)))
 
     def output_law(self) -> dict:
         r"""Law of the emitted block, ``{O: P(O)}``, aggregated over drafted trees.
@@ -196,7 +196,7 @@ class TreeKernel:
             :math:`\sum_m Q(\text{tree}_m)\, P(O \mid \text{tree}_m)` for every block ``O``.
         """
         out: dict = {}
-        for w, law in zip(self.weights, self.laws):
+        for w, law in zip(self.weights, self.laws, strict=False):
             for o, pr in law.items():
                 out[o] = out.get(o, 0.0) + w * pr
         return out
@@ -409,7 +409,7 @@ def _sample_one(p_model, q_model, paths: tuple, verifier: str, plans: dict, coin
             plan = plans[key] = (acc, res / res.sum())
         acc, res = plan
         y = None
-        for a, x in zip(acc, drafts):
+        for a, x in zip(acc, drafts, strict=False):
             if coins.random() < a:  # accept coins: their own stream
                 y = x
                 break

@@ -83,7 +83,7 @@ class Scorer:
 
             seq, n = seqs[0], n_last[0]
             c = 0
-            for a, b in zip(self._fed, seq):
+            for a, b in zip(self._fed, seq, strict=False):
                 if a != b:
                     break
                 c += 1

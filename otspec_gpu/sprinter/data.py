@@ -237,7 +237,7 @@ def collect(
         "temperature": float(temperature),
         "seed": int(seed),
         "max_new_tokens": int(max_new_tokens),
-        "prompts": {str(i): (p if isinstance(p, str) else list(map(int, p))) for i, p in zip(pids, prompts)},
+        "prompts": {str(i): (p if isinstance(p, str) else list(map(int, p))) for i, p in zip(pids, prompts, strict=False)},
     }
     return Dataset(**{k: torch.cat(v) for k, v in cols.items()}, meta=meta)
 

@@ -222,7 +222,7 @@ def decode(
         if not cached:
             return sc(seqs, n_last)
         lg, hd = [], []
-        for r, s, n in zip(rows, seqs, n_last):
+        for r, s, n in zip(rows, seqs, n_last, strict=False):
             a, b = sc[r]([s], [n])
             lg += a
             hd += b

@@ -289,8 +289,12 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
         jhc, jlc = np.minimum(jh, c.shape[1] - 1), np.maximum(jl, 0)
         # each moved end takes its candidate's value, f and masses (at or below it, above it)
         cand = (c, fc, Pc, Qc, Pu, Qu)
-        hi, f_hi, Phi, Qhi, Puhi, Quhi = (np.where(has_hi, x[rows, jhc], e) for x, e in zip(cand, (hi, f_hi, Phi, Qhi, Puhi, Quhi)))
-        lo, f_lo, Plo, Qlo, Pulo, Qulo = (np.where(has_lo, x[rows, jlc], e) for x, e in zip(cand, (lo, f_lo, Plo, Qlo, Pulo, Qulo)))
+        hi, f_hi, Phi, Qhi, Puhi, Quhi = (
+            np.where(has_hi, x[rows, jhc], e) for x, e in zip(cand, (hi, f_hi, Phi, Qhi, Puhi, Quhi), strict=False)
+        )
+        lo, f_lo, Plo, Qlo, Pulo, Qulo = (
+            np.where(has_lo, x[rows, jlc], e) for x, e in zip(cand, (lo, f_lo, Plo, Qlo, Pulo, Qulo), strict=False)
+        )
         if rb.shape[1]:
             # fold the tokens outside (lo, hi] into the constants; keep the rest
             A = A + Plo

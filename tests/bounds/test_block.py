@@ -13,13 +13,12 @@ from hypothesis import strategies as st
 import otspec
 from otspec import models
 from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL
-from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
 from otspec.bounds.block import BlockOptimumResult, block_optimum, joint_coupling_bound
+from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
 from tests._oracles import criterion_violation, make_pair
 from tests._tolerances import LP_ATOL, STRICT_GAP
-
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.5, 1.0, 3.0]), st.booleans())
 # Peaky conditionals (Dirichlet 0.3, exact zeros) reach probabilities ~1e-9 whose products defeat
@@ -78,7 +77,7 @@ def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
     e = 0.0
     assert isinstance(r.plan, otspec.TransportPlan)
     assert r.plan.value == r.value
-    for o, t, n, y, mass in zip(r.plan.outcome, r.plan.tau, r.plan.node, r.plan.y, r.plan.mass):
+    for o, t, n, y, mass in zip(r.plan.outcome, r.plan.tau, r.plan.node, r.plan.y, r.plan.mass, strict=False):
         if mass <= 0:
             continue
         full = np.unravel_index(paths[o], (p.V,) * gamma)

@@ -6,7 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import otspec
 from otspec._tolerances import EXACT_ATOL
@@ -14,10 +15,9 @@ from otspec.bounds import multidraft
 from otspec.bounds.cuts import cut_value
 from otspec.errors import ProblemTooLargeError
 from otspec.laws import _sets_from_tuples
+from tests._tolerances import CLEAR_DIFFERENCE
 from tests.bounds.test_multidraft import pairs
 from tests.conftest import random_simplex
-from tests._tolerances import CLEAR_DIFFERENCE
-
 
 pytest.importorskip("ortools.graph.python.max_flow")
 

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import otspec
 from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL, FLOAT64_ATOL
 from otspec.bounds.cuts import cut_value
-from tests.conftest import random_simplex
 from tests._tolerances import CLEAR_DIFFERENCE
+from tests.conftest import random_simplex
 
 
 @st.composite

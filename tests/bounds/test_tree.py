@@ -8,15 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otspec
-from otspec._tolerances import CERTIFICATE_ATOL
 from otspec import models
-from otspec.errors import ProblemTooLargeError
+from otspec._tolerances import CERTIFICATE_ATOL
 from otspec.bounds.block import block_optimum
 from otspec.bounds.tree import tree_optimum
+from otspec.errors import ProblemTooLargeError
 from otspec.verifiers import tree
 from tests._oracles import make_pair
 from tests._tolerances import CLEAR_DIFFERENCE, LP_ATOL
-
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec import models
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.bounds.block import block_optimum
 from otspec.bounds.tree import tree_optimum
 from otspec.cli import main

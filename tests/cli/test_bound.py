@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import otspec
+from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL, FLOAT64_ATOL
 from otspec.cli import main
 from otspec.synthetic import synthetic_pair
-from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL, FLOAT64_ATOL
 
 
 def test_json_matches_library(capsys):

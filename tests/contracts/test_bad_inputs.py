@@ -9,30 +9,30 @@ import numpy as np
 import pytest
 
 import otspec
+from otspec import io as otspec_io
+from otspec import models
+from otspec.bounds.block import block_optimum
+from otspec.bounds.tree import tree_optimum
+from otspec.cli import main
 from otspec.errors import (
     InputFileError,
-    InvalidOptionError,
-    NotADraftLawError,
-    NotAnIntegerError,
     InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,
+    InvalidOptionError,
+    NotADraftLawError,
+    NotAnIntegerError,
     OtspecInputError,
     ProblemTooLargeError,
     ShapeMismatchError,
     UnsupportedMethodError,
 )
-from otspec import io as otspec_io
-from otspec import models
-from otspec.cli import main
 from otspec.synthetic import synthetic_pair
-from otspec.bounds.block import block_optimum
-from otspec.bounds.tree import tree_optimum
 from otspec.verifiers import block as block_verifier
 from otspec.verifiers import token_chain, tree
-from otspec.verifiers.step.rrs_wor import rrs_wor_conditional
-from otspec.verifiers.step.rrs import rrs_conditional
 from otspec.verifiers.step.kseq import kseq_conditional
+from otspec.verifiers.step.rrs import rrs_conditional
+from otspec.verifiers.step.rrs_wor import rrs_wor_conditional
 
 P = np.array([0.5, 0.3, 0.2])
 Q = np.array([0.2, 0.3, 0.5])

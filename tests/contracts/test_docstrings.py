@@ -152,7 +152,7 @@ def _validator_names(func) -> set[str]:
     }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _body_facts(func):
     """(returns a value, yields, error classes raised directly, calls a validator)."""
     node = _func_node(func)
@@ -262,9 +262,13 @@ def _attribute_docs(cls) -> set[str]:
     for i, stmt in enumerate(body):
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             nxt = body[i + 1] if i + 1 < len(body) else None
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
-                out.add(stmt.target.id)
-            elif stmt.lineno >= 2 and lines[stmt.lineno - 2].strip().startswith("#:"):
+            if (
+                isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)
+                or stmt.lineno >= 2
+                and lines[stmt.lineno - 2].strip().startswith("#:")
+            ):
                 out.add(stmt.target.id)
     return out
 

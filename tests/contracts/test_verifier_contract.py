@@ -31,6 +31,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import otspec
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec.testing import (
     ConditionalVerifier,
@@ -43,7 +44,6 @@ from otspec.testing import (
 )
 from otspec.verifiers import ALL, ApproximateVerifier
 from otspec.verifiers.step.token import TokenVerifier
-from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from tests._tolerances import CLEAR_DIFFERENCE, FALSE_ALARM, FLOAT64_SUM_ATOL, FLOAT64_ULPS_ATOL
 
 LOSSLESS_ATOL = FLOAT64_ATOL
@@ -271,7 +271,7 @@ def test_negative_control_invalid_kseq_factor_is_not_lossless():
 
 
 def test_sample_is_sample_batch_of_one():
-    for label, v, law in _sampling_cases():
+    for _label, v, law in _sampling_cases():
         d = law.sample(np.random.default_rng(3), 1)[0]
         for seed in range(5):
             y = v.sample(P5, law, d, rng=np.random.default_rng(seed))
@@ -319,7 +319,7 @@ def test_large_law_falls_back_to_monte_carlo():
 
 
 def test_drafts_outside_vocabulary():
-    for label, v, law in _sampling_cases():
+    for _label, v, law in _sampling_cases():
         d = law.sample(np.random.default_rng(0), 1)[0].copy()
         d[0] = 5
         with pytest.raises(InvalidDraftsError, match="5"):

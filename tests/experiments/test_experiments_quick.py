@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,6 +21,7 @@ from scipy import stats
 from otspec import models
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import block, token_chain
+from otspec_gpu.verifiers import chain
 from tests.gpu._stats import pooled_chi_square
 from tests.gpu._tolerances import (
     DESIGN_POWER,
@@ -33,7 +34,6 @@ from tests.gpu._tolerances import (
     TINY_MASS_ATOL,
     TV_DETECT,
 )
-from otspec_gpu.verifiers import chain
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 RULES = {

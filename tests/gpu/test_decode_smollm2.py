@@ -20,10 +20,10 @@ import pytest
 import torch
 
 from otspec.cli import main
+from otspec.io import load_trace as load
 from otspec_gpu import models
 from otspec_gpu.decoding import decode
 from otspec_gpu.report import Z99, summarize
-from otspec.io import load_trace as load
 from otspec_gpu.verifiers import SINGLE_STEP
 from tests.gpu._tolerances import EXACT_ATOL, Z_FALSE_ALARM
 

@@ -9,7 +9,6 @@ from otspec_gpu import models
 from otspec_gpu.decoding import _KV
 from tests.gpu._tolerances import MODEL_FLOAT32_ATOL, MODEL_FLOAT32_RTOL, SMOLLM2_LOGITS_TOL
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 
@@ -82,7 +81,7 @@ def test_kv_rollback_is_exact_with_masks_and_rows():
     pad = torch.tensor([[0, 3], [2, 10], [0, 1]])
     pad_valid = torch.tensor([[0, 1], [1, 1], [0, 1]], dtype=torch.bool)
     out = kv.feed(pad, pad_valid)
-    hist = [h + [t for t, v in zip(pad[r].tolist(), pad_valid[r].tolist()) if v] for r, h in enumerate(hist)]
+    hist = [h + [t for t, v in zip(pad[r].tolist(), pad_valid[r].tolist(), strict=False) if v] for r, h in enumerate(hist)]
     torch.testing.assert_close(out[:, -1], _reference(lm, hist), atol=MODEL_FLOAT32_ATOL, rtol=MODEL_FLOAT32_RTOL)
     # a full crop: every row keeps nothing of the last feed, so the cache shrinks
     L = kv.mask.shape[1]

@@ -202,7 +202,7 @@ def test_training_reproducible_and_beats_majority(tiny_data, kind):
     assert not set(train.prompt_id.tolist()) & set(test.prompt_id.tolist())
     m1 = classifier.train(train, kind=kind, seed=5, steps=100)
     m2 = classifier.train(train, kind=kind, seed=5, steps=100)
-    for (k, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items()):
+    for (k, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items(), strict=False):
         assert torch.equal(a, b), k
     mt = classifier.metrics(m1, test)
     assert mt["accuracy"] > mt["majority_accuracy"] + ACCURACY_MARGIN, mt
@@ -221,7 +221,7 @@ def test_classifier_verifier_roundtrip_and_decode(tiny_data, tmp_path):
     target = models.tiny(seed=0, hidden_size=16)
     res = decode(target, models.self_draft(target, 1.6), [PROMPT] * 50, verifier=w, max_new_tokens=6, seed=0)
     # a {0, 1} rule: every delta is the excess mass of the passed tokens, within [0, d_TV(p, q)]
-    assert all(0.0 <= d <= tv + FLOAT64_ATOL for r in res.rounds for d, tv in zip(r["delta"], r["tv_pq"]))
+    assert all(0.0 <= d <= tv + FLOAT64_ATOL for r in res.rounds for d, tv in zip(r["delta"], r["tv_pq"], strict=False))
     assert sum(res.target_calls) < 50 * 6  # the classifier lets the draft run at some positions
     ds_path = data.save(train, tmp_path / "d.safetensors")
     back = data.load(ds_path)

@@ -24,6 +24,7 @@ from otspec import models
 from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec.trees import draft_trees
 from otspec.verifiers import tree as np_tree
+from otspec_gpu.verifiers import chain, tree
 from tests.gpu._stats import pooled_chi_square
 from tests.gpu._tolerances import (
     DESIGN_POWER,
@@ -35,7 +36,6 @@ from tests.gpu._tolerances import (
     FLOAT64_KERNEL_ATOL,
     TV_DETECT,
 )
-from otspec_gpu.verifiers import chain, tree
 
 N_ROWS = 100_000
 ALPHA = FALSE_ALARM
@@ -67,7 +67,7 @@ def kernel_tensor(K, V: int) -> np.ndarray:
     """The numpy per-tree laws {O: P(O)} in the torch layout [M, k, gamma + 1, V] (lowest sequence index)."""
     M, k, g = K.trees.shape
     W = np.zeros((M, k, g + 1, V))
-    for m, (t, law) in enumerate(zip(K.trees, K.laws)):
+    for m, (t, law) in enumerate(zip(K.trees, K.laws, strict=False)):
         for o, pr in law.items():
             tau = len(o) - 1
             j = next(j for j in range(k) if tuple(int(v) for v in t[j, :tau]) == o[:tau])
@@ -201,8 +201,8 @@ def test_determinism(shared):
     a = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(5))
     b = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(5))
     c = tree.sample(*args, rule="kseq", generator=torch.Generator().manual_seed(6))
-    assert all(torch.equal(u, v) for u, v in zip(a, b))
-    assert not all(torch.equal(u, v) for u, v in zip(a, c))
+    assert all(torch.equal(u, v) for u, v in zip(a, b, strict=False))
+    assert not all(torch.equal(u, v) for u, v in zip(a, c, strict=False))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from scipy import stats
 
 import otspec
 from otspec import models
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.testing import (
     ChainVerifier,
     ConditionalVerifier,
@@ -29,9 +30,8 @@ from otspec.testing import (
 )
 from otspec.testing._base import UnsupportedMethodError
 from otspec.verifiers import ALL, block, khisti, kseq, rrs, token, token_chain
-from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
-from tests.testing import broken_designs as bd
 from tests._tolerances import BISECTION_ATOL, EXACT_RTOL, FALSE_ALARM, FLOAT64_ULPS_ATOL
+from tests.testing import broken_designs as bd
 
 P5 = np.array([0.3, 0.3, 0.1, 0.3, 0.0])
 Q5 = np.array([0.4, 0.2, 0.3, 0.0, 0.1])

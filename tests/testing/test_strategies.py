@@ -10,10 +10,10 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 import otspec
+from otspec._tolerances import FLOAT64_ATOL
 from otspec.testing import assert_lossless
 from otspec.testing import strategies as ots
 from otspec.verifiers import ALL
-from otspec._tolerances import FLOAT64_ATOL
 
 
 @settings(max_examples=60, database=None)

@@ -80,7 +80,7 @@ def test_criterion_catches_a_broken_residual():
     p, q = pair(3, 3)
     K = tc.kernel(p, q, 2)
     broken = {}
-    for path, w, lw in zip(K.paths, K.weights, K.law):
+    for path, w, lw in zip(K.paths, K.weights, K.law, strict=False):
         for t in range(3):
             mass = lw[t].sum()
             row = mass * p(tuple(int(v) for v in path[:t])) if t < 2 else lw[t]
@@ -95,7 +95,7 @@ def test_criterion_catches_unweighted_block_residual():
     p, q = pair(5, 3)
     K = bv.kernel(p, q, 3)
     broken = {}
-    for path, w, lw in zip(K.paths, K.weights, K.law):
+    for path, w, lw in zip(K.paths, K.weights, K.law, strict=False):
         for t in range(4):
             head = tuple(int(v) for v in path[:t])
             row = lw[t]
@@ -255,7 +255,7 @@ def test_p_i_is_acceptance_probability_given_prefix(inst, gamma):
     tau = K.tau_law()
     for i in range(1, gamma + 1):
         groups: dict = {}
-        for path, w, tl in zip(K.paths, K.weights, tau):
+        for path, w, tl in zip(K.paths, K.weights, tau, strict=False):
             key = tuple(int(v) for v in path[:i])
             g = groups.setdefault(key, [0.0, 0.0, 0.0])
             g[0] += w

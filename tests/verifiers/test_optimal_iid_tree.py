@@ -111,7 +111,7 @@ def test_kernels_without_numba_give_the_compiled_arrays(monkeypatch):
         perm = np.random.default_rng(0).permutation(np.arange(1, geo.m))
         for name, args in (("heap_build", (R0, *packed, k)), ("flip_build", (*packed, k, perm, 10**6))):
             a, b = getattr(plain, name)(*args), getattr(jit, name)(*args)
-            for x, y in zip(a[:4], b[:4]):
+            for x, y in zip(a[:4], b[:4], strict=False):
                 assert np.array_equal(x, y), name
             assert a[4] == b[4]
         assert np.array_equal(plain.local_ratios(*packed, k), R0) and np.array_equal(jit.local_ratios(*packed, k), R0)

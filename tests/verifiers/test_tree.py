@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -10,7 +9,6 @@ from hypothesis import strategies as st
 from scipy.stats import chi2
 
 from otspec import models
-from otspec.trees import draft_trees, sample_tree
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import (
     InvalidDraftCountError,
@@ -18,11 +16,11 @@ from otspec.errors import (
     ProblemTooLargeError,
     UnsupportedMethodError,
 )
+from otspec.trees import draft_trees, sample_tree
 from otspec.verifiers import token_chain as tc
 from otspec.verifiers import tree
 from tests._oracles import criterion_violation, make_pair
 from tests._tolerances import CLEAR_DIFFERENCE, EXACT_RTOL, FALSE_ALARM, FLOAT64_ULPS_ATOL
-
 
 instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())
 
@@ -40,7 +38,7 @@ def test_lossless_by_criterion(verifier, inst, gamma, k):
     for law in K.laws[:20]:
         assert abs(sum(law.values()) - 1.0) <= EXACT_ATOL
         # every emitted accepted prefix is a path of the drafted tree
-    for t, law in zip(K.trees, K.laws):
+    for t, law in zip(K.trees, K.laws, strict=False):
         prefixes = {tuple(int(v) for v in path[:i]) for path in t for i in range(K.gamma + 1)}
         assert all(o[:-1] in prefixes for o in law)
     assert criterion_violation(K.output_law(), p, p.V) <= EXACT_ATOL
@@ -59,7 +57,7 @@ def test_criterion_catches_ignoring_rejected_mass(monkeypatch):
     walker = tree._Walker(p, q, "kseq")
     trees, w = draft_trees(q, 2, 2)
     law: dict = {}
-    for t, wt in zip(trees, w):
+    for t, wt in zip(trees, w, strict=False):
         for o, pr in walker.tree_law(tuple(tuple(int(v) for v in path) for path in t)).items():
             law[o] = law.get(o, 0.0) + wt * pr
     assert criterion_violation(law, p, 3) > CLEAR_DIFFERENCE
@@ -115,7 +113,7 @@ def test_draft_trees_laws():
     trees, w = draft_trees(q, 2, 2, replacement=True)
     assert abs(w.sum() - 1) <= EXACT_ATOL and trees.shape[1:] == (2, 2)
     # i.i.d.: weight = product of path probabilities (recomputed from the model)
-    for t, wt in list(zip(trees, w))[:10]:
+    for t, wt in list(zip(trees, w, strict=False))[:10]:
         prob = 1.0
         for path in t:
             for i, x in enumerate(path):
@@ -197,9 +195,9 @@ def test_kernel_repr():
 @given(seed=st.integers(0, 10_000), k=st.integers(1, 3), zeros=st.booleans())
 def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
     """Each node's rule equals the single-step verifier's exact conditional law (cross-module check)."""
-    from otspec.verifiers.step.rrs_wor import rrs_wor_conditional
-    from otspec.verifiers.step.rrs import rrs_conditional
     from otspec.verifiers.step.kseq import kseq_conditional
+    from otspec.verifiers.step.rrs import rrs_conditional
+    from otspec.verifiers.step.rrs_wor import rrs_wor_conditional
 
     rng = np.random.default_rng(seed)
     V = 4
@@ -226,7 +224,7 @@ def test_wor_draft_law_stable_when_one_first_token_takes_almost_all_mass():
     p, q = models.context_free([0.5, 0.5]), models.context_free([1e-12, 1 - 1e-12])
     trees, w = draft_trees(q, 2, 1, replacement=False)
     assert abs(float(w.sum()) - 1.0) <= EXACT_ATOL
-    got = {tuple(t[:, 0].tolist()): float(x) for t, x in zip(trees, w)}
+    got = {tuple(t[:, 0].tolist()): float(x) for t, x in zip(trees, w, strict=False)}
     assert got[(1, 0)] == pytest.approx(1 - 1e-12, abs=FLOAT64_ULPS_ATOL) and got[(0, 1)] == pytest.approx(1e-12, rel=EXACT_RTOL)
     # both tokens are always drafted at gamma = 1, so the first position is always accepted
     assert tree.expected_accepted(p, q, 2, 1, verifier="rrs_wor") == pytest.approx(1.0, abs=EXACT_ATOL)

@@ -402,7 +402,7 @@ def _build_heap(geo: _Geometry):
     i = np.arange(1, m)
     R0 = geo.ratio(i - 1, i, i + 1)
     cur = [None, *R0.tolist(), None]
-    heap = list(zip(cur[1:m], range(1, m)))
+    heap = list(zip(cur[1:m], range(1, m), strict=False))
     heapq.heapify(heap)
     prv = list(range(-1, m))
     nxt = list(range(1, m + 2))

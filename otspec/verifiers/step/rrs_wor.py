@@ -47,9 +47,9 @@ import numpy as np
 from otspec._tolerances import MC_CONFIDENCE_Z
 from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw, ratio_order
-from otspec.verifiers.kernel import AcceptanceEstimate
-from otspec.verifiers.base import Verifier
 from otspec.sampling import sample_categorical_rows
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.kernel import AcceptanceEstimate
 from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual_rows
 
 __all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_plan", "rsd_path_acceptance"]

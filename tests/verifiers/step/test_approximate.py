@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from otspec._tolerances import FLOAT64_ATOL
 import otspec
+from otspec._tolerances import FLOAT64_ATOL
 from otspec.errors import InvalidDistributionError, ShapeMismatchError, UnsupportedMethodError
 from otspec.verifiers import ALL, ApproximateVerifier, approximate
 from tests._tolerances import FLOAT64_ULPS_ATOL

@@ -10,11 +10,10 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 import otspec
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.verifiers import kseq, kseq_conditional
 from otspec.verifiers.plan import plan_rows
-from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta
-from otspec.verifiers.step.kseq import kseq_plan
-from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta, kseq_plan
 from tests._tolerances import FLOAT64_ULPS_ATOL, STRICT_GAP
 
 
@@ -203,7 +202,7 @@ def _exact_root(p: np.ndarray, q: np.ndarray, k: int, steps: int = 64) -> Fracti
     P, Q = [x / sp for x in P], [x / sq for x in Q]
 
     def f(rho: Fraction) -> Fraction:
-        beta = sum(min(x / rho, y) for x, y in zip(P, Q))
+        beta = sum(min(x / rho, y) for x, y in zip(P, Q, strict=False))
         return 1 - (1 - beta) ** k - rho * beta
 
     lo, hi = Fraction(1), Fraction(k)

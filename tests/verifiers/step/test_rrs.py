@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 import otspec
+from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import rrs, rrs_conditional, rrs_wor, rrs_wor_conditional, token
 from otspec.verifiers.step.rrs_wor import rrs_wor_plan
