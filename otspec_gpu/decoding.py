@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from otspec._validation import as_int_in_range
-from otspec.errors import OtspecInputError, UnsupportedMethodError
+from otspec.errors import IncompatibleModelsError, OtspecInputError, UnsupportedMethodError
 from otspec_gpu.models import LM
 
 __all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodePlan", "DecodeResult", "IncompatibleModelsError", "decode", "plan_for"]
@@ -54,10 +54,6 @@ __all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodePlan", "DecodeResult", "I
 CHAIN_VERIFIERS = ("token", "block")
 #: Tree verifiers over k drafted sequences: user-facing name -> rule name of the tree module.
 TREE_VERIFIERS = {"kseq": "kseq", "rrs": "rrs", "rrs_wor": "rrs_wor"}
-
-
-class IncompatibleModelsError(OtspecInputError):
-    """The target and draft do not share a vocabulary."""
 
 
 @dataclass(frozen=True)

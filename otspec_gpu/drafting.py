@@ -21,13 +21,42 @@ import torch
 
 from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
 from otspec_gpu.verifiers.base import check_probs
-from otspec_gpu.verifiers.greedy import greedy_top
 from otspec_gpu.verifiers.plan import categorical
 
-__all__ = ["LAWS", "sample_drafts"]
+__all__ = ["LAWS", "greedy_top", "sample_drafts"]
 
 #: Names of the draft laws (the otspec law constructors of the same names).
 LAWS = ("iid", "without_replacement", "greedy")
+
+
+def greedy_top(q: torch.Tensor, m: int) -> torch.Tensor:
+    """The top-``m`` tokens of each row of ``q`` ``[B, m]``, ordered by larger q first, then lower
+    token id (the tie rule of ``otspec.greedy``).
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        ``[B, V]`` draft rows.
+    m : int
+        Number of tokens, ``0 <= m <= V``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, m]`` long token ids.
+    """
+    B = q.shape[0]
+    if m == 0:
+        return torch.zeros((B, 0), dtype=torch.long, device=q.device)
+    vals = torch.topk(q, m, dim=1).values
+    v = vals[:, -1:]
+    gt = q > v
+    eq = q == v
+    need = m - gt.sum(dim=1, keepdim=True)
+    chosen = gt | (eq & (torch.cumsum(eq.to(torch.long), dim=1) <= need))
+    idx = torch.nonzero(chosen)[:, 1].view(B, m)  # row-major: ascending token id within a row
+    order = torch.sort(q.gather(1, idx), dim=1, descending=True, stable=True).indices
+    return idx.gather(1, order)
 
 
 def _skip_draw(cdf: torch.Tensor, q64: torch.Tensor, taken: torch.Tensor, last: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

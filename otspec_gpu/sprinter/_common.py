@@ -7,19 +7,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from otspec.errors import SprinterInputError
 from otspec_gpu.decoding import _multinomial
 from otspec_gpu.decoding import _probs as _decoder_probs
 
-try:  # the public home of the errors after the core layout refactor
-    from otspec.errors import OtspecInputError
-except ImportError:  # pragma: no cover - before it
-    from otspec.errors import OtspecInputError
-
 __all__ = ["Scorer", "SprinterInputError", "generators", "multinomial", "probs"]
-
-
-class SprinterInputError(OtspecInputError):
-    """Bad input to the SPRINTER decoder, data collection or classifier (a ``ValueError``)."""
 
 
 def probs(logits: torch.Tensor, temperature: float = 1.0, top_k=None, top_p=None) -> torch.Tensor:

@@ -15,8 +15,9 @@ its exact conditional law (``(i, a)`` w.p. :math:`1-q(a)`, a separate ``rand`` c
 :math:`L = 1-\sum\min(p, \tilde q)`; else the residual :math:`(p-\tilde q)_+` off a. Its
 conditional law equals greedy_optimal's (the numpy core tests the same identity).
 
-:func:`greedy_top` is the top-(k-1) set G in the tie order of ``otspec.greedy`` (larger q first,
-then lower token id); :func:`otspec_gpu.drafting.sample_drafts` drafts the greedy law with it.
+:func:`otspec_gpu.drafting.greedy_top` is the top-(k-1) set G in the tie order of ``otspec.greedy``
+(larger q first, then lower token id); :func:`otspec_gpu.drafting.sample_drafts` drafts the greedy
+law with it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from otspec.errors import InvalidDraftsError
+from otspec_gpu import drafting  # module import: drafting imports this package back
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.plan import Plan, accept_ratio, fallback_rows, gather, plan_conditional, sample_rounds, scratch, to_float64
 
@@ -32,43 +34,12 @@ __all__ = [
     "conditional",
     "conditional_hub",
     "greedy_optimal",
-    "greedy_top",
     "hub_plans",
     "plan",
     "sample",
     "sample_hub",
     "spechub",
 ]
-
-
-def greedy_top(q: torch.Tensor, m: int) -> torch.Tensor:
-    """The top-``m`` tokens of each row of ``q`` ``[B, m]``, ordered by larger q first, then lower
-    token id (the tie rule of ``otspec.greedy``).
-
-    Parameters
-    ----------
-    q : torch.Tensor
-        ``[B, V]`` draft rows.
-    m : int
-        Number of tokens, ``0 <= m <= V``.
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B, m]`` long token ids.
-    """
-    B = q.shape[0]
-    if m == 0:
-        return torch.zeros((B, 0), dtype=torch.long, device=q.device)
-    vals = torch.topk(q, m, dim=1).values
-    v = vals[:, -1:]
-    gt = q > v
-    eq = q == v
-    need = m - gt.sum(dim=1, keepdim=True)
-    chosen = gt | (eq & (torch.cumsum(eq.to(torch.long), dim=1) <= need))
-    idx = torch.nonzero(chosen)[:, 1].view(B, m)  # row-major: ascending token id within a row
-    order = torch.sort(q.gather(1, idx), dim=1, descending=True, stable=True).indices
-    return idx.gather(1, order)
 
 
 def _q_rest(q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
@@ -80,7 +51,7 @@ def _q_rest(q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
 
 def _check_greedy(q: torch.Tensor, drafts: torch.Tensor) -> None:
     k = drafts.shape[1]
-    top = greedy_top(q, k - 1)
+    top = drafting.greedy_top(q, k - 1)
     if not bool((drafts[:, :-1] == top).all()):
         raise InvalidDraftsError(
             f"greedy drafts must start with the top-{k - 1} tokens of q (larger q first, ties to the lower id); draw them with sample_drafts(q, k, 'greedy')"
