@@ -33,6 +33,8 @@ __all__ = [
     "MissingModelPackageError",
     "UnknownModelError",
     "SprinterInputError",
+    "InvalidTraceError",
+    "InvalidVerifierError",
 ]
 
 
@@ -101,3 +103,12 @@ class UnknownModelError(OtspecInputError):
 
 class SprinterInputError(OtspecInputError):
     """Bad input to the SPRINTER decoder, data collection or classifier."""
+
+
+class InvalidTraceError(InputFileError):
+    """A decoding trace that breaks the trace format (:mod:`otspec.io`): bad metadata, a missing or
+    malformed column, an unknown mode, a newer format version, or a config value that is not JSON."""
+
+
+class InvalidVerifierError(OtspecInputError):
+    """An object given as a verifier is none of the supported forms (or cannot be imported)."""
