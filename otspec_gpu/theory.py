@@ -36,7 +36,7 @@ Single-step rounds (``k`` drafts from the verifier's draft law :math:`Q`):
 Trees (``k`` sequences): ``expected`` = :math:`E[\tau \mid \text{drafted tree}]` of the rule used and
 ``exp_<rule>`` of every rule valid for the same draft law (SpecTr and RRS for i.i.d. sequences),
 by an exact walk over the drafted tree with the per-node plans of
-:func:`otspec.verifiers.tree.node_plan`.
+:func:`otspec.verifiers.tree.node_schedule`.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def tree_expected(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> flo
 
     Top-down walk: at depth ``t`` with surviving rows ``alive`` (their prefixes equal the emitted
     one), the node's rule maps the survivors' next drafts to :math:`Y_t` with the exact law of its
-    sequential plan; the block grows by one accepted token when :math:`Y_t` is one of them.
+    accept schedule; the block grows by one accepted token when :math:`Y_t` is one of them.
 
     Parameters
     ----------
@@ -181,7 +181,7 @@ def tree_expected(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> flo
     float
         :math:`E[\tau \mid \text{tree}]`, in ``[0, gamma]``.
     """
-    from otspec.verifiers.tree import node_plan
+    from otspec.verifiers.tree import node_schedule
 
     k, g = X.shape
 
@@ -190,7 +190,7 @@ def tree_expected(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> flo
             return 0.0
         j0 = alive[0]
         drafts = tuple(int(X[j, t]) for j in alive)
-        acc, res = node_plan(P[j0, t], Q[j0, t], drafts, rule)
+        acc, res = node_schedule(P[j0, t], Q[j0, t], drafts, rule)
         law = _plan_law(acc, res, drafts)
         total = 0.0
         for y in sorted(set(drafts)):

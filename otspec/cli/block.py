@@ -11,9 +11,8 @@ Enumerations that would not fit are refused (exit status 2, with the size).
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from otspec.cli._common import CliError, print_json, print_table
+from otspec.cli._common import CliError, number_flag, print_json, print_table
 
 __all__ = ["register", "run"]
 
@@ -77,23 +76,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.set_defaults(func=run)
 
 
-def _int(value: Any, flag: str) -> int:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise CliError(f"{flag} must be an integer (got {value!r}); pass e.g. {flag} 3") from None
-    if not f.is_integer():
-        raise CliError(f"{flag} must be an integer (got {value!r}); pass a whole number")
-    return int(f)
-
-
-def _float(value: Any, flag: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise CliError(f"{flag} must be a number (got {value!r})") from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Solve ``otspec block``: exact :math:`E[\\tau]` of the chain and tree verifiers and the optima.
 
@@ -123,16 +105,16 @@ def run(args: argparse.Namespace) -> int:
     from otspec._validation import as_int_in_range
     from otspec.report import block_report
 
-    V = as_int_in_range(_int(args.vocab, "--vocab"), "--vocab")
-    gamma = as_int_in_range(_int(args.gamma, "--gamma"), "--gamma")
-    k = as_int_in_range(_int(args.drafts, "--drafts"), "--drafts")
-    seed = as_int_in_range(_int(args.seed, "--seed"), "--seed", minimum=0)
-    cap = None if args.memory_cap is None else _float(args.memory_cap, "--memory-cap") * 1024**3
+    V = as_int_in_range(number_flag(args.vocab, "--vocab", int), "--vocab")
+    gamma = as_int_in_range(number_flag(args.gamma, "--gamma", int), "--gamma")
+    k = as_int_in_range(number_flag(args.drafts, "--drafts", int), "--drafts")
+    seed = as_int_in_range(number_flag(args.seed, "--seed", int), "--seed", minimum=0)
+    cap = None if args.memory_cap is None else number_flag(args.memory_cap, "--memory-cap") * 1024**3
     if cap is not None and not cap > 0:
         raise CliError(f"--memory-cap must be > 0 GiB (got {args.memory_cap!r})")
-    target = models.dirichlet(V, concentration=_float(args.concentration, "--concentration"), seed=seed, memory_cap=cap)
+    target = models.dirichlet(V, concentration=number_flag(args.concentration, "--concentration"), seed=seed, memory_cap=cap)
     draft = models.close_draft(
-        target, temperature=_float(args.temperature, "--temperature"), noise=_float(args.noise, "--noise"), seed=seed
+        target, temperature=number_flag(args.temperature, "--temperature"), noise=number_flag(args.noise, "--noise"), seed=seed
     )
 
     models.check_prefix_enumeration(V, gamma, hint="use a smaller --vocab or --gamma")  # before any enumeration

@@ -14,8 +14,8 @@ verification) and :mod:`~otspec.verifiers.tree` (draft trees). Per-node kernel f
 :func:`kseq_conditional`, :func:`rrs_conditional`, :func:`rrs_wor_conditional`.
 
 Layout: :mod:`~otspec.verifiers.base` (the :class:`Verifier` base class),
-:mod:`~otspec.verifiers.kernel` (result types), :mod:`~otspec.verifiers.plan` (the sequential
-accept/reject plan and its sampler), :mod:`~otspec.verifiers.tuples` (draft-tuple index helpers).
+:mod:`~otspec.verifiers.kernel` (result types), :mod:`~otspec.verifiers.schedule` (the sequential
+accept/reject schedule and its sampler), :mod:`~otspec.verifiers.tuples` (draft-tuple index helpers).
 """
 
 from __future__ import annotations

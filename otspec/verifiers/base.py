@@ -13,7 +13,7 @@ from otspec.errors import NotADraftLawError, ProblemTooLargeError, UnsupportedMe
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
 from otspec.verifiers.kernel import AcceptanceEstimate, VerifierKernel
-from otspec.verifiers.plan import SequentialPlan, plan_rows, sample_plan
+from otspec.verifiers.schedule import AcceptSchedule, sample_schedule, schedule_rows
 from otspec.verifiers.tuples import membership_mask
 
 __all__ = ["Verifier"]
@@ -23,7 +23,7 @@ class Verifier:
     """Base class of single-step verifiers (the contract in :doc:`verifiers`).
 
     Subclasses set ``name``, ``lossless``, ``rule`` (when it applies, in words), ``reference``, and
-    implement :meth:`applies_to` and either :meth:`_plan` (sequential rules) or :meth:`_rows` and
+    implement :meth:`applies_to` and either :meth:`_schedule` (sequential rules) or :meth:`_rows` and
     :meth:`_sample_rows`; optionally :meth:`_closed_form`.
     """
 
@@ -52,17 +52,17 @@ class Verifier:
         """
         raise NotImplementedError
 
-    def _plan(self, p: np.ndarray, law: DraftLaw, tuples: np.ndarray) -> SequentialPlan:
+    def _schedule(self, p: np.ndarray, law: DraftLaw, tuples: np.ndarray) -> AcceptSchedule:
         raise NotImplementedError
 
     def _closed_form(self, p: np.ndarray, law: DraftLaw) -> tuple[float, dict] | None:
         return None
 
     def _rows(self, p: np.ndarray, law: DraftLaw, tuples: np.ndarray) -> np.ndarray:
-        return plan_rows(self._plan(p, law, tuples), law.V)
+        return schedule_rows(self._schedule(p, law, tuples), law.V)
 
     def _sample_rows(self, p, law, tuples, coin_rng, res_rng) -> np.ndarray:
-        return sample_plan(self._plan(p, law, tuples), coin_rng, res_rng)
+        return sample_schedule(self._schedule(p, law, tuples), coin_rng, res_rng)
 
     def _tuple_acceptance(self, p: np.ndarray, law: DraftLaw, tuples: np.ndarray) -> np.ndarray:
         """Hook behind :meth:`tuple_acceptance` (inputs already validated; default: from the

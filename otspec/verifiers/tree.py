@@ -20,8 +20,8 @@ losslessness criterion of :doc:`block` holds (:func:`otspec.verifiers.chain.loss
 
 Verifiers (``verifier=``):
 
-* ``"kseq"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node plan from
-  :func:`otspec.verifiers.step.kseq.kseq_plan`), drafts with replacement;
+* ``"kseq"`` -- K-SEQ per node (SpecTr Algorithm 2 with :math:`\rho^*`; per-node schedule from
+  :func:`otspec.verifiers.step.kseq.kseq_schedule`), drafts with replacement;
 * ``"rrs"`` -- recursive rejection sampling with replacement (SpecInfer MSS, :doc:`verifiers`, rrs);
 * ``"rrs_wor"`` -- recursive rejection without replacement (RSD, :doc:`verifiers`, rrs_wor), drafts without
   replacement.
@@ -49,10 +49,10 @@ from otspec.errors import (
     UnsupportedMethodError,
 )
 from otspec.trees import draft_trees
-from otspec.verifiers.plan import SequentialPlan, plan_rows
-from otspec.verifiers.step.kseq import kseq_plan
-from otspec.verifiers.step.rrs import rrs_plan
-from otspec.verifiers.step.rrs_wor import rrs_wor_plan
+from otspec.verifiers.schedule import AcceptSchedule, schedule_rows
+from otspec.verifiers.step.kseq import kseq_schedule
+from otspec.verifiers.step.rrs import rrs_schedule
+from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
 
 __all__ = [
     "VERIFIERS",
@@ -62,7 +62,7 @@ __all__ = [
     "expected_accepted",
     "sample",
     "sample_many",
-    "node_plan",
+    "node_schedule",
 ]
 
 VERIFIERS = ("kseq", "rrs", "rrs_wor")
@@ -76,23 +76,23 @@ def _check_verifier(verifier: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# Per-node single-step rules as sequential plans: visit the drafts in order, stop at draft j with
+# Per-node single-step rules as accept schedules: visit the drafts in order, stop at draft j with
 # probability a_j (output its token), else draw from the residual r.
 
 
-def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tuple[np.ndarray, np.ndarray]:
+def node_schedule(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tuple[np.ndarray, np.ndarray]:
     r"""``(accept, residual)`` of one node's single-step rule for the ordered draft tokens ``drafts``.
 
     The output law is :math:`\sum_j [\prod_{l<j}(1-a_l)]\, a_j\, \delta_{d_j} + [\prod_l (1-a_l)]\, r`.
-    Each rule is the single-step verifier's own plan (one implementation per rule):
+    Each rule is the single-step verifier's own accept schedule (one implementation per rule):
 
     * ``"kseq"``: K-SEQ, :math:`a_j = \min(1, p(d_j)/(\rho^* q(d_j)))`,
       :math:`r = \mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)` (SpecTr Algorithm 2;
-      :func:`otspec.verifiers.step.kseq.kseq_plan`);
+      :func:`otspec.verifiers.step.kseq.kseq_schedule`);
     * ``"rrs"``: :math:`a_j = \min(1, p_{j-1}(d_j)/q(d_j))`, :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`
-      (:func:`otspec.verifiers.step.rrs.rrs_plan`);
+      (:func:`otspec.verifiers.step.rrs.rrs_schedule`);
     * ``"rrs_wor"``: the same with :math:`q_{j+1} = \mathrm{norm}(q_j` without :math:`d_j)` and
-      :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)` (:func:`otspec.verifiers.step.rrs_wor.rrs_wor_plan`).
+      :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)` (:func:`otspec.verifiers.step.rrs_wor.rrs_wor_schedule`).
 
     Parameters
     ----------
@@ -118,29 +118,29 @@ def node_plan(p: np.ndarray, q: np.ndarray, drafts: tuple, verifier: str) -> tup
     Examples
     --------
     >>> import numpy as np
-    >>> from otspec.verifiers.tree import node_plan
-    >>> a, r = node_plan(np.array([0.5, 0.5]), np.array([0.5, 0.5]), (1,), "rrs")
+    >>> from otspec.verifiers.tree import node_schedule
+    >>> a, r = node_schedule(np.array([0.5, 0.5]), np.array([0.5, 0.5]), (1,), "rrs")
     >>> a.tolist()
     [1.0]
     """
     d = np.asarray(drafts, dtype=np.int64)[None, :]
     k = d.shape[1]
     if verifier == "kseq" and k > 1:
-        plan, _ = kseq_plan(p, q, d)
+        sched, _ = kseq_schedule(p, q, d)
     else:
         zero = np.flatnonzero(q[d[0]] <= 0)
         if zero.size:
             raise InvalidDraftsError(
                 f"draft token {int(d[0, zero[0]])} has draft probability 0 at this node; the draft could not have produced it"
             )
-        plan = rrs_wor_plan(p, q, d) if verifier == "rrs_wor" else rrs_plan(p, [q] * k, d)
-    return np.asarray(plan.accept, dtype=np.float64).reshape(-1), np.asarray(plan.residual, dtype=np.float64).reshape(-1)
+        sched = rrs_wor_schedule(p, q, d) if verifier == "rrs_wor" else rrs_schedule(p, [q] * k, d)
+    return np.asarray(sched.accept, dtype=np.float64).reshape(-1), np.asarray(sched.residual, dtype=np.float64).reshape(-1)
 
 
 def _node_law(acc: np.ndarray, res: np.ndarray, drafts: tuple) -> np.ndarray:
     """The node's exact output law, shape ``(V,)``."""
-    plan = SequentialPlan(tokens=np.asarray(drafts, dtype=np.int64)[None, :], accept=acc[None, :], residual=res)
-    return plan_rows(plan, res.shape[0])[0]
+    sched = AcceptSchedule(tokens=np.asarray(drafts, dtype=np.int64)[None, :], accept=acc[None, :], residual=res)
+    return schedule_rows(sched, res.shape[0])[0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ class TreeKernel:
 
 
 class _Walker:
-    """Exact top-down walk with a per-node plan cache shared across trees."""
+    """Exact top-down walk with a per-node schedule cache shared across trees."""
 
     def __init__(self, p_model, q_model, verifier: str):
         self.p_model, self.q_model, self.verifier = p_model, q_model, verifier
@@ -217,7 +217,7 @@ class _Walker:
         hit = self.cache.get(key)
         if hit is None:
             p, q = self.p_model(prefix), self.q_model(prefix)
-            acc, res = node_plan(p, q, drafts, self.verifier)
+            acc, res = node_schedule(p, q, drafts, self.verifier)
             hit = _node_law(acc, res, drafts)
             self.cache[key] = hit
         return hit
@@ -392,7 +392,7 @@ def _prepare(p_model: Any, q_model: Any, tree: Any, verifier: str, rng: Any):
     return p_model, q_model, rng, paths
 
 
-def _sample_one(p_model, q_model, paths: tuple, verifier: str, plans: dict, coins, draws) -> tuple[int, tuple]:
+def _sample_one(p_model, q_model, paths: tuple, verifier: str, schedules: dict, coins, draws) -> tuple[int, tuple]:
     gamma = len(paths[0])
     prefix: tuple = ()
     alive = tuple(range(len(paths)))
@@ -403,11 +403,11 @@ def _sample_one(p_model, q_model, paths: tuple, verifier: str, plans: dict, coin
             return gamma, prefix + (y,)
         drafts = tuple(paths[j][t] for j in alive)
         key = (prefix, drafts)
-        plan = plans.get(key)
-        if plan is None:
-            acc, res = node_plan(p_model(prefix), q_model(prefix), drafts, verifier)
-            plan = plans[key] = (acc, res / res.sum())
-        acc, res = plan
+        sched = schedules.get(key)
+        if sched is None:
+            acc, res = node_schedule(p_model(prefix), q_model(prefix), drafts, verifier)
+            sched = schedules[key] = (acc, res / res.sum())
+        acc, res = sched
         y = None
         for a, x in zip(acc, drafts, strict=False):
             if coins.random() < a:  # accept coins: their own stream
@@ -472,7 +472,7 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
 
 
 def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "kseq", rng: np.random.Generator) -> list:
-    """``size`` independent verifications of the same drafted tree (node plans computed once).
+    """``size`` independent verifications of the same drafted tree (node schedules computed once).
 
     Parameters
     ----------
@@ -514,5 +514,5 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
     size = as_int_in_range(size, "size", minimum=0)
     coins, draws = rng.spawn(2)
-    plans: dict = {}
-    return [_sample_one(p_model, q_model, paths, verifier, plans, coins, draws) for _ in range(size)]
+    schedules: dict = {}
+    return [_sample_one(p_model, q_model, paths, verifier, schedules, coins, draws) for _ in range(size)]

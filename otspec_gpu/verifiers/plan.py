@@ -1,6 +1,6 @@
 r"""The *sequential plan* every torch single-step rule (and every tree node) is built from, with
 its exact law, its sampler and the residual / categorical helpers (twin of
-:mod:`otspec.verifiers.plan`).
+:mod:`otspec.verifiers.schedule`).
 
 A sequential plan visits drafted tokens :math:`t_1..t_R` of each row in order, stops at round j with
 probability :math:`a_j` (outputting :math:`t_j`) and otherwise draws from a residual law r:

@@ -232,7 +232,7 @@ class _CoinReusingToken(TokenVerifier):
     name = "broken_token"
 
     def _sample_rows(self, p, law, tuples, coin_rng, res_rng):
-        plan = self._plan(p, law, tuples)
+        plan = self._schedule(p, law, tuples)
         u = coin_rng.random(tuples.shape[0])
         out = tuples[:, 0].copy()
         rej = u >= plan.accept[:, 0]
@@ -257,13 +257,13 @@ def test_negative_control_coin_reuse_is_detected():
 
 def test_negative_control_invalid_kseq_factor_is_not_lossless():
     """K-SEQ at rho = 1 < rho* over-accepts: the same losslessness check fails on it."""
-    from otspec.verifiers.plan import plan_rows
-    from otspec.verifiers.step.kseq import kseq_plan
+    from otspec.verifiers.schedule import schedule_rows
+    from otspec.verifiers.step.kseq import kseq_schedule
 
     def kseq_rho_one(p, q, drafts):
-        plan, det = kseq_plan(p, q, np.asarray(drafts)[None, :], rho=1.0)
+        plan, det = kseq_schedule(p, q, np.asarray(drafts)[None, :], rho=1.0)
         assert det.rho_star > 1.0 or len(drafts) == 1
-        return plan_rows(plan, len(p))[0]
+        return schedule_rows(plan, len(p))[0]
 
     with pytest.raises(VerifierAssertionError, match="is not lossless") as info:
         assert_lossless(ConditionalVerifier(kseq_rho_one, kinds="iid"), P5, otspec.iid(Q5, 3), atol=LOSSLESS_ATOL)

@@ -47,13 +47,13 @@ def test_lossless_by_criterion(verifier, inst, gamma, k):
 def test_criterion_catches_ignoring_rejected_mass(monkeypatch):
     """Control: SpecTr whose residual is replaced by the target conditional breaks the criterion."""
     p, q = make_pair(4, 3, 1.0, False)
-    original = tree.node_plan
+    original = tree.node_schedule
 
     def broken_plan(pv, qv, drafts, verifier):
         acc, _ = original(pv, qv, drafts, verifier)
         return acc, pv
 
-    monkeypatch.setattr(tree, "node_plan", broken_plan)
+    monkeypatch.setattr(tree, "node_schedule", broken_plan)
     walker = tree._Walker(p, q, "kseq")
     trees, w = draft_trees(q, 2, 2)
     law: dict = {}
@@ -213,7 +213,7 @@ def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
         ("rrs", iid_drafts, rrs_conditional),
         ("rrs_wor", wor_drafts, rrs_wor_conditional),
     ):
-        acc, res = tree.node_plan(p, q, drafts, verifier)
+        acc, res = tree.node_schedule(p, q, drafts, verifier)
         assert np.allclose(tree._node_law(acc, res, drafts), ref(p, q, list(drafts))[0], atol=FLOAT64_ATOL)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual
 
 __all__ = ["ApproximateVerifier", "approximate", "exact_rule_predicate"]
 
@@ -134,13 +134,13 @@ class ApproximateVerifier(Verifier):
         self._check_pass(a, p.shape[0])
         return a
 
-    def _plan(self, p, law, tuples):
+    def _schedule(self, p, law, tuples):
         q = law.first_draft_marginal()
         a = self.pass_probabilities(p, q)
         x = tuples[:, :1]
         res, _ = residual(p, q)
         # round 1: the predicate's coin; round 2: the exact rule's coin, on the same token
-        return SequentialPlan(
+        return AcceptSchedule(
             tokens=np.concatenate([x, x], axis=1), accept=np.concatenate([a[x], accept_ratio(p[x], q[x])], axis=1), residual=res
         )
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, accept_ratio
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio
 
 __all__ = ["GreedyOptimalVerifier", "greedy_optimal", "greedy_closed_form"]
 
@@ -58,7 +58,7 @@ class GreedyOptimalVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return law.kind == "greedy"
 
-    def _plan(self, p, law, tuples):
+    def _schedule(self, p, law, tuples):
         top, qt = (law.top, law.q_rest)
 
         def build():
@@ -69,7 +69,7 @@ class GreedyOptimalVerifier(Verifier):
 
         res = law.cached("greedy_optimal.residual", p, build)
         last = tuples[:, -1:]
-        return SequentialPlan(tokens=last, accept=accept_ratio(p[last], qt[last]), residual=res)
+        return AcceptSchedule(tokens=last, accept=accept_ratio(p[last], qt[last]), residual=res)
 
     def _closed_form(self, p, law):
         return greedy_closed_form(p, law), {}

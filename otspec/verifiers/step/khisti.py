@@ -47,7 +47,7 @@ from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 from otspec.laws import DraftLaw
 from otspec.sampling import sample_categorical, spawn_streams
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import accept_ratio, residual
+from otspec.verifiers.schedule import accept_ratio, residual
 from otspec.verifiers.step.optimal_iid import optimal_iid
 from otspec.verifiers.tuples import set_index
 

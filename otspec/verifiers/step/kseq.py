@@ -21,14 +21,14 @@ import numpy as np
 from otspec._validation import as_distribution, as_int_in_range, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual, schedule_rows
 
 __all__ = [
     "KSeqVerifier",
     "KSeqDetails",
     "kseq",
     "kseq_conditional",
-    "kseq_plan",
+    "kseq_schedule",
     "kseq_beta",
     "kseq_rho_star",
     "kseq_details",
@@ -222,8 +222,8 @@ def kseq_details(p: np.ndarray, q: np.ndarray, k: int) -> KSeqDetails:
     return KSeqDetails(rho_star=float(rho), beta=beta, phase1=phase1, gamma=float(gamma), membership=float(membership), k=int(k))
 
 
-def kseq_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float | None = None) -> tuple[SequentialPlan, KSeqDetails]:
-    r"""The K-SEQ sequential plan for draft tuples ``(n, k)`` (validated inputs).
+def kseq_schedule(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float | None = None) -> tuple[AcceptSchedule, KSeqDetails]:
+    r"""The K-SEQ accept schedule for draft tuples ``(n, k)`` (validated inputs).
 
     Round ``j`` examines draft :math:`x_j` and accepts it with :math:`\min(1, p(x_j)/(\rho q(x_j)))`;
     the residual is :math:`\mathrm{norm}((p - \gamma \min(p/\rho, q))_+)`.
@@ -240,7 +240,7 @@ def kseq_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float | Non
 
     Returns
     -------
-    plan : SequentialPlan
+    schedule : AcceptSchedule
         ``k`` rounds per tuple and the shared residual.
     details : KSeqDetails
         The quantities at :math:`\rho^*` (whatever ``rho`` was used).
@@ -254,7 +254,7 @@ def kseq_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float | Non
         beta = kseq_beta(p, q, rho)
         gamma = _one_minus_pow(beta, k) / beta if beta > 0 else 0.0
     res, _ = residual(p, gamma * np.minimum(p / rho, q))
-    return SequentialPlan(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res), det
+    return AcceptSchedule(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res), det
 
 
 def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
@@ -290,8 +290,8 @@ def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     q = as_distribution(q, "q")
     check_same_vocab(p, q)
     t = as_supported_drafts(drafts, q)
-    plan, _ = kseq_plan(p, q, t)
-    return plan_rows(plan, p.shape[0])
+    sched, _ = kseq_schedule(p, q, t)
+    return schedule_rows(sched, p.shape[0])
 
 
 def details(p: Any, q: Any, k: int) -> KSeqDetails:
@@ -377,7 +377,7 @@ class KSeqVerifier(Verifier):
         """
         return details(p, q, k)
 
-    def _plan(self, p, law, tuples):
+    def _schedule(self, p, law, tuples):
         q = law.q
 
         def build():
@@ -386,7 +386,7 @@ class KSeqVerifier(Verifier):
             return det.rho_star, res
 
         rho, res = law.cached("kseq.static", p, build)
-        return SequentialPlan(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res)
+        return AcceptSchedule(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res)
 
     def _closed_form(self, p, law):
         d = kseq_details(p, law.q, law.k)

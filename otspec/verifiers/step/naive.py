@@ -16,7 +16,7 @@ import numpy as np
 
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual
 from otspec.verifiers.tuples import distinct_mask
 
 __all__ = ["NaiveVerifier", "naive"]
@@ -40,18 +40,18 @@ class NaiveVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return True
 
-    def _plan(self, p, law, tuples):
+    def _schedule(self, p, law, tuples):
         q1 = law.first_draft_marginal()
         res, _ = residual(p, q1)
-        return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q1[tuples[:, :1]]), residual=res)
+        return AcceptSchedule(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q1[tuples[:, :1]]), residual=res)
 
     def _tuple_acceptance(self, p, law, tuples):
         # O(k) per tuple: keep X_1 w.p. a, else the residual (which never hits a rejected X_1)
         # lands on one of the other distinct drafts
-        plan = self._plan(p, law, tuples)
-        a = plan.accept[:, 0]
+        sched = self._schedule(p, law, tuples)
+        a = sched.accept[:, 0]
         keep = distinct_mask(tuples) & (tuples != tuples[:, :1])
-        hit = np.sum(np.where(keep, plan.residual[tuples], 0.0), axis=1)
+        hit = np.sum(np.where(keep, sched.residual[tuples], 0.0), axis=1)
         return a + (1.0 - a) * hit
 
     def _closed_form(self, p, law):

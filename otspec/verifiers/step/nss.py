@@ -11,7 +11,7 @@ import numpy as np
 
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan
+from otspec.verifiers.schedule import AcceptSchedule
 from otspec.verifiers.tuples import distinct_mask
 
 __all__ = ["NSSVerifier", "nss"]
@@ -35,8 +35,8 @@ class NSSVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return True
 
-    def _plan(self, p, law, tuples):
-        return SequentialPlan(tokens=tuples[:, :0], accept=np.zeros((tuples.shape[0], 0)), residual=p)
+    def _schedule(self, p, law, tuples):
+        return AcceptSchedule(tokens=tuples[:, :0], accept=np.zeros((tuples.shape[0], 0)), residual=p)
 
     def _tuple_acceptance(self, p, law, tuples):
         # O(k) per tuple: the probability of the drafted set under p

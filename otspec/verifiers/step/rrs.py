@@ -21,9 +21,9 @@ from otspec._validation import as_distribution, as_supported_drafts, as_token_tu
 from otspec.errors import ShapeMismatchError
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual, schedule_rows
 
-__all__ = ["RRSVerifier", "rrs", "rrs_conditional", "rrs_plan", "rrs_closed_form"]
+__all__ = ["RRSVerifier", "rrs", "rrs_conditional", "rrs_schedule", "rrs_closed_form"]
 
 
 def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
@@ -78,8 +78,8 @@ def rrs_closed_form(p: np.ndarray, qs: list) -> tuple[float, float]:
     return float(min(membership, 1.0)), float(acc)
 
 
-def rrs_plan(p: np.ndarray, qs: list, tuples: np.ndarray) -> SequentialPlan:
-    r"""RRS-with-replacement plan for draft tuples ``(n, k)``; ``qs[j]`` is draft j's law.
+def rrs_schedule(p: np.ndarray, qs: list, tuples: np.ndarray) -> AcceptSchedule:
+    r"""RRS-with-replacement accept schedule for draft tuples ``(n, k)``; ``qs[j]`` is draft j's law.
 
     Because the drafts are independent, the residual sequence :math:`p_0..p_k` does not depend on
     the drafted tokens; it is computed once.
@@ -95,7 +95,7 @@ def rrs_plan(p: np.ndarray, qs: list, tuples: np.ndarray) -> SequentialPlan:
 
     Returns
     -------
-    SequentialPlan
+    AcceptSchedule
         Round ``j`` accepts :math:`x_j` with :math:`\min(1, p_{j-1}(x_j)/q_j(x_j))`; the shared
         residual is :math:`p_k`.
     """
@@ -105,7 +105,7 @@ def rrs_plan(p: np.ndarray, qs: list, tuples: np.ndarray) -> SequentialPlan:
     for j in range(k):
         acc[:, j] = accept_ratio(pc[tuples[:, j]], qs[j][tuples[:, j]])
         pc, _ = residual(pc, qs[j])
-    return SequentialPlan(tokens=tuples, accept=acc, residual=pc)
+    return AcceptSchedule(tokens=tuples, accept=acc, residual=pc)
 
 
 def rrs_conditional(p: Any, qs: Any, drafts: Any) -> np.ndarray:
@@ -156,7 +156,7 @@ def rrs_conditional(p: Any, qs: Any, drafts: Any) -> np.ndarray:
         for j, qj in enumerate(qlist):
             check_same_vocab(p, qj, ("p", f"qs[{j}]"))
     t = as_supported_drafts(t, np.stack(qlist), q_name="qs" if qarr.ndim == 2 else "q")
-    return plan_rows(rrs_plan(p, qlist, t), p.shape[0])
+    return schedule_rows(rrs_schedule(p, qlist, t), p.shape[0])
 
 
 class RRSVerifier(Verifier):
@@ -189,7 +189,7 @@ class RRSVerifier(Verifier):
     def _qs(law):
         return list(law.qs) if law.kind == "product" else [law.q] * law.k
 
-    def _plan(self, p, law, tuples):
+    def _schedule(self, p, law, tuples):
         qs = self._qs(law)
 
         def build():  # the residual sequence p_0..p_k does not depend on the drafts
@@ -200,7 +200,7 @@ class RRSVerifier(Verifier):
 
         seq = law.cached("rrs.residuals", p, build)
         acc = np.stack([accept_ratio(seq[j][tuples[:, j]], qs[j][tuples[:, j]]) for j in range(law.k)], axis=1)
-        return SequentialPlan(tokens=tuples, accept=acc, residual=seq[-1])
+        return AcceptSchedule(tokens=tuples, accept=acc, residual=seq[-1])
 
     def _closed_form(self, p, law):
         membership, rounds = rrs_closed_form(p, self._qs(law))

@@ -50,9 +50,9 @@ from otspec.laws import DraftLaw, ratio_order
 from otspec.sampling import sample_categorical_rows
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.kernel import AcceptanceEstimate
-from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, residual_rows
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual_rows, schedule_rows
 
-__all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_plan", "rsd_path_acceptance"]
+__all__ = ["RRSWorVerifier", "rrs_wor", "rrs_wor_conditional", "rrs_wor_schedule", "rsd_path_acceptance"]
 
 
 class _RSDPrefix:
@@ -156,8 +156,8 @@ def rsd_path_acceptance(p: np.ndarray, q: np.ndarray, k: int, n: int, rng: np.ra
     return est
 
 
-def rrs_wor_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> SequentialPlan:
-    r"""RSD plan for draft tuples ``(n, k)`` of distinct tokens (per-row residuals, ``(n, V)``).
+def rrs_wor_schedule(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> AcceptSchedule:
+    r"""RSD accept schedule for draft tuples ``(n, k)`` of distinct tokens (per-row residuals, ``(n, V)``).
 
     Round ``j`` accepts :math:`x_j` with :math:`\min(1, p_{j-1}(x_j)/q_j(x_j))`, then
     :math:`p_j = \mathrm{norm}((p_{j-1} - q_j)_+)` and :math:`q_{j+1}` is :math:`q_j` with
@@ -172,7 +172,7 @@ def rrs_wor_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> Sequential
 
     Returns
     -------
-    SequentialPlan
+    AcceptSchedule
         ``k`` rounds per tuple, residual of shape ``(n, V)``.
     """
     n, k = tuples.shape
@@ -189,7 +189,7 @@ def rrs_wor_plan(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> Sequential
             Q[r, x] = 0.0
             tot = Q.sum(axis=1)
             Q /= np.where(tot > 0, tot, 1.0)[:, None]
-    return SequentialPlan(tokens=tuples, accept=acc, residual=P)
+    return AcceptSchedule(tokens=tuples, accept=acc, residual=P)
 
 
 def rrs_wor_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
@@ -224,7 +224,7 @@ def rrs_wor_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     q = as_distribution(q, "q")
     check_same_vocab(p, q)
     t = as_supported_drafts(drafts, q, distinct=True)
-    return plan_rows(rrs_wor_plan(p, q, t), p.shape[0])
+    return schedule_rows(rrs_wor_schedule(p, q, t), p.shape[0])
 
 
 class RRSWorVerifier(Verifier):
@@ -252,14 +252,14 @@ class RRSWorVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return law.kind == "without_replacement"
 
-    def _plan(self, p, law, tuples):
-        return rrs_wor_plan(p, law.q, tuples)
+    def _schedule(self, p, law, tuples):
+        return rrs_wor_schedule(p, law.q, tuples)
 
     def _sample_rows(self, p, law, tuples, coin_rng, res_rng):
-        """The rule of :func:`rrs_wor_plan` run lazily: a row's round-j residual is built only if
+        """The rule of :func:`rrs_wor_schedule` run lazily: a row's round-j residual is built only if
         the row reaches round j + 1 (round 0 needs no (n, V) array at all). The random draws
         (one coin per row and round up front, then one residual draw per fully rejected row) and
-        every per-row float operation are those of ``sample_plan(rrs_wor_plan(...))``, so the
+        every per-row float operation are those of ``sample_schedule(rrs_wor_schedule(...))``, so the
         output is the same token for the same generator states."""
         q = law.q
         n, k = tuples.shape

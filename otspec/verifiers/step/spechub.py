@@ -32,13 +32,13 @@ import numpy as np
 
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, accept_ratio, plan_rows, sample_plan
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, sample_schedule, schedule_rows
 from otspec.verifiers.step.greedy_optimal import greedy_closed_form
 
 __all__ = ["SpecHubVerifier", "spechub"]
 
 
-def _hub_plans(p: np.ndarray, law: DraftLaw, tuples: np.ndarray):
+def _hub_schedules(p: np.ndarray, law: DraftLaw, tuples: np.ndarray):
     q = law.q
     top, qt = (law.top, law.q_rest)
     a = int(top[0])
@@ -58,9 +58,9 @@ def _hub_plans(p: np.ndarray, law: DraftLaw, tuples: np.ndarray):
     c, res = law.cached("spechub.residual", p, build)
     toks = np.stack([i, np.full_like(i, a)], axis=1)
     cc = np.full(i.shape, c)
-    plan_ia = SequentialPlan(tokens=toks, accept=np.stack([a1, cc], axis=1), residual=res)
-    plan_ai = SequentialPlan(tokens=toks, accept=np.stack([a2, cc], axis=1), residual=res)
-    return plan_ia, plan_ai, qa
+    sched_ia = AcceptSchedule(tokens=toks, accept=np.stack([a1, cc], axis=1), residual=res)
+    sched_ai = AcceptSchedule(tokens=toks, accept=np.stack([a2, cc], axis=1), residual=res)
+    return sched_ia, sched_ai, qa
 
 
 class SpecHubVerifier(Verifier):
@@ -83,14 +83,14 @@ class SpecHubVerifier(Verifier):
         return law.kind == "greedy" and law.k == 2
 
     def _rows(self, p, law, tuples):
-        plan_ia, plan_ai, qa = _hub_plans(p, law, tuples)
-        return (1.0 - qa) * plan_rows(plan_ia, law.V) + qa * plan_rows(plan_ai, law.V)
+        sched_ia, sched_ai, qa = _hub_schedules(p, law, tuples)
+        return (1.0 - qa) * schedule_rows(sched_ia, law.V) + qa * schedule_rows(sched_ai, law.V)
 
     def _sample_rows(self, p, law, tuples, coin_rng, res_rng):
-        plan_ia, plan_ai, qa = _hub_plans(p, law, tuples)
+        sched_ia, sched_ai, qa = _hub_schedules(p, law, tuples)
         order_ai = coin_rng.random(tuples.shape[0]) < qa  # latent drafting order, see module notes
-        acc = np.where(order_ai[:, None], plan_ai.accept, plan_ia.accept)
-        return sample_plan(SequentialPlan(tokens=plan_ia.tokens, accept=acc, residual=plan_ia.residual), coin_rng, res_rng)
+        acc = np.where(order_ai[:, None], sched_ai.accept, sched_ia.accept)
+        return sample_schedule(AcceptSchedule(tokens=sched_ia.tokens, accept=acc, residual=sched_ia.residual), coin_rng, res_rng)
 
     def _closed_form(self, p, law):
         return greedy_closed_form(p, law), {}

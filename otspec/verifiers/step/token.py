@@ -11,7 +11,7 @@ import numpy as np
 
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.plan import SequentialPlan, accept_ratio, residual
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual
 
 __all__ = ["TokenVerifier", "token"]
 
@@ -35,10 +35,10 @@ class TokenVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return law.k == 1
 
-    def _plan(self, p, law, tuples):
+    def _schedule(self, p, law, tuples):
         q = law.first_draft_marginal()
         res, _ = residual(p, q)
-        return SequentialPlan(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q[tuples[:, :1]]), residual=res)
+        return AcceptSchedule(tokens=tuples[:, :1], accept=accept_ratio(p[tuples[:, :1]], q[tuples[:, :1]]), residual=res)
 
     def _closed_form(self, p, law):
         return float(np.minimum(p, law.first_draft_marginal()).sum()), {}

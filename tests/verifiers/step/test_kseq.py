@@ -12,8 +12,8 @@ from scipy.optimize import minimize
 import otspec
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.verifiers import kseq, kseq_conditional
-from otspec.verifiers.plan import plan_rows
-from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta, kseq_plan
+from otspec.verifiers.schedule import schedule_rows
+from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta, kseq_schedule
 from tests._tolerances import FLOAT64_ULPS_ATOL, STRICT_GAP
 
 
@@ -68,7 +68,7 @@ def test_phase1_from_the_plan_matches_formula(rng):
         V, k = int(rng.integers(2, 6)), int(rng.integers(1, 4))
         p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
         tuples, w = otspec.iid(q, k).enumerate()
-        plan, d = kseq_plan(p, q, tuples)
+        plan, d = kseq_schedule(p, q, tuples)
         loop = w @ (1.0 - np.prod(1.0 - plan.accept, axis=1))
         assert abs(loop - d.phase1) < FLOAT64_ATOL
 
@@ -174,11 +174,11 @@ def test_invalid_rho_breaks_losslessness_but_rho_star_does_not(rng):
     V, k = 4, 3
     p, q = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
     tuples, w = otspec.iid(q, k).enumerate()
-    plan, d = kseq_plan(p, q, tuples)
-    assert np.abs(w @ plan_rows(plan, V) - p).max() < FLOAT64_ATOL
+    plan, d = kseq_schedule(p, q, tuples)
+    assert np.abs(w @ schedule_rows(plan, V) - p).max() < FLOAT64_ATOL
     if d.rho_star > 1.01:
-        bad, _ = kseq_plan(p, q, tuples, rho=1.0)
-        assert np.abs(w @ plan_rows(bad, V) - p).max() > STRICT_GAP
+        bad, _ = kseq_schedule(p, q, tuples, rho=1.0)
+        assert np.abs(w @ schedule_rows(bad, V) - p).max() > STRICT_GAP
 
 
 def test_memoised_precomputation_follows_p_and_law(rng):

@@ -9,7 +9,7 @@ import otspec
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import rrs, rrs_conditional, rrs_wor, rrs_wor_conditional, token
-from otspec.verifiers.step.rrs_wor import rrs_wor_plan
+from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
 from tests._tolerances import FLOAT64_ULPS_ATOL, STRICT_GAP
 
 
@@ -81,7 +81,7 @@ def test_rsd_round_acceptance_matches_recursion(rng):
         k = int(rng.integers(1, V + 1))
         law = otspec.without_replacement(q, k)
         tuples, w = law.enumerate()
-        plan = rrs_wor_plan(p, q, tuples)
+        plan = rrs_wor_schedule(p, q, tuples)
         loop = w @ (1.0 - np.prod(1.0 - plan.accept, axis=1))
         assert abs(loop - _rsd_round_acceptance(p, q, k)) < FLOAT64_ATOL
         # membership acceptance >= round acceptance, <= the without-replacement optimum

@@ -92,11 +92,11 @@ def test_large_vocabulary_uses_paths_with_an_interval():
 
 @pytest.mark.parametrize("V,k,seed", [(6, 1, 0), (6, 3, 1), (9, 5, 2), (300, 4, 3)])
 def test_lazy_draws_equal_the_plan_draws(V, k, seed):
-    """rrs_wor's lazy sampler returns exactly the token of sample_plan(rrs_wor_plan(...)) for the same
+    """rrs_wor's lazy sampler returns exactly the token of sample_schedule(rrs_wor_schedule(...)) for the same
     generator states (same coins, same residual draws, same per-row arithmetic), row for row."""
     from otspec.sampling import spawn_streams
-    from otspec.verifiers.plan import sample_plan
-    from otspec.verifiers.step.rrs_wor import rrs_wor_plan
+    from otspec.verifiers.schedule import sample_schedule
+    from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
 
     rng = np.random.default_rng(seed)
     p = random_simplex(rng, V, zeros=1, alpha=0.5)
@@ -106,5 +106,5 @@ def test_lazy_draws_equal_the_plan_draws(V, k, seed):
     c1, r1 = spawn_streams(np.random.default_rng(seed + 10), 2, parent_first=True)
     c2, r2 = spawn_streams(np.random.default_rng(seed + 10), 2, parent_first=True)
     lazy = rrs_wor._sample_rows(p, law, tuples, c1, r1)
-    ref = sample_plan(rrs_wor_plan(p, q, tuples), c2, r2)
+    ref = sample_schedule(rrs_wor_schedule(p, q, tuples), c2, r2)
     np.testing.assert_array_equal(lazy, ref)

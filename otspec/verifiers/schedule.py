@@ -1,6 +1,6 @@
-r"""The sequential accept/reject plan every sequential rule (and every tree node) is built from.
+r"""The sequential accept/reject schedule every sequential rule (and every tree node) is built from.
 
-A sequential rule is one object, a :class:`SequentialPlan`: the rule
+A sequential rule is one object, an :class:`AcceptSchedule`: the rule
 visits drafted tokens :math:`t_1, \dots, t_R` in order, stops at round :math:`j` with probability
 :math:`a_j` (outputting :math:`t_j`), and otherwise draws from a residual law :math:`r`. Its exact
 conditional output law is
@@ -20,11 +20,11 @@ import numpy as np
 
 from otspec.sampling import sample_categorical, sample_categorical_rows
 
-__all__ = ["SequentialPlan", "residual", "residual_rows", "accept_ratio", "plan_rows", "sample_plan"]
+__all__ = ["AcceptSchedule", "residual", "residual_rows", "accept_ratio", "schedule_rows", "sample_schedule"]
 
 
 @dataclass(frozen=True, eq=False)
-class SequentialPlan:
+class AcceptSchedule:
     """Rounds of a sequential accept/reject rule for ``n`` draft tuples (see the module docstring).
 
     ``tokens`` and ``accept`` are ``(n, R)``; ``residual`` is ``(V,)`` (shared) or ``(n, V)``;
@@ -125,15 +125,15 @@ def accept_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0.0, np.minimum(1.0, num / safe), 1.0)
 
 
-def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:
-    """Exact conditional output laws ``(n, V)`` of a :class:`SequentialPlan`.
+def schedule_rows(schedule: AcceptSchedule, V: int) -> np.ndarray:
+    """Exact conditional output laws ``(n, V)`` of an :class:`AcceptSchedule`.
 
     Row ``m`` is :math:`\\pi(\\cdot \\mid \\bar x_m)` of the module's formula: the survival
     probability times :math:`a_j` on each round's token, the final survival times the residual.
 
     Parameters
     ----------
-    plan : SequentialPlan
+    schedule : AcceptSchedule
         The rounds of ``n`` tuples.
     V : int
         Vocabulary size.
@@ -143,7 +143,7 @@ def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:
     ndarray, shape (n, V)
         The output laws (each sums to 1).
     """
-    tok, acc = plan.tokens, plan.accept
+    tok, acc = schedule.tokens, schedule.accept
     n = tok.shape[0]
     surv = np.ones(n)
     pi = np.zeros((n, V))
@@ -151,18 +151,18 @@ def plan_rows(plan: SequentialPlan, V: int) -> np.ndarray:
     for j in range(tok.shape[1]):
         pi[r, tok[:, j]] += surv * acc[:, j]
         surv = surv * (1.0 - acc[:, j])
-    res = plan.residual
+    res = schedule.residual
     pi += surv[:, None] * (res[None, :] if res.ndim == 1 else res)
     return pi
 
 
-def sample_plan(plan: SequentialPlan, coin_rng: np.random.Generator, res_rng: np.random.Generator) -> np.ndarray:
+def sample_schedule(schedule: AcceptSchedule, coin_rng: np.random.Generator, res_rng: np.random.Generator) -> np.ndarray:
     """Run the sequential rule once per row: accept coins from ``coin_rng`` (one uniform per round,
     accept iff U < a_j), residual draws from ``res_rng``.
 
     Parameters
     ----------
-    plan : SequentialPlan
+    schedule : AcceptSchedule
         The rounds of ``n`` tuples.
     coin_rng : numpy.random.Generator
         Stream of the accept coins (``n * R`` uniforms, drawn for every round).
@@ -172,9 +172,9 @@ def sample_plan(plan: SequentialPlan, coin_rng: np.random.Generator, res_rng: np
     Returns
     -------
     ndarray of int64, shape (n,)
-        One output token per row, distributed as :func:`plan_rows`.
+        One output token per row, distributed as :func:`schedule_rows`.
     """
-    tok, acc = plan.tokens, plan.accept
+    tok, acc = schedule.tokens, schedule.accept
     n, R = tok.shape
     out = np.empty(n, dtype=np.int64)
     if R:
@@ -186,7 +186,7 @@ def sample_plan(plan: SequentialPlan, coin_rng: np.random.Generator, res_rng: np
         any_hit = np.zeros(n, dtype=bool)
     rej = np.flatnonzero(~any_hit)
     if rej.size:
-        res = plan.residual
+        res = schedule.residual
         if res.ndim == 1:
             out[rej] = sample_categorical(res_rng, res, rej.size)
         else:
