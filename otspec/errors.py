@@ -35,6 +35,7 @@ __all__ = [
     "SprinterInputError",
     "InvalidTraceError",
     "InvalidVerifierError",
+    "CorpusInputError",
 ]
 
 
@@ -112,3 +113,9 @@ class InvalidTraceError(InputFileError):
 
 class InvalidVerifierError(OtspecInputError):
     """An object given as a verifier is none of the supported forms (or cannot be imported)."""
+
+
+class CorpusInputError(InputFileError):
+    """Bad input to a dataset-level run (:mod:`otspec_gpu.corpus`): an empty file, a document shorter
+    than 2 tokens, a JSONL line without the text field, a malformed top-K record, log-probabilities
+    whose mass exceeds 1; the message names the file and the line."""
