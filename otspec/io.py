@@ -32,12 +32,22 @@ name                          shape / dtype         meaning
 
 A run that recorded nothing (no round had a live prompt) has every record column above, except the
 ``th_<name>`` ones, with ``n = 0`` rows; it is written and read back like any other trace.
+
+**Format version.** A trace file carries :data:`TRACE_FORMAT_VERSION` (``"MAJOR.MINOR"``) under
+the metadata key :data:`TRACE_VERSION_KEY`; a file without it was written before versions existed
+and reads as ``"1.0"``. A newer MINOR only adds columns or config keys, so it is read; a newer MAJOR
+is refused (upgrade otspec). :func:`save_trace` and :func:`load_trace` check the schema above (every
+record column present, the dtypes and trailing shapes of the table, one length ``n`` for every
+record column and one ``rounds`` for every per-round column, non-negative counts) and the
+configuration (a JSON object whose ``mode`` is one of :data:`TRACE_MODES`); each defect raises
+:class:`~otspec.errors.InvalidTraceError` naming the column or key.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,16 +55,34 @@ from typing import Any
 import numpy as np
 
 from otspec._validation import as_distribution
-from otspec.errors import InputFileError
+from otspec.errors import InputFileError, InvalidTraceError
 from otspec.synthetic import softmax
 
-__all__ = ["load_distribution", "SUFFIXES", "Trace", "load_trace", "save_trace", "TRACE_METADATA_KEY", "TRACE_PHASES"]
+__all__ = [
+    "load_distribution",
+    "SUFFIXES",
+    "Trace",
+    "load_trace",
+    "save_trace",
+    "TRACE_FORMAT_VERSION",
+    "TRACE_METADATA_KEY",
+    "TRACE_MODES",
+    "TRACE_PHASES",
+    "TRACE_VERSION_KEY",
+]
 
 SUFFIXES = (".npy", ".npz", ".safetensors", ".txt", ".csv")
 #: Metadata key of a trace file: the run configuration as JSON.
 TRACE_METADATA_KEY = "otspec_trace"
 #: Phases of a decoding round whose seconds a trace keeps (columns ``round_t_<phase>``).
 TRACE_PHASES = ("draft", "target", "verify", "rollback", "theory")
+#: Metadata key of a trace file's format version (``"MAJOR.MINOR"``); absent in files written
+#: before versions existed, which read as ``"1.0"``.
+TRACE_VERSION_KEY = "otspec_trace_version"
+#: The format this otspec writes; it reads every ``1.x`` (a newer minor only adds columns or keys).
+TRACE_FORMAT_VERSION = "1.0"
+#: Decoding modes a trace may record (``config["mode"]``, see :class:`otspec_gpu.decoding` plans).
+TRACE_MODES = ("chain", "single", "tree")
 
 
 def _pick(arrays: dict, path: str, key: str | None, name: str = "p") -> np.ndarray:
@@ -144,6 +172,9 @@ def load_distribution(path: str, *, name: str = "p", logits: bool = False, key: 
 class Trace:
     """The records of one decoding run: columns (``name -> ndarray``) and the run configuration.
 
+    The constructor does not check the columns (a trace is built round by round);
+    :func:`save_trace` and :func:`load_trace` check the format (module docstring).
+
     Attributes
     ----------
     columns : dict of str to ndarray
@@ -192,56 +223,210 @@ class Trace:
         -------
         pathlib.Path
             ``path``.
+
+        Raises
+        ------
+        InvalidTraceError
+            As :func:`save_trace`.
         """
         return save_trace(self, path)
 
     def __repr__(self) -> str:
-        return f"Trace(records={self.n_records}, mode={self.config.get('mode')!r}, verifier={self.config.get('verifier')!r}, columns={len(self.columns)})"
+        records = self.columns["tau"].shape[0] if "tau" in self.columns else "?"
+        return f"Trace(records={records}, mode={self.config.get('mode')!r}, verifier={self.config.get('verifier')!r}, columns={len(self.columns)})"
 
 
-def _jsonable(x: Any):
-    if isinstance(x, (np.integer,)):
+#: Record columns of integer dtype and their number of dimensions (the first is the record).
+_INT_RECORD = {"round": 1, "prompt": 1, "tau": 1, "n_emit": 1, "next_token": 1, "path": 1, "drafts": 3, "p_top_ids": 3, "q_top_ids": 3}
+#: Record columns of float dtype and their number of dimensions.
+_FLOAT_RECORD = {"p_top": 3, "p_tail": 2, "q_top": 3, "q_tail": 2}
+#: Record columns whose values are counts or indices: never negative.
+_NON_NEGATIVE = ("round", "prompt", "tau", "n_emit", "next_token", "path", "drafts")
+
+
+def _json_value(x: Any) -> Any:
+    """numpy scalars and arrays as the exact Python values (``json.dumps`` ``default`` hook)."""
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, np.integer):
         return int(x)
-    if isinstance(x, (np.floating,)):
+    if isinstance(x, np.floating):
         return float(x)
-    if isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray) and x.dtype.kind in "biuf":
         return x.tolist()
-    return str(x)
+    raise TypeError(type(x).__name__)
+
+
+def _config_json(config: Any) -> str:
+    if not isinstance(config, dict):
+        raise InvalidTraceError(f"a trace's config must be a dict (got {type(config).__name__}); pass the run configuration as a dict")
+    try:
+        return json.dumps(config, default=_json_value)
+    except (TypeError, ValueError) as exc:
+        bad = next((k for k, v in config.items() if not _is_json(v)), "?")
+        raise InvalidTraceError(
+            f"trace config value {bad!r} = {config.get(bad)!r} is not JSON ({exc}); "
+            "store it as a str, int, float, bool, None, list or dict (numpy scalars and arrays are converted)"
+        ) from None
+
+
+def _is_json(v: Any) -> bool:
+    try:
+        json.dumps(v, default=_json_value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_config(config: Any, where: str) -> dict:
+    if not isinstance(config, dict):
+        raise InvalidTraceError(f"{where}: the config must be a JSON object (got a {type(config).__name__}); write traces with save_trace")
+    mode = config.get("mode")
+    if mode not in TRACE_MODES:
+        raise InvalidTraceError(f"{where}: config mode is {mode!r}; it must be one of {list(TRACE_MODES)} (the decoding mode of the run)")
+    return config
+
+
+def _check_column_types(columns: Any, where: str) -> None:
+    if not isinstance(columns, dict) or not columns:
+        raise InvalidTraceError(f"{where}: columns must be a non-empty dict of name -> numpy array; build traces with otspec_gpu.decode")
+    for name, arr in columns.items():
+        if not isinstance(name, str) or not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
+            kind = arr.dtype if isinstance(arr, np.ndarray) else type(arr).__name__
+            raise InvalidTraceError(
+                f"{where}: column {name!r} holds {kind}; every column must be a numpy array of numbers (bool, int or float)"
+            )
+
+
+def _check_record_shapes(cols: dict, where: str) -> None:
+    """Dtypes, dimensions and the shared record length of the record columns (present by now)."""
+    n = cols["tau"].shape[0] if cols["tau"].ndim else None
+    for name, ndim in sorted({**_INT_RECORD, **_FLOAT_RECORD}.items(), key=lambda item: item[0] != "tau"):  # tau first
+        arr = cols[name]
+        kinds = "iu" if name in _INT_RECORD else "f"
+        if arr.dtype.kind not in kinds or arr.ndim != ndim:
+            want = "an integer" if kinds == "iu" else "a float"
+            raise InvalidTraceError(
+                f"{where}: column {name!r} has dtype {arr.dtype} and shape {arr.shape}; it must be {want} array with {ndim} dimension(s)"
+            )
+        if arr.shape[0] != n:
+            raise InvalidTraceError(
+                f"{where}: column {name!r} has {arr.shape[0]} records but 'tau' has {n}; every record column has one row per record"
+            )
+    g = cols["drafts"].shape[2]
+    for side, rows in (("p", g + 1), ("q", g)):
+        ids, top, tail = cols[f"{side}_top_ids"], cols[f"{side}_top"], cols[f"{side}_tail"]
+        if ids.shape[1] != rows or top.shape != ids.shape or tail.shape != ids.shape[:2]:
+            raise InvalidTraceError(
+                f"{where}: {side}_top_ids {ids.shape}, {side}_top {top.shape}, {side}_tail {tail.shape} do not match drafts "
+                f"{cols['drafts'].shape}; they must be (n, {rows}, K), (n, {rows}, K), (n, {rows})"
+            )
+    for name in _NON_NEGATIVE:
+        if cols[name].size and cols[name].min() < 0:
+            raise InvalidTraceError(f"{where}: column {name!r} has a negative entry ({cols[name].min()}); counts and token ids are >= 0")
+
+
+def _check_columns(cols: dict, where: str) -> None:
+    """The schema of the module docstring; raises :class:`InvalidTraceError` at the first defect."""
+    required = list(_INT_RECORD) + list(_FLOAT_RECORD) + [f"round_t_{p}" for p in TRACE_PHASES]
+    missing = [c for c in required if c not in cols]
+    if missing:
+        raise InvalidTraceError(
+            f"{where} lacks the column(s) {missing}; a trace has every column of otspec.io's table (write it with otspec decode --trace)"
+        )
+    _check_record_shapes(cols, where)
+    n = cols["tau"].shape[0]
+    for name, arr in cols.items():
+        if name.startswith("th_") and (arr.dtype.kind != "f" or arr.shape != (n,)):
+            raise InvalidTraceError(f"{where}: theory column {name!r} has dtype {arr.dtype} and shape {arr.shape}; it must be float ({n},)")
+    rounds = cols["round_t_draft"].shape
+    for p in TRACE_PHASES:
+        arr = cols[f"round_t_{p}"]
+        if arr.dtype.kind != "f" or arr.ndim != 1 or arr.shape != rounds:
+            raise InvalidTraceError(
+                f"{where}: column 'round_t_{p}' has dtype {arr.dtype} and shape {arr.shape}; every round_t_<phase> is float of shape {rounds}"
+            )
+
+
+def _check_version(meta: dict, where: str) -> str:
+    version = meta.get(TRACE_VERSION_KEY, "1.0")
+    m = re.fullmatch(r"(\d+)\.(\d+)", version)
+    if m is None:
+        raise InvalidTraceError(f"{where}: format version {version!r} is not MAJOR.MINOR; the file is damaged or not an otspec trace")
+    major = int(m.group(1))
+    ours = int(TRACE_FORMAT_VERSION.split(".")[0])
+    if major > ours:
+        raise InvalidTraceError(
+            f"{where} has trace format {version}, newer than the {TRACE_FORMAT_VERSION} this otspec reads; upgrade otspec to read it"
+        )
+    if major < 1:
+        raise InvalidTraceError(
+            f"{where}: trace format {version} is not one otspec ever wrote; pass a file written by otspec decode --trace"
+        )
+    return version
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
     """Write ``trace`` as one safetensors file: contiguous arrays, the config as JSON metadata.
+
+    The trace is checked first (the schema of the module docstring), so every file written reads
+    back with :func:`load_trace`. numpy scalars and arrays in the config are stored as the exact
+    Python values (``np.bool_`` as a bool, ``np.int64`` as an int, ``np.float64`` as a float);
+    any other value that is not JSON is refused, never stringified. The file records
+    :data:`TRACE_FORMAT_VERSION`.
 
     Parameters
     ----------
     trace : Trace
         The trace to write.
     path : str or Path
-        Destination file (conventionally ``*.safetensors``); overwritten if it exists.
+        Destination file (conventionally ``*.safetensors``); overwritten if it exists. Its folder
+        must exist.
 
     Returns
     -------
     Path
         ``path``.
 
+    Raises
+    ------
+    InvalidTraceError
+        If a column is missing or malformed (wrong dtype, shape or length, object dtype), the
+        config has no known ``mode`` or holds a value that is not JSON.
+    InputFileError
+        If the folder of ``path`` does not exist or the file cannot be written.
+
     Examples
     --------
-    >>> import numpy as np, os, tempfile
+    >>> import os, tempfile
+    >>> from otspec.io import load_trace
     >>> f = os.path.join(tempfile.mkdtemp(), "run.safetensors")
-    >>> _ = save_trace(Trace({"tau": np.array([0, 3])}, {"mode": "chain", "gamma": 3}), f)
-    >>> load_trace(f).config
-    {'mode': 'chain', 'gamma': 3}
+    >>> t = load_trace(save_trace(_example_trace(), f))
+    >>> t.config, t.n_records, t.theory_columns()
+    ({'mode': 'chain', 'gamma': 2, 'greedy': True}, 2, ['expected'])
     """
     from safetensors.numpy import save_file
 
     path = Path(path)
+    where = f"trace to write to {str(path)!r}"
+    _check_column_types(trace.columns, where)
+    _check_columns(trace.columns, where)
+    _check_config(json.loads(_config_json(trace.config)), where)
+    if not path.parent.is_dir():
+        raise InputFileError(f"cannot write trace {str(path)!r}: the folder {str(path.parent)!r} does not exist; create it first")
     arrays = {k: np.ascontiguousarray(v) for k, v in trace.columns.items()}
-    save_file(arrays, str(path), metadata={TRACE_METADATA_KEY: json.dumps(trace.config, default=_jsonable)})
+    metadata = {TRACE_METADATA_KEY: _config_json(trace.config), TRACE_VERSION_KEY: TRACE_FORMAT_VERSION}
+    try:
+        save_file(arrays, str(path), metadata=metadata)
+    except Exception as exc:  # safetensors raises its own error types (a folder, no permission, ...)
+        raise InputFileError(f"cannot write trace {str(path)!r} ({type(exc).__name__}: {exc}); pass a writable file path") from None
     return path
 
 
 def load_trace(path: str | Path) -> Trace:
     """Read a trace written by :func:`save_trace` (numpy and safetensors only; no torch).
+
+    The file is checked against the format (module docstring): version, metadata, every column.
 
     Parameters
     ----------
@@ -256,13 +441,17 @@ def load_trace(path: str | Path) -> Trace:
     Raises
     ------
     InputFileError
-        If the file does not exist, cannot be read as safetensors, or is not an otspec trace
-        (no :data:`TRACE_METADATA_KEY` metadata or no ``tau`` column).
+        If the file does not exist, cannot be read as safetensors, or is not an otspec trace (no
+        :data:`TRACE_METADATA_KEY` metadata).
+    InvalidTraceError
+        (an ``InputFileError``) If it is an otspec trace that breaks the format: a newer major
+        version, metadata that is not a JSON object, an unknown mode, a missing or malformed column.
     """
     from safetensors import safe_open
 
     path = Path(path)
-    if not path.exists():
+    where = f"trace {str(path)!r}"
+    if not path.is_file():
         raise InputFileError(f"trace file {str(path)!r} does not exist; write one with `otspec decode --trace FILE`")
     try:
         with safe_open(str(path), framework="numpy") as f:
@@ -270,6 +459,26 @@ def load_trace(path: str | Path) -> Trace:
             cols = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
     except Exception as exc:  # safetensors raises its own error types
         raise InputFileError(f"cannot read trace {str(path)!r} ({exc}); pass a file written by otspec decode --trace") from None
-    if TRACE_METADATA_KEY not in meta or "tau" not in cols:
-        raise InputFileError(f"{str(path)!r} is a safetensors file but not an otspec decoding trace (no {TRACE_METADATA_KEY!r} metadata)")
-    return Trace(cols, json.loads(meta[TRACE_METADATA_KEY]))
+    if TRACE_METADATA_KEY not in meta:
+        raise InputFileError(
+            f"{str(path)!r} is a safetensors file but not an otspec decoding trace (no {TRACE_METADATA_KEY!r} metadata); "
+            "pass a file written by otspec decode --trace"
+        )
+    _check_version(meta, where)
+    try:
+        config = json.loads(meta[TRACE_METADATA_KEY])
+    except json.JSONDecodeError as exc:
+        raise InvalidTraceError(f"{where}: its {TRACE_METADATA_KEY!r} metadata is not valid JSON ({exc}); the file is damaged") from None
+    _check_config(config, where)
+    _check_column_types(cols, where)
+    _check_columns(cols, where)
+    return Trace(cols, config)
+
+
+def _example_trace() -> Trace:
+    """A two-record chain trace (gamma = 2, K = 1) for the examples."""
+    cols = {name: np.zeros((2,) + (1,) * (ndim - 1), dtype=np.int64) for name, ndim in _INT_RECORD.items()}
+    cols.update(drafts=np.zeros((2, 1, 2), np.int64), p_top_ids=np.zeros((2, 3, 1), np.int64), q_top_ids=np.zeros((2, 2, 1), np.int64))
+    cols.update(p_top=np.ones((2, 3, 1)), p_tail=np.zeros((2, 3)), q_top=np.ones((2, 2, 1)), q_tail=np.zeros((2, 2)))
+    cols.update({f"round_t_{p}": np.zeros(2) for p in TRACE_PHASES}, th_expected=np.array([1.5, 2.0]))
+    return Trace(cols, {"mode": "chain", "gamma": np.int64(2), "greedy": np.bool_(True)})
