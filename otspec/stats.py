@@ -1,0 +1,355 @@
+r"""Cluster bootstrap intervals for dataset-level means, differences and ratios.
+
+Positions of one document (or one prompt's decoding rounds) are correlated: an easy document makes
+every one of its positions easy. An interval that treats positions as independent is then far too
+narrow. These functions resample whole **clusters** (documents, prompts) with
+:func:`scipy.stats.bootstrap`, so the interval reflects the variation between clusters.
+
+Every estimate is a ratio of cluster totals: with cluster :math:`c` holding values
+:math:`y_{c,1..n_c}`,
+
+.. math:: \hat\mu = \frac{\sum_c \sum_i y_{c,i}}{\sum_c n_c},
+
+the mean over all positions (each position weighs the same). A resample draws clusters with
+replacement and recomputes the statistic from its totals; for :func:`clustered_ratio` the numerator
+and the denominator come from the same resampled clusters, so the interval carries the
+denominator's variance and their covariance.
+
+Notes
+-----
+Bootstrap intervals cover slightly less than their nominal level when the clusters are few: on
+synthetic clustered data (``tests/test_stats.py``, N = 300 data sets) the 95% BCa interval of a
+mean covered 92.3% with 40 clusters and 95.7% with 120. Use a few dozen documents at least.
+
+Examples
+--------
+>>> import numpy as np
+>>> from otspec.stats import clustered_mean
+>>> rng = np.random.default_rng(0)
+>>> docs = np.repeat(np.arange(20), 10)
+>>> y = rng.normal(0.7, 0.05, 20)[docs] + rng.normal(0, 0.01, 200)
+>>> est = clustered_mean(y, docs, seed=0)
+>>> est.low < est.value < est.high, est.n, est.n_clusters
+(True, 200, 20)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from otspec.errors import InvalidOptionError, ShapeMismatchError
+
+__all__ = ["BootstrapInterval", "cluster_totals", "clustered_mean", "clustered_difference", "clustered_ratio", "DEFAULT_RESAMPLES"]
+
+#: Bootstrap resamples per interval: the Monte Carlo error of a 95% percentile end at 2000
+#: resamples is about 0.5% of the interval's width.
+DEFAULT_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """A point estimate with its cluster bootstrap interval.
+
+    Attributes
+    ----------
+    value : float
+        The estimate on the full data.
+    low, high : float
+        The interval's ends; ``nan`` when fewer than two clusters make an interval meaningless.
+        Equal to ``value`` when every cluster gives the same estimate.
+    confidence : float
+        Confidence level (e.g. 0.95).
+    n : int
+        Positions (values) used.
+    n_clusters : int
+        Clusters (documents) they fall in.
+    method : str
+        The bootstrap method (``"BCa"``, ``"percentile"`` or ``"basic"``).
+    """
+
+    value: float
+    low: float
+    high: float
+    confidence: float
+    n: int
+    n_clusters: int
+    method: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready).
+
+        Returns
+        -------
+        dict
+            ``value``, ``low``, ``high``, ``confidence``, ``n``, ``n_clusters``, ``method``.
+        """
+        return dict(
+            value=self.value,
+            low=self.low,
+            high=self.high,
+            confidence=self.confidence,
+            n=self.n,
+            n_clusters=self.n_clusters,
+            method=self.method,
+        )
+
+
+def cluster_totals(values: Any, clusters: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster sums and counts of ``values`` (clusters in order of first appearance).
+
+    Parameters
+    ----------
+    values : array_like, shape (n,) or (m, n)
+        Finite values, one per position (a 2-D array gives several quantities on the same
+        positions: one row each).
+    clusters : array_like, shape (n,)
+        Cluster label of each position (any hashable numpy dtype: ints, strings).
+
+    Returns
+    -------
+    sums : ndarray, shape (C,) or (m, C)
+        Sum of the values of each cluster.
+    counts : ndarray, shape (C,)
+        Positions in each cluster.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the shapes do not match or there are no values.
+    InvalidOptionError
+        If a value is NaN or infinite.
+
+    Examples
+    --------
+    >>> s, c = cluster_totals([1.0, 2.0, 3.0], ["a", "b", "a"])
+    >>> s.tolist(), c.tolist()
+    ([4.0, 2.0], [2, 1])
+    """
+    y = np.asarray(values, dtype=np.float64)
+    g = np.asarray(clusters)
+    if y.ndim not in (1, 2) or g.ndim != 1 or y.shape[-1] != g.shape[0] or g.shape[0] == 0:
+        raise ShapeMismatchError(
+            f"values must have shape (n,) or (m, n) and clusters shape (n,) with n >= 1 (got {y.shape} and {g.shape}); "
+            "pass one cluster label per value"
+        )
+    if not np.all(np.isfinite(y)):
+        raise InvalidOptionError("values must be finite (got NaN or infinity); drop undefined positions before the bootstrap")
+    _, first, inv = np.unique(g, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # clusters in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    idx = rank[inv.reshape(-1)]
+    C = order.size
+    counts = np.bincount(idx, minlength=C)
+    if y.ndim == 1:
+        sums = np.bincount(idx, weights=y, minlength=C)
+    else:
+        sums = np.stack([np.bincount(idx, weights=row, minlength=C) for row in y])
+    return sums, counts
+
+
+def _check_options(confidence: float, n_resamples: int, method: str) -> None:
+    if not (0.0 < float(confidence) < 1.0):
+        raise InvalidOptionError(f"confidence must lie in (0, 1) (got {confidence!r}); pass e.g. 0.95")
+    if int(n_resamples) != n_resamples or n_resamples < 100:
+        raise InvalidOptionError(f"n_resamples must be an integer >= 100 (got {n_resamples!r}); pass e.g. {DEFAULT_RESAMPLES}")
+    if method not in ("BCa", "percentile", "basic"):
+        raise InvalidOptionError(f"method must be 'BCa', 'percentile' or 'basic' (got {method!r}); pick one of those")
+
+
+def _bootstrap(
+    data: tuple[np.ndarray, ...], statistic: Callable, n: int, confidence: float, n_resamples: int, method: str, seed: Any
+) -> BootstrapInterval:
+    from scipy.stats import bootstrap
+
+    _check_options(confidence, n_resamples, method)
+    value = float(statistic(*data, axis=-1))
+    C = data[0].shape[-1]
+    if C < 2:
+        return BootstrapInterval(value, math.nan, math.nan, float(confidence), n, C, method)
+    # every cluster alone gives the same estimate: every resample does too (scipy would return NaN)
+    singles = statistic(*(d[..., None] for d in data), axis=-1)
+    if np.all(np.isfinite(singles)) and np.ptp(singles) == 0.0:
+        return BootstrapInterval(value, value, value, float(confidence), n, C, method)
+    res = bootstrap(
+        data,
+        statistic,
+        paired=True,
+        vectorized=True,
+        confidence_level=float(confidence),
+        n_resamples=int(n_resamples),
+        method=method,
+        rng=np.random.default_rng(seed),
+    )
+    ci = res.confidence_interval
+    return BootstrapInterval(value, float(ci.low), float(ci.high), float(confidence), n, C, method)
+
+
+def _mean_stat(s, c, axis=-1):
+    return np.sum(s, axis=axis) / np.sum(c, axis=axis)
+
+
+def _ratio_stat(a, b, axis=-1):
+    return np.sum(a, axis=axis) / np.sum(b, axis=axis)
+
+
+def _diff_stat(a, b, c, axis=-1):
+    return (np.sum(a, axis=axis) - np.sum(b, axis=axis)) / np.sum(c, axis=axis)
+
+
+def clustered_mean(
+    values: Any, clusters: Any, *, confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES, method: str = "BCa", seed: Any = 0
+) -> BootstrapInterval:
+    r"""Mean over positions with a cluster bootstrap interval.
+
+    .. math:: \hat\mu = \sum_c S_c \big/ \sum_c n_c, \qquad S_c = \sum_{i \in c} y_i .
+
+    Parameters
+    ----------
+    values : array_like, shape (n,)
+        One finite value per position.
+    clusters : array_like, shape (n,)
+        The cluster (document) of each position.
+    confidence : float
+        Confidence level in (0, 1).
+    n_resamples : int
+        Bootstrap resamples (>= 100).
+    method : {"BCa", "percentile", "basic"}
+        :func:`scipy.stats.bootstrap`'s interval method (BCa: bias-corrected and accelerated).
+    seed : int or numpy.random.Generator, optional
+        Seed of the resampling (fixed by default, so a summary is reproducible).
+
+    Returns
+    -------
+    BootstrapInterval
+        The mean and its interval.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If ``values`` and ``clusters`` differ in length or are empty.
+    InvalidOptionError
+        If a value is not finite, or an option is out of range.
+
+    Examples
+    --------
+    >>> r = clustered_mean([1.0, 1.0, 0.0, 0.0], [0, 0, 1, 1], n_resamples=200)
+    >>> r.value, r.n_clusters
+    (0.5, 2)
+    """
+    s, c = cluster_totals(values, clusters)
+    return _bootstrap((s, c.astype(np.float64)), _mean_stat, int(c.sum()), confidence, n_resamples, method, seed)
+
+
+def clustered_difference(
+    a: Any, b: Any, clusters: Any, *, confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES, method: str = "BCa", seed: Any = 0
+) -> BootstrapInterval:
+    r"""Difference of two means measured on the same positions, :math:`\hat\mu_a - \hat\mu_b`.
+
+    The pairs are resampled together (by cluster), so the interval uses their correlation: e.g.
+    the optimum minus a verifier's acceptance, position by position.
+
+    Parameters
+    ----------
+    a, b : array_like, shape (n,)
+        Two finite values per position.
+    clusters : array_like, shape (n,)
+        The cluster (document) of each position.
+    confidence : float
+        Confidence level in (0, 1).
+    n_resamples : int
+        Bootstrap resamples (>= 100).
+    method : {"BCa", "percentile", "basic"}
+        Interval method.
+    seed : int or numpy.random.Generator, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    BootstrapInterval
+        The difference of the means and its interval.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the lengths differ or are zero.
+    InvalidOptionError
+        If a value is not finite, or an option is out of range.
+
+    Examples
+    --------
+    >>> r = clustered_difference([0.9, 0.8, 0.7], [0.5, 0.6, 0.5], [0, 0, 1], n_resamples=200)
+    >>> round(r.value, 12)
+    0.266666666667
+    """
+    a_ = np.asarray(a, dtype=np.float64)
+    b_ = np.asarray(b, dtype=np.float64)
+    if a_.shape != b_.shape:
+        raise ShapeMismatchError(f"a and b must have the same shape (got {a_.shape} and {b_.shape}); pass paired values")
+    s, c = cluster_totals(np.stack([a_, b_]) if a_.ndim == 1 else a_, clusters)
+    return _bootstrap((s[0], s[1], c.astype(np.float64)), _diff_stat, int(c.sum()), confidence, n_resamples, method, seed)
+
+
+def clustered_ratio(
+    numerator: Any,
+    denominator: Any,
+    clusters: Any,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    method: str = "BCa",
+    seed: Any = 0,
+) -> BootstrapInterval:
+    r"""Ratio of two means on the same positions, :math:`\sum a / \sum b`, e.g. a verifier's
+    acceptance relative to the optimum.
+
+    Numerator and denominator are resampled together by cluster, so the interval includes the
+    denominator's variance (and their covariance), unlike a ratio of two separate intervals or the
+    mean of per-position ratios.
+
+    Parameters
+    ----------
+    numerator, denominator : array_like, shape (n,)
+        Finite values per position; the denominator's total must be non-zero.
+    clusters : array_like, shape (n,)
+        The cluster (document) of each position.
+    confidence : float
+        Confidence level in (0, 1).
+    n_resamples : int
+        Bootstrap resamples (>= 100).
+    method : {"BCa", "percentile", "basic"}
+        Interval method.
+    seed : int or numpy.random.Generator, optional
+        Seed of the resampling.
+
+    Returns
+    -------
+    BootstrapInterval
+        The ratio and its interval.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the lengths differ or are zero.
+    InvalidOptionError
+        If a value is not finite, an option is out of range, or the denominator sums to 0.
+
+    Examples
+    --------
+    >>> r = clustered_ratio([0.4, 0.5, 0.3], [0.8, 1.0, 0.6], [0, 1, 2], n_resamples=200)
+    >>> round(r.value, 12), (r.low, r.high)
+    (0.5, (0.5, 0.5))
+    """
+    a_ = np.asarray(numerator, dtype=np.float64)
+    b_ = np.asarray(denominator, dtype=np.float64)
+    if a_.shape != b_.shape:
+        raise ShapeMismatchError(f"numerator and denominator must have the same shape (got {a_.shape} and {b_.shape}); pass paired values")
+    s, c = cluster_totals(np.stack([a_, b_]) if a_.ndim == 1 else a_, clusters)
+    if s[1].sum() == 0.0:
+        raise InvalidOptionError("the denominator sums to 0, so the ratio is undefined; drop those positions or use clustered_difference")
+    return _bootstrap((s[0], s[1]), _ratio_stat, int(c.sum()), confidence, n_resamples, method, seed)
