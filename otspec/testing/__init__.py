@@ -17,7 +17,13 @@ Public checks, usable from pytest, a notebook or the ``otspec audit`` command:
 
 A verifier may be a conditional law ``pi(p, q, drafts) -> (V,)``, a sampler
 ``sample(p, law, drafts, rng) -> token``, or an :class:`otspec.verifiers.Verifier`
-(:func:`as_verifier`).
+(:func:`as_verifier`); with ``otspec_gpu`` installed, also a batched torch verifier.
+
+The rest lives in submodules, one idea each: :mod:`~otspec.testing.forms` and
+:mod:`~otspec.testing.chain_forms` (the adapter classes), :mod:`~otspec.testing.adapters`
+(detection and loading), :mod:`~otspec.testing.exact`, :mod:`~otspec.testing.samplers`,
+:mod:`~otspec.testing.optimum` and :mod:`~otspec.testing.chain_asserts` (the assertions and the
+result types they return), :mod:`~otspec.testing.results` (the audit report).
 
 Examples
 --------
@@ -28,49 +34,16 @@ Examples
 >>> assert_lossless(ignore_drafts, [0.5, 0.5], otspec.iid([0.9, 0.1], 2))
 """
 
-from otspec.testing.adapters import (
-    ChainLaw,
-    ChainVerifier,
-    ConditionalVerifier,
-    InvalidVerifierError,
-    SamplerVerifier,
-    VerifierOutputError,
-    as_verifier,
-    chain_verifier,
-    conditional_verifier,
-    load_object,
-    object_spec,
-    sampler_verifier,
-)
-from otspec.testing.asserts import (
-    AcceptanceRatio,
-    SamplerCheck,
-    VerifierAssertionError,
-    acceptance_ratio,
-    assert_acceptance_matches_kernel,
-    assert_chain_lossless,
-    assert_chain_within_optimum,
-    assert_kernel_valid,
-    assert_lossless,
-    assert_sampler_lossless,
-    assert_sampler_matches,
-    assert_within_optimum,
-)
-from otspec.testing.audit import AuditReport, Counterexample, PropertyResult, audit
+from otspec.testing._findings import VerifierAssertionError
+from otspec.testing.adapters import as_verifier, chain_verifier, conditional_verifier, load_object, sampler_verifier
+from otspec.testing.audit import audit
+from otspec.testing.chain_asserts import assert_chain_lossless, assert_chain_within_optimum
+from otspec.testing.exact import assert_acceptance_matches_kernel, assert_kernel_valid, assert_lossless
+from otspec.testing.optimum import acceptance_ratio, assert_within_optimum
+from otspec.testing.samplers import assert_sampler_lossless, assert_sampler_matches
 
 __all__ = [
-    "AcceptanceRatio",
-    "AuditReport",
-    "ChainLaw",
-    "ChainVerifier",
-    "ConditionalVerifier",
-    "Counterexample",
-    "InvalidVerifierError",
-    "PropertyResult",
-    "SamplerCheck",
-    "SamplerVerifier",
     "VerifierAssertionError",
-    "VerifierOutputError",
     "acceptance_ratio",
     "as_verifier",
     "assert_acceptance_matches_kernel",
@@ -85,7 +58,6 @@ __all__ = [
     "chain_verifier",
     "conditional_verifier",
     "load_object",
-    "object_spec",
     "sampler_verifier",
     "strategies",
 ]

@@ -34,7 +34,6 @@ import otspec
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec.testing import (
-    ConditionalVerifier,
     VerifierAssertionError,
     assert_acceptance_matches_kernel,
     assert_kernel_valid,
@@ -42,6 +41,7 @@ from otspec.testing import (
     assert_sampler_matches,
     assert_within_optimum,
 )
+from otspec.testing.forms import ConditionalVerifier
 from otspec.verifiers import ALL, ApproximateVerifier
 from otspec.verifiers.step.token import TokenVerifier
 from tests._tolerances import CLEAR_DIFFERENCE, FALSE_ALARM, FLOAT64_SUM_ATOL, FLOAT64_ULPS_ATOL

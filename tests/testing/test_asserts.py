@@ -9,13 +9,9 @@ from scipy import stats
 import otspec
 from otspec import models
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from otspec.errors import InvalidVerifierError, UnsupportedMethodError
 from otspec.testing import (
-    ChainVerifier,
-    ConditionalVerifier,
-    InvalidVerifierError,
-    SamplerVerifier,
     VerifierAssertionError,
-    VerifierOutputError,
     acceptance_ratio,
     as_verifier,
     assert_acceptance_matches_kernel,
@@ -26,9 +22,10 @@ from otspec.testing import (
     assert_sampler_matches,
     assert_within_optimum,
     load_object,
-    object_spec,
 )
-from otspec.testing._base import UnsupportedMethodError
+from otspec.testing.adapters import object_spec
+from otspec.testing.chain_forms import ChainVerifier
+from otspec.testing.forms import ConditionalVerifier, SamplerVerifier, VerifierOutputError
 from otspec.verifiers import ALL, block, khisti, kseq, rrs, token, token_chain
 from tests._tolerances import BISECTION_ATOL, EXACT_RTOL, FALSE_ALARM, FLOAT64_ULPS_ATOL
 from tests.testing import broken_designs as bd
