@@ -13,12 +13,15 @@ One **round** drafts, verifies and emits tokens for every prompt of the batch:
    :math:`p(\cdot \mid \text{context}, Y)`, from which a bonus token is drawn;
 4. both KV caches are rolled back exactly to the emitted prefix.
 
+**Pipeline.** :func:`decode` is a loop over four parts, one module each: the **drafter**
+(:class:`otspec_gpu.drafting.Drafter`), the **scorer** (:class:`otspec_gpu.scoring.DecodeCaches`:
+both models' KV caches, the target forward and the rollback), the **verifier step**
+(:class:`otspec_gpu.verifying.VerifierStep`) and the **recorder**
+(:class:`otspec_gpu.recording.Recorder`: trace, theory and phase timings).
+
 **KV caches.** Each model keeps one ``transformers`` ``DynamicCache`` with ``B * k`` rows and a
-boolean *validity mask* over cache positions. Rolled-back positions that every row rejected are
-cropped (``cache.crop(-n)``); with several prompts, positions rejected by some rows only stay in the
-cache with validity 0 and are masked out of attention, and each row's position ids count its valid
-tokens only. With one prompt every rollback is a plain crop. The draft is one token behind after a
-fully accepted block (it never saw ``x_gamma``); it then feeds two tokens next round.
+boolean *validity mask* over cache positions (:mod:`otspec_gpu.scoring`). With one prompt every
+rollback is a plain crop.
 
 **Losslessness.** Every emitted token is drawn from the target's conditional law given the emitted
 prefix (the verifiers are lossless couplings; the bonus token is drawn from the target row of the
@@ -35,29 +38,26 @@ Randomness: ``seed`` spawns three independent ``torch.Generator`` streams: draft
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from otspec._validation import as_int_in_range
-from otspec.errors import IncompatibleModelsError, OtspecInputError, UnsupportedMethodError
-from otspec_gpu.models import LM
+from otspec.errors import IncompatibleModelsError, UnsupportedMethodError
 
-__all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodePlan", "DecodeResult", "IncompatibleModelsError", "decode", "plan_for"]
+__all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodeMode", "DecodeResult", "IncompatibleModelsError", "decode", "mode_for"]
 
 #: Chain verifiers (one drafted block per prompt).
 CHAIN_VERIFIERS = ("token", "block")
-#: Tree verifiers over k drafted sequences: user-facing name -> rule name of the tree module.
-TREE_VERIFIERS = {"kseq": "kseq", "rrs": "rrs", "rrs_wor": "rrs_wor"}
+#: Tree verifiers over k drafted sequences.
+TREE_VERIFIERS = ("kseq", "rrs", "rrs_wor")
 
 
 @dataclass(frozen=True)
-class DecodePlan:
+class DecodeMode:
     """How a (verifier, drafts, gamma) request is run: ``mode`` is ``"chain"``, ``"single"`` or ``"tree"``.
 
     Attributes
@@ -82,17 +82,11 @@ class DecodePlan:
     verifier: str
     k: int
     gamma: int
-    rule: str  # chain: token/block; single: single-step name; tree: kseq/rrs/rrs_wor
-    draft_law: str  # iid / without_replacement / greedy
+    rule: str
+    draft_law: str
 
 
-def _single_step():
-    from otspec_gpu.verifiers import SINGLE_STEP
-
-    return SINGLE_STEP
-
-
-def plan_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodePlan:
+def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
     """Resolve the decoding mode of a request (and reject combinations that have no meaning).
 
     * ``token`` / ``block`` with ``drafts = 1``: a chain of ``gamma`` drafts;
@@ -112,7 +106,7 @@ def plan_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodePlan:
 
     Returns
     -------
-    DecodePlan
+    DecodeMode
         The mode, rule and draft law the decoder will run.
 
     Raises
@@ -123,6 +117,8 @@ def plan_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodePlan:
         If the verifier is unknown, lossy (``approximate``), or has no decoding mode for this
         ``drafts`` / ``gamma`` (e.g. ``block`` with several drafts).
     """
+    from otspec_gpu.verifiers import SINGLE_STEP
+
     k = as_int_in_range(drafts, "drafts")
     g = as_int_in_range(gamma, "gamma")
     if not isinstance(verifier, str):
@@ -132,70 +128,22 @@ def plan_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodePlan:
             raise UnsupportedMethodError(
                 f"verifier 'block' verifies one drafted block (got drafts = {k}); use drafts=1, or a tree verifier (kseq, rrs, rrs_wor) for k sequences"
             )
-        return DecodePlan("chain", verifier, 1, g, verifier, "iid")
-    single = _single_step()
+        return DecodeMode("chain", verifier, 1, g, verifier, "iid")
     if verifier == "approximate":
         raise UnsupportedMethodError(
             "verifier 'approximate' is lossy and needs a per-token predicate; the decoder runs lossless verifiers only"
         )
-    if g == 1 and verifier in single:
-        v = single[verifier]
-        return DecodePlan("single", verifier, k, 1, verifier, v.draft_law)
+    if g == 1 and verifier in SINGLE_STEP:
+        return DecodeMode("single", verifier, k, 1, verifier, SINGLE_STEP[verifier].draft_law)
     if verifier in TREE_VERIFIERS and g > 1:
-        rule = TREE_VERIFIERS[verifier]
-        return DecodePlan("tree", verifier, k, g, rule, "without_replacement" if rule == "rrs_wor" else "iid")
-    names = sorted(set(CHAIN_VERIFIERS) | set(single) | set(TREE_VERIFIERS))
+        return DecodeMode("tree", verifier, k, g, verifier, "without_replacement" if verifier == "rrs_wor" else "iid")
+    names = sorted(set(CHAIN_VERIFIERS) | set(SINGLE_STEP) | set(TREE_VERIFIERS))
     if verifier not in names:
         raise UnsupportedMethodError(f"unknown verifier {verifier!r}; pick one of {names}")
     raise UnsupportedMethodError(
         f"verifier {verifier!r} with drafts = {k}, gamma = {g} has no decoding mode: single-step verifiers need gamma = 1; "
         f"over gamma > 1 use token/block (drafts = 1) or kseq/rrs/rrs_wor (a tree of drafts sequences)"
     )
-
-
-# ------------------------------------------------------------------------------------------------
-# KV cache with a validity mask
-
-
-class _KV:
-    """One model's cache over ``R`` rows, a validity mask over cache positions, and the rollback."""
-
-    def __init__(self, lm: LM, rows: int, device: torch.device):
-        from transformers import DynamicCache
-
-        self.lm = lm
-        self.cache = DynamicCache()
-        self.mask = torch.zeros(rows, 0, dtype=torch.bool, device=device)
-        self.calls = 0
-
-    def feed(self, ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Feed ``ids`` [R, n] (``valid`` [R, n] marks real tokens); returns logits [R, n, V]."""
-        pos = self.mask.sum(1, keepdim=True)  # [R, 1] valid tokens so far
-        position_ids = (pos + torch.cumsum(valid.long(), 1) - 1).clamp_min(0)
-        self.mask = torch.cat([self.mask, valid], 1)
-        attn = None if bool(self.mask.all()) else self.mask.long()
-        self.calls += 1
-        return self.lm.logits(ids, attention_mask=attn, position_ids=position_ids, cache=self.cache)
-
-    def select(self, rows: torch.Tensor) -> None:
-        """Reorder / duplicate rows: row ``r`` becomes old row ``rows[r]``."""
-        self.cache.reorder_cache(rows)
-        self.mask = self.mask.index_select(0, rows)
-
-    def keep(self, n_fed: int, keep: torch.Tensor) -> None:
-        """Roll back: of the last ``n_fed`` cache positions, row ``r`` keeps the first ``keep[r]``."""
-        L = self.mask.shape[1]
-        col = torch.arange(n_fed, device=self.mask.device)
-        tail = self.mask[:, L - n_fed :] & (col.unsqueeze(0) < keep.unsqueeze(1))
-        self.mask = torch.cat([self.mask[:, : L - n_fed], tail], 1)
-        drop = n_fed - int(keep.max())
-        if drop > 0:
-            self.cache.crop(-drop)
-            self.mask = self.mask[:, : L - drop]
-
-
-# ------------------------------------------------------------------------------------------------
-# Results
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,12 +160,15 @@ class DecodeResult:
         One record per (round, prompt) with drafts, outcome, timings and theory.
     config : dict
         The decoding settings (models, verifier, k, gamma, sampling options, seed).
+    stopped_at_eos : list of bool
+        Per prompt, whether it ended at the tokenizer's EOS token (before ``max_new_tokens``).
     """
 
     tokens: list
     text: list | None
     trace: Any
     config: dict = field(default_factory=dict)
+    stopped_at_eos: list = field(default_factory=list)
 
     def report(self):
         """The theory-vs-practice summary (:func:`otspec_gpu.report.summarize`).
@@ -232,50 +183,53 @@ class DecodeResult:
         return summarize(self.trace)
 
 
-def _as_prompts(target: LM, prompt: Any) -> tuple[list[list[int]], bool]:
-    if isinstance(prompt, str):
-        return [target.encode(prompt)], True
-    if isinstance(prompt, torch.Tensor):
-        prompt = prompt.tolist()
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(x, str) for x in prompt):
-        return [target.encode(s) for s in prompt], True
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(x, (int, np.integer)) for x in prompt):
-        return [[int(x) for x in prompt]], False
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(x, (list, tuple)) and x for x in prompt):
-        return [[int(t) for t in x] for x in prompt], False
-    raise OtspecInputError(
-        f"prompt must be a string, a list of strings, a list of token ids or a list of such lists (got {type(prompt).__name__}); pass e.g. 'Hello'"
-    )
+class _Outputs:
+    """The tokens generated so far per prompt, cut at ``max_new_tokens`` and at EOS."""
+
+    def __init__(self, B: int, n_new: int, eos: int | None):
+        self.tokens: list[list[int]] = [[] for _ in range(B)]
+        self.done, self.eos_stop = [False] * B, [False] * B
+        self.n_new, self.eos = n_new, eos
+
+    def live(self) -> list[int]:
+        return [b for b, d in enumerate(self.done) if not d]
+
+    def add(self, emitted: list[list[int]]) -> list[int]:
+        """Append each live prompt's emitted tokens; returns how many each got."""
+        n_emit = []
+        for b, toks in enumerate(emitted):
+            if self.done[b]:
+                n_emit.append(0)
+                continue
+            toks = toks[: self.n_new - len(self.tokens[b])]
+            if self.eos is not None and self.eos in toks:
+                toks = toks[: toks.index(self.eos) + 1]
+                self.done[b] = self.eos_stop[b] = True
+            self.tokens[b].extend(toks)
+            n_emit.append(len(toks))
+            if len(self.tokens[b]) >= self.n_new:
+                self.done[b] = True
+        return n_emit
 
 
-def _probs(logits: torch.Tensor, temperature: float, top_k, top_p) -> torch.Tensor:
-    from otspec_gpu.processing import probs_from_logits
+def _settings(target, draft, prompt, verifier, drafts, gamma, temperature, max_new_tokens, seed, top_k_trace, chat):
+    """Checked arguments of :func:`decode`: (mode, prompts, V, temperature, n_new, seed, top_k_trace)."""
+    from otspec_gpu import inputs
 
-    return probs_from_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p, dtype=torch.float64)
-
-
-def _multinomial(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of ``probs`` [R, V] (float64, rows sum to 1 up to rounding) from ``generator``,
-    by inverse CDF (one uniform per row). Also the sampler of :mod:`otspec_gpu.sprinter`."""
-    u = torch.rand(probs.shape[0], dtype=torch.float64, generator=generator, device=probs.device)
-    cdf = torch.cumsum(probs, -1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
-    return idx.clamp_max(probs.shape[-1] - 1)
-
-
-def _generators(seed: int, device) -> tuple[torch.Generator, ...]:
-    seqs = np.random.SeedSequence(int(seed)).spawn(3)
-    gens = []
-    for s in seqs:
-        g = torch.Generator(device=device)
-        g.manual_seed(int(s.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
-        gens.append(g)
-    return tuple(gens)
+    V = inputs.check_models(target, draft)
+    mode = mode_for(verifier, drafts, gamma)
+    n_new = inputs.whole(max_new_tokens, "max_new_tokens")
+    seed = inputs.whole(seed, "seed", minimum=0)
+    top_k_trace = inputs.whole(top_k_trace, "top_k_trace")
+    temperature = inputs.check_sampling(temperature)
+    encode = target.encode_chat if chat and target.has_chat_template else target.encode
+    prompts = inputs.as_prompts(encode, prompt, V)
+    return mode, prompts, V, temperature, n_new, seed, top_k_trace
 
 
 def decode(
-    target: LM,
-    draft: LM,
+    target: Any,
+    draft: Any,
     prompt: Any,
     *,
     verifier: str = "token",
@@ -289,8 +243,8 @@ def decode(
     theory: bool = True,
     stop_at_eos: bool = True,
     top_k_trace: int = 8,
+    chat: bool = False,
     progress: Callable[[int], None] | None = None,
-    _fault: str | None = None,
 ) -> DecodeResult:
     r"""Speculative decoding of ``prompt`` with ``target`` and ``draft`` (see the module docstring).
 
@@ -304,7 +258,7 @@ def decode(
     verifier : str
         ``token`` / ``block`` (chains), any single-step verifier of
         :data:`otspec_gpu.verifiers.SINGLE_STEP` (with ``gamma = 1``), or ``kseq`` / ``rrs`` /
-        ``rrs_wor`` over trees of ``drafts`` sequences (``gamma > 1``). See :func:`plan_for`.
+        ``rrs_wor`` over trees of ``drafts`` sequences (``gamma > 1``). See :func:`mode_for`.
     drafts : int
         ``k``, the number of drafts (single-token drafts, or sequences of a tree).
     gamma : int
@@ -315,235 +269,106 @@ def decode(
     max_new_tokens : int
         Tokens generated per prompt (the last round's surplus is dropped).
     seed : int
-        Seeds the drafting, verification and bonus streams.
+        Seeds the drafting, verification and bonus streams (an integer ``>= 0``).
     theory : bool
         Compute each record's exact expectations (costs numpy time, reported apart from decoding).
     stop_at_eos : bool
         Stop a prompt at the tokenizer's EOS token.
     top_k_trace : int
-        How many of the largest probabilities of each p and q row the trace keeps (plus tail mass).
+        How many of the largest probabilities of each p and q row the trace keeps (plus tail mass),
+        an integer ``>= 1``.
+    chat : bool
+        Wrap each text prompt in the target's chat template as one user turn (ignored for models
+        without a chat template and for token-id prompts).
     progress : callable, optional
         Called with the number of tokens generated so far by the slowest prompt after each round.
 
     Returns
     -------
     DecodeResult
-        Tokens and text per prompt, and the per-round trace.
+        Tokens and text per prompt, whether each stopped at EOS, and the per-round trace.
 
     Raises
     ------
     OtspecInputError
         If a model is not an :class:`~otspec_gpu.models.LM`, ``temperature`` is negative or not
-        finite, or a prompt token id is outside the vocabulary.
+        finite, a prompt is not text or token ids (two levels of nesting at most), tokenizes to
+        nothing, or holds an id outside the vocabulary.
     IncompatibleModelsError
         If the two models' vocabularies differ.
     UnsupportedMethodError
-        If ``verifier``, ``drafts`` and ``gamma`` do not combine (:func:`plan_for`).
+        If ``verifier``, ``drafts`` and ``gamma`` do not combine (:func:`mode_for`).
     NotAnIntegerError, InvalidDraftCountError
-        If ``drafts``, ``gamma`` or ``max_new_tokens`` is not a positive integer.
+        If ``drafts``, ``gamma``, ``max_new_tokens`` or ``top_k_trace`` is not a positive integer,
+        or ``seed`` is not an integer ``>= 0``.
     """
-    from otspec_gpu import theory as _theory
-    from otspec_gpu.trace import TraceBuilder
+    from otspec_gpu.drafting import Drafter
+    from otspec_gpu.inputs import generators
+    from otspec_gpu.processing import probs_from_logits
+    from otspec_gpu.recording import PhaseClock, Recorder
+    from otspec_gpu.scoring import DecodeCaches
+    from otspec_gpu.verifying import VerifierStep
 
-    if not isinstance(target, LM) or not isinstance(draft, LM):
-        raise OtspecInputError("target and draft must be otspec_gpu.models.LM (load them with otspec_gpu.models.load or wrap)")
-    if target.vocab_size != draft.vocab_size:
-        raise IncompatibleModelsError(
-            f"target and draft vocabularies differ ({target.vocab_size} vs {draft.vocab_size}); pick a draft that shares the target's tokenizer"
-        )
-    plan = plan_for(verifier, drafts, gamma)
-    n_new = as_int_in_range(max_new_tokens, "max_new_tokens")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
-        raise OtspecInputError(f"temperature must be a finite number >= 0 (got {temperature!r}); 0 is greedy")
-    prompts, has_text = _as_prompts(target, prompt)
-    V = target.vocab_size
-    for pr in prompts:
-        if min(pr) < 0 or max(pr) >= V:
-            raise OtspecInputError(
-                f"prompt token ids must lie in [0, {V}) (got {min(pr)}..{max(pr)}); tokenize with the target's tokenizer"
-            )
+    mode, prompts, V, temperature, n_new, seed, top_k_trace = _settings(
+        target, draft, prompt, verifier, drafts, gamma, temperature, max_new_tokens, seed, top_k_trace, chat
+    )
     device = next(target.model.parameters()).device
-    B, k, g = len(prompts), plan.k, plan.gamma
-    R = B * k
-    g_draft, g_verify, g_bonus = _generators(seed, device)
-    single = _single_step()[plan.rule] if plan.mode == "single" else None
-    if plan.mode == "single":
-        from otspec_gpu.drafting import sample_drafts
-    if plan.mode == "chain":
-        from otspec_gpu.verifiers import chain as _chain
-    if plan.mode == "tree":
-        from otspec_gpu.verifiers import tree as _tree
-    eos = None
-    if stop_at_eos and target.tokenizer is not None:
-        eos = getattr(target.tokenizer, "eos_token_id", None)
+    B, k = len(prompts), mode.k
+    g_draft, g_verify, g_bonus = generators(seed, 3, device)
 
-    # Prompts left-padded to one width; every prompt is repeated k times (its k draft rows).
-    width = max(len(p) for p in prompts)
-    ids_np = np.zeros((B, width), dtype=np.int64)
-    valid_np = np.zeros((B, width), dtype=bool)
-    for b, pr in enumerate(prompts):
-        ids_np[b, width - len(pr) :] = pr
-        valid_np[b, width - len(pr) :] = True
-    ids, valid = torch.from_numpy(ids_np), torch.from_numpy(valid_np)
-    ids, valid = ids.repeat_interleave(k, 0).to(device), valid.repeat_interleave(k, 0).to(device)
-    tgt, drf = _KV(target, R, device), _KV(draft, R, device)
-    t_start = time.perf_counter()
-    if width > 1:
-        tgt.feed(ids[:, :-1], valid[:, :-1])
-        drf.feed(ids[:, :-1], valid[:, :-1])
-    t_prefill = time.perf_counter() - t_start
-    last = ids[:, -1]  # [R] the last emitted token, not yet fed to the target
-    pend = last.unsqueeze(1)  # [R, w] tokens not yet fed to the draft
-    pend_valid = torch.ones_like(pend, dtype=torch.bool)
-    out: list[list[int]] = [[] for _ in range(B)]
-    done = [False] * B
+    def transform(logits: torch.Tensor) -> torch.Tensor:
+        return probs_from_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p, dtype=torch.float64)
+
+    clock = PhaseClock(device)
+    t_start = clock.now()
+    caches = DecodeCaches(target, draft, prompts, k, transform, device)
+    t_prefill = clock.now() - t_start
+    drafter, step = Drafter(mode.mode, B, k, mode.gamma, mode.draft_law), VerifierStep(mode.mode, mode.rule, B, k)
+    recorder = Recorder(mode, B, V, top_k_trace, theory)
+    out = _Outputs(B, n_new, target.eos_token_id if stop_at_eos else None)
     rows0 = torch.arange(B, device=device) * k  # first row of each prompt
-    builder = TraceBuilder(plan=plan, B=B, V=V, top_k=top_k_trace)
     rnd = 0
-    sampling = dict(temperature=float(temperature), top_k=top_k, top_p=top_p)
-    while not all(done):
-        # ---- draft ---------------------------------------------------------------------------
-        t0 = time.perf_counter()
-        n_draft_fed = pend.shape[1]
-        if plan.mode == "tree":
-            # The tree module's drafting: i.i.d. sequences, or first tokens without replacement.
-            fed = [0]
-
-            def next_q(prefix: torch.Tensor) -> torch.Tensor:
-                if prefix.shape[1] == 0:
-                    return _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)
-                fed[0] += 1
-                return _probs(drf.feed(prefix[:, -1:], torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
-
-            Xt, Qt = _tree.draft_sequences(next_q, B, k, g, replacement=plan.draft_law == "iid", generator=g_draft)
-            X, Q = Xt.reshape(R, g), Qt.reshape(R, g, V)
-            n_draft_fed += fed[0]
-        else:
-            q_list, x_list = [], []
-            q_t = _probs(drf.feed(pend, pend_valid)[:, -1], **sampling)  # [R, V]
-            if plan.mode == "single":
-                x = sample_drafts(q_t[rows0], k, plan.draft_law, generator=g_draft)  # [B, k]
-                x_t = x.reshape(R)
-            else:
-                x_t = _multinomial(q_t, g_draft)
-            q_list.append(q_t)
-            x_list.append(x_t)
-            for _ in range(1, g):
-                q_t = _probs(drf.feed(x_t.unsqueeze(1), torch.ones(R, 1, dtype=torch.bool, device=device))[:, -1], **sampling)
-                n_draft_fed += 1
-                x_t = _multinomial(q_t, g_draft)
-                q_list.append(q_t)
-                x_list.append(x_t)
-            Q = torch.stack(q_list, 1)  # [R, gamma, V]
-            X = torch.stack(x_list, 1)  # [R, gamma]
-        t1 = time.perf_counter()
-        # ---- target: one forward scoring every drafted token ------------------------------------
-        P = _probs(
-            tgt.feed(torch.cat([last.unsqueeze(1), X], 1), torch.ones(R, g + 1, dtype=torch.bool, device=device)), **sampling
-        )  # [R, gamma+1, V]
-        t2 = time.perf_counter()
-        # ---- verify ------------------------------------------------------------------------------
-        extra_cond = None
-        if plan.mode == "chain":
-            fn = _chain.token_sample if plan.rule == "token" else _chain.block_sample
-            res = fn(P, Q, X, generator=g_verify)
-            tau, y, path = res.accepted.long(), res.next_token.long(), torch.zeros(B, dtype=torch.long, device=device)
-        elif plan.mode == "single":
-            so = single.sample(P[rows0, 0], Q[rows0, 0], x, generator=g_verify)
-            tau = so.accepted.long()
-            path = so.index.clamp_min(0).long()
-            bonus = _multinomial(P[rows0 + path, 1], g_bonus)
-            y = torch.where(so.accepted, bonus, so.token.long())
-            extra_cond = so
-        else:
-            res = _tree.sample(P.view(B, k, g + 1, V), Q.view(B, k, g, V), X.view(B, k, g), rule=plan.rule, generator=g_verify)
-            tau, y, path = res.accepted.long(), res.next_token.long(), res.path.long()
-        t3 = time.perf_counter()
-        # ---- emit and roll back ------------------------------------------------------------------
-        chosen = rows0 + path  # [B]
-        Xc, tau_l, y_l = X[chosen].tolist(), tau.tolist(), y.tolist()  # python lists: one conversion per round
-        emitted = [Xc[b][: tau_l[b]] + [y_l[b]] for b in range(B)]
-        sel = chosen.repeat_interleave(k)
-        if k > 1:
-            tgt.select(sel)
-            drf.select(sel)
-        tau_r = tau.repeat_interleave(k)
-        keep_t = 1 + tau_r
-        if _fault == "rollback":  # negative control for the tests: keep one rejected draft in the target cache
-            keep_t = torch.clamp(keep_t + 1, max=g + 1)
-        tgt.keep(g + 1, keep_t)
-        drf.keep(n_draft_fed, pend.shape[1] + torch.clamp(tau_r, max=g - 1))
-        y_r = y.repeat_interleave(k)
-        full = tau_r == g
-        if bool(full.any()):
-            pend = torch.stack([X[sel, g - 1], y_r], 1)
-            pend_valid = torch.stack([full, torch.ones_like(full)], 1)
-        else:
-            pend = y_r.unsqueeze(1)
-            pend_valid = torch.ones_like(pend, dtype=torch.bool)
-        last = y_r
-        t4 = time.perf_counter()
-        # ---- record --------------------------------------------------------------------------
-        live = [b for b in range(B) if not done[b]]
-        th = None
-        t_th = 0.0
-        if theory:
-            th0 = time.perf_counter()
-            th = _theory.round_theory(plan, P, Q, X, rows0, path, tau, live, single_output=extra_cond)
-            t_th = time.perf_counter() - th0
-        n_emit = []
-        for b in range(B):
-            if done[b]:
-                n_emit.append(0)
-                continue
-            room = n_new - len(out[b])
-            toks = emitted[b][:room]
-            if eos is not None and eos in toks:
-                toks = toks[: toks.index(eos) + 1]
-                done[b] = True
-            out[b].extend(toks)
-            n_emit.append(len(toks))
-            if len(out[b]) >= n_new:
-                done[b] = True
-        builder.add_round(
-            rnd,
-            live,
-            P=P,
-            Q=Q,
-            X=X,
-            chosen=chosen,
-            tau=tau,
-            next_token=y,
-            n_emit=n_emit,
-            times=dict(draft=t1 - t0, target=t2 - t1, verify=t3 - t2, rollback=t4 - t3, theory=t_th),
-            theory=th,
-        )
+    while not all(out.done):
+        clock.start()
+        X, Q = drafter.draft(caches.next_q, caches.pend, caches.pend_valid, g_draft)  # [R, gamma], [R, gamma, V]
+        clock.lap("draft")
+        P = caches.score(X)  # [R, gamma + 1, V]
+        clock.lap("target")
+        outcome = step(P, Q, X, g_verify, g_bonus)
+        clock.lap("verify")
+        chosen = rows0 + outcome.index  # [B]
+        caches.rollback(chosen, outcome.accepted, outcome.token, X)
+        Xc, tau_l, y_l = X[chosen].tolist(), outcome.accepted.tolist(), outcome.token.tolist()  # one conversion per round
+        live = out.live()
+        n_emit = out.add([Xc[b][: tau_l[b]] + [y_l[b]] for b in range(B)])
+        clock.lap("rollback")
+        recorder.add(rnd, live, clock, P=P, Q=Q, X=X, outcome=outcome, chosen=chosen, n_emit=n_emit)
         rnd += 1
         if progress is not None:
-            progress(min(len(o) for o in out))
-    wall = time.perf_counter() - t_start
+            progress(min(len(o) for o in out.tokens))
+    t_calls, d_calls = caches.calls()
     config = dict(
         target=target.name,
         draft=draft.name,
-        verifier=plan.verifier,
-        mode=plan.mode,
-        rule=plan.rule,
-        draft_law=plan.draft_law,
+        verifier=mode.verifier,
+        mode=mode.mode,
+        rule=mode.rule,
+        draft_law=mode.draft_law,
         drafts=k,
-        gamma=g,
-        temperature=float(temperature),
+        gamma=mode.gamma,
+        temperature=temperature,
         top_k=top_k,
         top_p=top_p,
         max_new_tokens=n_new,
-        seed=int(seed),
+        seed=seed,
         batch=B,
         vocab_size=V,
         prefill_s=t_prefill,
-        wall_s=wall,
-        target_calls=tgt.calls - (1 if width > 1 else 0),
-        draft_calls=drf.calls - (1 if width > 1 else 0),
+        wall_s=time.perf_counter() - t_start,
+        timer=clock.timer,
+        target_calls=t_calls,
+        draft_calls=d_calls,
         prompt_tokens=[len(p) for p in prompts],
     )
-    trace = builder.build(config)
-    text = [target.decode_text(o) for o in out] if (has_text and target.tokenizer is not None) else None
-    return DecodeResult(tokens=out, text=text, trace=trace, config=config)
+    text = [target.decode_text(o) for o in out.tokens] if (prompts.text and target.tokenizer is not None) else None
+    return DecodeResult(tokens=out.tokens, text=text, trace=recorder.build(config), config=config, stopped_at_eos=list(out.eos_stop))

@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 
 from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
-from otspec_gpu.verifiers.base import check_probs
-from otspec_gpu.verifiers.plan import categorical
+from otspec_gpu._validation import check_probs
+from otspec_gpu.sampling import categorical
 
 __all__ = ["LAWS", "greedy_top", "sample_drafts"]
 
@@ -171,3 +171,91 @@ def sample_drafts(
     top = greedy_top(q, k - 1)
     rest = q64.scatter(1, top, 0.0)
     return torch.cat([top, categorical(rest, generator)[:, None]], dim=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# The decoder's drafter: chains, k single-token drafts and trees, on a draft model
+
+
+class Drafter:
+    r"""The drafting part of a decoding round: ``k`` drafts of ``gamma`` tokens per prompt.
+
+    The draft model is reached only through ``next_q(ids, valid) -> q`` (feed ``ids`` ``[R, n]``,
+    ``valid`` marking real tokens, to the draft's cache and return the processed conditionals
+    ``[R, V]`` after the last one): :meth:`otspec_gpu.scoring.DecodeCaches.next_q`.
+
+    * ``"chain"``: one sequence of ``gamma`` i.i.d.-per-position draws (``k = 1``);
+    * ``"single"``: ``k`` single-token drafts per prompt from the verifier's draft law
+      (:func:`sample_drafts`);
+    * ``"tree"``: ``k`` sequences with the law the tree rules assume
+      (:func:`otspec_gpu.verifiers.tree.draft_sequences`).
+
+    Parameters
+    ----------
+    mode : {"chain", "single", "tree"}
+        How to draft.
+    B : int
+        Prompts in the batch (``R = B k`` rows, prompt ``b`` owns rows ``b k .. b k + k - 1``).
+    k : int
+        Drafts per prompt.
+    gamma : int
+        Tokens per draft.
+    law : str
+        Draft law (``"iid"``, ``"without_replacement"``, ``"greedy"``).
+    """
+
+    def __init__(self, mode: str, B: int, k: int, gamma: int, law: str):
+        self.mode, self.B, self.k, self.gamma, self.law = mode, B, k, gamma, law
+
+    def draft(self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draft one round.
+
+        Parameters
+        ----------
+        next_q : callable
+            ``next_q(ids [R, n], valid [R, n]) -> [R, V]`` processed draft conditionals.
+        first : torch.Tensor
+            ``[R, w]`` tokens the draft model has not seen yet (fed first).
+        first_valid : torch.Tensor
+            ``[R, w]`` bool, which of them are real.
+        generator : torch.Generator
+            The drafting stream.
+
+        Returns
+        -------
+        (torch.Tensor, torch.Tensor)
+            Drafts ``X`` ``[R, gamma]`` and their conditionals ``Q`` ``[R, gamma, V]``.
+        """
+        if self.mode == "tree":
+            from otspec_gpu.verifiers import tree
+
+            R, g = self.B * self.k, self.gamma
+            feeder = _TreeFeeder(next_q, first, first_valid)
+            Xt, Qt = tree.draft_sequences(feeder, self.B, self.k, g, replacement=self.law == "iid", generator=generator)
+            return Xt.reshape(R, g), Qt.reshape(R, g, Qt.shape[-1])
+        from otspec_gpu.sampling import categorical
+
+        q_t = next_q(first, first_valid)  # [R, V]
+        if self.mode == "single":
+            x_t = sample_drafts(q_t[:: self.k], self.k, self.law, generator=generator).reshape(-1)  # [B, k] -> [R]
+        else:
+            x_t = categorical(q_t, generator)
+        qs, xs = [q_t], [x_t]
+        for _ in range(1, self.gamma):
+            q_t = next_q(x_t.unsqueeze(1), torch.ones_like(x_t, dtype=torch.bool).unsqueeze(1))
+            x_t = categorical(q_t, generator)
+            qs.append(q_t)
+            xs.append(x_t)
+        return torch.stack(xs, 1), torch.stack(qs, 1)  # [R, gamma], [R, gamma, V]
+
+
+class _TreeFeeder:
+    """``next_q(prefix)`` of :func:`otspec_gpu.verifiers.tree.draft_sequences` over the draft's cache."""
+
+    def __init__(self, next_q, first: torch.Tensor, first_valid: torch.Tensor):
+        self.next_q, self.first, self.first_valid = next_q, first, first_valid
+
+    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
+        if prefix.shape[1] == 0:
+            return self.next_q(self.first, self.first_valid)
+        return self.next_q(prefix[:, -1:], torch.ones_like(prefix[:, -1:], dtype=torch.bool))

@@ -35,7 +35,7 @@ Single-step rounds (``k`` drafts from the verifier's draft law :math:`Q`):
 
 Trees (``k`` sequences): ``expected`` = :math:`E[\tau \mid \text{drafted tree}]` of the rule used and
 ``exp_<rule>`` of every rule valid for the same draft law (SpecTr and RRS for i.i.d. sequences),
-by an exact walk over the drafted tree with the per-node plans of
+by an exact walk over the drafted tree with the per-node accept schedules of
 :func:`otspec.verifiers.tree.node_schedule`.
 """
 
@@ -149,7 +149,7 @@ def single_theory(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, name: str, d
     return out
 
 
-def _plan_law(acc: np.ndarray, res: np.ndarray, drafts: Sequence[int]) -> np.ndarray:
+def _schedule_law(acc: np.ndarray, res: np.ndarray, drafts: Sequence[int]) -> np.ndarray:
     law = np.zeros(res.shape[0])
     left = 1.0
     for a, x in zip(acc, drafts, strict=False):
@@ -191,7 +191,7 @@ def tree_expected(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> flo
         j0 = alive[0]
         drafts = tuple(int(X[j, t]) for j in alive)
         acc, res = node_schedule(P[j0, t], Q[j0, t], drafts, rule)
-        law = _plan_law(acc, res, drafts)
+        law = _schedule_law(acc, res, drafts)
         total = 0.0
         for y in sorted(set(drafts)):
             nxt = tuple(j for j in alive if int(X[j, t]) == y)
@@ -229,44 +229,36 @@ def tree_theory(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> dict:
     return out
 
 
-def round_theory(plan, P, Q, X, rows0, path, tau, live: Sequence[int], *, single_output=None) -> dict:
+def round_theory(mode, P, Q, X, live: Sequence[int]) -> dict:
     """Theory for the live prompts of one round, as ``{column: float64 array [len(live)]}``.
 
     ``P`` [R, gamma+1, V], ``Q`` [R, gamma, V], ``X`` [R, gamma] (``R = B * k`` rows, prompt ``b``
-    owns rows ``b*k .. b*k+k-1``); ``path`` [B] the row whose drafts were followed.
+    owns rows ``b*k .. b*k+k-1``). The values are exact expectations given the drafts: they do not
+    depend on the round's realized outcome.
 
     Parameters
     ----------
-    plan : otspec_gpu.decoding.DecodePlan
-        The run's mode and rule.
+    mode : otspec_gpu.decoding.DecodeMode
+        The run's mode, rule, draft count ``k`` and draft law.
     P, Q, X : torch.Tensor
         The round's target and draft conditionals and the drafted tokens (shapes above).
-    rows0 : torch.Tensor
-        ``[B]`` first draft row of each prompt (``b * k``).
-    path : torch.Tensor
-        ``[B]`` index (within the prompt's rows) of the draft row that was followed.
-    tau : torch.Tensor
-        ``[B]`` realized accepted counts (the expectations do not depend on them).
     live : sequence of int
         Prompts still decoding.
-    single_output : object, optional
-        The single-step sampler's output of the round (accepted flag, index, token), when the
-        decoder has one; the exact values do not depend on it either.
 
     Returns
     -------
     dict of str to ndarray
         One float64 array ``[len(live)]`` per theory column (NaN where a record lacks it).
     """
-    k = plan.k
+    k = mode.k
     recs = []
     for b in live:
-        r0 = int(rows0[b])
-        if plan.mode == "chain":
-            recs.append(chain_theory(_np(P[r0]), _np(Q[r0]), X[r0].cpu().numpy(), plan.rule))
-        elif plan.mode == "single":
-            recs.append(single_theory(_np(P[r0, 0]), _np(Q[r0, 0]), X[r0 : r0 + k, 0].cpu().numpy(), plan.rule, plan.draft_law))
+        r0 = b * k
+        if mode.mode == "chain":
+            recs.append(chain_theory(_np(P[r0]), _np(Q[r0]), X[r0].cpu().numpy(), mode.rule))
+        elif mode.mode == "single":
+            recs.append(single_theory(_np(P[r0, 0]), _np(Q[r0, 0]), X[r0 : r0 + k, 0].cpu().numpy(), mode.rule, mode.draft_law))
         else:
-            recs.append(tree_theory(_np(P[r0 : r0 + k]), _np(Q[r0 : r0 + k]), X[r0 : r0 + k].cpu().numpy(), plan.rule))
+            recs.append(tree_theory(_np(P[r0 : r0 + k]), _np(Q[r0 : r0 + k]), X[r0 : r0 + k].cpu().numpy(), mode.rule))
     keys = sorted({key for r in recs for key in r})
     return {key: np.array([r.get(key, math.nan) for r in recs], dtype=np.float64) for key in keys}

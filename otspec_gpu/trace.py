@@ -33,7 +33,7 @@ class TraceBuilder:
 
     Parameters
     ----------
-    plan : otspec_gpu.decoding.DecodePlan
+    mode : otspec_gpu.decoding.DecodeMode
         The run's mode (its ``k`` and ``gamma`` shape the ``drafts`` column).
     B : int
         Number of prompts in the batch.
@@ -43,8 +43,8 @@ class TraceBuilder:
         How many of the largest probabilities of each p and q row to keep (``K``, at least 1).
     """
 
-    def __init__(self, *, plan: Any, B: int, V: int, top_k: int = 8):
-        self.plan, self.B, self.V, self.K = plan, B, V, max(1, int(top_k))
+    def __init__(self, *, mode: Any, B: int, V: int, top_k: int = 8):
+        self.mode, self.B, self.V, self.K = mode, B, V, max(1, int(top_k))
         self.rec: dict[str, list] = {}
         self.rounds: dict[str, list] = {f"round_t_{p}": [] for p in PHASES}
 
@@ -79,7 +79,7 @@ class TraceBuilder:
         theory : dict or None
             Exact per-record expectations (``name -> [n] values``), stored as ``th_<name>``.
         """
-        k, g = self.plan.k, self.plan.gamma
+        k, g = self.mode.k, self.mode.gamma
         if not live:
             return
         lv = np.asarray(live, dtype=np.int64)
@@ -106,9 +106,9 @@ class TraceBuilder:
 
     def _empty_records(self) -> dict[str, np.ndarray]:
         """Every record column :meth:`add_round` writes (theory columns aside), with 0 rows."""
-        g, K = self.plan.gamma, min(self.K, self.V)
+        g, K = self.mode.gamma, min(self.K, self.V)
         cols = {name: np.zeros(0, dtype=np.int64) for name in ("round", "prompt", "tau", "n_emit", "next_token", "path")}
-        cols["drafts"] = np.zeros((0, self.plan.k, g), dtype=np.int64)
+        cols["drafts"] = np.zeros((0, self.mode.k, g), dtype=np.int64)
         for side, rows in (("p", g + 1), ("q", g)):
             cols[f"{side}_top_ids"] = np.zeros((0, rows, K), dtype=np.int64)
             cols[f"{side}_top"] = np.zeros((0, rows, K), dtype=np.float64)

@@ -1,0 +1,88 @@
+r"""The verifier step of a decoding round: (p, q, drafts) to accepted tokens and one next token.
+
+One interface for the three decoding modes: :class:`VerifierStep` maps the round's target
+conditionals ``P`` ``[R, gamma + 1, V]``, draft conditionals ``Q`` ``[R, gamma, V]`` and drafts
+``X`` ``[R, gamma]`` (``R = B k`` rows, prompt ``b`` owns rows ``b k .. b k + k - 1``) to a
+:class:`otspec_gpu.verifiers.StepOutput` (the one output type of every torch rule): per prompt
+``accepted`` (the number :math:`\tau` of drafted tokens kept), ``token`` (the next token: correction
+or bonus) and ``index`` (the draft row followed, within the prompt's ``k`` rows).
+
+* chains (``token``, ``block``): :mod:`otspec_gpu.verifiers.chain`;
+* single-step verifiers (``gamma = 1``): the verifier outputs :math:`Y \sim p(\cdot \mid
+  \text{context})`; when :math:`Y` equals a draft, the target row of that draft already holds
+  :math:`p(\cdot \mid \text{context}, Y)`, from which a bonus token is drawn (the bonus stream);
+* trees (``kseq``, ``rrs``, ``rrs_wor``): :func:`otspec_gpu.verifiers.tree.sample`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from otspec_gpu.verifiers.base import StepOutput
+
+__all__ = ["VerifierStep"]
+
+
+class VerifierStep:
+    """The verifier of one decoding mode, called once per round.
+
+    Parameters
+    ----------
+    mode : str
+        ``"chain"``, ``"single"`` or ``"tree"``.
+    rule : str
+        The rule: ``token``/``block`` (chain), a single-step verifier name, or ``kseq``/``rrs``/``rrs_wor``.
+    B : int
+        Prompts in the batch.
+    k : int
+        Drafts per prompt.
+    """
+
+    def __init__(self, mode: str, rule: str, B: int, k: int):
+        self.mode, self.rule, self.B, self.k = mode, rule, B, k
+
+    def __call__(self, P: torch.Tensor, Q: torch.Tensor, X: torch.Tensor, verify: torch.Generator, bonus: torch.Generator) -> StepOutput:
+        """Verify one round.
+
+        Parameters
+        ----------
+        P : torch.Tensor
+            ``[R, gamma + 1, V]`` target conditionals.
+        Q : torch.Tensor
+            ``[R, gamma, V]`` draft conditionals.
+        X : torch.Tensor
+            ``[R, gamma]`` drafts.
+        verify : torch.Generator
+            The verification stream (accept coins, residual draws).
+        bonus : torch.Generator
+            The bonus stream (single-step rounds only).
+
+        Returns
+        -------
+        otspec_gpu.verifiers.StepOutput
+            Per prompt: ``accepted`` (:math:`\tau`), ``token`` (the next token to emit after the
+            kept drafts, bonus included) and ``index`` (the row followed).
+        """
+        if self.mode == "chain":
+            from otspec_gpu.verifiers import chain
+
+            fn = chain.token_sample if self.rule == "token" else chain.block_sample
+            return fn(P, Q, X, generator=verify)
+        if self.mode == "single":
+            return self._single(P, Q, X, verify, bonus)
+        from otspec_gpu.verifiers import tree
+
+        B, k, V = self.B, self.k, P.shape[-1]
+        g = X.shape[1]
+        return tree.sample(P.view(B, k, g + 1, V), Q.view(B, k, g, V), X.view(B, k, g), rule=self.rule, generator=verify)
+
+    def _single(self, P, Q, X, verify, bonus) -> StepOutput:
+        from otspec_gpu.sampling import categorical
+        from otspec_gpu.verifiers import SINGLE_STEP
+
+        rows0 = torch.arange(self.B, device=P.device) * self.k
+        so = SINGLE_STEP[self.rule].sample(P[rows0, 0], Q[rows0, 0], X.view(self.B, self.k), generator=verify)
+        accepted = so.accepted.bool()
+        path = so.index.clamp_min(0).long()
+        extra = categorical(P[rows0 + path, 1], bonus)
+        return StepOutput(accepted=accepted.long(), token=torch.where(accepted, extra, so.token.long()), index=path)
