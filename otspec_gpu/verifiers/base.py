@@ -17,29 +17,37 @@ from typing import Any, NamedTuple
 import torch
 
 from otspec.errors import (
-    InvalidDistributionError,
     InvalidDraftCountError,
     InvalidDraftsError,
     ShapeMismatchError,
 )
-from otspec_gpu.verifiers.plan import gather
+from otspec_gpu._validation import check_probs
+from otspec_gpu.verifiers.schedule import gather
 
-__all__ = ["SUM_TOL", "StepOutput", "TorchVerifier", "check_probs", "check_step", "step_output"]
-
-#: Row sums of p and q must be within this distance of 1, by input dtype (float32: a sum over
-#: 262 144 rounded entries drifts by up to ~1e-5, so 1e-4 leaves margin; float64 as the numpy core).
-SUM_TOL = {torch.float32: 1e-4, torch.float64: 1e-9}
+__all__ = ["StepOutput", "TorchVerifier", "check_step", "step_output"]
 
 
 class StepOutput(NamedTuple):
-    """Result of one batched single-step verification.
+    r"""Result of one batched verification step: one type for chain, single-step and tree rules.
 
-    ``token`` ``[B]`` long: the output token; ``accepted`` ``[B]`` bool: the output is one of the
-    drafts; ``index`` ``[B]`` long: first draft slot equal to the output, ``-1`` if none.
+    Attributes
+    ----------
+    accepted : torch.Tensor
+        ``[B]`` long :math:`\tau`, the number of drafted tokens the step keeps: ``0..gamma`` for a
+        chain or a tree, 0 or 1 for a single-step rule (1: the output is one of the drafts).
+    token : torch.Tensor
+        ``[B]`` long, the token the step emits itself. Chain and tree: the correction
+        (:math:`\tau < \gamma`) or the bonus token (:math:`\tau = \gamma`). Single-step: the output
+        token :math:`Y` (equal to ``drafts[b, index[b]]`` when ``accepted[b] == 1``; a decoder then
+        draws the bonus token after it).
+    index : torch.Tensor
+        ``[B]`` long, which draft. Single-step: the first draft slot equal to ``token`` (``-1`` if
+        none). Tree: the sequence whose first ``accepted`` tokens are kept (the lowest such index).
+        Chain: 0.
     """
 
-    token: torch.Tensor
     accepted: torch.Tensor
+    token: torch.Tensor
     index: torch.Tensor
 
 
@@ -79,50 +87,6 @@ class TorchVerifier:
     k_min: int = 1
     k_max: int | None = None
     reference: str = ""
-
-
-def check_probs(x: Any, name: str, *, validate: bool = True) -> torch.Tensor:
-    """``x`` as a ``[B, V]`` float32/float64 tensor of probability rows (values checked if ``validate``).
-
-    Parameters
-    ----------
-    x : torch.Tensor
-        The probability rows to check.
-    name : str
-        Argument name for the messages (``"p"``, ``"q"``).
-    validate : bool
-        Also check the values (finite, non-negative, rows summing to 1 within :data:`SUM_TOL`).
-
-    Returns
-    -------
-    torch.Tensor
-        ``x`` itself.
-
-    Raises
-    ------
-    InvalidDistributionError
-        If ``x`` is not a float32/float64 tensor, or (``validate``) a value or row sum is invalid.
-    ShapeMismatchError
-        If ``x`` is not two-dimensional ``[B, V]``.
-    """
-    if not isinstance(x, torch.Tensor):
-        raise InvalidDistributionError(f"{name} must be a torch.Tensor (got {type(x).__name__}); convert it with torch.as_tensor")
-    if x.dtype not in (torch.float32, torch.float64):
-        raise InvalidDistributionError(f"{name} must be float32 or float64 (got {x.dtype}); cast it with .float() or .double()")
-    if x.ndim != 2 or x.shape[1] < 1:
-        raise ShapeMismatchError(f"{name} must have shape [B, V] (got {tuple(x.shape)}); add a batch dimension with {name}[None]")
-    if validate and x.numel():
-        if not bool(torch.isfinite(x).all()) or bool((x < 0).any()):
-            raise InvalidDistributionError(
-                f"{name} must be finite and non-negative; pass probabilities, not logits (see probs_from_logits)"
-            )
-        s = x.sum(-1, dtype=torch.float64)
-        dev = float((s - 1.0).abs().max())
-        if dev > SUM_TOL[x.dtype]:
-            raise InvalidDistributionError(
-                f"every row of {name} must sum to 1 (a row is off by {dev:.3g} > {SUM_TOL[x.dtype]:g} for {x.dtype}); normalise it first"
-            )
-    return x
 
 
 def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None = None, validate: bool = True, name: str = "") -> tuple:
@@ -211,10 +175,10 @@ def step_output(token: torch.Tensor, drafts: torch.Tensor) -> StepOutput:
     Returns
     -------
     StepOutput
-        ``token``, ``accepted`` (the output is one of the drafts) and ``index`` (first matching slot,
-        ``-1`` if none).
+        ``accepted`` (1 where the output is one of the drafts, else 0), ``token`` and ``index`` (first
+        matching slot, ``-1`` if none).
     """
     eq = drafts == token[:, None]
     hit = eq.any(dim=1)
     index = torch.where(hit, torch.argmax(eq.to(torch.uint8), dim=1), torch.full_like(token, -1))
-    return StepOutput(token=token, accepted=hit, index=index)
+    return StepOutput(accepted=hit.long(), token=token, index=index)

@@ -37,37 +37,30 @@ Numerical rules (see ``docs/gpu_chains.rst``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
-from otspec_gpu.verifiers.plan import scratch
+from otspec_gpu._scratch import scratch
+from otspec_gpu.sampling import sample_weights
+from otspec_gpu.verifiers.base import StepOutput
 
 __all__ = [
-    "ChainOutput",
+    "CHAIN_RULES",
+    "ChainRule",
     "block_conditional",
     "block_sample",
     "expected_accepted",
-    "sample_rows",
     "token_conditional",
     "token_sample",
 ]
 
 
-class ChainOutput(NamedTuple):
-    """Result of one chain verification per row.
-
-    Attributes
-    ----------
-    accepted : LongTensor [B]
-        :math:`\\tau \\in \\{0, \\dots, \\gamma\\}`, the number of accepted draft tokens.
-    next_token : LongTensor [B]
-        The correction token (:math:`\\tau < \\gamma`) or the bonus token (:math:`\\tau = \\gamma`).
-    """
-
-    accepted: torch.Tensor
-    next_token: torch.Tensor
+def _output(tau: torch.Tensor, token: torch.Tensor) -> StepOutput:
+    """A chain step's :class:`~otspec_gpu.verifiers.base.StepOutput` (``index`` 0: one drafted block)."""
+    return StepOutput(accepted=tau, token=token, index=torch.zeros_like(tau))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -135,37 +128,6 @@ def _normalise(res: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
     return torch.where(ok, res / torch.where(ok, mass, torch.ones_like(mass)), fallback)
 
 
-def sample_rows(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    r"""One token per row of ``weights`` [B, V] (non-negative, not necessarily normalised), by inverse CDF.
-
-    Returns the first index ``y`` with :math:`\sum_{v \le y} w_v > u \sum_v w_v`, the cumulative
-    sum taken in float64 (a float32 running sum over :math:`V = 262\,144` tokens drifts by
-    :math:`\sim 10^{-3}`). ``u`` [B] are uniforms on [0, 1) that the caller draws (from its own
-    stream). A token of weight 0 is never returned; a row of total weight 0 returns 0.
-
-    Parameters
-    ----------
-    weights : torch.Tensor
-        ``[B, V]`` non-negative weights.
-    u : torch.Tensor
-        ``[B]`` uniforms on ``[0, 1)`` drawn by the caller.
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B]`` long token ids.
-
-    Examples
-    --------
-    >>> import torch
-    >>> sample_rows(torch.tensor([[0.0, 1.0, 3.0]]), torch.tensor([0.3])).tolist()
-    [2]
-    """
-    cdf = torch.cumsum(weights, dim=-1, dtype=torch.float64, out=scratch("chain_cdf", tuple(weights.shape), weights.device))  # [B, V]
-    target = u.to(torch.float64).unsqueeze(-1) * cdf[:, -1:]  # [B, 1]
-    return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_max(weights.shape[-1] - 1)
-
-
 def _rows(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """``x[b, t[b]]`` for x [B, n, V], t [B] -> [B, V]."""
     return x[torch.arange(x.shape[0], device=x.device), t]
@@ -175,7 +137,7 @@ def _emission_weights(p: torch.Tensor, q: torch.Tensor, tau: torch.Tensor, w_tau
     """Unnormalised law [B, V] of the emitted token given tau [B]: the residual
     ``(w_tau p[:, tau] - q[:, tau])_+`` (``w_tau`` [B, 1], 1 if None) for tau < gamma, ``p[:, gamma]``
     (bonus) for tau = gamma; a residual of computed mass 0 falls back to ``p[:, tau]`` (the rule of
-    :func:`_normalise`). ``sample_rows`` normalises by the cumulative sum."""
+    :func:`_normalise`). ``sample_weights`` normalises by the cumulative sum."""
     g = q.shape[1]
     pt = _rows(p, tau)  # [B, V]
     res = _rows(q, tau.clamp_max(g - 1)).neg_()  # a gathered copy, so in-place is safe
@@ -250,20 +212,18 @@ def _draw_uniforms(p: torch.Tensor, drafts: torch.Tensor, generator: torch.Gener
     return coins, u
 
 
-def _token_sample_from_uniforms(
-    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
-) -> ChainOutput:
+def _token_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
     """Algorithm 1 with given accept coins [B, gamma] and residual uniforms [B] (validated input)."""
     g = drafts.shape[1]
     a, _ = _token_accept(p, q, drafts)
     rejected = ~(coins < a)  # [B, g]
     tau = torch.where(rejected.any(dim=1), rejected.to(torch.int8).argmax(dim=1), torch.full_like(drafts[:, 0], g))  # first rejection
-    return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, None), u))
+    return _output(tau, sample_weights(_emission_weights(p, q, tau, None), u))
 
 
 def token_sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True
-) -> ChainOutput:
+) -> StepOutput:
     r"""Token verification (Sun et al. Algorithm 1) of one drafted block per row.
 
     Position :math:`i` is accepted when its own coin :math:`\eta_i < \min(1, r_i)`; the first
@@ -287,8 +247,8 @@ def token_sample(
 
     Returns
     -------
-    ChainOutput
-        ``accepted`` [B] in ``0..gamma`` and ``next_token`` [B].
+    StepOutput
+        ``accepted`` [B] in ``0..gamma``, ``token`` [B] (correction or bonus) and ``index`` [B] (0).
 
     Raises
     ------
@@ -413,9 +373,7 @@ def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
     return torch.cat([tau[:, :g].unsqueeze(-1) * law_res, tau[:, g:].unsqueeze(-1) * p[:, g:]], dim=1)
 
 
-def _block_sample_from_uniforms(
-    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
-) -> ChainOutput:
+def _block_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
     """Algorithm 2 with given coins [B, gamma] and residual uniforms [B] (validated input)."""
     B, g = drafts.shape
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
@@ -427,7 +385,7 @@ def _block_sample_from_uniforms(
         h_last = _block_h(logp, Z.fill_(float("nan")))[0][:, -1]
         if bool((coins[:, -1] < h_last).all()):
             tau = torch.full_like(drafts[:, 0], g)
-            return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, pr[:, -1:]), u))
+            return _output(tau, sample_weights(_emission_weights(p, q, tau, pr[:, -1:]), u))
     buf = scratch("block_buf", (B, p.shape[-1]), p.device, p.dtype)  # one [B, V] buffer reused for every position
     for i in range(1, g):
         torch.mul(p[:, i], pr[:, i - 1 : i], out=buf)
@@ -437,12 +395,12 @@ def _block_sample_from_uniforms(
     pos = torch.arange(1, g + 1, device=p.device)
     tau = (passed * pos).amax(dim=1)  # last index that passes, 0 if none
     wt = torch.cat([torch.ones_like(pr[:, :1]), pr], dim=1).gather(1, tau.unsqueeze(-1))  # [B, 1] p_tau
-    return ChainOutput(accepted=tau, next_token=sample_rows(_emission_weights(p, q, tau, wt), u))
+    return _output(tau, sample_weights(_emission_weights(p, q, tau, wt), u))
 
 
 def block_sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True
-) -> ChainOutput:
+) -> StepOutput:
     r"""Block verification (Sun et al. Algorithm 2) of one drafted block per row.
 
     Every position draws its own coin :math:`\eta_i`; :math:`\tau` is the *last* index with
@@ -466,8 +424,8 @@ def block_sample(
 
     Returns
     -------
-    ChainOutput
-        ``accepted`` ``[B]`` in ``0..gamma`` and ``next_token`` ``[B]``.
+    StepOutput
+        ``accepted`` ``[B]`` in ``0..gamma``, ``token`` ``[B]`` (correction or bonus) and ``index`` ``[B]`` (0).
 
     Raises
     ------
@@ -517,3 +475,28 @@ def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:
     """
     tau = conditional.sum(-1) if conditional.ndim == 3 else conditional
     return tau @ torch.arange(tau.shape[-1], dtype=tau.dtype, device=tau.device)
+
+
+class ChainRule(NamedTuple):
+    """A chain verifier of the torch table: its name (that of the numpy module's rule) and functions.
+
+    Attributes
+    ----------
+    name : str
+        ``"token"`` (:mod:`otspec.verifiers.token_chain`) or ``"block"`` (:mod:`otspec.verifiers.block`).
+    sample : callable
+        ``sample(p, q, drafts, *, generator, validate=True) -> StepOutput``.
+    conditional : callable
+        ``conditional(p, q, drafts, *, validate=True) -> Tensor[B, gamma + 1, V]``.
+    """
+
+    name: str
+    sample: Callable[..., StepOutput]
+    conditional: Callable[..., torch.Tensor]
+
+
+#: The chain rules, by name.
+CHAIN_RULES = {
+    "token": ChainRule("token", token_sample, token_conditional),
+    "block": ChainRule("block", block_sample, block_conditional),
+}

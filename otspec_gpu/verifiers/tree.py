@@ -10,7 +10,7 @@ then the correction token), or after ``gamma`` matched positions with a bonus to
 drafts' next-token law with the target conditional, so the decoded stream has the target law.
 
 Rules (``rule=``, the numpy tree module's names, :data:`otspec.verifiers.tree.VERIFIERS`) and the
-per-node single-step verifier each uses (from :data:`otspec_gpu.verifiers.SINGLE_STEP`, the same
+per-node single-step verifier each uses (from :data:`otspec_gpu.verifiers.VERIFIERS`, the same
 code as the single-step twins; with one alive draft each is token verification):
 
 * ``"kseq"`` -- K-SEQ (``kseq``, SpecTr Algorithm 2 with :math:`\rho^*` for the node's number of
@@ -51,7 +51,6 @@ Decoding" (arXiv 2402.14160).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 
@@ -61,13 +60,12 @@ from otspec.errors import (
     ShapeMismatchError,
     UnsupportedMethodError,
 )
-from otspec_gpu.verifiers.base import TorchVerifier
-from otspec_gpu.verifiers.plan import categorical
+from otspec_gpu._validation import check_rows
+from otspec_gpu.sampling import categorical
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier
+from otspec_gpu.verifiers.registry import TREE, VERIFIERS
 
 __all__ = [
-    "NODE_VERIFIER",
-    "RULES",
-    "TreeOutput",
     "conditional",
     "draft_sequences",
     "expected_accepted",
@@ -75,37 +73,13 @@ __all__ = [
     "sample",
 ]
 
-#: Tree rules, as named by :data:`otspec.verifiers.tree.VERIFIERS`.
-RULES = ("kseq", "rrs", "rrs_wor")
-#: The single-step verifier (:data:`otspec_gpu.verifiers.SINGLE_STEP` name) used at every node.
-NODE_VERIFIER = {"kseq": "kseq", "rrs": "rrs", "rrs_wor": "rrs_wor"}
-
-
-class TreeOutput(NamedTuple):
-    """Result of one tree verification per row.
-
-    Attributes
-    ----------
-    path : LongTensor [B]
-        The lowest index ``j`` of a sequence whose first ``accepted`` tokens are the emitted prefix
-        (``drafts[b, path[b], :accepted[b]]``).
-    accepted : LongTensor [B]
-        :math:`\\tau \\in \\{0, \\dots, \\gamma\\}`, the number of accepted draft tokens.
-    next_token : LongTensor [B]
-        The correction token (:math:`\\tau < \\gamma`) or the bonus token (:math:`\\tau = \\gamma`).
-    """
-
-    path: torch.Tensor
-    accepted: torch.Tensor
-    next_token: torch.Tensor
-
 
 def _node_verifier(rule: str) -> TorchVerifier:
-    if rule not in RULES:
-        raise UnsupportedMethodError(f"rule must be one of {RULES} (got {rule!r}); they are the numpy tree module's names")
-    from otspec_gpu.verifiers import SINGLE_STEP
-
-    return SINGLE_STEP[NODE_VERIFIER[rule]]
+    """The single-step verifier run at every node of tree rule ``rule`` (the torch table's entry)."""
+    entry = VERIFIERS.get(rule) if isinstance(rule, str) else None
+    if entry is None or not entry.tree:
+        raise UnsupportedMethodError(f"rule must be one of {TREE} (got {rule!r}); they are the numpy tree module's names")
+    return entry.single_step
 
 
 def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, TorchVerifier]:
@@ -141,6 +115,8 @@ def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch
         )
     drafts = drafts.long()
     if validate:
+        check_rows(p, "p")
+        check_rows(q, "q")
         if bool(((drafts < 0) | (drafts >= V)).any()):
             raise InvalidDraftsError(
                 f"drafts must be token ids in [0, {V}) (got {int(drafts.min())}..{int(drafts.max())}); pass ids of the vocabulary"
@@ -339,7 +315,7 @@ def _node_sample(ver: TorchVerifier, p: torch.Tensor, q: torch.Tensor, toks: tor
 
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, generator: torch.Generator, validate: bool = True
-) -> TreeOutput:
+) -> StepOutput:
     r"""Verify ``k`` drafted sequences per row once (top-down walk; see the module docstring).
 
     At each depth the rows are grouped by their number ``m`` of alive drafts and each group goes
@@ -368,8 +344,10 @@ def sample(
 
     Returns
     -------
-    TreeOutput
-        ``path`` [B], ``accepted`` [B] in ``0..gamma``, ``next_token`` [B].
+    StepOutput
+        ``accepted`` [B] in ``0..gamma``, ``token`` [B] (correction or bonus) and ``index`` [B]: the
+        lowest index ``j`` of a sequence whose first ``accepted`` tokens are the emitted prefix
+        (``drafts[b, index[b], :accepted[b]]``).
 
     Raises
     ------
@@ -431,7 +409,7 @@ def sample(
         else:
             for jj, sel in _by_sequence(jr, k):
                 y[rows[sel]] = categorical(p[0, jj, g][None], generator, n=int(sel.numel()))
-    return TreeOutput(path=path, accepted=tau, next_token=y)
+    return StepOutput(accepted=tau, token=y, index=path)
 
 
 def _by_sequence(j: torch.Tensor, k: int):

@@ -21,7 +21,7 @@ from scipy import stats
 from otspec import models
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 from otspec.verifiers import block, token_chain
-from otspec_gpu.verifiers import chain
+from otspec_gpu.verifiers import StepOutput, chain
 from tests.gpu._stats import pooled_chi_square
 from tests.gpu._tolerances import (
     DESIGN_POWER,
@@ -103,8 +103,8 @@ def test_toy_known_answers():
 
 
 # ------------------------------------------------------------------------------------------------
-def outcome_counts(out: chain.ChainOutput, g: int, V: int) -> np.ndarray:
-    cell = (out.accepted * V + out.next_token).cpu().numpy()
+def outcome_counts(out: StepOutput, g: int, V: int) -> np.ndarray:
+    cell = (out.accepted * V + out.token).cpu().numpy()
     return np.bincount(cell, minlength=(g + 1) * V).reshape(g + 1, V)
 
 
@@ -202,8 +202,8 @@ def test_determinism_and_row_independence(rule):
     a = sample(*args, generator=torch.Generator().manual_seed(123))
     b = sample(*args, generator=torch.Generator().manual_seed(123))
     c = sample(*args, generator=torch.Generator().manual_seed(124))
-    assert torch.equal(a.accepted, b.accepted) and torch.equal(a.next_token, b.next_token)
-    assert not torch.equal(a.next_token, c.next_token)
+    assert torch.equal(a.accepted, b.accepted) and torch.equal(a.token, b.token)
+    assert not torch.equal(a.token, c.token)
     # Rows 2i and 2i+1 (same path) are independent: their joint tau law is the product law.
     g = Q.shape[0]
     tau = cond(*_batch(P, Q, path, 1))[0].sum(-1).numpy()
@@ -266,7 +266,7 @@ def test_float32_one_token_difference(rule):
     coins = torch.full((n, g), 1 - 2**-24, dtype=torch.float32)
     u = torch.rand(n, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     out = from_uniforms(torch.as_tensor(P).expand(n, -1, -1), torch.as_tensor(Q).expand(n, -1, -1), x.expand(n, -1), coins, u)
-    assert (out.accepted < g).all() and torch.all(out.next_token == i)
+    assert (out.accepted < g).all() and torch.all(out.token == i)
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -287,7 +287,7 @@ def test_float32_disjoint_supports(rule):
         x.expand(1000, -1),
         generator=torch.Generator().manual_seed(0),
     )
-    assert torch.all(out.accepted == 0) and torch.all(out.next_token < 2)
+    assert torch.all(out.accepted == 0) and torch.all(out.token < 2)
 
 
 def test_float32_long_block_log_space():

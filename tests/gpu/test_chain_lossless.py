@@ -58,8 +58,8 @@ torch = pytest.importorskip("torch")
 from scipy import stats
 
 from otspec_gpu.drafting import sample_drafts
-from otspec_gpu.verifiers import chain, tree
-from otspec_gpu.verifiers.plan import categorical
+from otspec_gpu.sampling import categorical
+from otspec_gpu.verifiers import TREE, chain, tree
 from tests.gpu._stats import pooled_chi_square
 from tests.gpu._tolerances import FALSE_ALARM, FLOAT64_ATOL
 
@@ -77,7 +77,7 @@ TREE_ROWS = int(os.environ.get("OTSPEC_LOSSLESS_TREE_ROWS", "500"))
 SHARED_TREE_ROWS = int(os.environ.get("OTSPEC_LOSSLESS_SHARED_TREE_ROWS", "20000"))
 CONTROL_ROWS = 12_000  # negative controls, whatever OTSPEC_LOSSLESS_ROWS says (block reused_uniform: chi2 89 at 4 000 rows, 179 at 12 000; threshold 90)
 CHAIN_RULES = {"token": chain.token_sample, "block": chain.block_sample}
-TREE_RULES = tree.RULES
+TREE_RULES = TREE
 CONTROLS = ("resample_from_p", "reused_uniform")
 N_COMPARISONS = 2 * (len(CHAIN_RULES) + 2 * len(TREE_RULES))  # two statistics per verifier and run
 ALPHA = FALSE_ALARM / N_COMPARISONS
@@ -201,7 +201,7 @@ def run_chain(sample_fn, n: int, P: torch.Tensor, Q: torch.Tensor, seed: int) ->
         for chunk in rows.split(CHUNK):
             m = chunk.numel()
             out = sample_fn(p.expand(m, -1, -1), q.expand(m, -1, -1), drafts[chunk], generator=gen)
-            tau[chunk], nxt[chunk] = out.accepted, out.next_token
+            tau[chunk], nxt[chunk] = out.accepted, out.token
     return emitted_tokens(drafts, tau, nxt), tau
 
 
@@ -238,8 +238,8 @@ def run_tree(rule: str, n: int, P: torch.Tensor, Q: torch.Tensor, seed: int) -> 
         drafts, q = tree.draft_sequences(next_q, m, K_TREE, GAMMA, replacement=rule != "rrs_wor", generator=gen)
         idx = torch.cat([torch.zeros_like(drafts[:, :, :1]), after(drafts)], 2)  # [m, k, gamma + 1]
         out = tree.sample(P[idx], q, drafts, rule=rule, generator=gen)
-        path = drafts[torch.arange(m), out.path]  # [m, gamma]: the sequence carrying the emitted prefix
-        em.append(emitted_tokens(path, out.accepted, out.next_token))
+        path = drafts[torch.arange(m), out.index]  # [m, gamma]: the sequence carrying the emitted prefix
+        em.append(emitted_tokens(path, out.accepted, out.token))
         taus.append(out.accepted)
     return torch.cat(em), torch.cat(taus)
 
@@ -278,8 +278,8 @@ def run_tree_shared(rule: str, n: int, P: torch.Tensor, Q: torch.Tensor, seed: i
         p, q = P[r0][None], Q[r0[:, :GAMMA]][None]
         for chunk in rows.split(SHARED_CHUNK):
             out = tree.sample(p, q, drafts[chunk], rule=rule, generator=gen)
-            path = drafts[chunk, out.path]
-            em[chunk] = emitted_tokens(path, out.accepted, out.next_token)
+            path = drafts[chunk, out.index]
+            em[chunk] = emitted_tokens(path, out.accepted, out.token)
             tau[chunk] = out.accepted
     return em, tau
 

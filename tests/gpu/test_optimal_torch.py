@@ -29,9 +29,9 @@ import torch
 import otspec
 from otspec.verifiers.step.optimal_iid import prepare as np_prepare
 from otspec_gpu.drafting import sample_drafts
+from otspec_gpu.sampling import categorical
 from otspec_gpu.verifiers import SINGLE_STEP
-from otspec_gpu.verifiers import optimal_iid as mod
-from otspec_gpu.verifiers.plan import categorical
+from otspec_gpu.verifiers.step import optimal_iid as mod
 from tests.gpu._stats import pooled_chi_square
 
 pytestmark = pytest.mark.usefixtures("one_thread")

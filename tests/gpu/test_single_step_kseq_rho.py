@@ -1,4 +1,4 @@
-"""K-SEQ's rho* in torch (histogram + safeguarded Newton, ``otspec_gpu.verifiers.kseq.rho_star``)
+"""K-SEQ's rho* in torch (histogram + safeguarded Newton, ``otspec_gpu.verifiers.step.kseq.rho_star``)
 against the numpy core's bisection (``otspec.verifiers.step.kseq.kseq_rho_star``), on laws larger
 than the enumerated kernels of test_single_step_kernels.py (V up to 3 000, so the histogram, the
 working-set compaction and the Newton / grid stages all run), one row at a time ([1, V]: the
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from otspec.verifiers.step.kseq import kseq_beta, kseq_rho_star
-from otspec_gpu.verifiers.kseq import rho_star
+from otspec_gpu.verifiers.step.kseq import rho_star
 from tests.gpu._tolerances import FLOAT64_FEW_OPS_ATOL, FLOAT64_KERNEL_ATOL, FLOAT64_ULPS_ATOL
 
 

@@ -24,7 +24,7 @@ import torch
 from scipy import stats
 
 from otspec_gpu.verifiers import SINGLE_STEP, StepOutput
-from otspec_gpu.verifiers import token as token_module
+from otspec_gpu.verifiers.step import token as token_module
 from tests.gpu._single_step import COMBOS, LAWS, extra_for, random_law_pair
 from tests.gpu._tolerances import ACCEPT_RATE_ATOL, DESIGN_POWER, FALSE_ALARM, FLOAT64_ULPS_ATOL, TV_DETECT
 
@@ -132,7 +132,7 @@ def test_rrs_wor_per_row_sampler_matches_conditional(k, device):
 
 def _reused_uniform_token(p, q, drafts, generator):
     """BROKEN on purpose: one uniform for the accept coin and the residual inverse CDF."""
-    plan = token_module.plan(p, q, drafts)
+    plan = token_module.schedule(p, q, drafts)
     u = torch.rand(drafts.shape[0], dtype=torch.float64, generator=generator)
     cdf = torch.cumsum(plan.residual[0], 0)
     res_tok = torch.searchsorted(cdf, u * cdf[-1], right=True).clamp(max=p.shape[1] - 1)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -24,7 +25,7 @@ from otspec import models
 from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec.trees import draft_trees
 from otspec.verifiers import tree as np_tree
-from otspec_gpu.verifiers import chain, tree
+from otspec_gpu.verifiers import TREE, StepOutput, chain, tree
 from tests.gpu._stats import pooled_chi_square
 from tests.gpu._tolerances import (
     DESIGN_POWER,
@@ -39,7 +40,7 @@ from tests.gpu._tolerances import (
 
 N_ROWS = 100_000
 ALPHA = FALSE_ALARM
-RULES = tree.RULES
+RULES = TREE
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
@@ -144,8 +145,8 @@ def _batch(P, Q, x, n):
     return torch.as_tensor(P).expand(n, -1, -1, -1), torch.as_tensor(Q).expand(n, -1, -1, -1), torch.as_tensor(x).expand(n, -1, -1)
 
 
-def outcome_counts(out: tree.TreeOutput, k: int, g: int, V: int) -> np.ndarray:
-    cell = ((out.path * (g + 1) + out.accepted) * V + out.next_token).numpy()
+def outcome_counts(out: StepOutput, k: int, g: int, V: int) -> np.ndarray:
+    cell = ((out.index * (g + 1) + out.accepted) * V + out.token).numpy()
     return np.bincount(cell, minlength=k * (g + 1) * V)
 
 
@@ -187,7 +188,8 @@ def test_negative_control_wrong_node_rule(monkeypatch):
     laws = [tree.conditional(*_batch(P[m], Q[m], trees[m], 1), rule="rrs_wor")[0].numpy() for m in range(1)]
     wrong = tree.conditional(*_batch(P[0], Q[0], trees[0], 1), rule="rrs", validate=False)[0].numpy()
     assert 0.5 * np.abs(wrong - laws[0]).sum() > 0.1  # the first tree separates the rules (TV 0.23)
-    monkeypatch.setitem(tree.NODE_VERIFIER, "rrs_wor", "rrs")
+    wrong_rule = dataclasses.replace(tree.VERIFIERS["rrs_wor"], single_step=tree.VERIFIERS["rrs"].single_step)
+    monkeypatch.setitem(tree.VERIFIERS, "rrs_wor", wrong_rule)
     stat, thr, _, impossible = _chi_square_tree("rrs_wor", P[0], Q[0], trees[0], laws[0], torch.Generator().manual_seed(3))
     assert stat >= thr or impossible
 
@@ -263,7 +265,7 @@ def test_float32_equal_and_disjoint(rule):
     out = tree.sample(
         Pd.expand(n, -1, -1, -1), Qd.expand(n, -1, -1, -1), xd.expand(n, -1, -1), rule=rule, generator=torch.Generator().manual_seed(0)
     )
-    assert torch.all(out.accepted == 0) and torch.all(out.next_token < 2) and torch.all(out.path == 0)
+    assert torch.all(out.accepted == 0) and torch.all(out.token < 2) and torch.all(out.index == 0)
 
 
 def test_bad_inputs():

@@ -10,12 +10,12 @@ from __future__ import annotations
 import torch
 
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, residual_weights, sample_rounds
+from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual_weights, sample_rounds, schedule_conditional
 
-__all__ = ["conditional", "plan", "sample", "token"]
+__all__ = ["conditional", "sample", "schedule", "token"]
 
 
-def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
+def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
     r"""One round on ``drafts[:, 0]`` against q; residual ``norm((p - q)_+)``.
 
     Parameters
@@ -28,12 +28,12 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 
     Returns
     -------
-    Plan
+    AcceptSchedule
         One round per row, accept :math:`\min(1, p(x)/q(x))`, residual :math:`\mathrm{norm}((p - q)_+)`.
     """
     x = drafts[:, :1]
     res, _ = residual_weights(p, q)
-    return Plan(x, accept_ratio(gather(p, x), gather(q, x)), res)
+    return AcceptSchedule(x, accept_ratio(gather(p, x), gather(q, x)), res)
 
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
@@ -73,7 +73,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     [[0.6666666666666666, 0.33333333333333337]]
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
-    return plan_conditional(plan(p, q, drafts), p.dtype)
+    return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
@@ -111,7 +111,7 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
     x = drafts[:, :1]
     acc = accept_ratio(gather(p, x), gather(q, x))
-    # the residual (p - q)_+ is built only when a row rejects (lazily, see plan.sample_rounds)
+    # the residual (p - q)_+ is built only when a row rejects (lazily, see schedule.sample_rounds)
     return step_output(sample_rounds(x, acc, lambda: residual_weights(p, q)[0], generator), drafts)
 
 

@@ -21,9 +21,17 @@ import torch
 
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, gather, plan_conditional, residual_scratch, residual_weights, sample_rounds
+from otspec_gpu.verifiers.schedule import (
+    AcceptSchedule,
+    accept_ratio,
+    gather,
+    residual_scratch,
+    residual_weights,
+    sample_rounds,
+    schedule_conditional,
+)
 
-__all__ = ["approximate", "conditional", "pass_probabilities", "plan", "sample", "tv_to_target"]
+__all__ = ["approximate", "conditional", "pass_probabilities", "sample", "schedule", "tv_to_target"]
 
 
 def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> torch.Tensor:
@@ -72,7 +80,7 @@ def _pass_rows(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob
     return a
 
 
-def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> Plan:
+def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> AcceptSchedule:
     r"""Two rounds on the same token: the predicate's coin, then the exact rule's coin.
 
     Parameters
@@ -89,7 +97,7 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any 
 
     Returns
     -------
-    Plan
+    AcceptSchedule
         Two rounds on the draft: the predicate's coin :math:`a(x)`, then the exact coin :math:`\min(1, p/q)`; residual :math:`\mathrm{norm}((p - q)_+)`.
 
     Raises
@@ -102,7 +110,7 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any 
     a = _pass_rows(p, q, drafts, pass_prob, validate)
     x = drafts[:, :1]
     res, _ = residual_weights(p, q)
-    return Plan(torch.cat([x, x], dim=1), torch.cat([gather(a, x), accept_ratio(gather(p, x), gather(q, x))], dim=1), res)
+    return AcceptSchedule(torch.cat([x, x], dim=1), torch.cat([gather(a, x), accept_ratio(gather(p, x), gather(q, x))], dim=1), res)
 
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_prob: Any = None, validate: bool = True) -> torch.Tensor:
@@ -144,7 +152,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_
     [[1.0, 0.0]]
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
-    return plan_conditional(plan(p, q, drafts, pass_prob, validate=validate), p.dtype)
+    return schedule_conditional(schedule(p, q, drafts, pass_prob, validate=validate), p.dtype)
 
 
 def sample(
@@ -190,7 +198,7 @@ def sample(
         ax = (px >= qx).double()
     else:
         ax = gather(_pass_rows(p, q, drafts, pass_prob, validate), x)
-    # the residual (p - q)_+ is built only when a row rejects (lazily, see plan.sample_rounds)
+    # the residual (p - q)_+ is built only when a row rejects (lazily, see schedule.sample_rounds)
     acc = torch.cat([ax, accept_ratio(px, qx)], dim=1)
     return step_output(sample_rounds(torch.cat([x, x], dim=1), acc, lambda: residual_scratch(p, q), generator), drafts)
 

@@ -48,8 +48,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from otspec_gpu.sampling import categorical
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import categorical
 
 __all__ = ["OptimalState", "conditional", "named", "optimal_iid", "prepare", "sample", "sample_with_uniforms", "selection_rows"]
 

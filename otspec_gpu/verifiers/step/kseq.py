@@ -53,10 +53,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from otspec_gpu._scratch import scratch, to_float64
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, accept_ratio, fallback_rows, gather, plan_conditional, sample_rounds, scratch, to_float64
+from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
 
-__all__ = ["conditional", "kseq", "plan", "rho_star", "sample"]
+__all__ = ["conditional", "kseq", "rho_star", "sample", "schedule"]
 
 _MAX_ITER = 200  # each iteration at least halves the bracket in ulps once Newton stalls: < 130 needed
 _BINS = 1024  # histogram bins on the ratio band (1, k] before the Newton iterations
@@ -315,8 +316,8 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     return torch.from_numpy(result).to(dev)
 
 
-def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    r"""The K-SEQ plan: rounds over every draft with accept ``min(1, p/(rho* q))``, one residual.
+def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
+    r"""The K-SEQ accept schedule: rounds over every draft with accept ``min(1, p/(rho* q))``, one residual.
 
     Parameters
     ----------
@@ -328,13 +329,13 @@ def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 
     Returns
     -------
-    Plan
+    AcceptSchedule
         ``k`` rounds, accept :math:`\min(1, p(x_j)/(\rho^* q(x_j)))`, residual :math:`\mathrm{norm}((p - \gamma \min(p/\rho^*, q))_+)`.
     """
     k = drafts.shape[1]
     p64, q64, rho = _normalised_rho(p, q, k)
     acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
-    return Plan(drafts, acc, _residual(p64, q64, rho, k))
+    return AcceptSchedule(drafts, acc, _residual(p64, q64, rho, k))
 
 
 def _normalised_rho(p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -396,7 +397,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     1.0
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="kseq")
-    return plan_conditional(plan(p, q, drafts), p.dtype)
+    return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
@@ -435,7 +436,7 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     k = drafts.shape[1]
     p64, q64, rho = _normalised_rho(p, q, k)
     acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
-    # the residual is built only when a row rejects every draft (lazily, see plan.sample_rounds)
+    # the residual is built only when a row rejects every draft (lazily, see schedule.sample_rounds)
     return step_output(sample_rounds(drafts, acc, lambda: _residual(p64, q64, rho, k, "kseq_res"), generator), drafts)
 
 

@@ -1,12 +1,6 @@
-r"""Recursive rejection sampling in torch: with replacement (SpecInfer; twin of
-``otspec.verifiers.rrs``) and without replacement (RSD; twin of ``otspec.verifiers.rrs_wor``).
+r"""Recursive rejection sampling without replacement in torch (RSD; twin of ``otspec.verifiers.rrs_wor``).
 
-With replacement, i.i.d. drafts :math:`X_j \sim q`:
-
-.. math:: p_0 = p;\ \text{return } X_j \text{ w.p. } \min\big(1, \tfrac{p_{j-1}(X_j)}{q(X_j)}\big),\
-          p_j = \mathrm{norm}((p_{j-1}-q)_+);\ \text{else } Y \sim p_k.
-
-Without replacement (successive sampling), the draft law is updated after each rejection:
+Distinct drafts by successive sampling; the draft law is updated after each rejection:
 :math:`q_1 = q`, :math:`p_j = \mathrm{norm}((p_{j-1}-q_j)_+)`,
 :math:`q_{j+1} = \mathrm{norm}(q_j 1_{\ne X_j})`, accept :math:`X_j` w.p.
 :math:`\min(1, p_{j-1}(X_j)/q_j(X_j))`.
@@ -23,51 +17,14 @@ import torch
 
 from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import Plan, _search, accept_ratio, gather, plan_conditional, residual, scratch, to_float64
+from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, residual, schedule_conditional
+from otspec_gpu.verifiers.step._recursive import sample_recursive
 
-__all__ = [
-    "VERIFIERS",
-    "SharedWor",
-    "conditional",
-    "conditional_wor",
-    "plan",
-    "plan_wor",
-    "rrs",
-    "rrs_wor",
-    "sample",
-    "sample_wor",
-    "shared_wor",
-]
+__all__ = ["SharedWor", "conditional", "rrs_wor", "sample", "schedule", "shared_wor"]
 
 
-def plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    r"""RRS-with-replacement plan (the residual chain does not depend on the drafts).
-
-    Parameters
-    ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-
-    Returns
-    -------
-    Plan
-        Round ``j`` accepts :math:`\min(1, p_{j-1}(x_j)/q(x_j))`; residual :math:`p_k` with :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`.
-    """
-    pc = p.double()
-    q64 = q.double()
-    acc = []
-    for j in range(drafts.shape[1]):  # loop over draft rounds only
-        x = drafts[:, j : j + 1]
-        acc.append(accept_ratio(gather(pc, x), gather(q64, x)))
-        pc, _ = residual(pc, q64)
-    return Plan(drafts, torch.cat(acc, dim=1), pc)
-
-
-def plan_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
-    r"""RSD plan for distinct drafts (per-row residuals and draft laws).
+def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
+    r"""RSD accept schedule for distinct drafts (per-row residuals and draft laws).
 
     Parameters
     ----------
@@ -79,7 +36,7 @@ def plan_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
 
     Returns
     -------
-    Plan
+    AcceptSchedule
         Round ``j`` accepts :math:`\min(1, p_{j-1}(x_j)/q_j(x_j))`, :math:`q_{j+1}` is :math:`q_j` without :math:`x_j`, renormalised; per-row residuals.
     """
     B, k = drafts.shape
@@ -94,7 +51,7 @@ def plan_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> Plan:
             Q = Q.scatter(1, x, 0.0)
             tot = Q.sum(-1, keepdim=True)
             Q = Q / torch.where(tot > 0, tot, torch.ones_like(tot))
-    return Plan(drafts, torch.cat(acc, dim=1), P)
+    return AcceptSchedule(drafts, torch.cat(acc, dim=1), P)
 
 
 class SharedWor(NamedTuple):
@@ -190,152 +147,6 @@ def _check_distinct(drafts: torch.Tensor) -> None:
 
 
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
-    r"""Exact RRS (with replacement) output law ``[B, V]``.
-
-    Parameters
-    ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
-
-    Raises
-    ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
-
-    Examples
-    --------
-    >>> import torch
-    >>> p = torch.tensor([[0.5, 0.5]], dtype=torch.float64); q = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
-    >>> [round(v, 6) for v in conditional(p, q, torch.tensor([[0, 0]]))[0].tolist()]
-    [0.555556, 0.444444]
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
-    return plan_conditional(plan(p, q, drafts), p.dtype)
-
-
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One RRS output token per row (coins and residual draws from separate ``rand`` calls).
-
-    Parameters
-    ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
-
-    Returns
-    -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
-
-    Raises
-    ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
-    return step_output(_sample_rrs(p, q, drafts, generator), drafts)
-
-
-def _sample_rrs(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator, wor: bool = False) -> torch.Tensor:
-    r"""RRS sampler (with replacement, or RSD with ``wor``), round by round, building only what the rows reach.
-
-    The residual chain has a closed form: with :math:`d = p - q` (exact in float64 for float32
-    inputs), :math:`p_j = a_j (d - D_j q)_+` where :math:`(D_0, a_0) = (-1, 1)` (that is
-    :math:`p_0 = p`), :math:`D_j = D_{j-1} + 1/a_{j-1}` and :math:`a_j = 1/\sum_y (d - D_j q)_+(y)`;
-    a row whose sum is 0 keeps :math:`(D_{j-1}, a_{j-1})` (the residual stays :math:`p_{j-1}`, the
-    numpy rule). Induction: :math:`(a(d - Dq)_+ - q)_+ = a(d - (D + 1/a) q)_+` (both sides vanish
-    where :math:`d \le Dq`). So round j costs one pass over ``[B, V]`` (the sum for :math:`a_{j-1}`),
-    made only while some row is still undecided (on CPU; elsewhere every round is computed), and the
-    final residual is drawn from the unnormalised weights :math:`(d - D_k q)_+`. The uniforms are
-    drawn as :func:`~otspec_gpu.verifiers.plan.plan_sample` draws them.
-
-    Without replacement (``wor``, per-row laws: ``p`` has one row per row of drafts), round j
-    tests against :math:`q_j = c_j q` with :math:`c_j = 1/(1 - \sum_{i<j} q(x_i))` (q renormalised
-    off the earlier, distinct drafts) and the residual step subtracts :math:`q_j`:
-    :math:`D_j = D_{j-1} + c_j/a_{j-1}` (the closed form of :func:`shared_wor`, kept relative to
-    :math:`d = p - q` for precision).
-    """
-    B, k = drafts.shape
-    dev = p.device
-    coins = torch.rand((B, k), dtype=torch.float64, device=dev, generator=generator)
-    u = torch.rand(B, dtype=torch.float64, device=dev, generator=generator)  # never reuses a coin
-    cpu = dev.type == "cpu"
-    Bp, V = p.shape
-    D = torch.full((Bp,), -1.0, dtype=torch.float64, device=dev)
-    a = torch.ones_like(D)
-    d = None
-    out = torch.zeros(B, dtype=torch.long, device=dev)
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
-    pd, qd = gather(p, drafts).double(), gather(q, drafts).double()
-
-    def weights(D: torch.Tensor) -> torch.Tensor:
-        w = torch.addcmul(d, q, -D[:, None], out=scratch("rrs_w", (Bp, V), dev))
-        return w.clamp_(min=0.0)
-
-    removed = torch.zeros(B, dtype=torch.float64, device=dev)
-    c_prev = c_j = None
-    for j in range(k):  # loop over draft rounds only
-        c_j = 1.0 / (1.0 - removed) if wor else 1.0
-        if j:
-            if d is None:
-                d = to_float64(p, "rrs_d").sub_(q)
-            D_new = D + c_prev / a
-            S = weights(D_new).sum(-1)
-            ok = S > 0
-            D = torch.where(ok, D_new, D)
-            a = torch.where(ok, 1.0 / torch.where(ok, S, torch.ones_like(S)), a)
-        # p_{j}(x) = a (p(x) - q(x) - D q(x))_+ ; round 0 is p itself (D = -1, a = 1)
-        num = a[:, None] * torch.clamp(pd[:, j : j + 1] - qd[:, j : j + 1] - D[:, None] * qd[:, j : j + 1], min=0.0) if j else pd[:, :1]
-        acc = accept_ratio(num, (c_j * qd[:, j])[:, None] if wor else qd[:, j : j + 1]).squeeze(1)
-        hit = (coins[:, j] < acc) & ~done
-        out = torch.where(hit, drafts[:, j], out)
-        done = done | hit
-        if cpu and bool(done.all()):
-            return out
-        c_prev = c_j
-        if wor:
-            removed = removed + qd[:, j]
-    if d is None:
-        d = to_float64(p, "rrs_d").sub_(q)
-    D_new = D + c_prev / a
-    w = weights(D_new)
-    S = w.sum(-1)
-    if not cpu or not bool((S > 0).all()):  # rows of mass 0 keep the previous residual
-        w = torch.where((S > 0)[:, None], w, torch.clamp(d - D[:, None] * q, min=0.0))
-    res_tok = _search(w.cumsum_(dim=-1), u)
-    return torch.where(done, out, res_tok)
-
-
-def conditional_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact RSD output law ``[B, V]`` for distinct drafts.
 
     Parameters
@@ -368,7 +179,7 @@ def conditional_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
     --------
     >>> import torch
     >>> p = torch.tensor([[0.5, 0.5, 0.0]], dtype=torch.float64); q = torch.tensor([[0.5, 0.25, 0.25]], dtype=torch.float64)
-    >>> conditional_wor(p, q, torch.tensor([[0, 2]])).tolist()
+    >>> conditional(p, q, torch.tensor([[0, 2]])).tolist()
     [[1.0, 0.0, 0.0]]
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
@@ -376,11 +187,11 @@ def conditional_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, v
         _check_distinct(drafts)
     if p.shape[0] == 1 and drafts.shape[0] > 1:
         sw = shared_wor(p, q, drafts)
-        return plan_conditional(Plan(drafts, sw.accept, _shared_residual_rows(sw, p, q)), p.dtype)
-    return plan_conditional(plan_wor(p, q, drafts), p.dtype)
+        return schedule_conditional(AcceptSchedule(drafts, sw.accept, _shared_residual_rows(sw, p, q)), p.dtype)
+    return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
-def sample_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
+def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One RSD output token per row (coins and residual draws from separate ``rand`` calls).
 
     Parameters
@@ -422,9 +233,7 @@ def sample_wor(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, genera
         hit = coins < sw.accept
         first = torch.argmax(hit.to(torch.uint8), dim=1)
         return step_output(torch.where(hit.any(dim=1), drafts.gather(1, first[:, None]).squeeze(1), res_tok), drafts)
-    return step_output(_sample_rrs(p, q, drafts, generator, wor=True), drafts)
+    return step_output(sample_recursive(p, q, drafts, generator, wor=True), drafts)
 
 
-rrs = TorchVerifier("rrs", "iid", True, sample, conditional, reference="SpecInfer (Miao et al. 2024)")
-rrs_wor = TorchVerifier("rrs_wor", "without_replacement", True, sample_wor, conditional_wor, reference="RSD (Jeon et al. 2024)")
-VERIFIERS = (rrs, rrs_wor)
+rrs_wor = TorchVerifier("rrs_wor", "without_replacement", True, sample, conditional, reference="RSD (Jeon et al. 2024)")

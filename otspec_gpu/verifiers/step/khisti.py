@@ -5,14 +5,14 @@ For k i.i.d. drafts (``otspec.iid(q, k)``, or ``otspec.product`` of identical dr
 ``khisti`` verifier selects with the closed-form optimal selection law :math:`r^*` and the
 threshold-tree rule of ``optimal_iid`` (its canonical selection; see ``docs/verifiers.rst``), so
 its kernel *is* the optimal i.i.d. verifier's kernel. This module therefore registers the one
-implementation of :mod:`otspec_gpu.verifiers.optimal_iid` a second time, under the name
+implementation of :mod:`otspec_gpu.verifiers.step.optimal_iid` a second time, under the name
 ``khisti`` (validation messages name it). The numpy verifier's LP selection for other enumerable
 laws (without replacement, explicit, products of different drafters) has no torch twin.
 """
 
 from __future__ import annotations
 
-from otspec_gpu.verifiers.optimal_iid import named
+from otspec_gpu.verifiers.step.optimal_iid import named
 
 __all__ = ["khisti"]
 

@@ -1,13 +1,9 @@
-r"""Baseline verifiers in torch: NSS (twin of ``otspec.verifiers.nss``) and NaiveTree (twin of
-``otspec.verifiers.naive``).
+r"""NaiveTree in torch (twin of ``otspec.verifiers.naive``).
 
-*nss* ignores the drafts and outputs :math:`Y \sim p` (any draft law).
-
-*naive* runs single-draft speculative sampling on :math:`X_1` against the marginal law
-:math:`q_1` of the first draft, and its residual :math:`\mathrm{norm}((p-q_1)_+)` may land on the
-other drafts. :math:`q_1 = q` for ``"iid"`` and ``"without_replacement"`` drafts; for ``"greedy"``
-drafts with k >= 2 the first draft is the top token, so :math:`q_1` is a point mass there (pass
-``law="greedy"``).
+Single-draft speculative sampling on :math:`X_1` against the marginal law :math:`q_1` of the first
+draft; its residual :math:`\mathrm{norm}((p-q_1)_+)` may land on the other drafts.
+:math:`q_1 = q` for ``"iid"`` and ``"without_replacement"`` drafts; for ``"greedy"`` drafts with
+k >= 2 the first draft is the top token, so :math:`q_1` is a point mass there (pass ``law="greedy"``).
 """
 
 from __future__ import annotations
@@ -16,96 +12,20 @@ import torch
 
 from otspec.errors import UnsupportedMethodError
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.plan import (
-    Plan,
+from otspec_gpu.verifiers.schedule import (
+    AcceptSchedule,
     accept_ratio,
-    categorical,
     gather,
-    plan_conditional,
     residual_scratch,
     residual_weights,
     sample_rounds,
+    schedule_conditional,
 )
+from otspec_gpu.verifiers.step._greedy import check_greedy
 
-__all__ = ["VERIFIERS", "naive", "naive_conditional", "naive_plan", "naive_sample", "nss", "nss_conditional", "nss_sample"]
+__all__ = ["conditional", "naive", "sample", "schedule"]
 
 _LAWS = ("iid", "without_replacement", "greedy")
-
-
-def nss_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
-    """Output law ``[B, V]`` of NSS: p itself, whatever the drafts.
-
-    Parameters
-    ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long drafts (any law).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B, V]``: ``p`` broadcast over the rows (the drafts are ignored).
-
-    Raises
-    ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
-
-    Examples
-    --------
-    >>> import torch
-    >>> p = torch.tensor([[0.5, 0.5]]); q = torch.tensor([[1.0, 0.0]])
-    >>> nss_conditional(p, q, torch.tensor([[0, 0]])).tolist()
-    [[0.5, 0.5]]
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
-    return p.expand(drafts.shape[0], -1).clone()
-
-
-def nss_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One draw from p per row (one ``rand`` call).
-
-    Parameters
-    ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long drafts (any law).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
-
-    Returns
-    -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
-
-    Raises
-    ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
-    return step_output(categorical(p, generator, n=drafts.shape[0]), drafts)
 
 
 def _first_marginal(q: torch.Tensor, drafts: torch.Tensor, law: str) -> torch.Tensor:
@@ -117,7 +37,7 @@ def _first_marginal(q: torch.Tensor, drafts: torch.Tensor, law: str) -> torch.Te
     return q  # read in float64 where used (accept_ratio, residual_weights)
 
 
-def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = "iid") -> Plan:
+def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = "iid") -> AcceptSchedule:
     r"""One round on ``drafts[:, 0]`` against its marginal :math:`q_1`; residual ``norm((p - q_1)_+)``.
 
     Parameters
@@ -132,16 +52,16 @@ def naive_plan(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str 
 
     Returns
     -------
-    Plan
+    AcceptSchedule
         One round on ``drafts[:, 0]``, accept :math:`\min(1, p/q_1)`, residual :math:`\mathrm{norm}((p - q_1)_+)`.
     """
     q1 = _first_marginal(q, drafts, law)
     x = drafts[:, :1]
     res, _ = residual_weights(p, q1)
-    return Plan(x, accept_ratio(gather(p, x), gather(q1, x)), res)
+    return AcceptSchedule(x, accept_ratio(gather(p, x), gather(q1, x)), res)
 
 
-def naive_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: str = "iid", validate: bool = True) -> torch.Tensor:
+def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: str = "iid", validate: bool = True) -> torch.Tensor:
     r"""Exact NaiveTree output law ``[B, V]`` (``law``: how the drafts were drawn).
 
     Parameters
@@ -178,18 +98,16 @@ def naive_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
     --------
     >>> import torch
     >>> p = torch.tensor([[0.5, 0.5]], dtype=torch.float64); q = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
-    >>> [round(v, 6) for v in naive_conditional(p, q, torch.tensor([[0, 1]]))[0].tolist()]
+    >>> [round(v, 6) for v in conditional(p, q, torch.tensor([[0, 1]]))[0].tolist()]
     [0.555556, 0.444444]
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="naive")
     if validate and law == "greedy":
-        from otspec_gpu.verifiers.greedy import _check_greedy
-
-        _check_greedy(q, drafts)
-    return plan_conditional(naive_plan(p, q, drafts, law), p.dtype)
+        check_greedy(q, drafts)
+    return schedule_conditional(schedule(p, q, drafts, law), p.dtype)
 
 
-def naive_sample(
+def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, law: str = "iid", validate: bool = True
 ) -> StepOutput:
     """One NaiveTree output token per row (coins and residual draws from separate ``rand`` calls).
@@ -229,16 +147,12 @@ def naive_sample(
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="naive")
     if validate and law == "greedy":
-        from otspec_gpu.verifiers.greedy import _check_greedy
-
-        _check_greedy(q, drafts)
+        check_greedy(q, drafts)
     q1 = _first_marginal(q, drafts, law)
     x = drafts[:, :1]
     acc = accept_ratio(gather(p, x), gather(q1, x))
-    # the residual (p - q_1)_+ is built only when a row rejects (lazily, see plan.sample_rounds)
+    # the residual (p - q_1)_+ is built only when a row rejects (lazily, see schedule.sample_rounds)
     return step_output(sample_rounds(x, acc, lambda: residual_scratch(p, q1), generator), drafts)
 
 
-nss = TorchVerifier("nss", "iid", True, nss_sample, nss_conditional, reference="Miao et al. (SpecInfer) naive sampling")
-naive = TorchVerifier("naive", "iid", True, naive_sample, naive_conditional, reference="Thomas et al. 2026, App. B (NaiveTree)")
-VERIFIERS = (nss, naive)
+naive = TorchVerifier("naive", "iid", True, sample, conditional, reference="Thomas et al. 2026, App. B (NaiveTree)")

@@ -1,8 +1,9 @@
-r"""The *sequential plan* every torch single-step rule (and every tree node) is built from, with
-its exact law, its sampler and the residual / categorical helpers (twin of
-:mod:`otspec.verifiers.schedule`).
+r"""The *accept schedule* every torch single-step rule (and every tree node) is built from, with
+its exact law, its sampler and the residual helpers (twin of the core's sequential accept/reject
+rule in :mod:`otspec.verifiers`). An accept schedule is not a transport plan: it is the order in
+which drafted tokens are tried, their accept probabilities and the residual law.
 
-A sequential plan visits drafted tokens :math:`t_1..t_R` of each row in order, stops at round j with
+An accept schedule visits drafted tokens :math:`t_1..t_R` of each row in order, stops at round j with
 probability :math:`a_j` (outputting :math:`t_j`) and otherwise draws from a residual law r:
 
 .. math:: \pi(y \mid \bar x) = \sum_{j=1}^{R} \Big[\prod_{l<j}(1-a_l)\Big] a_j 1\{y = t_j\}
@@ -21,104 +22,38 @@ uniform is ever used twice.
 
 from __future__ import annotations
 
-import math
-import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
+from otspec_gpu._scratch import to_float64
+from otspec_gpu.sampling import sample_weights, search_cdf
+
 __all__ = [
-    "Plan",
+    "AcceptSchedule",
     "accept_ratio",
-    "categorical",
+    "fallback_rows",
     "gather",
     "normalize_or",
-    "plan_conditional",
-    "plan_sample",
     "residual",
-    "residual_weights",
-    "fallback_rows",
     "residual_scratch",
+    "residual_weights",
     "sample_rounds",
-    "scratch",
-    "to_float64",
-    "SCRATCH_MAX",
+    "schedule_conditional",
+    "schedule_sample",
 ]
 
 
-class Plan(NamedTuple):
-    """Sequential plan: ``tokens`` ``[B, R]`` long, ``accept`` ``[B, R]`` float64 in [0, 1],
+class AcceptSchedule(NamedTuple):
+    """Accept schedule: ``tokens`` ``[B, R]`` long, ``accept`` ``[B, R]`` float64 in [0, 1],
     ``residual`` ``[B, V]`` float64 non-negative weights, every row of positive mass (the residual
-    law r is the row divided by its sum; :func:`plan_conditional` normalises, the samplers draw from
+    law r is the row divided by its sum; :func:`schedule_conditional` normalises, the samplers draw from
     the weights directly)."""
 
     tokens: torch.Tensor
     accept: torch.Tensor
     residual: torch.Tensor
-
-
-#: Largest temporary (in elements) :func:`scratch` keeps for reuse: 2**19 values (4 MB of float64),
-#: e.g. one ``[1, 262 144]`` or ``[8, 49 152]`` row block; larger ones are fresh allocations (their
-#: page faults are then small beside the arithmetic). About 15 named buffers exist, so a thread keeps
-#: at most ~60 MB.
-SCRATCH_MAX = 1 << 19
-
-_SCRATCH = threading.local()
-
-
-def scratch(name: str, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """An uninitialised CPU work buffer of ``shape``, reused across calls (one per ``name``, dtype and
-    thread); a fresh ``torch.empty`` on other devices or above :data:`SCRATCH_MAX` elements.
-
-    Why: with glibc's allocator a fresh ``[1, 262 144]`` float64 temporary is usually returned to
-    the system when freed and page-faults back in on the next step (512 faults, about 1.5 ms on the
-    project machine, ten times the arithmetic). The single-step samplers keep their ``[B, V]``
-    intermediates here; a buffer never leaves the function that took it (nothing returned to a
-    caller aliases one), and two live buffers of one function have distinct names.
-
-    Parameters
-    ----------
-    name : str
-        The buffer's name (one live use per name at a time).
-    shape : tuple of int
-        Shape of the view returned.
-    device : torch.device
-        Device of the computation (buffers are kept for CPU only).
-    dtype : torch.dtype
-        Element type (default float64).
-
-    Returns
-    -------
-    torch.Tensor
-        A contiguous tensor of ``shape``, contents undefined.
-    """
-    n = math.prod(shape)
-    if torch.device(device).type != "cpu" or n > SCRATCH_MAX:
-        return torch.empty(shape, dtype=dtype, device=device)
-    bufs = _SCRATCH.__dict__.setdefault("bufs", {})
-    buf = bufs.get((name, dtype))
-    if buf is None or buf.numel() < n:
-        buf = bufs[(name, dtype)] = torch.empty(max(n, 1), dtype=dtype)
-    return buf[:n].view(shape)
-
-
-def to_float64(x: torch.Tensor, name: str) -> torch.Tensor:
-    """``x`` copied into the float64 :func:`scratch` buffer ``name`` (never ``x`` itself).
-
-    Parameters
-    ----------
-    x : torch.Tensor
-        The tensor to copy (any real dtype).
-    name : str
-        Scratch buffer name.
-
-    Returns
-    -------
-    torch.Tensor
-        A float64 work copy of ``x``, safe to modify in place.
-    """
-    return scratch(name, tuple(x.shape), x.device).copy_(x)
 
 
 def residual_scratch(p: torch.Tensor, q: torch.Tensor, name: str = "residual") -> torch.Tensor:
@@ -276,56 +211,12 @@ def fallback_rows(w: torch.Tensor, mass: torch.Tensor, fallback: torch.Tensor) -
     return torch.where(empty[:, None], fallback.to(torch.float64), w)
 
 
-def categorical(w: torch.Tensor, generator: torch.Generator, n: int | None = None) -> torch.Tensor:
-    r"""One draw per row of the non-negative weights ``w`` ``[B, V]`` (each row of positive mass),
-    by inverse CDF in float64 with one uniform per row from ``generator``. With ``w`` of shape
-    ``[1, V]`` and ``n`` given, ``n`` independent draws from that one row (O(V + n log V)).
+def schedule_conditional(schedule: AcceptSchedule, dtype: torch.dtype) -> torch.Tensor:
+    r"""Exact output law ``[B, V]`` of a :class:`AcceptSchedule`, cast to ``dtype``.
 
     Parameters
     ----------
-    w : torch.Tensor
-        ``[B, V]`` non-negative weights, every row of positive mass.
-    generator : torch.Generator
-        Source of the uniforms (one ``torch.rand`` call).
-    n : int, optional
-        With ``w`` of shape ``[1, V]``: the number of draws (default: one per row).
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B]`` (or ``[n]``) long token ids, :math:`P(y) = w_y / \sum w`.
-    """
-    B, V = w.shape
-    n = B if n is None else int(n)
-    cdf = torch.cumsum(w, dim=-1, dtype=torch.float64, out=scratch("categorical_cdf", (B, V), w.device))
-    if B == 1 and n != 1:
-        u = torch.rand(n, dtype=torch.float64, device=w.device, generator=generator)
-        return _search(cdf, u)
-    u = torch.rand(B, dtype=torch.float64, device=w.device, generator=generator)
-    return _search(cdf, u)
-
-
-def _search(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    r"""Inverse CDF: for ``cdf`` ``[B, V]`` (cumulative sums of non-negative weights) and uniforms
-    ``u`` ``[B]`` (or ``[n]`` with ``B == 1``), the first index whose cumulative sum exceeds
-    :math:`x = \min(u S, S^-)`, :math:`S` the row total and :math:`S^-` the float64 just below it.
-    That index always carries positive weight (``cdf`` steps up there), so no token of weight 0 is
-    ever returned, even when :math:`u S` rounds up to :math:`S`; O(log V) per draw."""
-    V = cdf.shape[1]
-    total = cdf[:, -1]
-    if cdf.shape[0] == 1 and u.shape[0] != 1:
-        x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
-        return torch.searchsorted(cdf[0], x, right=True).clamp_(max=V - 1)
-    x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
-    return torch.searchsorted(cdf, x[:, None], right=True).squeeze(1).clamp_(max=V - 1)
-
-
-def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
-    r"""Exact output law ``[B, V]`` of a :class:`Plan`, cast to ``dtype``.
-
-    Parameters
-    ----------
-    plan : Plan
+    schedule : AcceptSchedule
         ``B`` rows of ``R`` rounds and their residuals.
     dtype : torch.dtype
         Output dtype (the computation is float64).
@@ -335,7 +226,7 @@ def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
     torch.Tensor
         ``[B, V]``: the module formula's :math:`\pi(\cdot \mid \bar x)` per row.
     """
-    tok, acc, res = plan
+    tok, acc, res = schedule
     surv = torch.ones(tok.shape[0], dtype=torch.float64, device=tok.device)
     pi = torch.zeros((tok.shape[0], res.shape[1]), dtype=torch.float64, device=res.device)
     for j in range(tok.shape[1]):  # loop over draft rounds only
@@ -346,26 +237,26 @@ def plan_conditional(plan: Plan, dtype: torch.dtype) -> torch.Tensor:
     return pi.to(dtype)
 
 
-def plan_sample(plan: Plan, generator: torch.Generator, *, accept: torch.Tensor | None = None) -> torch.Tensor:
-    """Run a plan once per row: accept coins from one ``torch.rand`` call (accept iff ``U < a_j``),
-    residual draws from a second, separate call. ``accept`` overrides ``plan.accept``.
+def schedule_sample(schedule: AcceptSchedule, generator: torch.Generator, *, accept: torch.Tensor | None = None) -> torch.Tensor:
+    """Run a schedule once per row: accept coins from one ``torch.rand`` call (accept iff ``U < a_j``),
+    residual draws from a second, separate call. ``accept`` overrides ``schedule.accept``.
 
     Parameters
     ----------
-    plan : Plan
+    schedule : AcceptSchedule
         ``B`` rows of ``R`` rounds and their residuals.
     generator : torch.Generator
         Source of the coins and of the residual draws (two separate calls).
     accept : torch.Tensor, optional
-        ``[B, R]`` accept probabilities replacing ``plan.accept`` (e.g. a rule's coin schedule).
+        ``[B, R]`` accept probabilities replacing ``schedule.accept`` (e.g. a rule's coin schedule).
 
     Returns
     -------
     torch.Tensor
         ``[B]`` long: the token of the first accepted round, else the residual draw.
     """
-    acc = plan.accept if accept is None else accept
-    return sample_rounds(plan.tokens, acc, plan.residual, generator)
+    acc = schedule.accept if accept is None else accept
+    return sample_rounds(schedule.tokens, acc, schedule.residual, generator)
 
 
 def sample_rounds(
@@ -374,10 +265,10 @@ def sample_rounds(
     residual: torch.Tensor | Callable[[], torch.Tensor],
     generator: torch.Generator,
 ) -> torch.Tensor:
-    """:func:`plan_sample` with a *lazy* residual: ``residual`` may be a callable that builds the
+    """:func:`schedule_sample` with a *lazy* residual: ``residual`` may be a callable that builds the
     ``[B, V]`` (or ``[1, V]``) float64 weights, called only when some row rejects every round
     (always on non-CPU devices, where checking would synchronise). The uniforms are drawn exactly as
-    :func:`plan_sample` draws them (``[B, R]`` coins, then ``[B]`` residual uniforms, two separate
+    :func:`schedule_sample` draws them (``[B, R]`` coins, then ``[B]`` residual uniforms, two separate
     calls) whether or not the residual is built, so the tokens do not depend on that shortcut.
 
     Parameters
@@ -407,8 +298,7 @@ def sample_rounds(
         if tokens.device.type == "cpu" and bool(done.all()):
             return drafted
     if callable(residual):
-        cdf = residual().cumsum_(dim=-1)
+        res_tok = search_cdf(residual().cumsum_(dim=-1), u)
     else:
-        cdf = torch.cumsum(residual, dim=-1, dtype=torch.float64, out=scratch("sample_cdf", tuple(residual.shape), residual.device))
-    res_tok = _search(cdf, u)
+        res_tok = sample_weights(residual, u)
     return torch.where(done, drafted, res_tok) if R else res_tok

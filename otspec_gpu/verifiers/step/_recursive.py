@@ -1,0 +1,101 @@
+"""The round-by-round recursive rejection sampler shared by :mod:`~otspec_gpu.verifiers.step.rrs`
+(drafts with replacement) and :mod:`~otspec_gpu.verifiers.step.rrs_wor` (without replacement)."""
+
+from __future__ import annotations
+
+import torch
+
+from otspec_gpu._scratch import scratch, to_float64
+from otspec_gpu.sampling import search_cdf
+from otspec_gpu.verifiers.schedule import accept_ratio, gather
+
+__all__ = ["sample_recursive"]
+
+
+def sample_recursive(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator, wor: bool = False) -> torch.Tensor:
+    r"""RRS sampler (with replacement, or RSD with ``wor``), round by round, building only what the rows reach.
+
+    The residual chain has a closed form: with :math:`d = p - q` (exact in float64 for float32
+    inputs), :math:`p_j = a_j (d - D_j q)_+` where :math:`(D_0, a_0) = (-1, 1)` (that is
+    :math:`p_0 = p`), :math:`D_j = D_{j-1} + 1/a_{j-1}` and :math:`a_j = 1/\sum_y (d - D_j q)_+(y)`;
+    a row whose sum is 0 keeps :math:`(D_{j-1}, a_{j-1})` (the residual stays :math:`p_{j-1}`, the
+    numpy rule). Induction: :math:`(a(d - Dq)_+ - q)_+ = a(d - (D + 1/a) q)_+` (both sides vanish
+    where :math:`d \le Dq`). So round j costs one pass over ``[B, V]`` (the sum for :math:`a_{j-1}`),
+    made only while some row is still undecided (on CPU; elsewhere every round is computed), and the
+    final residual is drawn from the unnormalised weights :math:`(d - D_k q)_+`. The uniforms are
+    drawn as :func:`~otspec_gpu.verifiers.schedule.schedule_sample` draws them.
+
+    Without replacement (``wor``, per-row laws: ``p`` has one row per row of drafts), round j
+    tests against :math:`q_j = c_j q` with :math:`c_j = 1/(1 - \sum_{i<j} q(x_i))` (q renormalised
+    off the earlier, distinct drafts) and the residual step subtracts :math:`q_j`:
+    :math:`D_j = D_{j-1} + c_j/a_{j-1}` (the closed form of :func:`otspec_gpu.verifiers.step.rrs_wor.shared_wor`, kept relative to
+    :math:`d = p - q` for precision).
+
+    The body is one loop over the draft rounds with the closed-form update inline (a comment per
+    step); splitting it would pass seven running tensors between helpers. Over 80 lines on purpose.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]`` with replacement) validated target and draft rows.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts.
+    generator : torch.Generator
+        Source of the ``[B, k]`` accept coins and then the ``[B]`` residual uniforms (two calls).
+    wor : bool
+        Drafts without replacement (RSD).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long output tokens.
+    """
+    B, k = drafts.shape
+    dev = p.device
+    coins = torch.rand((B, k), dtype=torch.float64, device=dev, generator=generator)
+    u = torch.rand(B, dtype=torch.float64, device=dev, generator=generator)  # never reuses a coin
+    cpu = dev.type == "cpu"
+    Bp, V = p.shape
+    D = torch.full((Bp,), -1.0, dtype=torch.float64, device=dev)
+    a = torch.ones_like(D)
+    d = None
+    out = torch.zeros(B, dtype=torch.long, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    pd, qd = gather(p, drafts).double(), gather(q, drafts).double()
+
+    def weights(D: torch.Tensor) -> torch.Tensor:
+        w = torch.addcmul(d, q, -D[:, None], out=scratch("rrs_w", (Bp, V), dev))
+        return w.clamp_(min=0.0)
+
+    removed = torch.zeros(B, dtype=torch.float64, device=dev)
+    c_prev = c_j = None
+    for j in range(k):  # loop over draft rounds only
+        c_j = 1.0 / (1.0 - removed) if wor else 1.0
+        if j:
+            if d is None:
+                d = to_float64(p, "rrs_d").sub_(q)
+            D_new = D + c_prev / a
+            S = weights(D_new).sum(-1)
+            ok = S > 0
+            D = torch.where(ok, D_new, D)
+            a = torch.where(ok, 1.0 / torch.where(ok, S, torch.ones_like(S)), a)
+        # p_{j}(x) = a (p(x) - q(x) - D q(x))_+ ; round 0 is p itself (D = -1, a = 1)
+        num = a[:, None] * torch.clamp(pd[:, j : j + 1] - qd[:, j : j + 1] - D[:, None] * qd[:, j : j + 1], min=0.0) if j else pd[:, :1]
+        acc = accept_ratio(num, (c_j * qd[:, j])[:, None] if wor else qd[:, j : j + 1]).squeeze(1)
+        hit = (coins[:, j] < acc) & ~done
+        out = torch.where(hit, drafts[:, j], out)
+        done = done | hit
+        if cpu and bool(done.all()):
+            return out
+        c_prev = c_j
+        if wor:
+            removed = removed + qd[:, j]
+    if d is None:
+        d = to_float64(p, "rrs_d").sub_(q)
+    D_new = D + c_prev / a
+    w = weights(D_new)
+    S = w.sum(-1)
+    if not cpu or not bool((S > 0).all()):  # rows of mass 0 keep the previous residual
+        w = torch.where((S > 0)[:, None], w, torch.clamp(d - D[:, None] * q, min=0.0))
+    res_tok = search_cdf(w.cumsum_(dim=-1), u)
+    return torch.where(done, out, res_tok)

@@ -1,0 +1,149 @@
+r"""Hu et al.'s optimal verifier for greedy drafts in torch (twin of ``otspec.verifiers.greedy_optimal``).
+
+Greedy drafts (``otspec.greedy(q, k)``): the top-(k-1) tokens G of q, then
+:math:`X \sim \tilde q = q 1_{G^c} / q(G^c)`. Accept X w.p. :math:`\min(1, p(X)/\tilde q(X))`,
+else draw from :math:`p_{rem} \propto p` on G and :math:`(p-\tilde q)_+` off G. Acceptance
+:math:`P(G) + \sum_{x \notin G}\min(p, \tilde q)`, the optimum for this law.
+
+:func:`otspec_gpu.drafting.greedy_top` is the top-(k-1) set G in the tie order of ``otspec.greedy``
+(larger q first, then lower token id); :func:`otspec_gpu.drafting.sample_drafts` drafts the greedy
+law with it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from otspec_gpu._scratch import to_float64
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
+from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
+
+__all__ = ["conditional", "greedy_optimal", "sample", "schedule"]
+
+
+def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
+    r"""greedy_optimal's accept schedule: one round on the random draft X = ``drafts[:, -1]``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
+
+    Returns
+    -------
+    AcceptSchedule
+        One round on the random draft against :math:`\tilde q`; residual :math:`p` on G and :math:`(p - \tilde q)_+` off G, normalised.
+    """
+    top = drafts[:1, :-1] if p.shape[0] == 1 else drafts[:, :-1]  # shared p, q: one (shared) top set
+    qt = q_rest(q, top)
+    p64 = p.double()
+    prem = torch.clamp(p64 - qt, min=0.0)
+    prem = prem.scatter_(1, top, p64.gather(1, top))
+    res = fallback_rows(prem, prem.sum(-1), p64)
+    x = drafts[:, -1:]
+    return AcceptSchedule(x, accept_ratio(gather(p64, x), gather(qt, x)), res)
+
+
+def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    r"""Exact output law ``[B, V]`` of the greedy-optimal rule.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or the fixed drafts are not q's top tokens.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64); q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
+    >>> [round(v, 12) for v in conditional(p, q, torch.tensor([[0, 2]]))[0].tolist()]  # keep 2 w.p. 0.3 / 0.4
+    [0.25, 0.0, 0.75]
+    """
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
+    if validate:
+        check_greedy(q, drafts)
+    return schedule_conditional(schedule(p, q, drafts), p.dtype)
+
+
+def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
+    """One output token per row (coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``, or the fixed drafts are not q's top tokens.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
+    if validate:
+        check_greedy(q, drafts)
+    return step_output(_sample(p, q, drafts, generator), drafts)
+
+
+def _sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """:func:`schedule` then :func:`~otspec_gpu.verifiers.schedule.schedule_sample`, with the same arithmetic,
+    in scratch buffers and with the residual built only when a row rejects."""
+    top = drafts[:1, :-1] if p.shape[0] == 1 else drafts[:, :-1]
+    rest = to_float64(q, "greedy_rest").scatter_(1, top, 0.0)
+    tot = rest.sum(-1, keepdim=True)
+    tot = torch.where(tot > 0, tot, torch.ones_like(tot))
+    x = drafts[:, -1:]
+    acc = accept_ratio(gather(p, x), gather(rest, x) / tot)
+
+    def residual() -> torch.Tensor:
+        w = rest.div_(tot).neg_().add_(p).clamp_(min=0.0)  # (p - q~)_+ off G
+        w.scatter_(1, top, p.gather(1, top).double())  # p on G
+        return fallback_rows(w, w.sum(-1), p)
+
+    return sample_rounds(x, acc, residual, generator)
+
+
+greedy_optimal = TorchVerifier("greedy_optimal", "greedy", True, sample, conditional, k_min=1, reference="Hu et al., ICLR 2025")

@@ -1,0 +1,125 @@
+r"""Recursive rejection sampling with replacement in torch (SpecInfer; twin of ``otspec.verifiers.rrs``).
+
+I.i.d. drafts :math:`X_j \sim q`:
+
+.. math:: p_0 = p;\ \text{return } X_j \text{ w.p. } \min\big(1, \tfrac{p_{j-1}(X_j)}{q(X_j)}\big),\
+          p_j = \mathrm{norm}((p_{j-1}-q)_+);\ \text{else } Y \sim p_k.
+
+Every residual :math:`p_j` is a float64 ``[B, V]`` row, normalised when its mass is positive and
+otherwise kept equal to :math:`p_{j-1}` (the numpy core's rule).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual, schedule_conditional
+from otspec_gpu.verifiers.step._recursive import sample_recursive
+
+__all__ = ["conditional", "rrs", "sample", "schedule"]
+
+
+def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
+    r"""RRS-with-replacement accept schedule (the residual chain does not depend on the drafts).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+
+    Returns
+    -------
+    AcceptSchedule
+        Round ``j`` accepts :math:`\min(1, p_{j-1}(x_j)/q(x_j))`; residual :math:`p_k` with :math:`p_j = \mathrm{norm}((p_{j-1} - q)_+)`.
+    """
+    pc = p.double()
+    q64 = q.double()
+    acc = []
+    for j in range(drafts.shape[1]):  # loop over draft rounds only
+        x = drafts[:, j : j + 1]
+        acc.append(accept_ratio(gather(pc, x), gather(q64, x)))
+        pc, _ = residual(pc, q64)
+    return AcceptSchedule(drafts, torch.cat(acc, dim=1), pc)
+
+
+def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+    r"""Exact RRS (with replacement) output law ``[B, V]``.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = torch.tensor([[0.5, 0.5]], dtype=torch.float64); q = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
+    >>> [round(v, 6) for v in conditional(p, q, torch.tensor([[0, 0]]))[0].tolist()]
+    [0.555556, 0.444444]
+    """
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
+    return schedule_conditional(schedule(p, q, drafts), p.dtype)
+
+
+def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
+    """One RRS output token per row (coins and residual draws from separate ``rand`` calls).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+        float32 or float64.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    generator : torch.Generator
+        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    validate : bool
+        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
+        always checked.
+
+    Returns
+    -------
+    StepOutput
+        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
+        first draft slot, ``-1`` if none).
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    InvalidDraftsError
+        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+        with ``q = 0``.
+    InvalidDraftCountError
+        If the number of drafts is not one the rule takes.
+    """
+    p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
+    return step_output(sample_recursive(p, q, drafts, generator), drafts)
+
+
+rrs = TorchVerifier("rrs", "iid", True, sample, conditional, reference="SpecInfer (Miao et al. 2024)")
