@@ -207,7 +207,9 @@ class Drafter:
     def __init__(self, mode: str, B: int, k: int, gamma: int, law: str):
         self.mode, self.B, self.k, self.gamma, self.law = mode, B, k, gamma, law
 
-    def draft(self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def draft(
+        self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Draft one round.
 
         Parameters
@@ -236,10 +238,7 @@ class Drafter:
         from otspec_gpu.sampling import categorical
 
         q_t = next_q(first, first_valid)  # [R, V]
-        if self.mode == "single":
-            x_t = sample_drafts(q_t[:: self.k], self.k, self.law, generator=generator).reshape(-1)  # [B, k] -> [R]
-        else:
-            x_t = categorical(q_t, generator)
+        x_t = self.first_tokens(q_t, generator)
         qs, xs = [q_t], [x_t]
         for _ in range(1, self.gamma):
             q_t = next_q(x_t.unsqueeze(1), torch.ones_like(x_t, dtype=torch.bool).unsqueeze(1))
@@ -247,6 +246,28 @@ class Drafter:
             qs.append(q_t)
             xs.append(x_t)
         return torch.stack(xs, 1), torch.stack(qs, 1)  # [R, gamma], [R, gamma, V]
+
+    def first_tokens(self, q: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The drafts at the first position from the draft conditionals ``q`` ``[R, V]``.
+
+        Parameters
+        ----------
+        q : torch.Tensor
+            ``[R, V]`` processed draft conditionals (the ``k`` rows of a prompt are equal).
+        generator : torch.Generator
+            The drafting stream.
+
+        Returns
+        -------
+        torch.Tensor
+            ``[R]`` long: ``k`` drafts per prompt from the draft law (``"single"``), else one
+            independent draw per row.
+        """
+        if self.mode == "single":
+            return sample_drafts(q[:: self.k], self.k, self.law, generator=generator).reshape(-1)  # [B, k] -> [R]
+        from otspec_gpu.sampling import categorical
+
+        return categorical(q, generator)
 
 
 class _TreeFeeder:

@@ -22,7 +22,7 @@ from otspec.errors import IncompatibleModelsError, OtspecInputError
 __all__ = ["Prompts", "as_prompts", "check_models", "check_sampling", "generators", "whole"]
 
 
-def whole(value: Any, name: str, *, minimum: int = 1) -> int:
+def whole(value: Any, name: str, *, minimum: int = 1, error: type | None = None, fix: str = "") -> int:
     """``value`` as a Python int ``>= minimum`` (the one rule for ``max_new_tokens``, ``seed``, ``cap``...).
 
     Parameters
@@ -33,6 +33,10 @@ def whole(value: Any, name: str, *, minimum: int = 1) -> int:
         Its name, for the message.
     minimum : int
         Smallest allowed value.
+    error : type, optional
+        Raise this class instead (same message).
+    fix : str
+        Extra advice appended to the message.
 
     Returns
     -------
@@ -42,9 +46,15 @@ def whole(value: Any, name: str, *, minimum: int = 1) -> int:
     Raises
     ------
     NotAnIntegerError, InvalidDraftCountError
-        If ``value`` is not an integer (``1.5``, ``3.0``, ``True``) or is below ``minimum``.
+        If ``value`` is not an integer (``1.5``, ``3.0``, ``True``) or is below ``minimum`` (the
+        class ``error`` when given).
     """
-    return as_int_in_range(value, name, minimum=minimum)
+    try:
+        return as_int_in_range(value, name, minimum=minimum)
+    except OtspecInputError as exc:
+        if error is None and not fix:
+            raise
+        raise (error or type(exc))(f"{exc}{'; ' + fix if fix else ''}") from None
 
 
 def check_models(target: Any, draft: Any, error: type = OtspecInputError) -> int:
@@ -166,7 +176,9 @@ def as_prompts(encode, prompt: Any, V: int, error: type = OtspecInputError) -> P
         )
     for i, pr in enumerate(ids):
         if not pr:
-            raise error(f"prompt {i} tokenizes to no token ids (got {prompt if isinstance(prompt, str) else prompt[i]!r}); pass a non-empty text")
+            raise error(
+                f"prompt {i} tokenizes to no token ids (got {prompt if isinstance(prompt, str) else prompt[i]!r}); pass a non-empty text"
+            )
         if min(pr) < 0 or max(pr) >= V:
             raise error(f"prompt token ids must lie in [0, {V}) (got {min(pr)}..{max(pr)}); tokenize with the target's tokenizer")
     out = Prompts(ids)

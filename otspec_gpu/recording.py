@@ -117,7 +117,17 @@ class Recorder:
             th = round_theory(self.mode, P, Q, X, live)
             clock.lap("theory")
         self.builder.add_round(
-            rnd, live, P=P, Q=Q, X=X, chosen=chosen, tau=outcome.accepted, next_token=outcome.token, n_emit=n_emit, times=clock.times, theory=th
+            rnd,
+            live,
+            P=P,
+            Q=Q,
+            X=X,
+            chosen=chosen,
+            tau=outcome.accepted,
+            next_token=outcome.token,
+            n_emit=n_emit,
+            times=clock.times,
+            theory=th,
         )
 
     def build(self, config: dict):

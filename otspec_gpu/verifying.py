@@ -20,7 +20,7 @@ import torch
 
 from otspec_gpu.verifiers.base import StepOutput
 
-__all__ = ["VerifierStep"]
+__all__ = ["VerifierStep", "last_token_rule"]
 
 
 class VerifierStep:
@@ -86,3 +86,37 @@ class VerifierStep:
         path = so.index.clamp_min(0).long()
         extra = categorical(P[rows0 + path, 1], bonus)
         return StepOutput(accepted=accepted.long(), token=torch.where(accepted, extra, so.token.long()), index=path)
+
+
+def last_token_rule(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, accept: torch.Generator, residual: torch.Generator):
+    r"""The exact token rule on one drafted token per row, with its own accept and residual streams.
+
+    Row ``r`` keeps ``x[r]`` with probability :math:`\min(1, p(x)/q(x))`; its replacement is a draw
+    from :math:`\mathrm{norm}((p - q)_+)` (drawn for every row, used where the token is rejected).
+    SPRINTER checks the last token of each drafted run this way.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[R, V]`` float64 target and draft conditionals at the drafted position.
+    x : torch.Tensor
+        ``[R]`` long drafted tokens.
+    accept : torch.Generator
+        Stream of the accept coins (one uniform per row).
+    residual : torch.Generator
+        Stream of the residual draws (one uniform per row).
+
+    Returns
+    -------
+    (list of bool, list of int)
+        Per row, whether ``x`` is kept, and the residual token.
+    """
+    from otspec_gpu.sampling import categorical
+
+    px, qx = p.gather(1, x[:, None]).squeeze(1), q.gather(1, x[:, None]).squeeze(1)
+    u = torch.rand(x.shape[0], dtype=torch.float64, generator=accept)
+    kept = (u * qx < px).tolist()  # u < min(1, p/q) without dividing
+    res = (p - q).clamp_min(0.0)
+    s = res.sum(-1, keepdim=True)
+    res = torch.where(s > 0, res / s.clamp_min(1e-300), p)  # 0/0 only on a probability-0 event
+    return kept, categorical(res, residual).tolist()

@@ -172,5 +172,3 @@ def from_folder(folder: Path):
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
     model.eval()
     return model, tok
-
-

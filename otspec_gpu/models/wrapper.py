@@ -180,8 +180,6 @@ def patch_linear(model: torch.nn.Module) -> None:
                 setattr(mod, child_name, _RowsLinear(child))
 
 
-
-
 def wrap(model: Any, tokenizer: Any = None, *, name: str | None = None, fast_linear: bool = False) -> LM:
     """Wrap any ``transformers`` causal LM (it must share the target's tokenizer / vocabulary).
 
@@ -214,5 +212,3 @@ def wrap(model: Any, tokenizer: Any = None, *, name: str | None = None, fast_lin
     if fast_linear:
         patch_linear(model)
     return LM(name or type(model).__name__, model, tokenizer)
-
-

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from otspec_gpu.sprinter._common import SprinterInputError, generators
+from otspec.errors import SprinterInputError
+from otspec_gpu.inputs import generators
 from otspec_gpu.sprinter.rules import Features, PassRule
 
 __all__ = ["KINDS", "ClassifierVerifier", "ScoreModel", "load_verifier", "metrics", "save_verifier", "train"]

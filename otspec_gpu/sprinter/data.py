@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from otspec_gpu.sprinter._common import (
-    SprinterInputError,
-    generators,
-    multinomial,
-    probs,
-)
+from otspec.errors import SprinterInputError
+from otspec_gpu.inputs import generators
+from otspec_gpu.processing import probs_from_logits
+from otspec_gpu.sampling import categorical
+from otspec_gpu.scoring import forward
 from otspec_gpu.sprinter.rules import entropy
 
 __all__ = ["FIELDS", "Dataset", "collect", "default_path", "load", "save", "split"]
@@ -186,19 +185,11 @@ def collect(
         feed, fmask, fpos = ids, mask, pos
         Q, Hs, X = [], [], []
         for _ in range(max_new_tokens):
-            out = draft.model(
-                input_ids=feed.to(dev),
-                attention_mask=fmask.to(dev),
-                position_ids=fpos.to(dev),
-                past_key_values=cache,
-                use_cache=True,
-                output_hidden_states=True,
-            )
-            lg = out.logits[:, -1].float() / draft.logit_temperature
-            q = probs(lg, temperature=temperature)
-            x = multinomial(q, g)
+            lg, hid = forward(draft, feed.to(dev), attention_mask=fmask.to(dev), position_ids=fpos.to(dev), cache=cache, hidden=True)
+            q = probs_from_logits(lg[:, -1], temperature=temperature, dtype=torch.float64)
+            x = categorical(q, g)
             Q.append(q.cpu())
-            Hs.append(out.hidden_states[-1][:, -1].float().cpu())
+            Hs.append(hid[:, -1].cpu())
             X.append(x.cpu())
             fmask = torch.cat([fmask, torch.ones(R, 1, dtype=torch.long)], 1)
             fpos = fpos[:, -1:] + 1
@@ -206,11 +197,8 @@ def collect(
         Xs = torch.stack(X, 1)  # [R, T]
         full = torch.cat([ids, Xs], 1)
         fm = torch.cat([mask, torch.ones_like(Xs)], 1)
-        tl = target.model(
-            input_ids=full.to(dev), attention_mask=fm.to(dev), position_ids=((fm.cumsum(1) - 1).clamp_min(0)).to(dev)
-        ).logits.float()
-        tl = tl / target.logit_temperature
-        Pall = probs(tl[:, W - 1 : W - 1 + max_new_tokens].cpu(), temperature=temperature)  # [R, T, V]
+        tl, _ = forward(target, full.to(dev), attention_mask=fm.to(dev), position_ids=((fm.cumsum(1) - 1).clamp_min(0)).to(dev))
+        Pall = probs_from_logits(tl[:, W - 1 : W - 1 + max_new_tokens].cpu(), temperature=temperature, dtype=torch.float64)  # [R, T, V]
         Qall = torch.stack(Q, 1)  # [R, T, V]
         Hall = torch.stack(Hs, 1)  # [R, T, H]
         for r in range(R):

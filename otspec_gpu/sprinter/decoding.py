@@ -40,21 +40,19 @@ coins, the exact rule's accept coins, residual draws and bonus draws.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from otspec_gpu.sprinter._common import (
-    Scorer,
-    SprinterInputError,
-    generators,
-    multinomial,
-    probs,
-)
+from otspec.errors import SprinterInputError
+from otspec_gpu.drafting import Drafter
+from otspec_gpu.inputs import as_prompts, check_models, check_sampling, generators, whole
+from otspec_gpu.processing import probs_from_logits
+from otspec_gpu.scoring import SequenceScorer
 from otspec_gpu.sprinter.rules import Features, PassRule, entropy
+from otspec_gpu.verifying import last_token_rule
 
 __all__ = ["DEFAULT_CAP", "SprinterResult", "decode"]
 
@@ -120,18 +118,152 @@ class SprinterResult:
         }
 
 
-def _prompts(target: Any, prompt: Any) -> tuple[list[list[int]], bool]:
-    if isinstance(prompt, str):
-        return [target.encode(prompt)], True
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(s, str) for s in prompt):
-        return [target.encode(s) for s in prompt], True
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(t, int) for t in prompt):
-        return [list(prompt)], False
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(s, (list, tuple)) and s for s in prompt):
-        return [[int(t) for t in s] for s in prompt], False
-    raise SprinterInputError(
-        f"prompt must be a string, a list of strings, token ids or a list of token-id lists (got {type(prompt).__name__}); pass e.g. 'Hello'"
-    )
+class _Scorers:
+    """The draft's, the target's and (for rules that need it) the oracle's scorers, per sequence when cached."""
+
+    def __init__(self, target: Any, draft: Any, B: int, cached: bool, needs_target: bool):
+        self.cached = cached
+
+        def make(lm, hidden=False):
+            if cached:
+                return [SequenceScorer(lm, cached=True, hidden=hidden) for _ in range(B)]
+            return SequenceScorer(lm, cached=False, hidden=hidden)
+
+        self.draft, self.target = make(draft, hidden=True), make(target)
+        self.oracle = make(target) if needs_target else None
+
+    def __call__(self, which: str, rows: list, seqs: list, n_last: list):
+        sc = getattr(self, which)
+        if not self.cached:
+            return sc(seqs, n_last)
+        lg, hd = [], []
+        for r, s, n in zip(rows, seqs, n_last, strict=True):
+            a, b = sc[r]([s], [n])
+            lg += a
+            hd += b
+        return lg, hd
+
+
+class _State:
+    """Every sequence's context, output, current drafted run and running totals."""
+
+    def __init__(self, prompts: list):
+        B = len(prompts)
+        self.ctx = [list(p) for p in prompts]  # prompt + emitted
+        self.out: list[list[int]] = [[] for _ in range(B)]
+        self.run: list[list[int]] = [[] for _ in range(B)]
+        self.run_q: list[list[torch.Tensor]] = [[] for _ in range(B)]
+        self.run_a: list[list[torch.Tensor]] = [[] for _ in range(B)]
+        self.verify, self.done = [False] * B, [False] * B
+        self.calls, self.cert, self.loglik, self.n_round = [0] * B, [0.0] * B, [0.0] * B, [0] * B
+        self.stop_why = [""] * B
+        self.rounds: list[dict] = []
+
+
+class _Run:
+    """One SPRINTER decoding: the settings, the streams, and the two phases of a step."""
+
+    def __init__(self, scorers, verifier, sampling, gens, eos, cap, n_new):
+        self.sc, self.verifier, self.sampling = scorers, verifier, sampling
+        self.g_draft, self.g_pass, self.g_accept, self.g_resid, self.g_bonus = gens
+        self.eos, self.cap, self.n_new = eos, cap, n_new
+        self.drafter = Drafter("chain", 1, 1, 1, "iid")
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        return probs_from_logits(logits, **self.sampling, dtype=torch.float64)
+
+    def draft(self, st: _State, D: list) -> None:
+        """Draft one token for every sequence of ``D`` (in its drafting phase) and flip its pass coin."""
+        seqs = [st.ctx[r] + st.run[r] for r in D]
+        lg, hd = self.sc("draft", D, seqs, [1] * len(D))
+        q = self.probs(torch.stack([x[-1] for x in lg]))  # [R, V]
+        hid = torch.stack([h[-1] for h in hd])  # [R, H]
+        x = self.drafter.first_tokens(q, self.g_draft)  # [R]
+        pos = torch.tensor([float(len(st.out[r]) + len(st.run[r])) for r in D], dtype=torch.float64)
+        p_or = None
+        if self.verifier.needs_target:
+            lo, _ = self.sc("oracle", D, seqs, [1] * len(D))
+            p_or = self.probs(torch.stack([z[-1] for z in lo]))
+        a = self.verifier.pass_prob(Features(hidden=hid, q=q, entropy=entropy(q), position=pos, p=p_or)).double()  # [R, V]
+        if a.shape != q.shape:
+            raise SprinterInputError(f"the pass rule returned shape {tuple(a.shape)}, expected {tuple(q.shape)}")
+        if self.eos is not None:
+            a[:, self.eos] = 0.0
+        forced = torch.tensor([len(st.run[r]) + 1 >= self.cap or len(st.out[r]) + len(st.run[r]) + 1 >= self.n_new for r in D])
+        a[forced] = 0.0
+        u = torch.rand(len(D), dtype=torch.float64, generator=self.g_pass)
+        passed = (u < a.gather(1, x[:, None]).squeeze(1)).tolist()
+        xl = x.tolist()
+        for i, r in enumerate(D):
+            st.run[r].append(xl[i])
+            st.run_q[r].append(q[i])
+            st.run_a[r].append(a[i])
+            if not passed[i]:
+                st.verify[r] = True
+                st.stop_why[r] = "flag" if not bool(forced[i]) else ("cap" if len(st.run[r]) >= self.cap else "budget")
+
+    def check(self, st: _State, Vr: list) -> None:
+        """One target forward per finished run of ``Vr``; the exact rule on its last token; emit and account."""
+        Ls = [len(st.run[r]) for r in Vr]
+        lg, _ = self.sc("target", Vr, [st.ctx[r] + st.run[r] for r in Vr], [L + 1 for L in Ls])
+        P_all = self.probs(torch.cat(lg))  # [sum(L+1), V], rows of each sequence consecutive
+        off = torch.tensor([0] + Ls[:-1]).add(1).cumsum(0) - 1  # index of each sequence's first row
+        first = torch.cat([off[i] + torch.arange(L) for i, L in enumerate(Ls)])  # rows of p_1..p_L
+        Q_all = torch.stack([q for r in Vr for q in st.run_q[r]])  # [sum L, V]
+        A_all = torch.stack([a for r in Vr for a in st.run_a[r]])  # [sum L, V]
+        diff = Q_all - P_all[first]
+        delta_all = (A_all * diff.clamp_min(0.0)).sum(-1).tolist()  # [sum L]
+        tv_all = (0.5 * diff.abs().sum(-1)).tolist()
+        mass_all = (A_all * Q_all).sum(-1).tolist()
+        last_row = off + torch.tensor(Ls) - 1  # row of p_L per sequence
+        xl = torch.tensor([st.run[r][-1] for r in Vr])
+        acc, y_res = last_token_rule(P_all[last_row], Q_all[torch.tensor(Ls).cumsum(0) - 1], xl, self.g_accept, self.g_resid)
+        y_bon = self.drafter.first_tokens(P_all[last_row + 1], self.g_bonus).tolist()
+        emitted = []
+        for i, r in enumerate(Vr):
+            toks = st.run[r] + [y_bon[i]] if acc[i] else st.run[r][:-1] + [y_res[i]]
+            toks = toks[: self.n_new - len(st.out[r])]
+            if self.eos is not None and self.eos in toks:
+                toks = toks[: toks.index(self.eos) + 1]
+            emitted.append(toks)
+        rows_ll = torch.tensor([int(off[i]) + j for i, t in enumerate(emitted) for j in range(len(t))], dtype=torch.long)
+        cols_ll = torch.tensor([x for t in emitted for x in t], dtype=torch.long)
+        ll_all = torch.log(P_all[rows_ll, cols_ll].clamp_min(1e-300)).tolist()
+        self.account(st, Vr, Ls, emitted, acc, delta_all, tv_all, mass_all, ll_all)
+
+    def account(self, st: _State, Vr, Ls, emitted, acc, delta_all, tv_all, mass_all, ll_all) -> None:
+        """Add each checked run's exact terms to its sequence and start its next run."""
+        k_run, k_ll = 0, 0
+        for i, r in enumerate(Vr):
+            L, toks = Ls[i], emitted[i]
+            n_emit = len(toks)
+            m = min(n_emit, L)
+            dl = delta_all[k_run : k_run + m]
+            st.cert[r] += sum(dl)
+            st.loglik[r] += sum(ll_all[k_ll : k_ll + n_emit])
+            st.calls[r] += 1
+            st.rounds.append(
+                {
+                    "row": r,
+                    "round": st.n_round[r],
+                    "start": len(st.out[r]),
+                    "L": L,
+                    "stop": st.stop_why[r],
+                    "accepted": bool(acc[i]),
+                    "n_emit": n_emit,
+                    "delta": dl,
+                    "tv_pq": tv_all[k_run : k_run + m],
+                    "pass_mass": mass_all[k_run : k_run + m],
+                }
+            )
+            k_run += L
+            k_ll += n_emit
+            st.n_round[r] += 1
+            st.out[r].extend(toks)
+            st.ctx[r].extend(toks)
+            st.run[r], st.run_q[r], st.run_a[r], st.verify[r] = [], [], [], False
+            if len(st.out[r]) >= self.n_new or (self.eos is not None and toks and toks[-1] == self.eos):
+                st.done[r] = True
 
 
 def decode(
@@ -176,6 +308,16 @@ def decode(
     Returns
     -------
     SprinterResult
+        Tokens, text, the certified bound, target calls, log-likelihood and per-round records.
+
+    Raises
+    ------
+    SprinterInputError
+        If ``verifier`` is not a pass rule, ``cap``, ``max_new_tokens`` or ``seed`` is not a
+        whole number in range, ``temperature`` is negative, a prompt is malformed, or the pass rule
+        returns a wrong shape.
+    IncompatibleModelsError
+        If the two models' vocabularies differ.
 
     Examples
     --------
@@ -189,176 +331,43 @@ def decode(
         raise SprinterInputError(
             f"verifier must be a pass rule from otspec_gpu.sprinter (got {type(verifier).__name__}); e.g. ConstantPass(0.5) or load_verifier(path)"
         )
-    if target.vocab_size != draft.vocab_size:
-        raise SprinterInputError(
-            f"target and draft vocabularies differ ({target.vocab_size} vs {draft.vocab_size}); pick a draft that shares the target's tokenizer"
-        )
-    if not (isinstance(cap, int) and cap >= 1):
-        raise SprinterInputError(f"cap must be an integer >= 1 (got {cap!r}); SPRINTER uses 20")
-    if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
-        raise SprinterInputError(f"max_new_tokens must be an integer >= 1 (got {max_new_tokens!r})")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
-        raise SprinterInputError(f"temperature must be a finite number >= 0 (got {temperature!r}); 0 is greedy")
-    prompts, has_text = _prompts(target, prompt)
-    V = target.vocab_size
-    for pr in prompts:
-        if min(pr) < 0 or max(pr) >= V:
-            raise SprinterInputError(f"prompt token ids must lie in [0, {V}) (got {min(pr)}..{max(pr)})")
+    V = check_models(target, draft, SprinterInputError)
+    cap = whole(cap, "cap", error=SprinterInputError, fix="SPRINTER uses 20")
+    n_new = whole(max_new_tokens, "max_new_tokens", error=SprinterInputError)
+    seed = whole(seed, "seed", minimum=0, error=SprinterInputError)
+    temperature = check_sampling(temperature, SprinterInputError)
+    prompts = as_prompts(target.encode, prompt, V, SprinterInputError)
     if cached is None:
         cached = target.tokenizer is not None
-    B, n_new = len(prompts), max_new_tokens
-    sampling = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p}
-    g_draft, g_pass, g_accept, g_resid, g_bonus = generators(seed, 5)
-    eos = getattr(target.tokenizer, "eos_token_id", None) if (stop_at_eos and target.tokenizer is not None) else None
-    if cached:
-        d_sc = [Scorer(draft, cached=True, hidden=True) for _ in range(B)]
-        t_sc = [Scorer(target, cached=True) for _ in range(B)]
-        o_sc = [Scorer(target, cached=True) for _ in range(B)] if verifier.needs_target else None
-    else:
-        d_sc, t_sc = Scorer(draft, cached=False, hidden=True), Scorer(target, cached=False)
-        o_sc = Scorer(target, cached=False) if verifier.needs_target else None
-
-    def call(sc, rows, seqs, n_last):
-        if not cached:
-            return sc(seqs, n_last)
-        lg, hd = [], []
-        for r, s, n in zip(rows, seqs, n_last, strict=False):
-            a, b = sc[r]([s], [n])
-            lg += a
-            hd += b
-        return lg, hd
-
-    ctx = [list(p) for p in prompts]  # prompt + emitted
-    out: list[list[int]] = [[] for _ in range(B)]
-    run: list[list[int]] = [[] for _ in range(B)]
-    run_q: list[list[torch.Tensor]] = [[] for _ in range(B)]
-    run_a: list[list[torch.Tensor]] = [[] for _ in range(B)]
-    verify = [False] * B
-    done = [False] * B
-    calls = [0] * B
-    cert = [0.0] * B
-    loglik = [0.0] * B
-    n_round = [0] * B
-    rounds: list[dict] = []
-    stop_why: list[str] = [""] * B
+    B = len(prompts)
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+    eos = target.eos_token_id if stop_at_eos else None
+    run = _Run(_Scorers(target, draft, B, cached, verifier.needs_target), verifier, sampling, generators(seed, 5), eos, cap, n_new)
+    st = _State(prompts)
     t0 = time.perf_counter()
-    while not all(done):
-        # ---- draft one token for every sequence in its drafting phase --------------------------
-        D = [r for r in range(B) if not done[r] and not verify[r]]
+    while not all(st.done):
+        D = [r for r in range(B) if not st.done[r] and not st.verify[r]]
         if D:
-            seqs = [ctx[r] + run[r] for r in D]
-            lg, hd = call(d_sc, D, seqs, [1] * len(D))
-            q = probs(torch.stack([x[-1] for x in lg]), **sampling)  # [R, V]
-            hid = torch.stack([h[-1] for h in hd])  # [R, H]
-            x = multinomial(q, g_draft)  # [R]
-            pos = torch.tensor([float(len(out[r]) + len(run[r])) for r in D], dtype=torch.float64)
-            p_or = None
-            if verifier.needs_target:
-                lo, _ = call(o_sc, D, seqs, [1] * len(D))
-                p_or = probs(torch.stack([z[-1] for z in lo]), **sampling)
-            f = Features(hidden=hid, q=q, entropy=entropy(q), position=pos, p=p_or)
-            a = verifier.pass_prob(f).double()  # [R, V]
-            if a.shape != q.shape:
-                raise SprinterInputError(f"the pass rule returned shape {tuple(a.shape)}, expected {tuple(q.shape)}")
-            if eos is not None:
-                a[:, eos] = 0.0
-            forced = torch.tensor([len(run[r]) + 1 >= cap or len(out[r]) + len(run[r]) + 1 >= n_new for r in D])
-            a[forced] = 0.0
-            u = torch.rand(len(D), dtype=torch.float64, generator=g_pass)
-            passed = (u < a.gather(1, x[:, None]).squeeze(1)).tolist()
-            xl = x.tolist()
-            for i, r in enumerate(D):
-                run[r].append(xl[i])
-                run_q[r].append(q[i])
-                run_a[r].append(a[i])
-                if not passed[i]:
-                    verify[r] = True
-                    stop_why[r] = "flag" if not bool(forced[i]) else ("cap" if len(run[r]) >= cap else "budget")
-        # ---- one target forward per finished run; exact check of its last token ------------------
-        Vr = [r for r in range(B) if verify[r]]
-        if not Vr:
-            continue
-        Ls = [len(run[r]) for r in Vr]
-        lg, _ = call(t_sc, Vr, [ctx[r] + run[r] for r in Vr], [L + 1 for L in Ls])
-        P_all = probs(torch.cat(lg), **sampling)  # [sum(L+1), V], rows of each sequence consecutive
-        off = torch.tensor([0] + Ls[:-1]).add(1).cumsum(0) - 1  # index of each sequence's first row
-        Lt = torch.tensor(Ls)
-        first = torch.cat([off[i] + torch.arange(L) for i, L in enumerate(Ls)])  # rows of p_1..p_L
-        Q_all = torch.stack([q for r in Vr for q in run_q[r]])  # [sum L, V]
-        A_all = torch.stack([a for r in Vr for a in run_a[r]])  # [sum L, V]
-        P_run = P_all[first]
-        diff = Q_all - P_run
-        delta_all = (A_all * diff.clamp_min(0.0)).sum(-1).tolist()  # [sum L]
-        tv_all = (0.5 * diff.abs().sum(-1)).tolist()
-        mass_all = (A_all * Q_all).sum(-1).tolist()
-        last_row = off + Lt - 1  # row of p_L per sequence
-        last_p = P_all[last_row]
-        last_q = Q_all[torch.tensor(Ls).cumsum(0) - 1]
-        xl = torch.tensor([run[r][-1] for r in Vr])
-        px, qx = last_p.gather(1, xl[:, None]).squeeze(1), last_q.gather(1, xl[:, None]).squeeze(1)
-        u = torch.rand(len(Vr), dtype=torch.float64, generator=g_accept)
-        acc = (u * qx < px).tolist()  # u < min(1, p/q) without dividing
-        res = (last_p - last_q).clamp_min(0.0)
-        s = res.sum(-1, keepdim=True)
-        res = torch.where(s > 0, res / s.clamp_min(1e-300), last_p)  # 0/0 only on a probability-0 event
-        y_res = multinomial(res, g_resid).tolist()
-        y_bon = multinomial(P_all[last_row + 1], g_bonus).tolist()
-        emitted = []
-        for i, r in enumerate(Vr):
-            toks = run[r] + [y_bon[i]] if acc[i] else run[r][:-1] + [y_res[i]]
-            toks = toks[: n_new - len(out[r])]
-            if eos is not None and eos in toks:
-                toks = toks[: toks.index(eos) + 1]
-            emitted.append(toks)
-        rows_ll = torch.tensor([int(off[i]) + j for i, t in enumerate(emitted) for j in range(len(t))], dtype=torch.long)
-        cols_ll = torch.tensor([x for t in emitted for x in t], dtype=torch.long)
-        ll_all = torch.log(P_all[rows_ll, cols_ll].clamp_min(1e-300)).tolist()
-        k_run, k_ll = 0, 0
-        for i, r in enumerate(Vr):
-            L, toks = Ls[i], emitted[i]
-            n_emit = len(toks)
-            m = min(n_emit, L)
-            dl = delta_all[k_run : k_run + m]
-            cert[r] += sum(dl)
-            loglik[r] += sum(ll_all[k_ll : k_ll + n_emit])
-            calls[r] += 1
-            rounds.append(
-                {
-                    "row": r,
-                    "round": n_round[r],
-                    "start": len(out[r]),
-                    "L": L,
-                    "stop": stop_why[r],
-                    "accepted": bool(acc[i]),
-                    "n_emit": n_emit,
-                    "delta": dl,
-                    "tv_pq": tv_all[k_run : k_run + m],
-                    "pass_mass": mass_all[k_run : k_run + m],
-                }
-            )
-            k_run += L
-            k_ll += n_emit
-            n_round[r] += 1
-            out[r].extend(toks)
-            ctx[r].extend(toks)
-            run[r], run_q[r], run_a[r], verify[r] = [], [], [], False
-            if len(out[r]) >= n_new or (eos is not None and toks and toks[-1] == eos):
-                done[r] = True
-    wall = time.perf_counter() - t0
+            run.draft(st, D)
+        Vr = [r for r in range(B) if st.verify[r]]
+        if Vr:
+            run.check(st, Vr)
     config = {
         "target": target.name,
         "draft": draft.name,
         "verifier": verifier.name,
         "cap": cap,
-        "temperature": float(temperature),
+        "temperature": temperature,
         "top_k": top_k,
         "top_p": top_p,
         "max_new_tokens": n_new,
-        "seed": int(seed),
+        "seed": seed,
         "batch": B,
         "cached": bool(cached),
-        "wall_s": wall,
+        "wall_s": time.perf_counter() - t0,
         "vocab_size": V,
     }
-    text = [target.decode_text(o) for o in out] if (has_text and target.tokenizer is not None) else None
-    return SprinterResult(tokens=out, text=text, certified_tv=cert, target_calls=calls, loglik=loglik, rounds=rounds, config=config)
+    text = [target.decode_text(o) for o in st.out] if (prompts.text and target.tokenizer is not None) else None
+    return SprinterResult(
+        tokens=st.out, text=text, certified_tv=st.cert, target_calls=st.calls, loglik=st.loglik, rounds=st.rounds, config=config
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from otspec_gpu.sprinter._common import SprinterInputError
+from otspec.errors import SprinterInputError
 
 __all__ = ["TEMPLATES", "TOPICS", "prompts_for", "split_topics"]
 

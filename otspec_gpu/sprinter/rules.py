@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from otspec_gpu.sprinter._common import SprinterInputError
+from otspec.errors import SprinterInputError
 
 __all__ = ["ConstantPass", "Features", "OraclePass", "PassRule", "entropy"]
 
