@@ -63,6 +63,19 @@ class Agreement:
     n: int
 
     @property
+    def decided(self) -> bool:
+        """False when the records cannot give a finite interval (no record, or one record whose
+        variance is estimated from the sample): then there is no verdict, only "too few rounds"."""
+        return self.n > 0 and math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
+
+    @property
+    def verdict(self) -> str:
+        """``"agree"``, ``"DISAGREE"`` or ``"too few rounds"`` (no finite interval)."""
+        if not self.decided:
+            return "too few rounds"
+        return "agree" if self.agrees else "DISAGREE"
+
+    @property
     def agrees(self) -> bool:
         """True when the 99% interval of the difference contains 0 (within :data:`AGREE_ATOL`)."""
         # AGREE_ATOL absorbs float64 rounding when every difference is 0 (a zero-width interval).
@@ -144,10 +157,11 @@ class Report:
         Returns
         -------
         dict
-            Every field, each agreement with its ``agrees`` verdict added.
+            Every field, each agreement with its ``agrees`` flag and its ``verdict`` (``"agree"``,
+            ``"DISAGREE"`` or ``"too few rounds"``) added.
         """
         d = asdict(self)
-        d["agreement"] = [dict(asdict(a), agrees=a.agrees) for a in self.agreement]
+        d["agreement"] = [dict(asdict(a), agrees=a.agrees, verdict=a.verdict) for a in self.agreement]
         return d
 
     def table(self) -> list[tuple[str, str]]:
@@ -167,13 +181,11 @@ class Report:
             ("records / tokens", f"{self.records} / {self.tokens}"),
         ]
         for a in self.agreement:
-            verdict = "agree" if a.agrees else "DISAGREE"
-            rows.append(
-                (
-                    f"{a.label}: realized vs expected",
-                    f"{a.realized:.4f} vs {a.expected:.4f}  diff {a.diff:+.4f} [99% CI {a.ci_low:+.4f}, {a.ci_high:+.4f}] {verdict}",
-                )
-            )
+            if a.decided:
+                value = f"{a.realized:.4f} vs {a.expected:.4f}  diff {a.diff:+.4f} [99% CI {a.ci_low:+.4f}, {a.ci_high:+.4f}] {a.verdict}"
+            else:
+                value = f"{a.realized:.4f} vs {a.expected:.4f}  diff {a.diff:+.4f}; too few rounds for a verdict ({a.n} record(s))"
+            rows.append((f"{a.label}: realized vs expected", value))
         for name, v in sorted(self.theory.items()):
             rows.append((f"mean {name}", f"{v:.4f}"))
         if not math.isnan(self.optimum):

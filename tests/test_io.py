@@ -74,9 +74,9 @@ def test_bad_trace_files_raise_input_file_error(tmp_path):
 
 def test_gpu_trace_builder_builds_the_numpy_trace_type():
     trace = pytest.importorskip("otspec_gpu.trace")
-    from otspec_gpu.decoding import plan_for
+    from otspec_gpu.decoding import mode_for
 
-    built = trace.TraceBuilder(plan=plan_for("token"), B=1, V=4).build({"seed": 3, "mode": "single"})
+    built = trace.TraceBuilder(mode=mode_for("token"), B=1, V=4).build({"seed": 3, "mode": "single"})
     assert type(built) is Trace and built.config == {"seed": 3, "mode": "single"}
 
 
@@ -86,14 +86,14 @@ def test_a_trace_with_no_record_saves_and_loads_like_one_with_records(tmp_path):
     pytest.importorskip("torch")
     import torch
 
-    from otspec_gpu.decoding import plan_for
+    from otspec_gpu.decoding import mode_for
     from otspec_gpu.trace import TraceBuilder
 
-    plan, B, V = plan_for("kseq", drafts=2, gamma=3), 2, 5
-    empty = TraceBuilder(plan=plan, B=B, V=V, top_k=8).build({"seed": 1, "mode": plan.mode})
+    plan, B, V = mode_for("kseq", drafts=2, gamma=3), 2, 5
+    empty = TraceBuilder(mode=plan, B=B, V=V, top_k=8).build({"seed": 1, "mode": plan.mode})
     back = load_trace(save_trace(empty, tmp_path / "empty.safetensors"))
     assert back.n_records == 0
-    full = TraceBuilder(plan=plan, B=B, V=V, top_k=8)
+    full = TraceBuilder(mode=plan, B=B, V=V, top_k=8)
     R, g = B * plan.k, plan.gamma
     P = torch.softmax(torch.randn(R, g + 1, V, generator=torch.Generator().manual_seed(0)), -1)
     full.add_round(

@@ -126,10 +126,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             _listed(sub, name, f"(plug-in {ep.value})")
         else:
             _register_plugin(sub, ep)
-    if "decode" not in plugins:  # until otspec_gpu declares its entry point: the in-package command
-        from otspec.cli import decode
-
-        decode.register(sub)
     return parser
 
 

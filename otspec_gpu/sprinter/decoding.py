@@ -280,6 +280,7 @@ def decode(
     seed: int = 0,
     stop_at_eos: bool = True,
     cached: bool | None = None,
+    chat: bool = False,
 ) -> SprinterResult:
     r"""SPRINTER decoding of ``prompt`` (see the module docstring) with exact fidelity accounting.
 
@@ -304,6 +305,9 @@ def decode(
     cached : bool or None
         KV-cached forwards (one sequence at a time) or cache-free batched forwards; ``None`` picks
         cached for real models and batched for the tiny test models (no tokenizer).
+    chat : bool
+        Wrap each text prompt in the target's chat template as one user turn (ignored for models
+        without a chat template).
 
     Returns
     -------
@@ -336,7 +340,7 @@ def decode(
     n_new = whole(max_new_tokens, "max_new_tokens", error=SprinterInputError)
     seed = whole(seed, "seed", minimum=0, error=SprinterInputError)
     temperature = check_sampling(temperature, SprinterInputError)
-    prompts = as_prompts(target.encode, prompt, V, SprinterInputError)
+    prompts = as_prompts(target.encode_chat if chat else target.encode, prompt, V, SprinterInputError)
     if cached is None:
         cached = target.tokenizer is not None
     B = len(prompts)

@@ -11,7 +11,7 @@ import torch
 
 from otspec.errors import OtspecInputError, UnsupportedMethodError
 from otspec_gpu import models
-from otspec_gpu.decoding import IncompatibleModelsError, decode, plan_for
+from otspec_gpu.decoding import IncompatibleModelsError, decode, mode_for
 from otspec_gpu.verifiers import SINGLE_STEP, chain
 from tests.gpu._tolerances import EXACT_ATOL, FLOAT64_ATOL
 
@@ -28,12 +28,12 @@ def pair():
 
 
 def test_plan_modes():
-    assert plan_for("block", 1, 4).mode == "chain"
-    assert plan_for("kseq", 4, 1).mode == "single"
-    assert plan_for("rrs_wor", 3, 1).draft_law == "without_replacement"
-    tree = plan_for("kseq", 4, 3)
+    assert mode_for("block", 1, 4).mode == "chain"
+    assert mode_for("kseq", 4, 1).mode == "single"
+    assert mode_for("rrs_wor", 3, 1).draft_law == "without_replacement"
+    tree = mode_for("kseq", 4, 3)
     assert (tree.mode, tree.rule) == ("tree", "kseq")
-    assert plan_for("rrs_wor", 2, 3).draft_law == "without_replacement"
+    assert mode_for("rrs_wor", 2, 3).draft_law == "without_replacement"
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_plan_modes():
 )
 def test_plan_errors(args, match):
     with pytest.raises(UnsupportedMethodError, match=match):
-        plan_for(*args)
+        mode_for(*args)
 
 
 def test_input_errors(pair):

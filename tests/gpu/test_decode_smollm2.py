@@ -199,7 +199,7 @@ def test_cli_errors_exit_2(capsys):
 
 
 def test_cli_defaults_are_the_library_defaults():
-    from otspec.cli.decode import DEFAULTS
+    from otspec_gpu.cli.decode import DEFAULTS
 
     kw = decode.__kwdefaults__
     assert {key: kw[key] for key in DEFAULTS} == DEFAULTS

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from otspec_gpu import models
-from otspec_gpu.decoding import _KV
+from otspec_gpu.scoring import RowCache
 from tests.gpu._tolerances import MODEL_FLOAT32_ATOL, MODEL_FLOAT32_RTOL, SMOLLM2_LOGITS_TOL
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
@@ -58,7 +58,7 @@ def _reference(lm, seqs):
 def test_kv_rollback_is_exact_with_masks_and_rows():
     """Feed, roll back different amounts per row, reorder rows and feed again: the logits equal cache-free forwards."""
     lm = models.tiny(seed=2, vocab_size=11)
-    kv = _KV(lm, 3, torch.device("cpu"))
+    kv = RowCache(lm, 3, torch.device("cpu"))
     # left-padded prompts of lengths 3, 1, 2
     ids = torch.tensor([[4, 5, 6], [0, 0, 7], [0, 8, 9]])
     valid = torch.tensor([[1, 1, 1], [0, 0, 1], [0, 1, 1]], dtype=torch.bool)
@@ -96,7 +96,7 @@ def smollm2():
 
 def test_smollm2_loads_from_the_cache(smollm2):
     assert smollm2.vocab_size == 49152
-    folder = models._converted("smollm2")
+    folder = models.converted("smollm2")
     assert models.cache_dir() in folder.parents and (folder / "model.safetensors").exists()
     ids = smollm2.encode("The capital of France is")
     assert smollm2.decode_text(ids) == "The capital of France is"

@@ -229,7 +229,7 @@ def test_classifier_verifier_roundtrip_and_decode(tiny_data, tmp_path):
 
 
 def test_bad_inputs(pair, tmp_path):
-    from otspec_gpu.sprinter._common import SprinterInputError
+    from otspec.errors import SprinterInputError
 
     target, draft = pair
     with pytest.raises(SprinterInputError, match="constant pass"):

@@ -1,18 +1,20 @@
 """``otspec decode``: speculative decoding with a real target and draft, and theory vs practice.
 
-torch, transformers and the model packages are imported inside :func:`run` only, so ``import
-otspec`` (and every other subcommand) never imports torch.
+A plug-in of the ``otspec`` command line (entry point ``decode`` of the group ``"otspec.cli"``):
+the core CLI imports this module only to run ``otspec decode`` or print the top-level help.
+Text prompts of a chat model (one with a chat template, e.g. SmolLM2-Instruct) are wrapped in its
+chat template as one user turn unless ``--raw-prompt`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-from typing import Any
+import sys
 
-from otspec.cli._common import CliError, print_json, print_table, progress
+from otspec.cli._common import CliError, number_flag, print_json, print_table, progress
+from otspec_gpu.cli import check_writable, prompt_arg, require_decode_stack
 
-__all__ = ["DEFAULTS", "register", "require_decode_stack", "run"]
+__all__ = ["DEFAULTS", "register", "run"]
 
 #: The library defaults of :func:`otspec_gpu.decoding.decode` (kept equal by a test).
 DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_tokens=64, seed=0)
@@ -59,7 +61,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="G",
         help=f"draft block length (default {DEFAULTS['gamma']}; 1 for single-step verifiers)",
     )
-    ap.add_argument("--prompt", "-p", action="append", required=True, help="prompt text (repeat for a batch)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", "-p", action="append", help="prompt text (repeat for a batch)")
+    src.add_argument(
+        "--prompt-ids",
+        action="append",
+        metavar="IDS",
+        help="a prompt as token ids, e.g. 1,2,3 (repeat for a batch; for models without a tokenizer such as tiny)",
+    )
+    ap.add_argument(
+        "--raw-prompt",
+        action="store_true",
+        help="feed text prompts as they are (default: a chat model gets each prompt as one user turn of its chat template)",
+    )
     ap.add_argument(
         "--temperature",
         "-t",
@@ -92,36 +106,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.set_defaults(func=run)
 
 
-def _num(value: Any, flag: str, kind: type, *, minimum: float | None = None, optional: bool = False):
-    if value is None and optional:
-        return None
-    try:
-        x = kind(value)
-    except (TypeError, ValueError):
-        raise CliError(f"{flag} must be {'an integer' if kind is int else 'a number'} (got {value!r})") from None
-    if kind is float and not math.isfinite(x):
-        raise CliError(f"{flag} must be finite (got {value!r})")
-    if minimum is not None and x < minimum:
-        raise CliError(f"{flag} must be >= {minimum:g} (got {value!r})")
-    return x
-
-
-def require_decode_stack() -> None:
-    """Keep the model loaders offline (``HF_HUB_OFFLINE=1`` unless set) and check that torch and
-    transformers import; a missing one is a :class:`CliError` that says how to install it."""
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise CliError(
-            f"otspec decode needs torch and transformers ({exc.name} is missing); install them with "
-            '`pip install torch==2.13.0 && pip install "otspec[decode]"`'
-        ) from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``otspec decode``: speculative decoding with real models, and the theory-vs-practice table.
 
@@ -130,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
     args : argparse.Namespace
         The parsed options of ``otspec decode`` (``target``, ``draft``, ``prompt``, ``verifier``,
         ``drafts``, ``gamma``, sampling options, ``max_new_tokens``, ``seed``, ``no_theory``,
-        ``trace``, ``json``); ``--verifier sprinter`` is handed to
-        :func:`otspec.cli.sprinter.run_sprinter`.
+        ``trace``, ``json``, ``prompt_ids``, ``raw_prompt``); ``--verifier sprinter`` is handed to
+        :func:`otspec_gpu.cli.sprinter.run_sprinter`.
 
     Returns
     -------
@@ -141,34 +125,39 @@ def run(args: argparse.Namespace) -> int:
     Raises
     ------
     CliError
-        If a flag is out of range, or torch / transformers are not installed.
+        If a flag is out of range, the ``--trace`` path cannot be written (checked before decoding;
+        a write that still fails afterwards is reported after the text is printed), a text prompt
+        goes to a model without a tokenizer, or transformers is not installed.
     OtspecInputError
         If the verifier, draft count and block length do not combine, or a model name is unknown.
     """
     if args.verifier == "sprinter":  # approximate (SPRINTER): its own decoder and report
-        from otspec.cli.sprinter import run_sprinter
+        from otspec_gpu.cli.sprinter import run_sprinter
 
         return run_sprinter(args)
-    drafts = _num(args.drafts, "--drafts", int, minimum=1)
-    gamma = _num(args.gamma, "--gamma", int, minimum=1)
-    temperature = _num(args.temperature, "--temperature", float, minimum=0)
-    top_k = _num(args.top_k, "--top-k", int, minimum=1, optional=True)
-    top_p = _num(args.top_p, "--top-p", float, optional=True)
-    n_new = _num(args.max_new_tokens, "--max-new-tokens", int, minimum=1)
-    seed = _num(args.seed, "--seed", int, minimum=0)
+    drafts = number_flag(args.drafts, "--drafts", int, minimum=1)
+    gamma = number_flag(args.gamma, "--gamma", int, minimum=1)
+    temperature = number_flag(args.temperature, "--temperature", float, minimum=0)
+    top_k = number_flag(args.top_k, "--top-k", int, minimum=1, optional=True)
+    top_p = number_flag(args.top_p, "--top-p", float, minimum=0, maximum=1, optional=True)
+    n_new = number_flag(args.max_new_tokens, "--max-new-tokens", int, minimum=1)
+    seed = number_flag(args.seed, "--seed", int, minimum=0)
+    prompt, labels = prompt_arg(args)
+    check_writable(args.trace)
     require_decode_stack()
     from otspec_gpu import models
-    from otspec_gpu.decoding import decode, plan_for
+    from otspec_gpu.decoding import decode, mode_for
 
-    plan_for(args.verifier, drafts, gamma)  # reject a bad combination before loading models
-    target = models.load(args.target)
-    draft = models.load(args.draft)
-    with progress(not args.json) as bar:
+    mode_for(args.verifier, drafts, gamma)  # reject a bad combination before loading models
+    target, draft = models.load(args.target), models.load(args.draft)
+    if args.prompt and target.tokenizer is None:
+        raise CliError(f"model {target.name!r} has no tokenizer; pass the prompt as token ids with --prompt-ids, e.g. --prompt-ids 1,2,3")
+    with progress(not args.json and sys.stderr.isatty()) as bar:
         task = bar.add_task("decoding", total=n_new)
         res = decode(
             target,
             draft,
-            args.prompt if len(args.prompt) > 1 else args.prompt[0],
+            prompt,
             verifier=args.verifier,
             drafts=drafts,
             gamma=gamma,
@@ -178,19 +167,49 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=n_new,
             seed=seed,
             theory=not args.no_theory,
+            chat=not args.raw_prompt,
             progress=lambda n: bar.update(task, completed=n),
         )
-    if args.trace:
-        res.trace.save(args.trace)
+    return _show(args, res, labels, target, draft)
+
+
+def _save_trace(res, path: str | None) -> str | None:
+    """Write the trace; the one-line reason when that fails (the decoded text is printed anyway)."""
+    if not path:
+        return None
+    try:
+        res.trace.save(path)
+    except (OSError, ValueError) as exc:
+        return (
+            f"--trace {path} could not be written ({exc}); the text above was decoded, rerun with a writable --trace path to keep the trace"
+        )
+    return None
+
+
+def _show(args: argparse.Namespace, res, labels: list[str], target, draft) -> int:
+    """Print the text per prompt (saying which stopped at EOS) and the report, or JSON; then save the trace."""
+    failed = _save_trace(res, args.trace)
     rep = res.report()
     if args.json:
-        print_json({"text": res.text, "tokens": res.tokens, "report": rep.to_dict(), "trace": args.trace})
-        return 0
-    for i, txt in enumerate(res.text or [" ".join(map(str, t)) for t in res.tokens]):
-        print(f"--- prompt {i}: {args.prompt[i] if i < len(args.prompt) else ''}")
-        print(txt)
-    from rich.markup import escape
+        print_json(
+            {
+                "text": res.text,
+                "tokens": res.tokens,
+                "stopped_at_eos": res.stopped_at_eos,
+                "report": rep.to_dict(),
+                "trace": None if failed else args.trace,
+            }
+        )
+    else:
+        for i, txt in enumerate(res.text or [" ".join(map(str, t)) for t in res.tokens]):
+            print(f"--- prompt {i}: {labels[i] if i < len(labels) else ''}")
+            print(txt)
+            if res.stopped_at_eos[i]:
+                print(f"[stopped at the end-of-sequence token after {len(res.tokens[i])} tokens]")
+        from rich.markup import escape
 
-    rows = [(escape(a), escape(b)) for a, b in rep.table()]
-    print_table(f"theory vs practice: {target.name} <- {draft.name}", ["quantity", "value"], rows)
+        rows = [(escape(a), escape(b)) for a, b in rep.table()]
+        print_table(f"theory vs practice: {target.name} <- {draft.name}", ["quantity", "value"], rows)
+    if failed:
+        raise CliError(failed)
     return 0

@@ -1,28 +1,17 @@
 """``otspec decode --verifier sprinter --verifier-weights FILE``: SPRINTER decoding with its certified TV bound.
 
-Called by ``otspec decode`` when the verifier is ``sprinter``. torch and the models are imported
-inside :func:`run_sprinter` only, so ``import otspec`` never imports torch.
+Called by ``otspec decode`` (:mod:`otspec_gpu.cli.decode`) when the verifier is ``sprinter``; this
+module does not import the decode command.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 
-from otspec.cli._common import CliError, print_json, print_table
-from otspec.cli.decode import require_decode_stack
+from otspec.cli._common import CliError, number_flag, print_json, print_table
+from otspec_gpu.cli import prompt_arg, require_decode_stack
 
 __all__ = ["run_sprinter"]
-
-
-def _number(value, flag: str, kind: type, lo: float, hi: float | None = None):
-    try:
-        x = kind(value)
-    except (TypeError, ValueError):
-        raise CliError(f"{flag} must be {'an integer' if kind is int else 'a number'} (got {value!r})") from None
-    if (kind is float and not math.isfinite(x)) or x < lo or (hi is not None and x > hi):
-        raise CliError(f"{flag} must lie in [{lo:g}, {'inf' if hi is None else f'{hi:g}'}] (got {value!r})")
-    return x
 
 
 def run_sprinter(args: argparse.Namespace) -> int:
@@ -52,16 +41,17 @@ def run_sprinter(args: argparse.Namespace) -> int:
         )
     if str(args.drafts) != "1":
         raise CliError(f"--verifier sprinter drafts one token at a time (got --drafts {args.drafts}); drop --drafts")
-    threshold = None if getattr(args, "threshold", None) is None else _number(args.threshold, "--threshold", float, 0.0, 1.0)
+    threshold = number_flag(getattr(args, "threshold", None), "--threshold", float, minimum=0, maximum=1, optional=True)
     if str(args.gamma) != "4":  # 4 is otspec decode's default
         raise CliError(
             f"--gamma does not apply to --verifier sprinter (got {args.gamma}): the verifier decides each run's length, capped at 20; drop --gamma"
         )
-    temperature = _number(args.temperature, "--temperature", float, 0.0)
-    n_new = _number(args.max_new_tokens, "--max-new-tokens", int, 1)
-    seed = _number(args.seed, "--seed", int, 0)
-    top_k = None if args.top_k is None else _number(args.top_k, "--top-k", int, 1)
-    top_p = None if args.top_p is None else _number(args.top_p, "--top-p", float, 0.0, 1.0)
+    temperature = number_flag(args.temperature, "--temperature", float, minimum=0)
+    n_new = number_flag(args.max_new_tokens, "--max-new-tokens", int, minimum=1)
+    seed = number_flag(args.seed, "--seed", int, minimum=0)
+    top_k = number_flag(args.top_k, "--top-k", int, minimum=1, optional=True)
+    top_p = number_flag(args.top_p, "--top-p", float, minimum=0, maximum=1, optional=True)
+    prompt, labels = prompt_arg(args)
     require_decode_stack()
     from otspec_gpu import models
     from otspec_gpu.sprinter import DEFAULT_CAP, decode
@@ -69,7 +59,6 @@ def run_sprinter(args: argparse.Namespace) -> int:
 
     verifier = load_verifier(weights, threshold)
     target, draft = models.load(args.target), models.load(args.draft)
-    prompt = args.prompt if len(args.prompt) > 1 else args.prompt[0]
     res = decode(
         target,
         draft,
@@ -81,6 +70,7 @@ def run_sprinter(args: argparse.Namespace) -> int:
         top_p=top_p,
         max_new_tokens=n_new,
         seed=seed,
+        chat=not getattr(args, "raw_prompt", False),
     )
     summ = res.summary()
     if args.json:
@@ -96,7 +86,7 @@ def run_sprinter(args: argparse.Namespace) -> int:
         )
         return 0
     for i, txt in enumerate(res.text or [" ".join(map(str, t)) for t in res.tokens]):
-        print(f"--- prompt {i}: {args.prompt[i] if i < len(args.prompt) else ''}")
+        print(f"--- prompt {i}: {labels[i] if i < len(labels) else ''}")
         print(txt)
     rows = [
         ("verifier", f"{verifier.name} (cap {DEFAULT_CAP})"),
