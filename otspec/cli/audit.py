@@ -8,6 +8,7 @@ all), 2 on bad input (an object that cannot be imported or is not a verifier).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from pathlib import Path
@@ -46,7 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument(
         "--seed", type=int, default=defaults["seed"], help=f"seed of the problems and sampler draws (default {defaults['seed']})"
     )
-    ap.add_argument("--problems", type=int, default=defaults["problems"], help=f"number of small problems (default {defaults['problems']})")
+    ap.add_argument(
+        "--problems",
+        type=int,
+        default=defaults["problems"],
+        help=f"problems from the catalogue; beyond its size, that many more seeded random ones (default {defaults['problems']})",
+    )
     ap.add_argument("--draws", type=int, default=defaults["draws"], help=f"sampler draws per sampled problem (default {defaults['draws']})")
     ap.add_argument(
         "--false-alarm",
@@ -69,7 +75,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument(
         "--out", default="otspec-audit", help="folder for counterexample snippets (default ./otspec-audit; written only on failure)"
     )
-    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=defaults["timeout"],
+        help=f"seconds one check (one property on one problem) may take before it fails; 0: no limit (default {defaults['timeout']:g})",
+    )
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="for a torch verifier: the device its tensors live on (cpu, cuda, cuda:1; default cpu)",
+    )
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table (the verifier's own output goes to stderr)")
     ap.set_defaults(func=run)
 
 
@@ -80,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     ----------
     args : argparse.Namespace
         The parsed options of ``otspec audit`` (``target`` as ``module:name`` or ``file.py:name``,
-        ``kinds``, ``k``, ``lossy``, ``seed``, ``problems``, ``draws``, ``false_alarm``, ``out``,
-        ``json``).
+        ``kinds``, ``k``, ``lossy``, ``seed``, ``problems``, ``draws``, ``false_alarm``, ``timeout``,
+        ``device``, ``out``, ``json``).
 
     Returns
     -------
@@ -91,12 +108,12 @@ def run(args: argparse.Namespace) -> int:
     Raises
     ------
     CliError
-        If ``--problems``, ``--draws`` or ``--false-alarm`` is out of range.
+        If ``--problems``, ``--draws``, ``--false-alarm`` or ``--timeout`` is out of range.
     OtspecInputError
         If the target cannot be loaded or is not a verifier :func:`otspec.testing.as_verifier`
         can adapt.
     """
-    from otspec.testing import as_verifier, audit, load_object
+    from otspec.testing import audit
 
     if args.problems < 1:
         raise CliError(f"--problems must be >= 1 (got {args.problems}); pass e.g. 120")
@@ -104,16 +121,20 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--draws must be >= 100 (got {args.draws}); pass e.g. 60000")
     if not 0.0 < args.false_alarm < 1.0:
         raise CliError(f"--false-alarm must be in (0, 1) (got {args.false_alarm}); pass e.g. 1e-6")
-    obj = load_object(args.target)
-    options = {}
-    if args.kinds:
-        options["kinds"] = tuple(args.kinds)
-    if args.k:
-        options["k"] = tuple(args.k)
-    if args.lossy:
-        options["lossless"] = False
-    verifier = as_verifier(obj, **options)
-    report = audit(verifier, seed=args.seed, problems=args.problems, draws=args.draws, false_alarm=args.false_alarm, spec=args.target)
+    if not args.timeout >= 0:
+        raise CliError(f"--timeout must be >= 0 seconds (got {args.timeout}); pass e.g. 600, or 0 for no limit")
+    # the verifier's own prints go to stderr, so that stdout holds only the report (valid JSON)
+    with contextlib.redirect_stdout(sys.stderr):
+        verifier = _load(args)
+        report = audit(
+            verifier,
+            seed=args.seed,
+            problems=args.problems,
+            draws=args.draws,
+            false_alarm=args.false_alarm,
+            spec=args.target,
+            timeout=args.timeout or None,
+        )
     report = _save_counterexamples(report, Path(args.out))
     if args.json:
         print_json(report.to_dict())
@@ -129,6 +150,23 @@ def run(args: argparse.Namespace) -> int:
             f"\n{sum(r.verdict == 'fail' for r in report.properties)} propert{'y' if sum(r.verdict == 'fail' for r in report.properties) == 1 else 'ies'} failed"
         )
     return report.exit_code
+
+
+def _load(args: argparse.Namespace):
+    """The target as a testable verifier, with the options of the command line."""
+    from otspec.testing import as_verifier, load_object
+
+    obj = load_object(args.target)
+    options = {}
+    if args.kinds:
+        options["kinds"] = tuple(args.kinds)
+    if args.k:
+        options["k"] = tuple(args.k)
+    if args.lossy:
+        options["lossless"] = False
+    if args.device is not None:
+        options["device"] = args.device
+    return as_verifier(obj, **options)
 
 
 def _print_report(report, target: str) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 
 from otspec.testing._code import law_code
 from otspec.testing._problems import normalized
-from otspec.testing._runner import replay_snippet
+from otspec.testing._runner import guarded, replay_snippet
 from otspec.testing.results import Counterexample, PropertyResult
 
 __all__ = ["bad_inputs_property"]
@@ -90,7 +90,7 @@ def bad_inputs_property(v, probs, spec, seed) -> PropertyResult:
     failures = []
     for what, call, expected, code in cases:
         try:
-            got = call()
+            got = guarded(call)
         except expected:
             continue
         except Exception as exc:

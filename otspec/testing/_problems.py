@@ -9,7 +9,18 @@ import numpy as np
 
 from otspec.testing._code import array_code, law_code
 
-__all__ = ["LAW_KINDS", "AuditProblem", "ChainProblem", "normalized", "step_problems", "weight_pairs"]
+__all__ = [
+    "LAW_KINDS",
+    "SUBNORMAL_ADJACENT",
+    "AuditProblem",
+    "ChainProblem",
+    "normalized",
+    "random_problems",
+    "step_problems",
+    "weight_pairs",
+    "wide_range_pairs",
+    "wide_range_problems",
+]
 
 LAW_KINDS = ("iid", "without_replacement", "greedy", "product", "explicit")
 
@@ -144,6 +155,79 @@ def step_problems(rng: np.random.Generator, n_random: int, max_tuples: int) -> l
             m = int(rng.integers(1, 5))
             tuples = tuple(tuple(int(x) for x in rng.integers(0, V, size=k)) for _ in range(m))
             probs.append(AuditProblem(pw, "explicit", k, (), tuples, tuple(int(x) for x in rng.integers(1, 5, size=m))))
+    return _unique_valid(probs)
+
+
+#: Largest weight of the wide-range problems: 4e307 / (4e307 + 1) leaves 2.5e-308 for a weight 1,
+#: just above the smallest normal float64 (2.2e-308).
+SUBNORMAL_ADJACENT = 4 * 10**307
+
+
+def wide_range_pairs() -> list:
+    """(p, q) integer weights whose probabilities span 1e-3 ... 1e-12 and reach 2.5e-308.
+
+    Rare tokens are where a biased rule hides: a token with p = 1e-4 that q proposes often must
+    be kept with probability p/q, not 1."""
+    decades = (10**12, 10**9, 10**6, 10**3, 1)  # p ~ (1, 1e-3, 1e-6, 1e-9, 1e-12)
+    return [
+        ((10**3, 1), (1, 1)),  # p = 1e-3 at a token q proposes half the time
+        ((10**4, 1), (1, 1)),  # p = 1e-4
+        (decades, (1,) * 5),  # every decade down to 1e-12 against a flat draft
+        (decades, decades[::-1]),  # the draft's favourite is the target's rarest
+        ((10**6, 10**3, 1), (1, 10**3, 10**6)),  # three tokens, mirrored decades
+        ((SUBNORMAL_ADJACENT, 1), (1, 1)),  # p = 2.5e-308: subnormal-adjacent target mass
+        ((1, 1), (SUBNORMAL_ADJACENT, 1)),  # q = 2.5e-308 at the token p wants most
+        ((SUBNORMAL_ADJACENT, 1, 10**150), (1, SUBNORMAL_ADJACENT, 1)),  # tiny on both sides
+    ]
+
+
+def wide_range_problems(max_tuples: int) -> list:
+    """Every draft-law kind with k = 1, 2 on :func:`wide_range_pairs` (deterministic: no generator)."""
+    probs = []
+    for pw, qw in wide_range_pairs():
+        V = len(pw)
+        for k in (1, 2):
+            if V**k > max_tuples:
+                continue
+            probs += [AuditProblem(pw, kind, k, (qw,)) for kind in ("iid", "without_replacement", "greedy")]
+            probs.append(AuditProblem(pw, "product", k, (qw,) + ((1,) * V,) * (k - 1)))
+            probs.append(AuditProblem(pw, "explicit", k, (), ((0,) * k, (V - 1,) * k), (1, 1)))
+    return _unique_valid(probs)
+
+
+def random_problems(rng: np.random.Generator, n: int, max_tuples: int, keep=None) -> list:
+    """``n`` seeded random problems beyond the catalogue (that ``keep`` accepts, when given): any
+    kind, k <= 3, V <= 5, weights either small integers (0..7) or decades (1 ... 1e12, zeros
+    included). Gives up after ``50 n`` draws (a verifier that applies to almost nothing)."""
+    out: list = []
+    for _ in range(50 * n):
+        if len(out) >= n:
+            break
+        V, k, kind = int(rng.integers(2, 6)), int(rng.integers(1, 4)), LAW_KINDS[int(rng.integers(len(LAW_KINDS)))]
+        if V**k > max_tuples:
+            continue
+        p, q, other = (_random_weights(rng, V) for _ in range(3))
+        if kind == "explicit":
+            m = int(rng.integers(1, 5))
+            tuples = tuple(tuple(int(x) for x in rng.integers(0, V, size=k)) for _ in range(m))
+            pr = AuditProblem(p, kind, k, (), tuples, tuple(int(x) for x in rng.integers(1, 5, size=m)))
+        else:
+            pr = AuditProblem(p, kind, k, (q,) + ((other,) * (k - 1) if kind == "product" else ()))
+        if pr.valid() and (keep is None or keep(pr)):
+            out.append(pr)
+    return out
+
+
+def _random_weights(rng: np.random.Generator, V: int) -> tuple:
+    if rng.random() < 0.5:
+        w = [int(x) for x in rng.integers(0, 8, size=V)]
+    else:
+        w = [0 if z else 10 ** int(e) for z, e in zip(rng.random(V) < 0.2, rng.integers(0, 13, size=V), strict=True)]
+    w[int(rng.integers(V))] += 1
+    return tuple(w)
+
+
+def _unique_valid(probs: list) -> list:
     seen, out = set(), []
     for pr in probs:
         if pr.valid() and pr not in seen:

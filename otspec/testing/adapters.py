@@ -9,6 +9,7 @@ group :data:`ADAPTER_GROUP` (``otspec_gpu`` registers its torch verifiers there)
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import sys
@@ -24,7 +25,12 @@ from otspec.testing.chain_forms import ChainVerifier
 from otspec.testing.forms import ConditionalVerifier, SamplerVerifier
 from otspec.verifiers import Verifier
 
-__all__ = ["as_verifier", "chain_verifier", "conditional_verifier", "load_object", "object_spec", "sampler_verifier"]
+#: Entry-point group of verifier adapters from other packages: each entry point is a callable
+#: ``adapt(obj, **options)`` returning an :class:`otspec.verifiers.Verifier` for the objects it
+#: knows and ``None`` for the others. ``otspec_gpu`` registers ``torch = "otspec_gpu.testing:adapt"``.
+ADAPTER_GROUP = "otspec.adapters"
+
+__all__ = ["ADAPTER_GROUP", "as_verifier", "chain_verifier", "conditional_verifier", "load_object", "object_spec", "sampler_verifier"]
 
 
 def _decorator(cls, fn, kwargs):
@@ -105,15 +111,21 @@ def as_verifier(obj: Any, **kwargs: Any) -> Any:
     * a module with a ``conditional_law(p_model, q_model, drafts)`` function (such as
       :mod:`otspec.verifiers.block`) becomes a :class:`ChainVerifier`;
     * a function is recognised by its parameters: ``(p_model, q_model, drafts)`` -> chain,
-      four parameters or one named ``rng`` -> sampler, three -> conditional law.
+      four parameters or one named ``rng`` -> sampler, three -> conditional law;
+    * anything else is offered to the adapters registered under the entry-point group
+      :data:`ADAPTER_GROUP`: with ``otspec_gpu`` installed, a batched torch verifier
+      (``sample(p, q, drafts, *, generator)`` and ``conditional(p, q, drafts)`` on tensors)
+      becomes an :class:`otspec_gpu.testing.TorchStepVerifier` (option ``device``).
 
     Keyword arguments go to the adapter's constructor (``name``, ``lossless``, ``kinds``, ``k``,
-    ``second``); they are refused for objects that are already verifiers.
+    ``second``; ``device`` for torch verifiers); they are refused for objects that are already
+    verifiers.
 
     Parameters
     ----------
     obj : object
-        A verifier instance or class, a chain-verifier module, or a function.
+        A verifier instance or class, a chain-verifier module, a function, or an object a plug-in
+        adapts (a torch verifier).
     **kwargs
         Adapter options (functions and modules only).
 
@@ -144,34 +156,79 @@ def as_verifier(obj: Any, **kwargs: Any) -> Any:
         if kwargs:
             raise InvalidVerifierError(f"options {sorted(kwargs)} only apply to functions; set them as class attributes")
         return obj()
-    if isinstance(obj, types.ModuleType):
-        fn = getattr(obj, "conditional_law", None)
-        if callable(fn):
-            return ChainVerifier(fn, name=kwargs.pop("name", obj.__name__.rsplit(".", 1)[-1]), **kwargs)
+    native = _native_form(obj)
+    if native is None:  # not a form of the core: a plug-in may know it (otspec_gpu's torch verifiers)
+        adapted, reasons = _from_plugins(obj, kwargs)
+        if adapted is not None:
+            return adapted
+        raise InvalidVerifierError(_not_a_verifier(obj) + "".join(f"; plug-in {r}" for r in reasons))
+    unknown = sorted(set(kwargs) - _FUNCTION_OPTIONS)
+    if unknown:
         raise InvalidVerifierError(
+            f"options {unknown} do not apply to {getattr(obj, '__name__', obj)!r} (a {native.__name__}); "
+            f"its options are {sorted(_FUNCTION_OPTIONS)}"
+        )
+    if isinstance(obj, types.ModuleType):
+        return native(obj.conditional_law, name=kwargs.pop("name", obj.__name__.rsplit(".", 1)[-1]), **kwargs)
+    return native(obj, **kwargs)
+
+
+#: Options of the function adapters (:mod:`otspec.testing.forms`, :mod:`otspec.testing.chain_forms`).
+_FUNCTION_OPTIONS = frozenset({"name", "lossless", "kinds", "k", "second"})
+
+
+def _native_form(obj: Any) -> type | None:
+    """The adapter class of a module or function of the core's forms, ``None`` for anything else."""
+    if isinstance(obj, types.ModuleType):
+        return ChainVerifier if callable(getattr(obj, "conditional_law", None)) else None
+    if not callable(obj):
+        return None
+    try:
+        params = [prm for prm in inspect.signature(obj).parameters.values() if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+    names = [prm.name for prm in params]
+    if names[:1] == ["p_model"]:
+        return ChainVerifier
+    if len(names) >= 4 or "rng" in names:
+        return SamplerVerifier
+    return ConditionalVerifier if len(names) == 3 else None
+
+
+def _not_a_verifier(obj: Any) -> str:
+    if isinstance(obj, types.ModuleType):
+        return (
             f"module {obj.__name__} is not a verifier (it has no conditional_law(p_model, q_model, drafts)); "
             "point at a function, a Verifier subclass or an instance instead (MODULE:OBJECT)"
         )
     if not callable(obj):
-        raise InvalidVerifierError(
+        return (
             f"{type(obj).__name__} object is not a verifier; pass a conditional law pi(p, q, drafts), a sampler "
             "sample(p, law, drafts, rng), or an otspec.verifiers.Verifier"
         )
     try:
-        params = [prm for prm in inspect.signature(obj).parameters.values() if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD)]
+        names = list(inspect.signature(obj).parameters)
     except (TypeError, ValueError):
-        raise InvalidVerifierError(f"cannot read the signature of {obj!r}; wrap it with conditional_verifier or sampler_verifier") from None
-    names = [prm.name for prm in params]
-    if names[:1] == ["p_model"]:
-        return ChainVerifier(obj, **kwargs)
-    if len(names) >= 4 or "rng" in names:
-        return SamplerVerifier(obj, **kwargs)
-    if len(names) == 3:
-        return ConditionalVerifier(obj, **kwargs)
-    raise InvalidVerifierError(
+        return f"cannot read the signature of {obj!r}; wrap it with conditional_verifier or sampler_verifier"
+    return (
         f"{getattr(obj, '__name__', obj)!r} takes parameters {names}: expected pi(p, q_or_law, drafts) (3), "
         "sample(p, q_or_law, drafts, rng) (4) or conditional_law(p_model, q_model, drafts); wrap it explicitly"
     )
+
+
+def _from_plugins(obj: Any, options: dict) -> tuple[Any, list]:
+    """The first plug-in adapter that accepts ``obj``, and why the others could not be asked."""
+    reasons = []
+    for ep in sorted(importlib.metadata.entry_points(group=ADAPTER_GROUP), key=lambda ep: ep.name):
+        try:
+            adapt = ep.load()
+        except Exception as exc:  # a plug-in that cannot load (torch missing) must not hide the real answer
+            reasons.append(f"{ep.name!r} unavailable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            continue
+        adapted = adapt(obj, **options)
+        if adapted is not None:
+            return adapted, reasons
+    return None, reasons
 
 
 def load_object(spec: str) -> Any:
@@ -215,16 +272,16 @@ def load_object(spec: str) -> Any:
         sys.modules[name] = module
         try:
             sspec.loader.exec_module(module)
-        except Exception as exc:  # user code: report any import-time failure as bad input
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # user code: any import-time failure or exit is bad input
             sys.modules.pop(name, None)
-            raise InvalidVerifierError(f"importing {mod_name} failed: {type(exc).__name__}: {exc}") from exc
+            raise InvalidVerifierError(_import_failure(mod_name, exc)) from exc
     else:
         try:
             module = importlib.import_module(mod_name)
         except ImportError as exc:
             raise InvalidVerifierError(f"cannot import module {mod_name!r} ({exc}); check the name and that it is on sys.path") from None
-        except Exception as exc:  # user code
-            raise InvalidVerifierError(f"importing {mod_name} failed: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # user code, an exit included
+            raise InvalidVerifierError(_import_failure(mod_name, exc)) from exc
     obj: Any = module
     for part in filter(None, attr.split(".")):
         if not hasattr(obj, part):
@@ -233,6 +290,12 @@ def load_object(spec: str) -> Any:
             )
         obj = getattr(obj, part)
     return obj
+
+
+def _import_failure(mod_name: str, exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"importing {mod_name} called sys.exit({exc.code!r}); a verifier's module must not exit when imported (guard it with if __name__ == '__main__')"
+    return f"importing {mod_name} failed: {type(exc).__name__}: {exc}; fix the module so that it imports"
 
 
 def _looks_like_windows_path(spec: str) -> bool:

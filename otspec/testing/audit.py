@@ -43,8 +43,8 @@ from otspec._tolerances import EXACT_ATOL
 from otspec.testing._bad_inputs import bad_inputs_property
 from otspec.testing._chain_audit import audit_chain
 from otspec.testing._findings import VerifierAssertionError
-from otspec.testing._problems import AuditProblem, step_problems
-from otspec.testing._runner import replay_snippet, run_check, shrink
+from otspec.testing._problems import AuditProblem, random_problems, step_problems, wide_range_problems
+from otspec.testing._runner import USER_EXITS, check_timeout, exit_finding, guarded, replay_snippet, run_check, shrink
 from otspec.testing.adapters import as_verifier, object_spec
 from otspec.testing.chain_forms import ChainVerifier
 from otspec.testing.exact import acceptance_finding, check_lossless, kernel_finding
@@ -54,10 +54,14 @@ from otspec.testing.results import AuditReport, Counterexample, PropertyResult
 from otspec.testing.samplers import assert_sampler_lossless, assert_sampler_matches
 from otspec.verifiers import Verifier
 
-__all__ = ["ONE_MINUS_INV_E", "audit"]
+__all__ = ["DEFAULT_TIMEOUT", "ONE_MINUS_INV_E", "audit"]
 
 #: :math:`1 - 1/e`, the multiplicative guarantee of SpecTr's K-SEQ for i.i.d. drafts.
 ONE_MINUS_INV_E = 1.0 - math.exp(-1.0)
+
+#: Default seconds one check may take: generous (a pure-Python sampler drawing 60 000 tokens at
+#: 1 ms each takes a minute), so only a hung verifier reaches it.
+DEFAULT_TIMEOUT = 600.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -74,6 +78,7 @@ def audit(
     false_alarm: float = 1e-6,
     atol: float = EXACT_ATOL,
     spec: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> AuditReport:
     r"""Run the whole battery of checks on ``verifier`` and return an :class:`AuditReport`.
 
@@ -83,8 +88,9 @@ def audit(
     seed : int
         Seed of the random problems and of the sampler draws (the run is reproducible).
     problems : int
-        At most this many small problems (chosen at random from the catalogue, then tried from the
-        smallest up).
+        Problems from the catalogue (chosen at random, then tried from the smallest up); beyond the
+        catalogue's size, that many more seeded random problems (weights from 0..7 or 1 ... 1e12).
+        The wide-range problems (probabilities 1e-3 ... 1e-12 and 2.5e-308) are always added.
     draws : int
         Sampler draws per sampled problem (split over its draft tuples).
     sampler_problems : int
@@ -95,6 +101,9 @@ def audit(
         Tolerance of the exact checks.
     spec : str, optional
         ``MODULE:OBJECT`` used in the counterexample snippets (found automatically when possible).
+    timeout : float or None
+        Seconds one check (one property on one problem) may take before it fails; ``None`` or 0:
+        no limit. Enforced with ``SIGALRM`` in the main thread of a POSIX process only.
 
     Returns
     -------
@@ -118,27 +127,53 @@ def audit(
     p = np.array([0, 1], dtype=float)
     law = otspec.iid(np.array([1, 0], dtype=float), 1)
     """
-    v = as_verifier(verifier)
-    spec = spec or object_spec(verifier) or object_spec(v)
-    rng = np.random.default_rng(seed)
-    if isinstance(v, ChainVerifier):
-        props = audit_chain(v, rng, seed, problems, atol, spec)
-        form = "chain"
-    else:
-        form = "sampler" if isinstance(v, SamplerVerifier) else "conditional" if isinstance(v, ConditionalVerifier) else "verifier"
-        props = _audit_step(v, rng, seed, problems, draws, sampler_problems, false_alarm, atol, spec)
+    with check_timeout(timeout):
+        try:
+            v = guarded(lambda: as_verifier(verifier))
+        except VerifierAssertionError as exc:  # a Verifier class whose constructor exits
+            name = getattr(verifier, "__name__", type(verifier).__name__)
+            return _stopped(name, "verifier", True, spec, seed, exc)
+        spec = spec or object_spec(verifier) or object_spec(v)
+        rng = np.random.default_rng(seed)
+        form = _form(v)
+        try:
+            if isinstance(v, ChainVerifier):
+                props = audit_chain(v, rng, seed, problems, atol, spec)
+            else:
+                props = _audit_step(v, rng, seed, problems, draws, sampler_problems, false_alarm, atol, spec)
+        except USER_EXITS as exc:  # an exit outside a single check (e.g. in applies_to)
+            return _stopped(v.name, form, bool(v.lossless), spec, seed, exit_finding(exc))
     return AuditReport(verifier=v.name, form=form, lossless_claim=bool(v.lossless), spec=spec, seed=int(seed), properties=tuple(props))
+
+
+def _form(v) -> str:
+    if isinstance(v, ChainVerifier):
+        return "chain"
+    if isinstance(v, SamplerVerifier):
+        return "sampler"
+    if isinstance(v, ConditionalVerifier):
+        return "conditional"
+    return str(getattr(v, "audit_form", "verifier"))
+
+
+def _stopped(name: str, form: str, lossless: bool, spec, seed: int, finding: VerifierAssertionError) -> AuditReport:
+    """The report of an audit the verifier's code stopped (exit, interrupt, timeout): one failed row."""
+    row = PropertyResult("user_code", "fail", f"the audit stopped: the verifier {finding}", 0)
+    return AuditReport(verifier=name, form=form, lossless_claim=lossless, spec=spec, seed=int(seed), properties=(row,))
 
 
 def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, spec) -> list:
     catalogue = [pr for pr in step_problems(rng, 40, 64) if _applies(v, pr)]
-    if not catalogue:
+    if not catalogue:  # the catalogue covers every kind and k <= 3 that the other problems use
         return [
             PropertyResult(name, "skip", "the verifier applies to none of the audit's draft laws (kinds / k)")
             for name in ("kernel", "lossless", "acceptance", "optimum", "ratio", "sampler", "bad_inputs")
         ]
     order = rng.permutation(len(catalogue))[:n_problems]
-    chosen = sorted((catalogue[i] for i in order), key=lambda pr: pr.size())
+    sampled = sorted((catalogue[i] for i in order), key=lambda pr: pr.size())  # the sampler tests use these
+    wide = [pr for pr in wide_range_problems(64) if _applies(v, pr)]
+    extra = random_problems(rng, max(0, n_problems - len(catalogue)), 64, keep=lambda pr: _applies(v, pr))
+    chosen = sampled + sorted(wide, key=lambda pr: pr.size()) + sorted(extra, key=lambda pr: pr.size())
     exact = not isinstance(v, SamplerVerifier)
     name = v.name
     out = []
@@ -150,10 +185,11 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
         if key not in memo:
             p, law = pr.build()
             if what == "kernel":
-                memo[key] = v.kernel(p, law)
+                memo[key] = guarded(lambda: v.kernel(p, law))
             elif what == "acceptance":
                 # a sampler's acceptance is a Monte Carlo estimate: a quarter of the draws suffice
-                memo[key] = v.acceptance(p, law, n_samples=draws if exact else max(2000, draws // 4), rng=np.random.default_rng(seed))
+                n = draws if exact else max(2000, draws // 4)
+                memo[key] = guarded(lambda: v.acceptance(p, law, n_samples=n, rng=np.random.default_rng(seed)))
             else:
                 memo[key] = reference_optimum(p, law)
         return memo[key]
@@ -209,11 +245,11 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
         )
     else:
         out.append(PropertyResult("kernel", "skip", "sampler only: no exact kernel"))
-        out.append(_sampled_lossless(v, chosen, seed, draws, false_alarm, spec, max(n_sampler, 4)))
+        out.append(_sampled_lossless(v, sampled, seed, draws, false_alarm, spec, max(n_sampler, 4)))
         out.append(PropertyResult("acceptance", "skip", "sampler only: acceptance is a Monte Carlo estimate"))
 
     if v.lossless:
-        probs = chosen if exact else chosen[: max(n_sampler, 4)]
+        probs = chosen if exact else sampled[: max(n_sampler, 4)]
         what = "acceptance" if exact else "the 99% interval of the Monte Carlo acceptance"
         out.append(
             exact_property(
@@ -227,12 +263,12 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
         )
     else:
         out.append(PropertyResult("optimum", "skip", "declared lossy: may exceed the lossless optimum"))
-    out.append(_ratio(v, chosen if exact else chosen[: max(n_sampler, 4)], get))
+    out.append(_ratio(v, chosen if exact else sampled[: max(n_sampler, 4)], get))
     if exact:
-        out.append(_sampler(v, chosen, seed, draws, n_sampler, false_alarm, spec, get))
+        out.append(_sampler(v, sampled, seed, draws, n_sampler, false_alarm, spec, get))
     else:
         out.append(PropertyResult("sampler", "skip", "sampler only: nothing to compare it with (see lossless)"))
-    out.append(bad_inputs_property(v, chosen, spec, seed))
+    out.append(bad_inputs_property(v, sampled, spec, seed))
     return out
 
 

@@ -14,7 +14,11 @@ from otspec.laws import DraftLaw
 from otspec.testing._findings import VerifierAssertionError, fmt_number
 from otspec.testing.adapters import as_verifier, step_verifier
 
-__all__ = ["AcceptanceRatio", "acceptance_ratio", "assert_within_optimum", "reference_optimum"]
+__all__ = ["LP_FALLBACK_TUPLES", "AcceptanceRatio", "acceptance_ratio", "assert_within_optimum", "reference_optimum"]
+
+#: Largest number of draft tuples for which :func:`reference_optimum` re-solves an uncertified
+#: answer as an LP over the tuples (a fraction of a second at this size).
+LP_FALLBACK_TUPLES = 10_000
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,9 @@ def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
 
     Brute force over the :math:`2^V` cuts (``method="subsets"``) for product and explicit laws
     with ``V <= 12`` (exact, no solver needed); :func:`otspec.optimal_acceptance` with
-    ``method="auto"`` otherwise.
+    ``method="auto"`` otherwise. An answer whose certificate check failed (``status`` not
+    ``"optimal"``, e.g. probabilities near 1e-308 where the closed form loses its digits) is
+    replaced by the HiGHS LP over the tuples (``method="lp"``) when that one is certified.
 
     Parameters
     ----------
@@ -76,7 +82,12 @@ def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
 
     # brute force over the 2^V cuts is exact and cheap at the sizes tests use, and needs no solver
     method = "subsets" if law.kind in ("product", "explicit") and law.V <= 12 else "auto"
-    return float(otspec.optimal_acceptance(p, law, method=method).value)
+    result = otspec.optimal_acceptance(p, law, method=method)
+    if result.status != "optimal" and law.num_tuples() <= LP_FALLBACK_TUPLES:
+        lp = otspec.optimal_acceptance(p, law, method="lp")
+        if lp.status == "optimal":
+            return float(lp.value)
+    return float(result.value)
 
 
 def acceptance_ratio(
