@@ -44,7 +44,9 @@ import torch
 
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 from otspec_gpu._scratch import scratch
+from otspec_gpu._validation import check_rows
 from otspec_gpu.sampling import sample_weights
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput
 
 __all__ = [
@@ -64,8 +66,9 @@ def _output(tau: torch.Tensor, token: torch.Tensor) -> StepOutput:
 
 
 # ------------------------------------------------------------------------------------------------
-# Validation (cheap: shapes, dtypes, token range and the drafted tokens' draft probability; the
-# rows themselves are assumed to be distributions, as produced by probs_from_logits).
+# Validation: shapes, dtypes and devices always; with validate=True also every row of p and q (a
+# distribution: one fused reduction per tensor, otspec_gpu._validation.check_rows), the token range
+# and the drafted tokens' draft probability (each a device synchronisation on CUDA).
 
 
 def _check(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, validate: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -96,14 +99,13 @@ def _check(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, validate: boo
         )
     drafts = drafts.long()
     if validate:
+        check_rows(p, "p")  # every row a distribution: one fused pass per tensor
+        check_rows(q, "q")
         if bool(((drafts < 0) | (drafts >= V)).any()):
             raise InvalidDraftsError(
                 f"drafts must be token ids in [0, {V}) (got min {int(drafts.min())}, max {int(drafts.max())}); every drafted token must be in the vocabulary"
             )
         qx = q.gather(2, drafts.unsqueeze(-1)).squeeze(-1)
-        px = p[:, :g].gather(2, drafts.unsqueeze(-1)).squeeze(-1)
-        if not bool(torch.isfinite(qx).all() & torch.isfinite(px).all()):
-            raise InvalidDistributionError("p and q must be finite at the drafted tokens (got NaN or inf); check the logits")
         bad = qx <= 0
         if bool(bad.any()):
             b, i = (int(v) for v in bad.nonzero()[0])
@@ -160,6 +162,7 @@ def _token_accept(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tup
     return torch.where(acc, torch.ones_like(px), px / safe_q), torch.where(acc, torch.zeros_like(px), (qx - px) / safe_q)
 
 
+@fill_doc
 def token_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact law of :math:`(\tau, Y)` under token verification, per row: ``[B, gamma + 1, V]``.
 
@@ -175,9 +178,7 @@ def token_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
     p : Tensor [B, gamma + 1, V]
     q : Tensor [B, gamma, V]
     drafts : LongTensor [B, gamma]
-    validate : bool
-        Cheap checks (shapes, dtypes, token range, positive draft probability of every drafted
-        token); the rows are assumed to be distributions.
+    {chain_validate}
 
     Returns
     -------
@@ -221,6 +222,7 @@ def _token_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.
     return _output(tau, sample_weights(_emission_weights(p, q, tau, None), u))
 
 
+@fill_doc
 def token_sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True
 ) -> StepOutput:
@@ -233,17 +235,9 @@ def token_sample(
 
     Parameters
     ----------
-    p : torch.Tensor
-        ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
-    q : torch.Tensor
-        ``[B, gamma, V]`` draft conditionals along it.
-    drafts : torch.Tensor
-        ``[B, gamma]`` long drafted tokens.
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Cheap checks (shapes, dtypes, token range, positive draft probability of every drafted
-        token); the rows are assumed to be distributions.
+    {chain_inputs}
+    {generator}
+    {chain_validate}
 
     Returns
     -------
@@ -252,13 +246,7 @@ def token_sample(
 
     Raises
     ------
-    ShapeMismatchError
-        If a tensor has the wrong shape or the three disagree.
-    InvalidDistributionError
-        If ``p`` or ``q`` is not a floating tensor, or is not finite at the drafted tokens.
-    InvalidDraftsError
-        If ``drafts`` is not an integer tensor, or (``validate``) holds an id outside ``[0, V)`` or a
-        token of draft probability 0.
+    {chain_raises}
 
     Examples
     --------
@@ -309,6 +297,7 @@ def _block_residuals(p: torch.Tensor, q: torch.Tensor, logp: torch.Tensor) -> to
     return (w.unsqueeze(-1) * p[:, :-1] - q).clamp_min(0.0)
 
 
+@fill_doc
 def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact law of :math:`(\tau, Y)` under block verification, per row: ``[B, gamma + 1, V]``.
 
@@ -327,15 +316,8 @@ def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
 
     Parameters
     ----------
-    p : torch.Tensor
-        ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
-    q : torch.Tensor
-        ``[B, gamma, V]`` draft conditionals along it.
-    drafts : torch.Tensor
-        ``[B, gamma]`` long drafted tokens.
-    validate : bool
-        Cheap checks (shapes, dtypes, token range, positive draft probability of every drafted
-        token); the rows are assumed to be distributions.
+    {chain_inputs}
+    {chain_validate}
 
     Returns
     -------
@@ -344,13 +326,7 @@ def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
 
     Raises
     ------
-    ShapeMismatchError
-        If a tensor has the wrong shape or the three disagree.
-    InvalidDistributionError
-        If ``p`` or ``q`` is not a floating tensor, or is not finite at the drafted tokens.
-    InvalidDraftsError
-        If ``drafts`` is not an integer tensor, or (``validate``) holds an id outside ``[0, V)`` or a
-        token of draft probability 0.
+    {chain_raises}
 
     Examples
     --------
@@ -398,6 +374,7 @@ def _block_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.
     return _output(tau, sample_weights(_emission_weights(p, q, tau, wt), u))
 
 
+@fill_doc
 def block_sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True
 ) -> StepOutput:
@@ -410,17 +387,9 @@ def block_sample(
 
     Parameters
     ----------
-    p : torch.Tensor
-        ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
-    q : torch.Tensor
-        ``[B, gamma, V]`` draft conditionals along it.
-    drafts : torch.Tensor
-        ``[B, gamma]`` long drafted tokens.
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Cheap checks (shapes, dtypes, token range, positive draft probability of every drafted
-        token); the rows are assumed to be distributions.
+    {chain_inputs}
+    {generator}
+    {chain_validate}
 
     Returns
     -------
@@ -429,13 +398,7 @@ def block_sample(
 
     Raises
     ------
-    ShapeMismatchError
-        If a tensor has the wrong shape or the three disagree.
-    InvalidDistributionError
-        If ``p`` or ``q`` is not a floating tensor, or is not finite at the drafted tokens.
-    InvalidDraftsError
-        If ``drafts`` is not an integer tensor, or (``validate``) holds an id outside ``[0, V)`` or a
-        token of draft probability 0.
+    {chain_raises}
 
     Examples
     --------

@@ -62,6 +62,7 @@ from otspec.errors import (
 )
 from otspec_gpu._validation import check_rows
 from otspec_gpu.sampling import categorical
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier
 from otspec_gpu.verifiers.registry import TREE, VERIFIERS
 
@@ -188,6 +189,7 @@ def _walk(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, ver: TorchVeri
     return reach, law
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, validate: bool = True) -> torch.Tensor:
     r"""Exact law of the emitted continuation given the drafted sequences: ``[B, k, gamma + 1, V]``.
 
@@ -203,20 +205,17 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule:
 
     Parameters
     ----------
-    p : Tensor [B, k, gamma + 1, V]
-        Target conditionals along each drafted sequence (or ``[1, k, gamma + 1, V]``, shared by
-        every row).
-    q : Tensor [B, k, gamma, V]
-        Draft conditionals (or ``[1, k, gamma, V]``, shared, with ``p``).
-    drafts : LongTensor [B, k, gamma]
-    rule : {"kseq", "rrs", "rrs_wor"}
-    validate : bool
-        Cheap checks (shapes, dtypes, token range, positive draft probability, distinct first tokens
-        for ``rrs_wor``); the rows are assumed to be distributions.
+    {tree_inputs}
+    {tree_validate}
 
     Returns
     -------
-    Tensor [B, k, gamma + 1, V] in ``p``'s dtype (accumulated in float64).
+    torch.Tensor
+        ``[B, k, gamma + 1, V]`` in ``p``'s dtype (accumulated in float64).
+
+    Raises
+    ------
+    {tree_raises}
 
     Examples
     --------
@@ -254,6 +253,7 @@ def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:
     return tau @ torch.arange(tau.shape[-1], dtype=tau.dtype, device=tau.device)
 
 
+@fill_doc
 def expected_accepted_given_drafts(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, validate: bool = True
 ) -> torch.Tensor:
@@ -266,18 +266,8 @@ def expected_accepted_given_drafts(
 
     Parameters
     ----------
-    p : torch.Tensor
-        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence (or
-        ``[1, k, gamma + 1, V]``, shared by every row; see the module docstring).
-    q : torch.Tensor
-        ``[B, k, gamma, V]`` draft conditionals (or ``[1, k, gamma, V]``, shared, with ``p``).
-    drafts : torch.Tensor
-        ``[B, k, gamma]`` long drafted sequences.
-    rule : {"kseq", "rrs", "rrs_wor"}
-        The per-node single-step rule.
-    validate : bool
-        Cheap checks (shapes, dtypes, token range, positive draft probability, distinct first tokens
-        for ``rrs_wor``); the rows are assumed to be distributions.
+    {tree_inputs}
+    {tree_validate}
 
     Returns
     -------
@@ -286,15 +276,7 @@ def expected_accepted_given_drafts(
 
     Raises
     ------
-    ShapeMismatchError
-        If a tensor has the wrong shape or the three disagree.
-    InvalidDistributionError
-        If ``p`` or ``q`` is not a floating tensor.
-    InvalidDraftsError
-        If ``drafts`` is not an integer tensor, or (``validate``) holds an invalid token, a token of
-        draft probability 0, or repeated first tokens for ``rrs_wor``.
-    UnsupportedMethodError
-        If ``rule`` is not a tree rule.
+    {tree_raises}
 
     Examples
     --------
@@ -313,6 +295,7 @@ def _node_sample(ver: TorchVerifier, p: torch.Tensor, q: torch.Tensor, toks: tor
     return ver.sample(p, q, toks, generator=generator, validate=False).token
 
 
+@fill_doc
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str, generator: torch.Generator, validate: bool = True
 ) -> StepOutput:
@@ -327,20 +310,9 @@ def sample(
 
     Parameters
     ----------
-    p : torch.Tensor
-        ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence (or
-        ``[1, k, gamma + 1, V]``, shared by every row; see the module docstring).
-    q : torch.Tensor
-        ``[B, k, gamma, V]`` draft conditionals (or ``[1, k, gamma, V]``, shared, with ``p``).
-    drafts : torch.Tensor
-        ``[B, k, gamma]`` long drafted sequences.
-    rule : {"kseq", "rrs", "rrs_wor"}
-        The per-node single-step rule.
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Cheap checks (shapes, dtypes, token range, positive draft probability, distinct first tokens
-        for ``rrs_wor``); the rows are assumed to be distributions.
+    {tree_inputs}
+    {generator}
+    {tree_validate}
 
     Returns
     -------
@@ -351,15 +323,7 @@ def sample(
 
     Raises
     ------
-    ShapeMismatchError
-        If a tensor has the wrong shape or the three disagree.
-    InvalidDistributionError
-        If ``p`` or ``q`` is not a floating tensor.
-    InvalidDraftsError
-        If ``drafts`` is not an integer tensor, or (``validate``) holds an invalid token, a token of
-        draft probability 0, or repeated first tokens for ``rrs_wor``.
-    UnsupportedMethodError
-        If ``rule`` is not a tree rule.
+    {tree_raises}
 
     Examples
     --------

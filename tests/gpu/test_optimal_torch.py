@@ -100,6 +100,73 @@ def test_conditional_equals_numpy_kernel(dtype, device):
         np.testing.assert_allclose(got.cpu().double().numpy(), np.concatenate(want), rtol=0, atol=TOL[dtype])
 
 
+#: The law that failed on CUDA (H200): the numpy kernel moves by 6.4e-12 when q is renormalised by a
+#: sum taken in another order (1.0000000000000002 instead of 1.0): the state build is discontinuous.
+CUDA_LAW = (
+    np.array([0.1307863010248479, 0.07967809345835783, 0.7895356055167942]),
+    np.array([1.1605827006157481e-05, 0.3163317825406035, 0.6836566116323904]),
+)
+
+
+class OtherOrder(torch.Tensor):
+    """A CPU tensor that sums its rows by a tree reduction (entry i plus entry i + ceil(n / 2), halving
+    n; for three entries ``(x_0 + x_2) + x_1``), the order of a CUDA block reduction, while its host
+    copy (``.cpu()`` / ``.to("cpu")``) is a plain tensor."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.sum and args[0].ndim == 2 and kwargs.get("dim", args[1] if len(args) > 1 else None) == -1:
+            x = args[0].as_subclass(torch.Tensor).to(kwargs.get("dtype") or args[0].dtype, copy=True)
+            n = x.shape[1]
+            while n > 1:
+                h = (n + 1) // 2
+                x[:, : n - h] += x[:, h:n]
+                n = h
+            return x[:, :1] if kwargs.get("keepdim") else x[:, 0]
+        if func in (torch.Tensor.cpu, torch.Tensor.to, torch.Tensor.numpy):
+            return func(*(a.as_subclass(torch.Tensor) if isinstance(a, OtherOrder) else a for a in args), **kwargs)
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def test_reduction_order_emulation_reproduces_the_cuda_failure():
+    """The cause, on CPU in float64: q renormalised by its sum in tree order is one ulp off, and
+    the numpy kernel of that q is 6.4e-12 away from the kernel of q (the CUDA failure's size)."""
+    p, q = CUDA_LAW
+    s_tree = OtherOrder(torch.as_tensor(q[None])).sum(dim=-1)
+    assert float(s_tree[0]) == 1.0000000000000002 and q.sum() == 1.0
+    K = otspec.verifiers.by_name("optimal_iid").kernel(p, otspec.iid(q, 2))
+    K_tree = otspec.verifiers.by_name("optimal_iid").kernel(p, otspec.iid(q / float(s_tree[0]), 2))
+    assert np.abs(K_tree.pi - K.pi).max() > 5e-12
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_does_not_depend_on_the_device_reduction_order(name):
+    """The per-law state is built from the host copy of p and q, so a device that sums rows in
+    another order gets bitwise the CPU law (and the numpy kernel within FLOAT64 rounding); before, the
+    renormalisation ran on the device and this law moved by 6.4e-12 on CUDA."""
+    p, q = CUDA_LAW
+    K = otspec.verifiers.by_name(name).kernel(p, otspec.iid(q, 2))
+    drafts = torch.as_tensor(K.tuples)
+    plain = SINGLE_STEP[name].conditional(_t(p[None], torch.float64, "cpu"), _t(q[None], torch.float64, "cpu"), drafts)
+    other = SINGLE_STEP[name].conditional(
+        OtherOrder(_t(p[None], torch.float64, "cpu")), OtherOrder(_t(q[None], torch.float64, "cpu")), drafts, validate=False
+    )
+    assert torch.equal(other.as_subclass(torch.Tensor), plain)
+    np.testing.assert_allclose(plain.numpy(), K.pi, rtol=0, atol=TOL[torch.float64])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_law_equals_numpy_kernel(name, device):
+    """The CUDA failure's law on every device, at the float64 tolerance (no looser one)."""
+    p, q = CUDA_LAW
+    K = otspec.verifiers.by_name(name).kernel(p, otspec.iid(q, 2))
+    got = SINGLE_STEP[name].conditional(
+        _t(p[None], torch.float64, device), _t(q[None], torch.float64, device), torch.as_tensor(K.tuples, device=device)
+    )
+    np.testing.assert_allclose(got.cpu().numpy(), K.pi, rtol=0, atol=TOL[torch.float64])
+
+
 def test_khisti_is_the_same_rule():
     assert SINGLE_STEP["khisti"].draft_law == SINGLE_STEP["optimal_iid"].draft_law == "iid"
     assert SINGLE_STEP["khisti"].lossless and SINGLE_STEP["optimal_iid"].lossless

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
@@ -34,14 +35,13 @@ from otspec_gpu.verifiers.schedule import (
 __all__ = ["approximate", "conditional", "pass_probabilities", "sample", "schedule", "tv_to_target"]
 
 
+@fill_doc
 def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> torch.Tensor:
     r"""The ``[B, V]`` float64 pass probabilities (default ``1{p >= q}``).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     pass_prob : array_like, callable or None
         Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
     validate : bool
@@ -80,14 +80,13 @@ def _pass_rows(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob
     return a
 
 
+@fill_doc
 def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: Any = None, *, validate: bool = True) -> AcceptSchedule:
     r"""Two rounds on the same token: the predicate's coin, then the exact rule's coin.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 1]`` long: one draft per row.
     pass_prob : array_like, callable or None
@@ -113,36 +112,26 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: 
     return AcceptSchedule(torch.cat([x, x], dim=1), torch.cat([gather(a, x), accept_ratio(gather(p, x), gather(q, x))], dim=1), res)
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_prob: Any = None, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` given the draft (lossy unless ``pass_prob`` vanishes where q > p).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 1]`` long: one draft per row.
     pass_prob : array_like, callable or None
         Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
 
     Examples
     --------
@@ -155,6 +144,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_
     return schedule_conditional(schedule(p, q, drafts, pass_prob, validate=validate), p.dtype)
 
 
+@fill_doc
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, pass_prob: Any = None, validate: bool = True
 ) -> StepOutput:
@@ -162,34 +152,21 @@ def sample(
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 1]`` long: one draft per row.
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    {generator}
     pass_prob : array_like, callable or None
         Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
     x = drafts[:, :1]
@@ -203,14 +180,13 @@ def sample(
     return step_output(sample_rounds(torch.cat([x, x], dim=1), acc, lambda: residual_scratch(p, q), generator), drafts)
 
 
+@fill_doc
 def tv_to_target(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None) -> torch.Tensor:
     r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` per row ``[B]`` (float64).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     pass_prob : array_like, callable or None
         Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from otspec_gpu._scratch import to_float64
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
 from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
@@ -22,14 +23,13 @@ from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
 __all__ = ["conditional", "greedy_optimal", "sample", "schedule"]
 
 
+@fill_doc
 def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
     r"""greedy_optimal's accept schedule: one round on the random draft X = ``drafts[:, -1]``.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
 
@@ -48,34 +48,26 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
     return AcceptSchedule(x, accept_ratio(gather(p64, x), gather(qt, x)), res)
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` of the greedy-optimal rule.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``, or the fixed drafts are not q's top tokens.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises_inputs}
+    {raises_greedy}
+    {raises_count}
 
     Examples
     --------
@@ -90,37 +82,27 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
+@fill_doc
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One output token per row (coins and residual draws from separate ``rand`` calls).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {generator}
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``, or the fixed drafts are not q's top tokens.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises_inputs}
+    {raises_greedy}
+    {raises_count}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
     if validate:

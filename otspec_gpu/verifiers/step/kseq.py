@@ -54,6 +54,7 @@ import numpy as np
 import torch
 
 from otspec_gpu._scratch import scratch, to_float64
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
 
@@ -152,7 +153,7 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     q = q.double()
     B = p.shape[0]
     dev = p.device
-    if k == 1:
+    if k == 1 or B == 0:  # one draft: rho* = 1; no rows: an empty result
         return torch.ones(B, dtype=torch.float64, device=dev)
     K = float(k)
     shape = tuple(p.shape)
@@ -316,16 +317,14 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     return torch.from_numpy(result).to(dev)
 
 
+@fill_doc
 def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
     r"""The K-SEQ accept schedule: rounds over every draft with accept ``min(1, p/(rho* q))``, one residual.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    {p_q}
+    {drafts_iid}
 
     Returns
     -------
@@ -360,34 +359,23 @@ def _residual(p64: torch.Tensor, q64: torch.Tensor, rho: torch.Tensor, k: int, b
     return fallback_rows(w, w.sum(-1), p64)
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact K-SEQ output law ``[B, V]`` for i.i.d. drafts ``[B, k]`` (k = ``drafts.shape[1]``).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {p_q}
+    {drafts_iid}
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
 
     Examples
     --------
@@ -400,37 +388,24 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
+@fill_doc
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One output token per row (accept coins and residual draws from separate ``rand`` calls).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {p_q}
+    {drafts_iid}
+    {generator}
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="kseq")
     k = drafts.shape[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from otspec.errors import UnsupportedMethodError
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
@@ -37,14 +38,13 @@ def _first_marginal(q: torch.Tensor, drafts: torch.Tensor, law: str) -> torch.Te
     return q  # read in float64 where used (accept_ratio, residual_weights)
 
 
+@fill_doc
 def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = "iid") -> AcceptSchedule:
     r"""One round on ``drafts[:, 0]`` against its marginal :math:`q_1`; residual ``norm((p - q_1)_+)``.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long drafts (any law).
     law : {"iid", "without_replacement", "greedy"}
@@ -61,36 +61,26 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = 
     return AcceptSchedule(x, accept_ratio(gather(p, x), gather(q1, x)), res)
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: str = "iid", validate: bool = True) -> torch.Tensor:
     r"""Exact NaiveTree output law ``[B, V]`` (``law``: how the drafts were drawn).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long drafts (any law).
     law : {"iid", "without_replacement", "greedy"}
         How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
     UnsupportedMethodError
         If ``law`` is unknown.
 
@@ -107,6 +97,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: 
     return schedule_conditional(schedule(p, q, drafts, law), p.dtype)
 
 
+@fill_doc
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, law: str = "iid", validate: bool = True
 ) -> StepOutput:
@@ -114,34 +105,21 @@ def sample(
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long drafts (any law).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
+    {generator}
     law : {"iid", "without_replacement", "greedy"}
         How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
     UnsupportedMethodError
         If ``law`` is unknown.
     """

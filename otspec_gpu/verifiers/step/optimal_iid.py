@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from otspec_gpu.sampling import categorical
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 
 __all__ = ["OptimalState", "conditional", "named", "optimal_iid", "prepare", "sample", "sample_with_uniforms", "selection_rows"]
@@ -84,6 +85,7 @@ def _numpy_state(p: np.ndarray, q: np.ndarray, k: int):
     return np.asarray(st.super_token, dtype=np.int64), np.asarray(st.tree.kappa, dtype=np.float64), np.asarray(st.accept), res
 
 
+@fill_doc
 def prepare(p: torch.Tensor, q: torch.Tensor, k: int) -> OptimalState:
     r"""The state for probability rows ``p``, ``q`` ``[B, V]`` (or ``[1, V]``) and k drafts.
 
@@ -92,9 +94,7 @@ def prepare(p: torch.Tensor, q: torch.Tensor, k: int) -> OptimalState:
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     k : int
         Number of i.i.d. drafts.
 
@@ -104,8 +104,13 @@ def prepare(p: torch.Tensor, q: torch.Tensor, k: int) -> OptimalState:
         Per distinct law: super-tokens, range-minimum tables of :math:`\kappa`, accept ratios and residuals.
     """
     dev = p.device
-    p64 = p.double()
-    q64 = q.double()
+    # The whole state is built on the host from the host's float64 copy of p and q: the build is
+    # discontinuous in (p, q) (a super-token boundary moves when a ratio crosses a threshold), so
+    # renormalising on the device, whose reduction order differs (CUDA sums the row in another
+    # order), could move q by one ulp and an entry of the law by ~1e-11. Built here, the state is
+    # bitwise the same on every device.
+    p64 = p.detach().to("cpu", torch.float64)
+    q64 = q.detach().to("cpu", torch.float64)
     p64 = p64 / p64.sum(-1, keepdim=True)
     q64 = q64 / q64.sum(-1, keepdim=True)
     row = None
@@ -113,15 +118,15 @@ def prepare(p: torch.Tensor, q: torch.Tensor, k: int) -> OptimalState:
         uniq, inv = torch.unique(torch.cat([p64, q64], dim=1), dim=0, return_inverse=True)
         V = p.shape[1]
         p64, q64 = uniq[:, :V], uniq[:, V:]
-        row = None if uniq.shape[0] == 1 else inv
-    pn = p64.cpu().numpy()
-    qn = q64.cpu().numpy()
+        row = None if uniq.shape[0] == 1 else inv.to(dev)
+    pn = p64.numpy()
+    qn = q64.numpy()
     parts = [_numpy_state(pn[u], qn[u], int(k)) for u in range(pn.shape[0])]
     n_b = max(kap.size for _, kap, _, _ in parts)  # m_max + 1 boundaries
     kap = np.full((len(parts), n_b), -np.inf)
     for u, (_, kp, _, _) in enumerate(parts):
         kap[u, : kp.size] = kp
-    tables = [torch.as_tensor(kap, device=dev)]
+    tables = [torch.as_tensor(kap)]
     span = 1
     while 2 * span <= n_b:
         prev = tables[-1]
@@ -129,8 +134,10 @@ def prepare(p: torch.Tensor, q: torch.Tensor, k: int) -> OptimalState:
         span *= 2
     stt = torch.as_tensor(np.stack([s for s, _, _, _ in parts]), device=dev)
     acc = torch.as_tensor(np.stack([a for _, _, a, _ in parts]), device=dev)
-    res = torch.as_tensor(np.stack([r for _, _, _, r in parts]), device=dev)
-    law = res / res.sum(-1, keepdim=True)
+    res = torch.as_tensor(np.stack([r for _, _, _, r in parts]))
+    law = (res / res.sum(-1, keepdim=True)).to(dev)
+    tables = [t.to(dev) for t in tables]
+    res = res.to(dev)
     return OptimalState(row, stt, tables, acc, res, law)
 
 
@@ -175,6 +182,7 @@ def _range_min(state: OptimalState, a: torch.Tensor, b: torch.Tensor) -> torch.T
     return torch.where(b > a, out, torch.full_like(out, float("inf")))
 
 
+@fill_doc
 def selection_rows(state: OptimalState, drafts: torch.Tensor, V: int) -> torch.Tensor:
     r"""Exact selection law :math:`\beta(\cdot \mid \bar x)` ``[B, V]`` float64, integrated over s.
 
@@ -182,8 +190,7 @@ def selection_rows(state: OptimalState, drafts: torch.Tensor, V: int) -> torch.T
     ----------
     state : OptimalState
         From :func:`prepare`.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    {drafts_iid}
     V : int
         Vocabulary size.
 
@@ -210,6 +217,7 @@ def _law_rows(state: OptimalState, x: torch.Tensor, B: int) -> torch.Tensor:
     return x if state.row is None else x[state.row]
 
 
+@fill_doc
 def conditional(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True, _name: str = "optimal_iid"
 ) -> torch.Tensor:
@@ -217,29 +225,17 @@ def conditional(
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {p_q}
+    {drafts_iid}
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
 
     Examples
     --------
@@ -252,12 +248,15 @@ def conditional(
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name=_name)
     B, V = drafts.shape[0], p.shape[1]
+    if B == 0:  # no rows: nothing to prepare (the per-law state needs at least one law)
+        return p.new_zeros((0, V))
     state = prepare(p, q, drafts.shape[1])
     acc = selection_rows(state, drafts, V) * _law_rows(state, state.accept, B)
     kept = acc.sum(-1, keepdim=True)
     return (acc + (1.0 - kept) * _law_rows(state, state.residual_law, B)).to(p.dtype)
 
 
+@fill_doc
 def sample_with_uniforms(
     state: OptimalState, drafts: torch.Tensor, s: torch.Tensor, u: torch.Tensor, coin: torch.Tensor, residual_token: torch.Tensor
 ) -> torch.Tensor:
@@ -267,8 +266,7 @@ def sample_with_uniforms(
     ----------
     state : OptimalState
         From :func:`prepare`.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    {drafts_iid}
     s : torch.Tensor
         ``[B]`` levels on ``[0, 1)``.
     u : torch.Tensor
@@ -294,6 +292,7 @@ def sample_with_uniforms(
     return torch.where(keep, y, residual_token)
 
 
+@fill_doc
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True, _name: str = "optimal_iid"
 ) -> StepOutput:
@@ -301,35 +300,23 @@ def sample(
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {p_q}
+    {drafts_iid}
+    {generator}
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name=_name)
     B = drafts.shape[0]
+    if B == 0:  # no rows: no uniforms drawn, nothing to prepare
+        return step_output(drafts.new_zeros(0), drafts)
     state = prepare(p, q, drafts.shape[1])
 
     def rand():

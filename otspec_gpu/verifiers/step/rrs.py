@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual, schedule_conditional
 from otspec_gpu.verifiers.step._recursive import sample_recursive
@@ -20,16 +21,14 @@ from otspec_gpu.verifiers.step._recursive import sample_recursive
 __all__ = ["conditional", "rrs", "sample", "schedule"]
 
 
+@fill_doc
 def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
     r"""RRS-with-replacement accept schedule (the residual chain does not depend on the drafts).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
+    {p_q}
+    {drafts_iid}
 
     Returns
     -------
@@ -46,34 +45,23 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
     return AcceptSchedule(drafts, torch.cat(acc, dim=1), pc)
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact RRS (with replacement) output law ``[B, V]``.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {p_q}
+    {drafts_iid}
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
 
     Examples
     --------
@@ -86,37 +74,24 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
+@fill_doc
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One RRS output token per row (coins and residual draws from separate ``rand`` calls).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
-    drafts : torch.Tensor
-        ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {p_q}
+    {drafts_iid}
+    {generator}
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
     return step_output(sample_recursive(p, q, drafts, generator), drafts)

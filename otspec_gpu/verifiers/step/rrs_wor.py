@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 
 from otspec.errors import InvalidDraftsError
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, residual, schedule_conditional
 from otspec_gpu.verifiers.step._recursive import sample_recursive
@@ -23,14 +24,13 @@ from otspec_gpu.verifiers.step._recursive import sample_recursive
 __all__ = ["SharedWor", "conditional", "rrs_wor", "sample", "schedule", "shared_wor"]
 
 
+@fill_doc
 def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
     r"""RSD accept schedule for distinct drafts (per-row residuals and draft laws).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long distinct drafts (successive sampling without replacement).
 
@@ -146,34 +146,28 @@ def _check_distinct(drafts: torch.Tensor) -> None:
         raise InvalidDraftsError("drafts must be distinct within each row for rrs_wor (got a repeated token); draft without replacement")
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact RSD output law ``[B, V]`` for distinct drafts.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long distinct drafts (successive sampling without replacement).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    {raises_inputs}
     InvalidDraftsError
         If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
         with ``q = 0``, or a row repeats a token.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises_count}
 
     Examples
     --------
@@ -191,37 +185,29 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
+@fill_doc
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One RSD output token per row (coins and residual draws from separate ``rand`` calls).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, k]`` long distinct drafts (successive sampling without replacement).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {generator}
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+    {raises_inputs}
     InvalidDraftsError
         If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
         with ``q = 0``, or a row repeats a token.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises_count}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
     if validate:

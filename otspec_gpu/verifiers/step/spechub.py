@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from otspec_gpu._scratch import scratch, to_float64
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
 from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
@@ -20,14 +21,13 @@ from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
 __all__ = ["conditional", "sample", "schedules", "spechub"]
 
 
+@fill_doc
 def schedules(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[AcceptSchedule, torch.Tensor, torch.Tensor]:
     """SpecHub's two accept schedules: ``(schedule with the (i, a) accept row, accept row of (a, i), q(a))``.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
 
@@ -58,34 +58,26 @@ def schedules(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[A
     return AcceptSchedule(toks, torch.cat([a1, c], dim=1), res), torch.cat([a2, c], dim=1), qa.squeeze(1)
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact SpecHub output law ``[B, V]``, averaged over the latent drafting order.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``, or the first draft is not q's top token.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises_inputs}
+    {raises_greedy}
+    {raises_count}
 
     Examples
     --------
@@ -103,37 +95,27 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     return ((1.0 - qa)[:, None] * pi_ia + qa[:, None] * pi_ai).to(p.dtype)
 
 
+@fill_doc
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One SpecHub output token per row: order coin, accept coins and residual draw, each from its own ``rand`` call.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {generator}
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``, or the first draft is not q's top token.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises_inputs}
+    {raises_greedy}
+    {raises_count}
     """
     p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
     if validate:

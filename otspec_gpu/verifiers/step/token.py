@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import torch
 
+from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual_weights, sample_rounds, schedule_conditional
 
 __all__ = ["conditional", "sample", "schedule", "token"]
 
 
+@fill_doc
 def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSchedule:
     r"""One round on ``drafts[:, 0]`` against q; residual ``norm((p - q)_+)``.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 1]`` long: one draft per row.
 
@@ -36,34 +36,24 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
     return AcceptSchedule(x, accept_ratio(gather(p, x), gather(q, x)), res)
 
 
+@fill_doc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` given one draft per row ``drafts`` ``[B, 1]``.
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 1]`` long: one draft per row.
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {validate}
 
     Returns
     -------
-    torch.Tensor
-        ``[B, V]``: the exact output law :math:`\pi(\cdot \mid \bar x)` of each row, in ``p``'s dtype.
+    {returns_law}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
 
     Examples
     --------
@@ -76,37 +66,25 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
+@fill_doc
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One output token per row (accept coins and residual draws from separate ``rand`` calls).
 
     Parameters
     ----------
-    p, q : torch.Tensor
-        ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
-        float32 or float64.
+    {p_q}
     drafts : torch.Tensor
         ``[B, 1]`` long: one draft per row.
-    generator : torch.Generator
-        The only source of randomness (separate ``rand`` calls per family of uniforms).
-    validate : bool
-        Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); shapes are
-        always checked.
+    {generator}
+    {validate}
 
     Returns
     -------
-    StepOutput
-        ``token`` ``[B]``, ``accepted`` ``[B]`` (the output is one of the drafts) and ``index`` (its
-        first draft slot, ``-1`` if none).
+    {returns_step}
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``.
-    InvalidDraftCountError
-        If the number of drafts is not one the rule takes.
+    {raises}
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
     x = drafts[:, :1]

@@ -1,0 +1,125 @@
+"""Docstring blocks shared by the torch verifiers (the numpydoc entries every ``sample`` /
+``conditional`` repeats), filled in by :func:`fill_doc`.
+
+A docstring line that holds only ``{name}`` (``name`` a key of :data:`BLOCKS`) is replaced by that
+block, indented like the line; nothing else in the docstring changes (so LaTeX braces are safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["BLOCKS", "fill_doc"]
+
+F = TypeVar("F", bound=Callable)
+
+_SHAPES_ALWAYS = "shapes, dtypes and devices are always checked"
+
+#: The shared blocks, by name.
+BLOCKS: dict[str, str] = {
+    # single-step rules: p, q [B, V], drafts [B, k]
+    "p_q": """p, q : torch.Tensor
+    ``[B, V]`` (or ``[1, V]``, shared by every row of drafts) target and draft probability rows,
+    float32 or float64.""",
+    "drafts_iid": """drafts : torch.Tensor
+    ``[B, k]`` long i.i.d. drafts (``k = drafts.shape[1]``).""",
+    "generator": """generator : torch.Generator
+    The only source of randomness (separate ``rand`` calls per family of uniforms).""",
+    "validate": f"""validate : bool
+    Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); {_SHAPES_ALWAYS}.""",
+    "returns_law": """torch.Tensor
+    ``[B, V]``: the exact output law :math:`\\pi(\\cdot \\mid \\bar x)` of each row, in ``p``'s dtype.""",
+    "returns_step": """StepOutput
+    ``accepted`` ``[B]`` (1 where the output is one of the drafts), ``token`` ``[B]`` and ``index``
+    ``[B]`` (its first draft slot, ``-1`` if none).""",
+    "raises_inputs": """InvalidDistributionError, ShapeMismatchError
+    If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.""",
+    "raises_count": """InvalidDraftCountError
+    If the number of drafts is not one the rule takes.""",
+    "raises": """InvalidDistributionError, ShapeMismatchError
+    If ``p`` or ``q`` is malformed, or ``p``, ``q`` and ``drafts`` disagree in shape, dtype or device.
+InvalidDraftsError
+    If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+    with ``q = 0``.
+InvalidDraftCountError
+    If the number of drafts is not one the rule takes.""",
+    "raises_greedy": """InvalidDraftsError
+    If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+    with ``q = 0``, or cannot be greedy drafts of ``q``: the first ``k - 1`` are not its top tokens,
+    or the last repeats one of them.""",
+    # chain rules: p [B, gamma + 1, V], q [B, gamma, V], drafts [B, gamma]
+    "chain_inputs": """p : torch.Tensor
+    ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
+q : torch.Tensor
+    ``[B, gamma, V]`` draft conditionals along it.
+drafts : torch.Tensor
+    ``[B, gamma]`` long drafted tokens.""",
+    "chain_validate": f"""validate : bool
+    Check the values (synchronises on CUDA): every row of ``p`` and ``q`` a distribution (finite,
+    non-negative, summing to 1 within the dtype's tolerance; one fused pass per tensor) and every
+    drafted token in ``[0, V)`` with positive draft probability. ``validate=False`` skips these
+    ({_SHAPES_ALWAYS}): rows off the simplex then give a law that is not normalised.""",
+    "chain_raises": """ShapeMismatchError
+    If a tensor has the wrong shape or the three disagree.
+InvalidDistributionError
+    If ``p`` or ``q`` is not a float32/float64 tensor, or (``validate``) a row has a NaN, infinite
+    or negative entry or does not sum to 1.
+InvalidDraftsError
+    If ``drafts`` is not an integer tensor, or (``validate``) holds an id outside ``[0, V)`` or a
+    token of draft probability 0.""",
+    # tree rules: p [B, k, gamma + 1, V], q [B, k, gamma, V], drafts [B, k, gamma]
+    "tree_inputs": """p : torch.Tensor
+    ``[B, k, gamma + 1, V]`` target conditionals along each drafted sequence (or
+    ``[1, k, gamma + 1, V]``, shared by every row; see the module docstring).
+q : torch.Tensor
+    ``[B, k, gamma, V]`` draft conditionals (or ``[1, k, gamma, V]``, shared, with ``p``).
+drafts : torch.Tensor
+    ``[B, k, gamma]`` long drafted sequences.
+rule : {"kseq", "rrs", "rrs_wor"}
+    The per-node single-step rule.""",
+    "tree_validate": f"""validate : bool
+    Check the values (synchronises on CUDA): every row of ``p`` and ``q`` a distribution (one fused
+    pass per tensor), drafted tokens in ``[0, V)`` with positive draft probability, distinct first
+    tokens for ``rrs_wor``. ``validate=False`` skips these ({_SHAPES_ALWAYS}).""",
+    "tree_raises": """ShapeMismatchError
+    If a tensor has the wrong shape or the three disagree.
+InvalidDistributionError
+    If ``p`` or ``q`` is not a float32/float64 tensor, or (``validate``) a row is not a distribution.
+InvalidDraftsError
+    If ``drafts`` is not an integer tensor, or (``validate``) holds an invalid token, a token of
+    draft probability 0, or repeated first tokens for ``rrs_wor``.
+UnsupportedMethodError
+    If ``rule`` is not a tree rule.""",
+}
+
+
+def fill_doc(obj: F) -> F:
+    """Replace every docstring line of ``obj`` that holds only ``{name}`` by ``BLOCKS[name]``.
+
+    Parameters
+    ----------
+    obj : callable
+        A function whose ``__doc__`` uses the placeholders (``None`` under ``python -OO``: left alone).
+
+    Returns
+    -------
+    callable
+        ``obj`` itself, its docstring filled in.
+
+    Raises
+    ------
+    KeyError
+        If a placeholder names no block (a programming error, raised at import).
+    """
+    if obj.__doc__:
+        out = []
+        for line in obj.__doc__.splitlines():
+            key = line.strip()
+            if len(key) > 2 and key[0] == "{" and key[-1] == "}" and " " not in key:
+                indent = line[: len(line) - len(line.lstrip())]
+                out.extend(indent + b if b else b for b in BLOCKS[key[1:-1]].splitlines())
+            else:
+                out.append(line)
+        obj.__doc__ = "\n".join(out)
+    return obj
