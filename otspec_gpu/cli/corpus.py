@@ -1,0 +1,187 @@
+"""``otspec corpus``: dataset-level bounds over texts (with a model pair) or logged top-K traces.
+
+A plug-in command (entry point ``corpus`` of the group ``"otspec.cli"``); torch, pyarrow and Ray
+are imported inside :func:`run` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from otspec.cli._common import CliError, number_flag, print_json, print_table
+
+__all__ = ["DEFAULTS", "register", "run"]
+
+#: The library defaults (:class:`otspec_gpu.corpus.SolverSpec`, :func:`otspec_gpu.corpus.run_corpus`), kept equal by a test.
+DEFAULTS = dict(
+    laws="iid,greedy", ks="2,4,8", verifiers="kseq,rrs", mc_samples=2000, seed=0, shard_docs=16, temperature=1.0, confidence=0.95
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``corpus`` subcommand to the ``otspec`` parser.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The subparsers of the ``otspec`` parser; the new subparser sets ``func`` to :func:`run`.
+    """
+    ap = sub.add_parser(
+        "corpus",
+        help="dataset-level bounds: the optimum and the verifiers at every position of a corpus, per domain with intervals",
+        description=(
+            "Score texts (files, .jsonl, humaneval, prompts) with a target and a draft model by teacher forcing and "
+            "compute, at every position, the exact optimal acceptance for each draft law and k, each verifier's "
+            "acceptance and 1 - TV; or, with --logged, bound logged top-K traces by certified intervals. Writes "
+            "Parquet shards (one row per position) to --out, resumes a killed run, and prints a per-domain summary "
+            "with document-clustered bootstrap intervals."
+        ),
+    )
+    ap.add_argument(
+        "sources", nargs="*", help="inputs: text files, .jsonl files, humaneval, humaneval+solutions, prompts (or log files with --logged)"
+    )
+    ap.add_argument(
+        "--out", required=True, help="output folder (Parquet shards, corpus.json, summary.json); an existing run there is resumed"
+    )
+    ap.add_argument(
+        "--logged", action="store_true", help="the sources are logged top-K traces (JSONL, or otspec decode --trace files): no models"
+    )
+    ap.add_argument("--target", default="smollm2", help="target model (default smollm2; tiny for tests)")
+    ap.add_argument("--draft", default="smollm2-int8", help="draft model (default smollm2-int8; tiny-draft for tests)")
+    ap.add_argument("--field", default="text", help="JSONL key of the text or token ids (default text)")
+    ap.add_argument("--laws", default=DEFAULTS["laws"], help=f"draft laws: iid, without_replacement, greedy (default {DEFAULTS['laws']})")
+    ap.add_argument("--ks", default=DEFAULTS["ks"], help=f"numbers of drafts, comma-separated (default {DEFAULTS['ks']})")
+    ap.add_argument(
+        "--verifiers", default=DEFAULTS["verifiers"], help=f"verifiers, comma-separated or 'none' (default {DEFAULTS['verifiers']})"
+    )
+    ap.add_argument(
+        "--mc-samples", default=str(DEFAULTS["mc_samples"]), help="draft tuples per Monte Carlo estimate (verifiers without a closed form)"
+    )
+    ap.add_argument("--seed", default=str(DEFAULTS["seed"]), help="seed of Monte Carlo estimates and of the bootstrap (default 0)")
+    ap.add_argument("--temperature", default=str(DEFAULTS["temperature"]), help="sampling temperature of both models (default 1)")
+    ap.add_argument("--top-k", default=None, help="top-k filter of both models")
+    ap.add_argument("--top-p", default=None, help="top-p filter of both models")
+    ap.add_argument("--max-tokens", default=None, help="keep the first N tokens of each document")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="local: one process (default); ray: Ray Data")
+    ap.add_argument("--ray-address", default=None, help="join a Ray cluster (auto, ray://HOST:10001); default: start a local Ray")
+    ap.add_argument("--workers", default=None, help="Ray: scoring actors (and CPUs of a local Ray; default: every core)")
+    ap.add_argument("--shard-docs", default=str(DEFAULTS["shard_docs"]), help="documents per shard, the unit of resumption (default 16)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out instead of resuming it")
+    ap.add_argument("--confidence", default=str(DEFAULTS["confidence"]), help="confidence of the intervals (default 0.95)")
+    ap.add_argument("--markdown", default=None, metavar="FILE", help="also write the summary as markdown")
+    ap.add_argument("--plot", default=None, metavar="FILE", help="also plot the optimum and the verifiers vs k (needs matplotlib)")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.set_defaults(func=run)
+
+
+def _list(text: str, flag: str, kind=str) -> tuple:
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if kind is int:
+        return tuple(number_flag(t, flag, int, minimum=2) for t in items)
+    return tuple(items)
+
+
+def _spec(args: argparse.Namespace):
+    from otspec_gpu.corpus import SolverSpec
+
+    verifiers = () if args.verifiers.strip().lower() in ("", "none") else _list(args.verifiers, "--verifiers")
+    return SolverSpec(
+        laws=_list(args.laws, "--laws"),
+        ks=_list(args.ks, "--ks", int),
+        verifiers=verifiers,
+        mc_samples=number_flag(args.mc_samples, "--mc-samples", int, minimum=2),
+        seed=number_flag(args.seed, "--seed", int, minimum=0),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``otspec corpus``: compute (or resume) the run, then print and save its summary.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options.
+
+    Returns
+    -------
+    int
+        0 on success (usage and input errors raise and exit 2 through the CLI's guard).
+
+    Raises
+    ------
+    CliError
+        A bad option, no source, or a missing optional package (pyarrow, Ray, torch).
+    """
+    if not args.sources:
+        raise CliError("no input: pass at least one source (a text or .jsonl file, humaneval, prompts; log files with --logged)")
+    confidence = number_flag(args.confidence, "--confidence", float, minimum=0.5, maximum=0.999)
+    try:
+        from otspec_gpu.corpus import Processing, plot_summary, read_results, run_corpus, run_logged, summarize
+    except ImportError as exc:
+        raise CliError(f"otspec corpus needs torch (install it with `pip install torch==2.13.0`): {exc}") from None
+    spec = _spec(args)
+    try:
+        if args.logged:
+            res = run_logged(args.sources, out=args.out, spec=spec, overwrite=args.overwrite)
+        else:
+            from otspec_gpu.cli import require_decode_stack
+
+            require_decode_stack()
+            proc = Processing(
+                temperature=number_flag(args.temperature, "--temperature", float),
+                top_k=number_flag(args.top_k, "--top-k", int, minimum=1, optional=True),
+                top_p=number_flag(args.top_p, "--top-p", float, optional=True),
+            )
+            res = run_corpus(
+                args.sources,
+                target=args.target,
+                draft=args.draft,
+                out=args.out,
+                spec=spec,
+                processing=proc,
+                engine=args.engine,
+                shard_docs=number_flag(args.shard_docs, "--shard-docs", int, minimum=1),
+                max_tokens=number_flag(args.max_tokens, "--max-tokens", int, minimum=2, optional=True),
+                overwrite=args.overwrite,
+                progress=not (args.no_progress or args.json),
+                ray_address=args.ray_address,
+                workers=number_flag(args.workers, "--workers", int, minimum=1, optional=True),
+                field=args.field,
+            )
+        summary = summarize(read_results(args.out), confidence=confidence, seed=spec.seed)
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
+    info = dict(
+        out=str(res.out),
+        engine=res.engine,
+        documents=res.n_documents,
+        positions=res.n_positions,
+        shards=res.n_shards,
+        shards_computed=res.shards_computed,
+        seconds=round(res.seconds, 3),
+        timings={k: round(float(v), 3) for k, v in res.timings.items()},
+    )
+    payload = {"run": info, **summary.to_json()}
+    (Path(args.out) / "summary.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(summary.to_markdown())
+    if args.plot:
+        try:
+            plot_summary(summary, args.plot)
+        except ImportError as exc:
+            raise CliError(str(exc)) from None
+    if args.json:
+        print_json(payload)
+        return 0
+    for d in summary.domains():
+        cols, rows = summary.table(d)
+        print_table(f"otspec corpus: {d}", cols, rows)
+    rate = res.n_positions / res.seconds if res.seconds > 0 and res.shards_computed else float("nan")
+    print(
+        f"{res.n_documents} documents, {res.n_positions} positions, {res.shards_computed}/{res.n_shards} shards computed "
+        f"({res.engine}, {res.seconds:.1f} s, {rate:.1f} positions/s); rows in {res.out}"
+    )
+    return 0
