@@ -38,7 +38,8 @@ from otspec import models  # noqa: E402
 from otspec.verifiers import block as np_block  # noqa: E402
 from otspec.verifiers import token_chain as np_token  # noqa: E402
 from otspec.verifiers import tree as np_tree  # noqa: E402
-from otspec_gpu.verifiers import chain, tree  # noqa: E402
+from otspec_gpu.sampling import sample_weights  # noqa: E402
+from otspec_gpu.verifiers import TREE, chain, tree  # noqa: E402
 
 GAMMAS = (4, 8)
 VOCABS = (49_152, 262_144)
@@ -59,7 +60,7 @@ def pair(shape, V, gen):
 def draw(q, gen):
     """One token per row of q [..., V] (float64 inverse CDF)."""
     flat = q.reshape(-1, q.shape[-1])
-    return chain.sample_rows(flat, torch.rand(flat.shape[0], generator=gen, dtype=torch.float64)).view(q.shape[:-1])
+    return sample_weights(flat, torch.rand(flat.shape[0], generator=gen, dtype=torch.float64)).view(q.shape[:-1])
 
 
 def tabulated(rows, path):
@@ -116,7 +117,7 @@ def tree_rows(B, V, g, gen, repeats):
     q = q1[:, :, None].expand(B, k, g, V).contiguous()
     out = []
     n_np = min(B, NUMPY_ROWS)
-    for rule in tree.RULES:
+    for rule in TREE:
         if rule == "rrs_wor":
             first = torch.stack([torch.multinomial(q1[b, 0].double(), k, replacement=False, generator=gen) for b in range(B)])
             x = torch.cat([first[:, :, None], draw(q[:, :, 1:], gen)], dim=2) if g > 1 else first[:, :, None]

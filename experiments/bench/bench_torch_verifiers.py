@@ -72,7 +72,7 @@ def timed(fn: Callable[[], object], sync: Callable[[], None], min_total: float, 
     """Median seconds per call (after one warm-up call), the number of timed calls and the mean.
 
     Both statistics are kept because a sampler's cost is random: the lossless rules build their
-    residual only when some row rejects every draft (``otspec_gpu.verifiers.plan.sample_rounds``),
+    residual only when some row rejects every draft (``otspec_gpu.verifiers.schedule.sample_rounds``),
     so at B = 1 the calls split into cheap (accepted) and full (rejected) ones; the mean is the
     expected cost per step, the median the typical one."""
     fn()

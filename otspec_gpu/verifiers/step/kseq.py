@@ -149,6 +149,10 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     >>> rho_star(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]), 4).tolist()
     [1.0]
     """
+    # One function on purpose (over 80 lines): its stages (histogram, sweep, smooth-piece Newton,
+    # grid) share a dozen per-row running arrays -- the bracket ends, f there, the masses at or below
+    # and above each end, the folded constants A, Bq, Pq and the working set -- that helpers would
+    # have to pass back and forth every iteration; each stage is marked by a comment.
     p = p.double()
     q = q.double()
     B = p.shape[0]
