@@ -367,7 +367,6 @@ def columns_for(spec: SolverSpec, *, logged: bool = False) -> list[str]:
     list of str
         Column names.
     """
-    from otspec.verifiers import by_name
 
     if logged:
         cols = ["one_minus_tv_lo", "one_minus_tv_hi"]
@@ -383,10 +382,9 @@ def columns_for(spec: SolverSpec, *, logged: bool = False) -> list[str]:
             if law == "without_replacement":
                 cols.append(f"opt_wor_k{k}_err")
     for name in spec.verifiers:
-        v = by_name(name)
         for law in spec.laws:
-            for k in spec.ks:
-                if v.applies_to(_probe_law(law, k)):
+            if _applies(name, law):
+                for k in spec.ks:
                     base = f"{name}_{_SHORT[law]}_k{k}"
                     cols += [base, f"{base}_lo", f"{base}_hi"] if _needs_mc(name, law) else [base]
     return cols
@@ -397,6 +395,14 @@ def _probe_law(law: str, k: int):
 
     q = np.full(k + 1, 1.0 / (k + 1))
     return {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}[law](q, k)
+
+
+@functools.cache
+def _applies(name: str, law: str) -> bool:
+    """Whether verifier ``name`` applies to draft law ``law`` (for every k >= 2)."""
+    from otspec.verifiers import by_name
+
+    return bool(by_name(name).applies_to(_probe_law(law, 2)))
 
 
 @functools.cache
@@ -439,15 +445,21 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
     b = _Binned(p, q)
     out: dict[str, float] = {"one_minus_tv": one_minus_tv(p, q)}
     ks = spec.ks
+    support = int(np.count_nonzero(q))
+    ok = [k for k in ks if k <= support]  # greedy and without-replacement drafts need k distinct tokens
     for law in spec.laws:
         if law == "iid":
             for k, v in iid_optima(p, q, ks, _binned=b).items():
                 out[f"opt_iid_k{k}"] = v
         elif law == "greedy":
-            for k, v in greedy_optima(p, q, ks, _binned=b).items():
-                out[f"opt_greedy_k{k}"] = v
+            vals = greedy_optima(p, q, ok, _binned=b) if ok else {}
+            for k in ks:
+                out[f"opt_greedy_k{k}"] = vals.get(k, np.nan)
         else:
             for k in ks:
+                if k > support:
+                    out[f"opt_wor_k{k}"] = out[f"opt_wor_k{k}_err"] = np.nan
+                    continue
                 r = otspec.optimal_acceptance(p, otspec.without_replacement(q, k), method="prefix")
                 out[f"opt_wor_k{k}"] = float(r.value)
                 out[f"opt_wor_k{k}_err"] = float(r.error_bound)
@@ -455,15 +467,20 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
     for name in spec.verifiers:
         ver = by_name(name)
         for law in spec.laws:
+            if not _applies(name, law):
+                continue
+            mc = _needs_mc(name, law)
             for k in ks:
-                lawobj = makers[law](q, k)
-                if not ver.applies_to(lawobj):
+                base = f"{name}_{_SHORT[law]}_k{k}"
+                if law != "iid" and k > support:
+                    out[base] = np.nan
+                    if mc:
+                        out[f"{base}_lo"] = out[f"{base}_hi"] = np.nan
                     continue
                 rng = np.random.default_rng([spec.seed, doc, position, k])
-                est = ver.acceptance(p, lawobj, n_samples=spec.mc_samples, rng=rng)
-                base = f"{name}_{_SHORT[law]}_k{k}"
+                est = ver.acceptance(p, makers[law](q, k), n_samples=spec.mc_samples, rng=rng)
                 out[base] = float(est.value)
-                if _needs_mc(name, law):
+                if mc:
                     out[f"{base}_lo"], out[f"{base}_hi"] = float(est.ci_low), float(est.ci_high)
     return out
 

@@ -1,0 +1,370 @@
+"""otspec_gpu.corpus: solvers against the library's exact optima, teacher-forced scoring, shards,
+resumption, bad inputs, logged traces, and the ``otspec corpus`` command (local engine, tiny models)."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+
+import otspec
+from otspec.errors import CorpusInputError, IncompatibleModelsError
+from otspec.io import Trace, save_trace
+from otspec_gpu.corpus import (
+    Processing,
+    SolverSpec,
+    columns_for,
+    read_logged,
+    read_results,
+    run_corpus,
+    run_logged,
+    score_document,
+    solve_rows,
+    summarize,
+)
+from otspec_gpu.corpus.solvers import greedy_optima, iid_optima
+from otspec_gpu.models import tiny
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+#: the bin-scan optima and the library's sorted prefix sum the same terms in another order:
+#: a few hundred ulps at V <= 3000
+SOLVER_ATOL = 1e-12
+
+
+def _pairs(seed, n):
+    rng = np.random.default_rng(seed)
+    for t in range(n):
+        V = int(rng.integers(3, 3000))
+        z = rng.standard_normal(V) * rng.uniform(0.5, 4)
+        zq = z + rng.standard_normal(V) * rng.uniform(0.01, 2)
+        p, q = np.exp(z - z.max()), np.exp(zq - zq.max())
+        if t % 5 == 0:  # top-k / top-p processing: zeros in q, or in p
+            q[rng.random(V) < 0.3] = 0
+            q[np.argmax(q)] = 1
+        if t % 7 == 0:
+            p[rng.random(V) < 0.3] = 0
+            p[np.argmax(p)] = 1
+        if t % 11 == 0:  # many tied ratios
+            q = np.round(q * 10) / 10 + 1e-3
+        if t % 13 == 0:
+            q = p.copy()
+        yield p / p.sum(), q / q.sum()
+
+
+def test_bin_scan_optima_equal_the_library_optima():
+    n = 0
+    for p, q in _pairs(0, 150):
+        ks = [1, 2, 3, 4, 8]
+        got_iid = iid_optima(p, q, ks)
+        support = int(np.count_nonzero(q))
+        gk = [k for k in ks if k <= support]
+        got_greedy = greedy_optima(p, q, gk)
+        for k in ks:
+            exact = otspec.optimal_acceptance(p, otspec.iid(q, k), method="prefix").value
+            assert got_iid[k] == pytest.approx(exact, abs=SOLVER_ATOL)
+            n += 1
+        for k in gk:
+            exact = otspec.optimal_acceptance(p, otspec.greedy(q, k), method="prefix").value
+            assert got_greedy[k] == pytest.approx(exact, abs=SOLVER_ATOL)
+    assert n == 750
+
+
+def test_bin_scan_at_a_realistic_vocabulary():
+    from otspec.synthetic import synthetic_pair
+
+    p, q = synthetic_pair(49152, seed=3)
+    got = iid_optima(p, q, [2, 4, 8])
+    gg = greedy_optima(p, q, [2, 4, 8])
+    for k in (2, 4, 8):
+        assert got[k] == pytest.approx(otspec.optimal_acceptance(p, otspec.iid(q, k), method="prefix").value, abs=SOLVER_ATOL)
+        assert gg[k] == pytest.approx(otspec.optimal_acceptance(p, otspec.greedy(q, k), method="prefix").value, abs=SOLVER_ATOL)
+
+
+def test_rows_do_not_depend_on_the_batch():
+    """A position's numbers are the same alone or in any batch (the engines batch differently)."""
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.ones(40), size=7)
+    Q = rng.dirichlet(np.ones(40), size=7)
+    spec = SolverSpec(laws=("iid", "without_replacement", "greedy"), ks=(2, 3), verifiers=("kseq", "rrs", "rrs_wor"))
+    whole = solve_rows(P, Q, spec, docs=np.arange(7), positions=np.arange(7))
+    assert list(whole) == columns_for(spec)
+    for i in (0, 3, 6):
+        one = solve_rows(P[i : i + 1], Q[i : i + 1], spec, docs=[i], positions=[i])
+        for c in whole:
+            assert one[c][0] == whole[c][i] or (np.isnan(one[c][0]) and np.isnan(whole[c][i])), c
+
+
+def test_rows_match_the_public_api():
+    rng = np.random.default_rng(2)
+    p, q = rng.dirichlet(np.ones(12)), rng.dirichlet(np.ones(12))
+    spec = SolverSpec(laws=("iid", "without_replacement", "greedy"), ks=(2, 4), verifiers=("kseq", "rrs"))
+    row = {c: v[0] for c, v in solve_rows(p[None], q[None], spec).items()}
+    assert row["one_minus_tv"] == pytest.approx(otspec.single_draft(p, q).value, abs=SOLVER_ATOL)
+    from otspec.verifiers import kseq, rrs
+
+    for k in (2, 4):
+        r = otspec.optimal_acceptance(p, otspec.without_replacement(q, k), method="prefix")
+        assert row[f"opt_wor_k{k}"] == r.value and row[f"opt_wor_k{k}_err"] == r.error_bound
+        assert row[f"kseq_iid_k{k}"] == kseq.acceptance(p, otspec.iid(q, k)).value
+        assert row[f"rrs_iid_k{k}"] == rrs.acceptance(p, otspec.iid(q, k)).value
+
+
+def test_greedy_and_wor_beyond_the_support_are_undefined():
+    p = np.array([0.5, 0.5, 0.0, 0.0])
+    q = np.array([0.6, 0.4, 0.0, 0.0])
+    row = solve_rows(p[None], q[None], SolverSpec(laws=("iid", "greedy", "without_replacement"), ks=(2, 3), verifiers=()))
+    assert row["opt_greedy_k2"][0] == pytest.approx(1.0) and np.isnan(row["opt_greedy_k3"][0]) and np.isnan(row["opt_wor_k3"][0])
+    assert row["opt_iid_k3"][0] == pytest.approx(otspec.optimal_acceptance(p, otspec.iid(q, 3)).value)
+
+
+# -- scoring ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny(seed=0, name="tiny"), tiny(seed=1, name="tiny-draft")
+
+
+def test_teacher_forcing_equals_prefix_forwards(pair):
+    """Row t of one forward over the document is the next-token law given the first t + 1 tokens."""
+    import torch
+
+    from otspec_gpu.processing import probs_from_logits
+
+    target, draft = pair
+    ids = [1, 4, 2, 2, 5, 0, 3]
+    proc = Processing(temperature=0.8, top_k=4)
+    P, Q = score_document(target, draft, ids, proc)
+    assert P.shape == (6, 6) and P.dtype == np.float64
+    for t in range(6):
+        x = torch.tensor([ids[: t + 1]])
+        for lm, rows in ((target, P), (draft, Q)):
+            ref = probs_from_logits(lm.logits(x)[0, -1].double(), temperature=0.8, top_k=4, dtype=torch.float64).numpy()
+            np.testing.assert_allclose(rows[t], ref, atol=1e-6)  # float32 forwards over different lengths
+    assert np.all(np.count_nonzero(P, axis=1) <= 4) and np.all(np.count_nonzero(Q, axis=1) <= 4)
+    np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-14)
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+def _corpus(path, n=7, seed=0):
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as fh:
+        for i in range(n):
+            ids = rng.integers(0, 6, int(rng.integers(3, 10))).tolist()
+            fh.write(json.dumps({"ids": ids, "domain": "even" if i % 2 == 0 else "odd"}) + "\n")
+    return str(path)
+
+
+SPEC = SolverSpec(laws=("iid", "greedy"), ks=(2, 3), verifiers=("kseq", "rrs"))
+
+
+def _run(src, out, pair, **kw):
+    target, draft = pair
+    return run_corpus([src], target=target, draft=draft, out=out, field="ids", spec=SPEC, shard_docs=2, **kw)
+
+
+def test_run_writes_one_row_per_position(tmp_path, pair):
+    src = _corpus(tmp_path / "c.jsonl")
+    res = _run(src, tmp_path / "out", pair)
+    docs = [json.loads(line)["ids"] for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    lens = [len(d) for d in docs]
+    tab = read_results(res.out)
+    assert res.n_positions == tab.num_rows == sum(n - 1 for n in lens)
+    assert res.n_shards == 4 and res.shards_computed == 4
+    cols = tab.to_pydict()
+    assert cols["position"][: lens[0] - 1] == list(range(lens[0] - 1))
+    assert cols["token"][: lens[0] - 1] == docs[0][1:]
+    opt = np.array(cols["opt_iid_k3"])
+    assert np.all(np.array(cols["kseq_iid_k3"]) <= opt + 1e-12) and np.all(np.array(cols["one_minus_tv"]) <= opt + 1e-12)
+    s = summarize(tab, n_resamples=200)
+    assert s.domains() == ["even", "odd", "all"]
+    assert s.get("all", "opt_iid_k2").n == tab.num_rows and s.get("all", "opt_iid_k2").n_docs == 7
+    assert 0 < s.get("all", "kseq_iid_k2/opt_iid_k2").value <= 1
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path, pair):
+    src = _corpus(tmp_path / "c.jsonl")
+    full = _run(src, tmp_path / "full", pair)
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_first(s):
+        if s == 1:
+            raise Killed
+
+    with pytest.raises(Killed):
+        _run(src, tmp_path / "part", pair, after_shard=kill_after_first)
+    assert len(list((tmp_path / "part").glob("shard-*.parquet"))) == 2
+    res = _run(src, tmp_path / "part", pair)
+    assert res.shards_computed == 2
+    assert read_results(res.out).equals(read_results(full.out))
+
+
+def test_other_configuration_is_refused_and_nothing_is_lost(tmp_path, pair):
+    src = _corpus(tmp_path / "c.jsonl")
+    res = _run(src, tmp_path / "out", pair)
+    before = {f.name: f.read_bytes() for f in (tmp_path / "out").glob("shard-*")}
+    target, draft = pair
+    with pytest.raises(CorpusInputError, match="another configuration"):
+        run_corpus([src], target=target, draft=draft, out=res.out, field="ids", spec=SolverSpec(ks=(2,)), shard_docs=2)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"ids": [1, 2, 3]}\n{"text": "x"}\n')
+    with pytest.raises(CorpusInputError, match=r"bad.jsonl:2: no 'ids' field"):
+        _run(str(bad), res.out, pair)
+    assert {f.name: f.read_bytes() for f in (tmp_path / "out").glob("shard-*")} == before
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("", r"c.jsonl:1: empty file"),
+        ('{"ids": [1, 2]}\n\n{"ids": [3]}\n', r"c.jsonl:3: .*1 token"),
+        ('{"ids": [1, 2]}\nnot json\n', r"c.jsonl:2: not valid JSON"),
+        ('{"ids": [1, 9]}\n', r"c.jsonl:1: token id 9 is outside the vocabulary"),
+        ('{"ids": "text"}\n', r"c.jsonl:1: .*no tokenizer"),
+    ],
+)
+def test_bad_corpus_input_names_file_and_line(tmp_path, pair, content, match):
+    src = tmp_path / "c.jsonl"
+    src.write_text(content)
+    with pytest.raises(CorpusInputError, match=match):
+        _run(str(src), tmp_path / "out", pair)
+    assert not list((tmp_path / "out").glob("shard-*")) if (tmp_path / "out").exists() else True
+
+
+def test_vocabulary_mismatch_is_refused(tmp_path):
+    src = _corpus(tmp_path / "c.jsonl")
+    with pytest.raises(IncompatibleModelsError, match="vocabulary mismatch"):
+        run_corpus([src], target=tiny(seed=0), draft=tiny(seed=1, vocab_size=7), out=tmp_path / "o", field="ids")
+
+
+def test_empty_text_file(tmp_path, pair):
+    f = tmp_path / "empty.txt"
+    f.write_text("  \n")
+    with pytest.raises(CorpusInputError, match=r"empty.txt:1: empty file"):
+        _run(str(f), tmp_path / "out", pair)
+
+
+# -- logged traces ------------------------------------------------------------------------------
+
+
+def _step(doc, p_ids, p_lp, q_ids, q_lp, **extra):
+    return json.dumps({"doc": doc, "target": {"ids": p_ids, "logprobs": p_lp}, "draft": {"ids": q_ids, "logprobs": q_lp}, **extra})
+
+
+def test_logged_run_gives_certified_intervals(tmp_path):
+    rng = np.random.default_rng(5)
+    lines, exact = [], []
+    for d in range(6):
+        for _ in range(4):
+            p, q = rng.dirichlet(np.ones(30) * 0.3), rng.dirichlet(np.ones(30) * 0.3)
+            tp, tq = np.argsort(-p)[:5], np.argsort(-q)[:5]
+            lines.append(_step(f"d{d}", tp.tolist(), np.log(p[tp]).tolist(), tq.tolist(), np.log(q[tq]).tolist(), domain="chat"))
+            exact.append(otspec.optimal_acceptance(p, otspec.iid(q, 2)).value)
+    f = tmp_path / "log.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    res = run_logged([f], out=tmp_path / "out", spec=SolverSpec(laws=("iid", "greedy"), ks=(2,), verifiers=()), shard_steps=10)
+    tab = read_results(res.out).to_pydict()
+    assert res.n_shards == 3 and res.n_documents == 6
+    lo, hi = np.array(tab["opt_iid_k2_lo"]), np.array(tab["opt_iid_k2_hi"])
+    assert np.all(lo <= np.array(exact) + 1e-12) and np.all(np.array(exact) <= hi + 1e-12)
+    assert tab["position"][:4] == [0, 1, 2, 3]
+    s = summarize(read_results(res.out), n_resamples=200)
+    assert s.get("all", "opt_iid_k2_lo").value <= s.get("all", "opt_iid_k2_hi").value
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        (_step("a", [0, 1], [-0.1, -0.2], [0], [0.0]), r"log.jsonl:2: .*sum to"),
+        (_step("a", [0, 0], [-1.0, -2.0], [0], [0.0]), r"log.jsonl:2: .*distinct"),
+        (_step("a", [0, 1], [-1.0], [0], [0.0]), r"log.jsonl:2: .*same length"),
+        (json.dumps({"doc": "a", "target": {"ids": [0], "logprobs": [0.0]}}), r"log.jsonl:2: no 'draft' field"),
+        (json.dumps({"doc": "a", "target": {"ids": [0]}, "draft": {"ids": [0], "logprobs": [0.0]}}), r"log.jsonl:2: 'target' must be"),
+        (_step("a", [0], ["x"], [0], [0.0]), r"log.jsonl:2: .*numbers"),
+    ],
+)
+def test_malformed_logged_records(tmp_path, line, match):
+    f = tmp_path / "log.jsonl"
+    f.write_text(_step("a", [0], [-0.1], [0], [-0.2]) + "\n" + line + "\n")
+    with pytest.raises(CorpusInputError, match=match):
+        read_logged(f)
+
+
+def test_logged_mass_within_tolerance_is_accepted(tmp_path):
+    f = tmp_path / "log.jsonl"
+    f.write_text(_step("a", [0, 1], [np.log(0.6), np.log(0.4 + 5e-6)], [0], [0.0]) + "\n")
+    assert read_logged(f)[0].pair.p_excess == pytest.approx(5e-6, rel=1e-3)
+
+
+def test_otspec_decoding_trace_is_read_as_logged_steps(tmp_path):
+    rng = np.random.default_rng(0)
+    n, g, K, V = 3, 2, 4, 20
+    z = np.zeros(n, dtype=np.int64)
+    cols = {"round": np.array([0, 0, 1]), "prompt": np.array([0, 1, 0]), "tau": z, "n_emit": z + 1, "next_token": z, "path": z}
+    cols["drafts"] = np.zeros((n, 1, g), dtype=np.int64)
+    for side, rows in (("p", g + 1), ("q", g)):
+        dist = rng.dirichlet(np.ones(V), size=(n, rows))
+        ids = np.argsort(-dist, axis=-1)[..., :K]
+        cols[f"{side}_top_ids"] = ids.astype(np.int64)
+        cols[f"{side}_top"] = np.take_along_axis(dist, ids, -1)
+        cols[f"{side}_tail"] = 1.0 - cols[f"{side}_top"].sum(-1)
+    for phase in ("draft", "target", "verify", "rollback", "theory"):
+        cols[f"round_t_{phase}"] = np.zeros(2)
+    path = save_trace(Trace(cols, {"mode": "chain"}), tmp_path / "run.safetensors")
+    steps = read_logged(path)
+    assert len(steps) == n * g
+    assert [s.position for s in steps if s.doc_id.endswith("prompt0")] == [0, 1, 2, 3]
+    res = run_logged([path], out=tmp_path / "out", spec=SolverSpec(laws=("iid",), ks=(2,), verifiers=()))
+    assert read_results(res.out).num_rows == n * g
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def test_cli_runs_and_resumes(tmp_path, capsys):
+    from otspec.cli import main
+
+    src = _corpus(tmp_path / "c.jsonl", n=4)
+    argv = ["corpus", src, "--field", "ids", "--target", "tiny", "--draft", "tiny-draft", "--ks", "2", "--out", str(tmp_path / "o")]
+    assert main(argv + ["--json", "--plot", str(tmp_path / "p.png"), "--markdown", str(tmp_path / "s.md")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["run"]["shards_computed"] == 1 and "opt_iid_k2" in out["domains"]["all"]
+    assert (tmp_path / "p.png").stat().st_size > 0 and "| opt_iid_k2 |" in (tmp_path / "s.md").read_text()
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["run"]["positions"] == out["run"]["positions"]
+    assert main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["shards_computed"] == 0
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ([], "no 'text' field"),
+        (["--field", "ids", "--ks", "1"], "--ks must be >= 2"),
+        (["--field", "ids", "--laws", "tree"], "laws must be"),
+        (["--field", "ids", "--verifiers", "nope"], "unknown verifier"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, extra, match):
+    from otspec.cli import main
+
+    src = _corpus(tmp_path / "c.jsonl", n=2)
+    assert main(["corpus", src, "--target", "tiny", "--draft", "tiny-draft", "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("otspec: error:") and pytest.importorskip("re").search(match, err[0])
+
+
+def test_cli_defaults_are_the_library_defaults():
+    from otspec_gpu.cli.corpus import DEFAULTS
+    from otspec_gpu.corpus.run import DEFAULT_SHARD_DOCS
+    from otspec_gpu.corpus.solvers import DEFAULT_KS, DEFAULT_LAWS, DEFAULT_VERIFIERS
+
+    spec = SolverSpec()
+    assert DEFAULTS["laws"] == ",".join(DEFAULT_LAWS) and DEFAULTS["ks"] == ",".join(map(str, DEFAULT_KS))
+    assert DEFAULTS["verifiers"] == ",".join(DEFAULT_VERIFIERS) and DEFAULTS["mc_samples"] == spec.mc_samples
+    assert DEFAULTS["shard_docs"] == DEFAULT_SHARD_DOCS and DEFAULTS["temperature"] == Processing().temperature
