@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from otspec.errors import InvalidDistributionError, ShapeMismatchError
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
 from otspec_gpu._tolerances import SUM_TOL
 
-__all__ = ["check_probs", "check_rows"]
+__all__ = ["check_probs", "check_rows", "check_same_device", "check_tensor_types"]
 
 
 def check_rows(x: torch.Tensor, name: str) -> None:
@@ -93,3 +93,53 @@ def check_probs(x: Any, name: str, *, validate: bool = True) -> torch.Tensor:
     if validate:
         check_rows(x, name)
     return x
+
+
+def check_tensor_types(p: Any, q: Any, drafts: Any) -> None:
+    """Check the types of a multi-token problem: three tensors, ``p`` and ``q`` of one float32 or
+    float64 dtype, integer ``drafts`` (the shapes are the caller's: chain and tree differ).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        Target and draft conditionals.
+    drafts : torch.Tensor
+        Drafted tokens.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If one of the three is not a tensor.
+    InvalidDistributionError
+        If ``p`` and ``q`` do not share a float32 or float64 dtype.
+    InvalidDraftsError
+        If ``drafts`` is not an integer tensor.
+    """
+    for name, t in (("p", p), ("q", q), ("drafts", drafts)):
+        if not isinstance(t, torch.Tensor):
+            raise ShapeMismatchError(f"{name} must be a torch.Tensor (got {type(t).__name__}); convert it with torch.as_tensor")
+    if p.dtype not in (torch.float32, torch.float64) or q.dtype != p.dtype:
+        raise InvalidDistributionError(
+            f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)"
+        )
+    if drafts.dtype.is_floating_point or drafts.dtype == torch.bool or drafts.is_complex():
+        raise InvalidDraftsError(f"drafts must be an integer tensor (got {drafts.dtype}); cast it with .long()")
+
+
+def check_same_device(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> None:
+    """Check that ``p``, ``q`` and ``drafts`` live on one device.
+
+    Parameters
+    ----------
+    p, q, drafts : torch.Tensor
+        The problem's tensors.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If they are on different devices.
+    """
+    if p.device != q.device or drafts.device != p.device:
+        raise ShapeMismatchError(
+            f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)"
+        )

@@ -27,7 +27,8 @@ BLOCKS: dict[str, str] = {
     "generator": """generator : torch.Generator
     The only source of randomness (separate ``rand`` calls per family of uniforms).""",
     "validate": f"""validate : bool
-    Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA); {_SHAPES_ALWAYS}.""",
+    Also check the values of ``p``, ``q`` and ``drafts`` (synchronises on CUDA);
+    {_SHAPES_ALWAYS}.""",
     "returns_law": """torch.Tensor
     ``[B, V]``: the exact output law :math:`\\pi(\\cdot \\mid \\bar x)` of each row, in ``p``'s dtype.""",
     "returns_step": """StepOutput
@@ -92,6 +93,57 @@ InvalidDraftsError
 UnsupportedMethodError
     If ``rule`` is not a tree rule.""",
 }
+
+
+def _section(title: str, *names: str) -> str:
+    return "\n".join([title, "-" * len(title), *(BLOCKS[n] for n in names)])
+
+
+# Whole sections, for the rules whose entries are all shared (single-step rules on i.i.d. drafts).
+BLOCKS["params_iid"] = _section("Parameters", "p_q", "drafts_iid", "validate")
+BLOCKS["params_iid_sample"] = _section("Parameters", "p_q", "drafts_iid", "generator", "validate")
+BLOCKS["returns_law_raises"] = _section("Returns", "returns_law") + "\n\n" + _section("Raises", "raises")
+BLOCKS["returns_step_raises"] = _section("Returns", "returns_step") + "\n\n" + _section("Raises", "raises")
+BLOCKS["returns_law_raises_inputs"] = _section("Returns", "returns_law") + "\n\n" + _section("Raises", "raises_inputs")
+BLOCKS["returns_step_raises_inputs"] = _section("Returns", "returns_step") + "\n\n" + _section("Raises", "raises_inputs")
+
+
+#: The ``drafts`` entry of each draft law (``drafts_iid`` above is the i.i.d. one).
+_DRAFTS = {
+    "one": "``[B, 1]`` long: one draft per row.",
+    "any": "``[B, k]`` long drafts (any law).",
+    "greedy": "``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.",
+    "distinct": "``[B, k]`` long distinct drafts (successive sampling without replacement).",
+    "hub": "``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).",
+}
+for _law, _text in _DRAFTS.items():
+    BLOCKS[f"drafts_{_law}"] = f"drafts : torch.Tensor\n    {_text}"
+    BLOCKS[f"params_{_law}"] = _section("Parameters", "p_q", f"drafts_{_law}", "validate")
+    BLOCKS[f"params_{_law}_sample"] = _section("Parameters", "p_q", f"drafts_{_law}", "generator", "validate")
+
+
+BLOCKS["chain_law"] = """torch.Tensor
+    ``[B, gamma + 1, V]``: ``law[b, t, y]`` :math:`= P(\\tau = t, Y = y \\mid \\text{row } b)`, in ``p``'s dtype."""
+BLOCKS["chain_step"] = """StepOutput
+    ``accepted`` ``[B]`` in ``0..gamma``, ``token`` ``[B]`` (correction or bonus) and ``index`` ``[B]`` (0)."""
+BLOCKS["chain_conditional_doc"] = (
+    _section("Parameters", "chain_inputs", "chain_validate")
+    + "\n\n"
+    + _section("Returns", "chain_law")
+    + "\n\n"
+    + _section("Raises", "chain_raises")
+)
+BLOCKS["chain_sample_doc"] = (
+    _section("Parameters", "chain_inputs", "generator", "chain_validate")
+    + "\n\n"
+    + _section("Returns", "chain_step")
+    + "\n\n"
+    + _section("Raises", "chain_raises")
+)
+
+BLOCKS["tree_params"] = _section("Parameters", "tree_inputs", "tree_validate")
+BLOCKS["tree_params_sample"] = _section("Parameters", "tree_inputs", "generator", "tree_validate")
+BLOCKS["tree_raises_section"] = _section("Raises", "tree_raises")
 
 
 def fill_doc(obj: F) -> F:

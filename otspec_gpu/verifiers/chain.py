@@ -42,9 +42,9 @@ from typing import NamedTuple
 
 import torch
 
-from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError
+from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec_gpu._scratch import scratch
-from otspec_gpu._validation import check_rows
+from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
 from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput
@@ -72,15 +72,7 @@ def _output(tau: torch.Tensor, token: torch.Tensor) -> StepOutput:
 
 
 def _check(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, validate: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    for name, t in (("p", p), ("q", q), ("drafts", drafts)):
-        if not isinstance(t, torch.Tensor):
-            raise ShapeMismatchError(f"{name} must be a torch.Tensor (got {type(t).__name__}); convert it with torch.as_tensor")
-    if p.dtype not in (torch.float32, torch.float64) or q.dtype != p.dtype:
-        raise InvalidDistributionError(
-            f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)"
-        )
-    if drafts.dtype.is_floating_point or drafts.dtype == torch.bool or drafts.is_complex():
-        raise InvalidDraftsError(f"drafts must be an integer tensor (got {drafts.dtype}); cast it with .long()")
+    check_tensor_types(p, q, drafts)
     if drafts.ndim != 2 or drafts.shape[1] < 1:
         raise ShapeMismatchError(f"drafts must have shape [B, gamma] with gamma >= 1 (got {list(drafts.shape)}); one drafted block per row")
     B, g = drafts.shape
@@ -93,10 +85,7 @@ def _check(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, validate: boo
         raise ShapeMismatchError(
             f"p must have shape [B, gamma + 1, V] = [{B}, {g + 1}, {V}] (got {list(p.shape)}); row i is M_b(. | x^i), row gamma the bonus law"
         )
-    if p.device != q.device or drafts.device != p.device:
-        raise ShapeMismatchError(
-            f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)"
-        )
+    check_same_device(p, q, drafts)
     drafts = drafts.long()
     if validate:
         check_rows(p, "p")  # every row a distribution: one fused pass per tensor
@@ -173,17 +162,7 @@ def token_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
 
     with :math:`r_i = p_{i-1}(x_i) / q_{i-1}(x_i)` and :math:`p_t = ` ``p[:, t]``.
 
-    Parameters
-    ----------
-    p : Tensor [B, gamma + 1, V]
-    q : Tensor [B, gamma, V]
-    drafts : LongTensor [B, gamma]
-    {chain_validate}
-
-    Returns
-    -------
-    Tensor [B, gamma + 1, V]
-        ``law[b, t, y]`` :math:`= P(\tau = t, Y = y \mid \text{row } b)`, in ``p``'s dtype.
+    {chain_conditional_doc}
 
     Examples
     --------
@@ -233,20 +212,7 @@ def token_sample(
     :math:`Y \sim p_\gamma` (bonus). The ``gamma`` coins and the residual uniform are separate draws
     from ``generator``. Shapes as in :func:`token_conditional`.
 
-    Parameters
-    ----------
-    {chain_inputs}
-    {generator}
-    {chain_validate}
-
-    Returns
-    -------
-    StepOutput
-        ``accepted`` [B] in ``0..gamma``, ``token`` [B] (correction or bonus) and ``index`` [B] (0).
-
-    Raises
-    ------
-    {chain_raises}
+    {chain_sample_doc}
 
     Examples
     --------
@@ -314,19 +280,7 @@ def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
 
     Parameters and return value as in :func:`token_conditional`.
 
-    Parameters
-    ----------
-    {chain_inputs}
-    {chain_validate}
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B, gamma + 1, V]``: ``law[b, t, y]`` :math:`= P(\tau = t, Y = y \mid \text{row } b)`, in ``p``'s dtype.
-
-    Raises
-    ------
-    {chain_raises}
+    {chain_conditional_doc}
 
     Examples
     --------
@@ -385,20 +339,7 @@ def block_sample(
     :math:`\tau` or the bonus law (see :func:`block_conditional`), drawn with a separate uniform
     from ``generator``. Shapes as in :func:`token_conditional`.
 
-    Parameters
-    ----------
-    {chain_inputs}
-    {generator}
-    {chain_validate}
-
-    Returns
-    -------
-    StepOutput
-        ``accepted`` ``[B]`` in ``0..gamma``, ``token`` ``[B]`` (correction or bonus) and ``index`` ``[B]`` (0).
-
-    Raises
-    ------
-    {chain_raises}
+    {chain_sample_doc}
 
     Examples
     --------

@@ -55,12 +55,11 @@ from collections.abc import Callable
 import torch
 
 from otspec.errors import (
-    InvalidDistributionError,
     InvalidDraftsError,
     ShapeMismatchError,
     UnsupportedMethodError,
 )
-from otspec_gpu._validation import check_rows
+from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
 from otspec_gpu.sampling import categorical
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier
@@ -85,15 +84,7 @@ def _node_verifier(rule: str) -> TorchVerifier:
 
 def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, TorchVerifier]:
     ver = _node_verifier(rule)
-    for name, t in (("p", p), ("q", q), ("drafts", drafts)):
-        if not isinstance(t, torch.Tensor):
-            raise ShapeMismatchError(f"{name} must be a torch.Tensor (got {type(t).__name__}); convert it with torch.as_tensor")
-    if p.dtype not in (torch.float32, torch.float64) or q.dtype != p.dtype:
-        raise InvalidDistributionError(
-            f"p and q must share a float32 or float64 dtype (got {p.dtype} and {q.dtype}); cast both with .to(dtype)"
-        )
-    if drafts.dtype.is_floating_point or drafts.dtype == torch.bool or drafts.is_complex():
-        raise InvalidDraftsError(f"drafts must be an integer tensor (got {drafts.dtype}); cast it with .long()")
+    check_tensor_types(p, q, drafts)
     if drafts.ndim != 3 or drafts.shape[1] < 1 or drafts.shape[2] < 1:
         raise ShapeMismatchError(
             f"drafts must have shape [B, k, gamma] with k, gamma >= 1 (got {list(drafts.shape)}); k drafted sequences per row"
@@ -110,10 +101,7 @@ def _check(p, q, drafts, rule: str, validate: bool) -> tuple[torch.Tensor, torch
             f"p must have shape [{q.shape[0]}, k, gamma + 1, V] = [{q.shape[0]}, {k}, {g + 1}, {V}] like q (got {list(p.shape)}); "
             "p[b, j, i] = M_b(. | drafts[b, j, :i])"
         )
-    if p.device != q.device or drafts.device != p.device:
-        raise ShapeMismatchError(
-            f"p, q and drafts must be on one device (got {p.device}, {q.device}, {drafts.device}); move them with .to(device)"
-        )
+    check_same_device(p, q, drafts)
     drafts = drafts.long()
     if validate:
         check_rows(p, "p")
@@ -203,19 +191,14 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule:
     :math:`O = (x^{(j)}_{1..t}, y)`, computed by an exact top-down walk: a loop over depth and over
     the number of alive drafts, each node's output law from the node verifier's ``conditional``.
 
-    Parameters
-    ----------
-    {tree_inputs}
-    {tree_validate}
+    {tree_params}
 
     Returns
     -------
     torch.Tensor
         ``[B, k, gamma + 1, V]`` in ``p``'s dtype (accumulated in float64).
 
-    Raises
-    ------
-    {tree_raises}
+    {tree_raises_section}
 
     Examples
     --------
@@ -264,19 +247,14 @@ def expected_accepted_given_drafts(
     :func:`conditional`. Averaged over real drafted trees it estimates :math:`E[\tau]` with less
     variance than counting accepted tokens (the coins are integrated out).
 
-    Parameters
-    ----------
-    {tree_inputs}
-    {tree_validate}
+    {tree_params}
 
     Returns
     -------
     torch.Tensor
         ``[B]`` float64 :math:`E[\tau \mid \text{drafts}]`.
 
-    Raises
-    ------
-    {tree_raises}
+    {tree_raises_section}
 
     Examples
     --------
@@ -308,11 +286,7 @@ def sample(
     B``) each group is split further by its lowest alive sequence (at most ``k`` calls) and the node
     rule gets that sequence's shared ``[1, V]`` row.
 
-    Parameters
-    ----------
-    {tree_inputs}
-    {generator}
-    {tree_validate}
+    {tree_params_sample}
 
     Returns
     -------
@@ -321,9 +295,7 @@ def sample(
         lowest index ``j`` of a sequence whose first ``accepted`` tokens are the emitted prefix
         (``drafts[b, index[b], :accepted[b]]``).
 
-    Raises
-    ------
-    {tree_raises}
+    {tree_raises_section}
 
     Examples
     --------

@@ -220,7 +220,9 @@ def test_determinism_and_row_independence(rule):
 def _f32_and_f64(cond, P, Q, x):
     P32, Q32 = torch.as_tensor(P, dtype=torch.float32), torch.as_tensor(Q, dtype=torch.float32)
     law32 = cond(P32, Q32, x)
-    law64 = cond(P32.double(), Q32.double(), x)  # the same float32 inputs, computed in float64
+    # the same float32 inputs, computed in float64: their rows sum to 1 only within float32 rounding
+    # (~1e-7), beyond float64's tolerance, so the values are checked by the float32 call above
+    law64 = cond(P32.double(), Q32.double(), x, validate=False)
     assert torch.isfinite(law32).all()
     return law32.double(), law64
 

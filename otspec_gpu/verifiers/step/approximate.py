@@ -87,8 +87,7 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: 
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, 1]`` long: one draft per row.
+    {drafts_one}
     pass_prob : array_like, callable or None
         Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
     validate : bool
@@ -119,19 +118,12 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, 1]`` long: one draft per row.
+    {drafts_one}
     pass_prob : array_like, callable or None
         Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
     {validate}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises}
+    {returns_law_raises}
 
     Examples
     --------
@@ -153,20 +145,13 @@ def sample(
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, 1]`` long: one draft per row.
+    {drafts_one}
     {generator}
     pass_prob : array_like, callable or None
         Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
     {validate}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises}
+    {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
     x = drafts[:, :1]

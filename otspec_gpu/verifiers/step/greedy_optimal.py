@@ -30,8 +30,7 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
+    {drafts_greedy}
 
     Returns
     -------
@@ -52,20 +51,9 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` of the greedy-optimal rule.
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
-    {validate}
+    {params_greedy}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises_inputs}
+    {returns_law_raises_inputs}
     {raises_greedy}
     {raises_count}
 
@@ -86,21 +74,9 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One output token per row (coins and residual draws from separate ``rand`` calls).
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long greedy drafts: the top-(k-1) tokens of q, then the random draft.
-    {generator}
-    {validate}
+    {params_greedy_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises_inputs}
+    {returns_step_raises_inputs}
     {raises_greedy}
     {raises_count}
     """

@@ -367,19 +367,9 @@ def _residual(p64: torch.Tensor, q64: torch.Tensor, rho: torch.Tensor, k: int, b
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact K-SEQ output law ``[B, V]`` for i.i.d. drafts ``[B, k]`` (k = ``drafts.shape[1]``).
 
-    Parameters
-    ----------
-    {p_q}
-    {drafts_iid}
-    {validate}
+    {params_iid}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises}
+    {returns_law_raises}
 
     Examples
     --------
@@ -396,20 +386,9 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One output token per row (accept coins and residual draws from separate ``rand`` calls).
 
-    Parameters
-    ----------
-    {p_q}
-    {drafts_iid}
-    {generator}
-    {validate}
+    {params_iid_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises}
+    {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="kseq")
     k = drafts.shape[1]

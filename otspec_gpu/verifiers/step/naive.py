@@ -45,8 +45,7 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = 
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long drafts (any law).
+    {drafts_any}
     law : {"iid", "without_replacement", "greedy"}
         How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
 
@@ -68,19 +67,12 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: 
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long drafts (any law).
+    {drafts_any}
     law : {"iid", "without_replacement", "greedy"}
         How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
     {validate}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises}
+    {returns_law_raises}
     UnsupportedMethodError
         If ``law`` is unknown.
 
@@ -106,20 +98,13 @@ def sample(
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long drafts (any law).
+    {drafts_any}
     {generator}
     law : {"iid", "without_replacement", "greedy"}
         How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
     {validate}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises}
+    {returns_step_raises}
     UnsupportedMethodError
         If ``law`` is unknown.
     """

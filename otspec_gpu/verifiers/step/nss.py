@@ -17,12 +17,7 @@ __all__ = ["conditional", "nss", "sample"]
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     """Output law ``[B, V]`` of NSS: p itself, whatever the drafts.
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long drafts (any law).
-    {validate}
+    {params_any}
 
     Returns
     -------
@@ -48,21 +43,9 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One draw from p per row (one ``rand`` call).
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long drafts (any law).
-    {generator}
-    {validate}
+    {params_any_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises}
+    {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
     return step_output(categorical(p, generator, n=drafts.shape[0]), drafts)

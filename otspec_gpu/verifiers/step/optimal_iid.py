@@ -223,19 +223,9 @@ def conditional(
 ) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` (dtype of ``p``) of the optimal i.i.d. verifier.
 
-    Parameters
-    ----------
-    {p_q}
-    {drafts_iid}
-    {validate}
+    {params_iid}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises}
+    {returns_law_raises}
 
     Examples
     --------
@@ -298,20 +288,9 @@ def sample(
 ) -> StepOutput:
     """One output token per row: level, choice, accept coin and residual draw from four separate ``rand`` calls.
 
-    Parameters
-    ----------
-    {p_q}
-    {drafts_iid}
-    {generator}
-    {validate}
+    {params_iid_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises}
+    {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name=_name)
     B = drafts.shape[0]

@@ -49,19 +49,9 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact RRS (with replacement) output law ``[B, V]``.
 
-    Parameters
-    ----------
-    {p_q}
-    {drafts_iid}
-    {validate}
+    {params_iid}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises}
+    {returns_law_raises}
 
     Examples
     --------
@@ -78,20 +68,9 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One RRS output token per row (coins and residual draws from separate ``rand`` calls).
 
-    Parameters
-    ----------
-    {p_q}
-    {drafts_iid}
-    {generator}
-    {validate}
+    {params_iid_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises}
+    {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
     return step_output(sample_recursive(p, q, drafts, generator), drafts)

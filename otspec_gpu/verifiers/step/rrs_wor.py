@@ -31,8 +31,7 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long distinct drafts (successive sampling without replacement).
+    {drafts_distinct}
 
     Returns
     -------
@@ -150,20 +149,9 @@ def _check_distinct(drafts: torch.Tensor) -> None:
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact RSD output law ``[B, V]`` for distinct drafts.
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long distinct drafts (successive sampling without replacement).
-    {validate}
+    {params_distinct}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises_inputs}
+    {returns_law_raises_inputs}
     InvalidDraftsError
         If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
         with ``q = 0``, or a row repeats a token.
@@ -189,21 +177,9 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One RSD output token per row (coins and residual draws from separate ``rand`` calls).
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, k]`` long distinct drafts (successive sampling without replacement).
-    {generator}
-    {validate}
+    {params_distinct_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises_inputs}
+    {returns_step_raises_inputs}
     InvalidDraftsError
         If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
         with ``q = 0``, or a row repeats a token.

@@ -28,8 +28,7 @@ def schedules(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[A
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
+    {drafts_hub}
 
     Returns
     -------
@@ -62,20 +61,9 @@ def schedules(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> tuple[A
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact SpecHub output law ``[B, V]``, averaged over the latent drafting order.
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
-    {validate}
+    {params_hub}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises_inputs}
+    {returns_law_raises_inputs}
     {raises_greedy}
     {raises_count}
 
@@ -99,21 +87,9 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One SpecHub output token per row: order coin, accept coins and residual draw, each from its own ``rand`` call.
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, 2]`` long: the top token of q, then the draft from the rest (greedy, k = 2).
-    {generator}
-    {validate}
+    {params_hub_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises_inputs}
+    {returns_step_raises_inputs}
     {raises_greedy}
     {raises_count}
     """

@@ -23,8 +23,7 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
     Parameters
     ----------
     {p_q}
-    drafts : torch.Tensor
-        ``[B, 1]`` long: one draft per row.
+    {drafts_one}
 
     Returns
     -------
@@ -40,20 +39,9 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
 def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, validate: bool = True) -> torch.Tensor:
     r"""Exact output law ``[B, V]`` given one draft per row ``drafts`` ``[B, 1]``.
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, 1]`` long: one draft per row.
-    {validate}
+    {params_one}
 
-    Returns
-    -------
-    {returns_law}
-
-    Raises
-    ------
-    {raises}
+    {returns_law_raises}
 
     Examples
     --------
@@ -70,21 +58,9 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
     """One output token per row (accept coins and residual draws from separate ``rand`` calls).
 
-    Parameters
-    ----------
-    {p_q}
-    drafts : torch.Tensor
-        ``[B, 1]`` long: one draft per row.
-    {generator}
-    {validate}
+    {params_one_sample}
 
-    Returns
-    -------
-    {returns_step}
-
-    Raises
-    ------
-    {raises}
+    {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
     x = drafts[:, :1]
