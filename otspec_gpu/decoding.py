@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from otspec._validation import as_int_in_range
-from otspec.errors import IncompatibleModelsError, UnsupportedMethodError
+from otspec.errors import IncompatibleModelsError, InvalidDraftCountError, UnsupportedMethodError
 
 __all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodeMode", "DecodeResult", "IncompatibleModelsError", "decode", "mode_for"]
 
@@ -112,7 +112,8 @@ def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
     Raises
     ------
     NotAnIntegerError, InvalidDraftCountError
-        If ``drafts`` or ``gamma`` is not an integer ``>= 1``.
+        If ``drafts`` or ``gamma`` is not an integer ``>= 1``, or ``drafts`` is a number of drafts
+        the single-step verifier does not take (``spechub``: exactly 2).
     UnsupportedMethodError
         If the verifier is unknown, lossy (``approximate``), or has no decoding mode for this
         ``drafts`` / ``gamma`` (e.g. ``block`` with several drafts).
@@ -134,7 +135,11 @@ def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
             "verifier 'approximate' is lossy and needs a per-token predicate; the decoder runs lossless verifiers only"
         )
     if g == 1 and verifier in SINGLE_STEP:
-        return DecodeMode("single", verifier, k, 1, verifier, SINGLE_STEP[verifier].draft_law)
+        v = SINGLE_STEP[verifier]
+        if k < v.k_min or (v.k_max is not None and k > v.k_max):
+            span = f"exactly {v.k_min}" if v.k_max == v.k_min else f"at least {v.k_min}" if v.k_max is None else f"{v.k_min}..{v.k_max}"
+            raise InvalidDraftCountError(f"verifier {verifier!r} takes {span} drafts (got drafts = {k}); pass drafts={v.k_min}")
+        return DecodeMode("single", verifier, k, 1, verifier, v.draft_law)
     if verifier in TREE_VERIFIERS and g > 1:
         return DecodeMode("tree", verifier, k, g, verifier, "without_replacement" if verifier == "rrs_wor" else "iid")
     names = sorted(set(CHAIN_VERIFIERS) | set(SINGLE_STEP) | set(TREE_VERIFIERS))
@@ -324,17 +329,17 @@ def decode(
     caches = DecodeCaches(target, draft, prompts, k, transform, device)
     t_prefill = clock.now() - t_start
     drafter, step = Drafter(mode.mode, B, k, mode.gamma, mode.draft_law), VerifierStep(mode.mode, mode.rule, B, k)
-    recorder = Recorder(mode, B, V, top_k_trace, theory)
+    recorder = Recorder(mode, B, V, top_k_trace, theory, step.rule_for)
     out = _Outputs(B, n_new, target.eos_token_id if stop_at_eos else None)
     rows0 = torch.arange(B, device=device) * k  # first row of each prompt
     rnd = 0
     while not all(out.done):
         clock.start()
-        X, Q = drafter.draft(caches.next_q, caches.pend, caches.pend_valid, g_draft)  # [R, gamma], [R, gamma, V]
+        X, Q, n_drafts = drafter.draft(caches.next_q, caches.pend, caches.pend_valid, g_draft)  # [R, gamma], [R, gamma, V], [B]
         clock.lap("draft")
         P = caches.score(X)  # [R, gamma + 1, V]
         clock.lap("target")
-        outcome = step(P, Q, X, g_verify, g_bonus)
+        outcome = step(P, Q, X, n_drafts, g_verify, g_bonus)
         clock.lap("verify")
         chosen = rows0 + outcome.index  # [B]
         caches.rollback(chosen, outcome.accepted, outcome.token, X)
@@ -342,7 +347,7 @@ def decode(
         live = out.live()
         n_emit = out.add([Xc[b][: tau_l[b]] + [y_l[b]] for b in range(B)])
         clock.lap("rollback")
-        recorder.add(rnd, live, clock, P=P, Q=Q, X=X, outcome=outcome, chosen=chosen, n_emit=n_emit)
+        recorder.add(rnd, live, clock, P=P, Q=Q, X=X, n_drafts=n_drafts, outcome=outcome, chosen=chosen, n_emit=n_emit)
         rnd += 1
         if progress is not None:
             progress(min(len(o) for o in out.tokens))

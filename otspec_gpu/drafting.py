@@ -182,34 +182,40 @@ class Drafter:
 
     The draft model is reached only through ``next_q(ids, valid) -> q`` (feed ``ids`` ``[R, n]``,
     ``valid`` marking real tokens, to the draft's cache and return the processed conditionals
-    ``[R, V]`` after the last one): :meth:`otspec_gpu.scoring.DecodeCaches.next_q`.
+    ``[R, V]`` after the last one): :meth:`otspec_gpu.scoring.DecodeCaches.next_q`. Rows
+    ``b k .. b k + k - 1`` are prompt ``b``'s drafts; position ``t >= 1`` of every row is one draw
+    from that row's own conditional, and the first position is drawn by :meth:`first_tokens`:
 
-    * ``"chain"``: one sequence of ``gamma`` i.i.d.-per-position draws (``k = 1``);
-    * ``"single"``: ``k`` single-token drafts per prompt from the verifier's draft law
-      (:func:`sample_drafts`);
-    * ``"tree"``: ``k`` sequences with the law the tree rules assume
-      (:func:`otspec_gpu.verifiers.tree.draft_sequences`).
+    * ``"chain"`` (``k = 1``): one draw;
+    * ``"single"`` (``gamma = 1``): ``k`` drafts from the verifier's draft law (:func:`sample_drafts`);
+    * ``"tree"``: ``k`` sequences with the law the tree rules assume (the law of
+      :func:`otspec_gpu.verifiers.tree.draft_sequences`): first tokens i.i.d. (``kseq``, ``rrs``) or
+      without replacement (``rrs_wor``), each sequence then continued independently.
+
+    **Short supports.** The laws ``without_replacement`` and ``greedy`` need ``k`` tokens of
+    positive draft probability. A prompt whose first-position ``q`` has only ``s < k`` of them
+    (temperature 0, ``top_k < k``, a small ``top_p`` nucleus) gets ``min(k, s) = s`` drafts from the
+    same law with ``s`` drafts (every token of the support, in the law's order); its other ``k - s``
+    rows repeat its first draft and are ignored by the verifier (``n_drafts`` says how many are real).
 
     Parameters
     ----------
     mode : {"chain", "single", "tree"}
         How to draft.
     B : int
-        Prompts in the batch (``R = B k`` rows, prompt ``b`` owns rows ``b k .. b k + k - 1``).
+        Prompts in the batch (``R = B k`` rows).
     k : int
         Drafts per prompt.
     gamma : int
         Tokens per draft.
     law : str
-        Draft law (``"iid"``, ``"without_replacement"``, ``"greedy"``).
+        Draft law of the first position (``"iid"``, ``"without_replacement"``, ``"greedy"``).
     """
 
     def __init__(self, mode: str, B: int, k: int, gamma: int, law: str):
         self.mode, self.B, self.k, self.gamma, self.law = mode, B, k, gamma, law
 
-    def draft(
-        self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def draft(self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator):
         """Draft one round.
 
         Parameters
@@ -225,29 +231,23 @@ class Drafter:
 
         Returns
         -------
-        (torch.Tensor, torch.Tensor)
-            Drafts ``X`` ``[R, gamma]`` and their conditionals ``Q`` ``[R, gamma, V]``.
+        (torch.Tensor, torch.Tensor, torch.Tensor)
+            Drafts ``X`` ``[R, gamma]``, their conditionals ``Q`` ``[R, gamma, V]`` and the number
+            of real drafts per prompt ``[B]`` (``k`` but for short supports).
         """
-        if self.mode == "tree":
-            from otspec_gpu.verifiers import tree
-
-            R, g = self.B * self.k, self.gamma
-            feeder = _TreeFeeder(next_q, first, first_valid)
-            Xt, Qt = tree.draft_sequences(feeder, self.B, self.k, g, replacement=self.law == "iid", generator=generator)
-            return Xt.reshape(R, g), Qt.reshape(R, g, Qt.shape[-1])
         from otspec_gpu.sampling import categorical
 
         q_t = next_q(first, first_valid)  # [R, V]
-        x_t = self.first_tokens(q_t, generator)
+        x_t, n_drafts = self.first_tokens(q_t, generator)
         qs, xs = [q_t], [x_t]
         for _ in range(1, self.gamma):
             q_t = next_q(x_t.unsqueeze(1), torch.ones_like(x_t, dtype=torch.bool).unsqueeze(1))
             x_t = categorical(q_t, generator)
             qs.append(q_t)
             xs.append(x_t)
-        return torch.stack(xs, 1), torch.stack(qs, 1)  # [R, gamma], [R, gamma, V]
+        return torch.stack(xs, 1), torch.stack(qs, 1), n_drafts  # [R, gamma], [R, gamma, V], [B]
 
-    def first_tokens(self, q: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def first_tokens(self, q: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The drafts at the first position from the draft conditionals ``q`` ``[R, V]``.
 
         Parameters
@@ -259,24 +259,24 @@ class Drafter:
 
         Returns
         -------
-        torch.Tensor
-            ``[R]`` long: ``k`` drafts per prompt from the draft law (``"single"``), else one
-            independent draw per row.
+        (torch.Tensor, torch.Tensor)
+            ``[R]`` long drafts (``k`` per prompt from the draft law for ``"single"`` and the first
+            tokens of ``rrs_wor`` trees, else one independent draw per row) and ``[B]`` the number
+            of real drafts per prompt.
         """
-        if self.mode == "single":
-            return sample_drafts(q[:: self.k], self.k, self.law, generator=generator).reshape(-1)  # [B, k] -> [R]
-        from otspec_gpu.sampling import categorical
+        k = self.k
+        full = torch.full((q.shape[0] // k,), k, dtype=torch.long, device=q.device)
+        if self.mode == "chain" or (self.mode == "tree" and self.law == "iid"):
+            from otspec_gpu.sampling import categorical
 
-        return categorical(q, generator)
-
-
-class _TreeFeeder:
-    """``next_q(prefix)`` of :func:`otspec_gpu.verifiers.tree.draft_sequences` over the draft's cache."""
-
-    def __init__(self, next_q, first: torch.Tensor, first_valid: torch.Tensor):
-        self.next_q, self.first, self.first_valid = next_q, first, first_valid
-
-    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
-        if prefix.shape[1] == 0:
-            return self.next_q(self.first, self.first_valid)
-        return self.next_q(prefix[:, -1:], torch.ones_like(prefix[:, -1:], dtype=torch.bool))
+            return categorical(q, generator), full
+        q0 = q[::k]  # [B, V] one row per prompt
+        if self.law == "iid" or k == 1:
+            return sample_drafts(q0, k, self.law, generator=generator).reshape(-1), full
+        n_drafts = torch.clamp((q0 > 0).sum(1), max=k)  # [B] min(k, support)
+        short = bool((n_drafts < k).any())
+        x = sample_drafts(q0, k, self.law, generator=generator, validate=not short)  # [B, k]
+        if short:  # slots past a prompt's support repeat its first draft (ignored by the verifier)
+            pad = torch.arange(k, device=q.device).unsqueeze(0) >= n_drafts.unsqueeze(1)
+            x = torch.where(pad, x[:, :1], x)
+        return x.reshape(-1), n_drafts

@@ -82,15 +82,18 @@ class Recorder:
         Largest probabilities kept per p and q row.
     theory : bool
         Compute the exact expectations of each record.
+    rule_for : callable, optional
+        ``rule_for(n)``: the rule that verified ``n`` real drafts
+        (:meth:`otspec_gpu.verifying.VerifierStep.rule_for`; default: the mode's rule).
     """
 
-    def __init__(self, mode: Any, B: int, V: int, top_k_trace: int, theory: bool):
+    def __init__(self, mode: Any, B: int, V: int, top_k_trace: int, theory: bool, rule_for=None):
         from otspec_gpu.trace import TraceBuilder
 
-        self.mode, self.theory = mode, theory
+        self.mode, self.theory, self.rule_for = mode, theory, rule_for
         self.builder = TraceBuilder(mode=mode, B=B, V=V, top_k=top_k_trace)
 
-    def add(self, rnd: int, live: list, clock: PhaseClock, *, P, Q, X, outcome, chosen, n_emit) -> None:
+    def add(self, rnd: int, live: list, clock: PhaseClock, *, P, Q, X, n_drafts, outcome, chosen, n_emit) -> None:
         """Record one round (theory time goes to the ``theory`` phase).
 
         Parameters
@@ -103,6 +106,8 @@ class Recorder:
             The round's clock (its phases are recorded).
         P, Q, X : torch.Tensor
             The round's target and draft conditionals and drafts.
+        n_drafts : torch.Tensor
+            ``[B]`` real drafts per prompt.
         outcome : otspec_gpu.verifiers.StepOutput
             The verifier step's decision.
         chosen : torch.Tensor
@@ -114,7 +119,7 @@ class Recorder:
         if self.theory:
             from otspec_gpu.theory import round_theory
 
-            th = round_theory(self.mode, P, Q, X, live)
+            th = round_theory(self.mode, P, Q, X, live, n_drafts=n_drafts.tolist(), rule_for=self.rule_for)
             clock.lap("theory")
         self.builder.add_round(
             rnd,
@@ -122,6 +127,7 @@ class Recorder:
             P=P,
             Q=Q,
             X=X,
+            n_drafts=n_drafts,
             chosen=chosen,
             tau=outcome.accepted,
             next_token=outcome.token,

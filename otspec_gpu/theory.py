@@ -229,7 +229,7 @@ def tree_theory(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> dict:
     return out
 
 
-def round_theory(mode, P, Q, X, live: Sequence[int]) -> dict:
+def round_theory(mode, P, Q, X, live: Sequence[int], *, n_drafts: Sequence[int] | None = None, rule_for=None) -> dict:
     """Theory for the live prompts of one round, as ``{column: float64 array [len(live)]}``.
 
     ``P`` [R, gamma+1, V], ``Q`` [R, gamma, V], ``X`` [R, gamma] (``R = B * k`` rows, prompt ``b``
@@ -244,6 +244,11 @@ def round_theory(mode, P, Q, X, live: Sequence[int]) -> dict:
         The round's target and draft conditionals and the drafted tokens (shapes above).
     live : sequence of int
         Prompts still decoding.
+    n_drafts : sequence of int, optional
+        Real drafts per prompt (default ``k`` each): a prompt with ``n < k`` (a short draft
+        support) is evaluated on its first ``n`` rows.
+    rule_for : callable, optional
+        ``rule_for(n)``, the rule that verified ``n`` drafts (default: the mode's rule).
 
     Returns
     -------
@@ -253,12 +258,14 @@ def round_theory(mode, P, Q, X, live: Sequence[int]) -> dict:
     k = mode.k
     recs = []
     for b in live:
-        r0 = b * k
+        r0, n = b * k, (k if n_drafts is None else int(n_drafts[b]))
+        rule = mode.rule if rule_for is None else rule_for(n)
         if mode.mode == "chain":
-            recs.append(chain_theory(_np(P[r0]), _np(Q[r0]), X[r0].cpu().numpy(), mode.rule))
+            recs.append(chain_theory(_np(P[r0]), _np(Q[r0]), X[r0].cpu().numpy(), rule))
         elif mode.mode == "single":
-            recs.append(single_theory(_np(P[r0, 0]), _np(Q[r0, 0]), X[r0 : r0 + k, 0].cpu().numpy(), mode.rule, mode.draft_law))
+            law = mode.draft_law if rule == mode.rule else "iid"  # the token fallback: one draft of a point mass
+            recs.append(single_theory(_np(P[r0, 0]), _np(Q[r0, 0]), X[r0 : r0 + n, 0].cpu().numpy(), rule, law))
         else:
-            recs.append(tree_theory(_np(P[r0 : r0 + k]), _np(Q[r0 : r0 + k]), X[r0 : r0 + k].cpu().numpy(), mode.rule))
+            recs.append(tree_theory(_np(P[r0 : r0 + n]), _np(Q[r0 : r0 + n]), X[r0 : r0 + n].cpu().numpy(), rule))
     keys = sorted({key for r in recs for key in r})
     return {key: np.array([r.get(key, math.nan) for r in recs], dtype=np.float64) for key in keys}

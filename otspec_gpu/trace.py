@@ -51,7 +51,9 @@ class TraceBuilder:
     def _push(self, name: str, value: Any) -> None:
         self.rec.setdefault(name, []).append(value)
 
-    def add_round(self, rnd: int, live, *, P, Q, X, chosen, tau, next_token, n_emit, times: dict, theory: dict | None) -> None:
+    def add_round(
+        self, rnd: int, live, *, P, Q, X, chosen, tau, next_token, n_emit, times: dict, theory: dict | None, n_drafts=None
+    ) -> None:
         """Append the records of one round (one per live prompt) and its phase timings.
 
         Parameters
@@ -78,6 +80,9 @@ class TraceBuilder:
             Seconds per phase (keys of :data:`otspec.io.TRACE_PHASES`; missing phases count 0).
         theory : dict or None
             Exact per-record expectations (``name -> [n] values``), stored as ``th_<name>``.
+        n_drafts : torch.Tensor, optional
+            ``[B]`` real drafts per prompt (default ``k``; fewer for a short draft support, whose
+            other rows of ``drafts`` repeat its first draft).
         """
         k, g = self.mode.k, self.mode.gamma
         if not live:
@@ -96,6 +101,8 @@ class TraceBuilder:
         self._push("next_token", next_token.cpu().numpy()[lv].astype(np.int64))
         self._push("path", (ch - lv * k).astype(np.int64))
         self._push("drafts", Xall.astype(np.int64))
+        nd = np.full(self.B, k, dtype=np.int64) if n_drafts is None else n_drafts.cpu().numpy().astype(np.int64)
+        self._push("n_drafts", nd[lv])
         for name, arr in (("p_top_ids", pid), ("p_top", ptop), ("p_tail", ptail), ("q_top_ids", qid), ("q_top", qtop), ("q_tail", qtail)):
             self._push(name, arr)
         if theory is not None:
@@ -107,7 +114,7 @@ class TraceBuilder:
     def _empty_records(self) -> dict[str, np.ndarray]:
         """Every record column :meth:`add_round` writes (theory columns aside), with 0 rows."""
         g, K = self.mode.gamma, min(self.K, self.V)
-        cols = {name: np.zeros(0, dtype=np.int64) for name in ("round", "prompt", "tau", "n_emit", "next_token", "path")}
+        cols = {name: np.zeros(0, dtype=np.int64) for name in ("round", "prompt", "tau", "n_emit", "next_token", "path", "n_drafts")}
         cols["drafts"] = np.zeros((0, self.mode.k, g), dtype=np.int64)
         for side, rows in (("p", g + 1), ("q", g)):
             cols[f"{side}_top_ids"] = np.zeros((0, rows, K), dtype=np.int64)

@@ -26,6 +26,11 @@ __all__ = ["VerifierStep", "last_token_rule"]
 class VerifierStep:
     """The verifier of one decoding mode, called once per round.
 
+    A prompt with fewer real drafts than ``k`` (a short support, see
+    :class:`otspec_gpu.drafting.Drafter`) is verified with the law its drafts actually came from:
+    the same rule with ``n`` drafts, or -- when the rule takes no ``n`` drafts (``spechub`` needs
+    exactly 2) -- the ``token`` rule with the single draft (``n = 1``: q is a point mass).
+
     Parameters
     ----------
     mode : str
@@ -41,7 +46,27 @@ class VerifierStep:
     def __init__(self, mode: str, rule: str, B: int, k: int):
         self.mode, self.rule, self.B, self.k = mode, rule, B, k
 
-    def __call__(self, P: torch.Tensor, Q: torch.Tensor, X: torch.Tensor, verify: torch.Generator, bonus: torch.Generator) -> StepOutput:
+    def rule_for(self, n: int) -> str:
+        """The rule that verifies ``n`` real drafts (the mode's rule unless it cannot take ``n``).
+
+        Parameters
+        ----------
+        n : int
+            Real drafts of a prompt, ``1 <= n <= k``.
+
+        Returns
+        -------
+        str
+            A rule name of this mode.
+        """
+        if self.mode != "single" or n == self.k:
+            return self.rule
+        from otspec_gpu.verifiers import SINGLE_STEP
+
+        v = SINGLE_STEP[self.rule]
+        return self.rule if v.k_min <= n and (v.k_max is None or n <= v.k_max) else "token"
+
+    def __call__(self, P, Q, X, n_drafts, verify: torch.Generator, bonus: torch.Generator) -> StepOutput:
         """Verify one round.
 
         Parameters
@@ -52,6 +77,8 @@ class VerifierStep:
             ``[R, gamma, V]`` draft conditionals.
         X : torch.Tensor
             ``[R, gamma]`` drafts.
+        n_drafts : torch.Tensor
+            ``[B]`` real drafts per prompt (``k`` but for short supports).
         verify : torch.Generator
             The verification stream (accept coins, residual draws).
         bonus : torch.Generator
@@ -68,24 +95,38 @@ class VerifierStep:
 
             fn = chain.token_sample if self.rule == "token" else chain.block_sample
             return fn(P, Q, X, generator=verify)
-        if self.mode == "single":
-            return self._single(P, Q, X, verify, bonus)
-        from otspec_gpu.verifiers import tree
-
         B, k, V = self.B, self.k, P.shape[-1]
         g = X.shape[1]
-        return tree.sample(P.view(B, k, g + 1, V), Q.view(B, k, g, V), X.view(B, k, g), rule=self.rule, generator=verify)
-
-    def _single(self, P, Q, X, verify, bonus) -> StepOutput:
+        P4, Q4, X3 = P.view(B, k, g + 1, V), Q.view(B, k, g, V), X.view(B, k, g)
+        sizes = sorted(set(n_drafts.tolist()))
+        if sizes == [k]:
+            out = self._verify(P4, Q4, X3, k, verify)
+        else:  # short supports: one call per number of real drafts
+            acc = torch.zeros(B, dtype=torch.long, device=P.device)
+            tok, idx = torch.zeros_like(acc), torch.zeros_like(acc)
+            for n in sizes:
+                rows = torch.nonzero(n_drafts == n, as_tuple=True)[0]
+                part = self._verify(P4[rows, :n], Q4[rows, :n], X3[rows, :n], n, verify)
+                acc[rows], tok[rows], idx[rows] = part.accepted.long(), part.token.long(), part.index.long()
+            out = StepOutput(accepted=acc, token=tok, index=idx)
+        if self.mode == "tree":
+            return out
         from otspec_gpu.sampling import categorical
+
+        accepted = out.accepted.bool()
+        path = out.index.clamp_min(0).long()
+        extra = categorical(P4[torch.arange(B, device=P.device), path, 1], bonus)
+        return StepOutput(accepted=accepted.long(), token=torch.where(accepted, extra, out.token.long()), index=path)
+
+    def _verify(self, P4, Q4, X3, n: int, verify: torch.Generator) -> StepOutput:
+        """The rule for ``n`` drafts on ``[b, n, ...]`` rows (tree: the whole tree; single: the first position)."""
+        if self.mode == "tree":
+            from otspec_gpu.verifiers import tree
+
+            return tree.sample(P4, Q4, X3, rule=self.rule, generator=verify)
         from otspec_gpu.verifiers import SINGLE_STEP
 
-        rows0 = torch.arange(self.B, device=P.device) * self.k
-        so = SINGLE_STEP[self.rule].sample(P[rows0, 0], Q[rows0, 0], X.view(self.B, self.k), generator=verify)
-        accepted = so.accepted.bool()
-        path = so.index.clamp_min(0).long()
-        extra = categorical(P[rows0 + path, 1], bonus)
-        return StepOutput(accepted=accepted.long(), token=torch.where(accepted, extra, so.token.long()), index=path)
+        return SINGLE_STEP[self.rule_for(n)].sample(P4[:, 0, 0], Q4[:, 0, 0], X3[:, :, 0], generator=verify)
 
 
 def last_token_rule(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, accept: torch.Generator, residual: torch.Generator):
