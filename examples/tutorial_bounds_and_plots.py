@@ -17,6 +17,7 @@ import numpy as np
 import otspec
 from otspec import plot
 from otspec import verifiers as vs
+from otspec.report import compare
 
 # %% [markdown]
 # ## 1. A target and a draft
@@ -47,11 +48,11 @@ for name, vals in optimum.items():
 # %% [markdown]
 # ## 3. What the verifiers achieve
 #
-# ``otspec.verifiers.compare`` lists every verifier that applies to a draft law, with its exact
+# ``otspec.report.compare`` lists every verifier that applies to a draft law, with its exact
 # acceptance (closed form or kernel) and the gap to the optimum.
 
 # %%
-for row in vs.compare(p, otspec.iid(q, 4)):
+for row in compare(p, otspec.iid(q, 4)):
     print(f"{row.name:14s} {row.acceptance:.4f}  shortfall {row.shortfall:.4f}  ({row.how})")
 
 kseq = [vs.kseq.acceptance(p, otspec.iid(q, k)).value for k in ks]

@@ -9,6 +9,7 @@ import numpy as np
 
 from otspec._tolerances import EXACT_ATOL
 from otspec.errors import UnsupportedMethodError
+from otspec.testing._docs import fill_doc
 from otspec.testing._findings import TOP_CONTRIBUTORS, VerifierAssertionError, fmt_number, tuple_text
 from otspec.testing.adapters import as_verifier
 from otspec.testing.chain_forms import ChainVerifier
@@ -87,6 +88,7 @@ def check_chain_lossless(
     )
 
 
+@fill_doc
 def assert_chain_lossless(verifier: Any, p_model: Any, q_model: Any, gamma: int, *, atol: float = EXACT_ATOL) -> None:
     r"""Assert, exactly, that a chain verifier keeps the decoded stream's law equal to the target's.
 
@@ -96,12 +98,7 @@ def assert_chain_lossless(verifier: Any, p_model: Any, q_model: Any, gamma: int,
 
     Parameters
     ----------
-    verifier : ChainVerifier, module or conditional law
-        A chain verifier (see :func:`otspec.testing.as_verifier`).
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft models.
-    gamma : int
-        Draft block length.
+    {chain_args}
     atol : float
         Absolute tolerance per emitted block prefix.
 
@@ -125,17 +122,13 @@ def assert_chain_lossless(verifier: Any, p_model: Any, q_model: Any, gamma: int,
         raise finding
 
 
+@fill_doc
 def assert_chain_within_optimum(verifier: Any, p_model: Any, q_model: Any, gamma: int, *, atol: float = EXACT_ATOL) -> AcceptanceRatio:
     r"""Assert :math:`E[\tau] \le` :func:`otspec.block_optimum` and return the ratio.
 
     Parameters
     ----------
-    verifier : ChainVerifier, module or conditional law
-        A chain verifier.
-    p_model, q_model : Model or callable
-        Target and draft models.
-    gamma : int
-        Draft block length.
+    {chain_args}
     atol : float
         Slack on the comparison.
 

@@ -17,6 +17,7 @@ import numpy as np
 from otspec._tolerances import EXACT_ATOL
 from otspec.errors import UnsupportedMethodError
 from otspec.laws import DraftLaw
+from otspec.testing._docs import fill_doc
 from otspec.testing._findings import TOP_CONTRIBUTORS, VerifierAssertionError, fmt_number, tuple_text
 from otspec.testing.adapters import step_verifier
 from otspec.testing.forms import SamplerVerifier
@@ -24,6 +25,7 @@ from otspec.testing.forms import SamplerVerifier
 __all__ = ["assert_acceptance_matches_kernel", "assert_kernel_valid", "assert_lossless"]
 
 
+@fill_doc
 def assert_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL) -> None:
     r"""Assert, exactly from the kernel, that ``verifier`` outputs ``p`` when drafts follow ``law``.
 
@@ -34,12 +36,7 @@ def assert_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT
 
     Parameters
     ----------
-    verifier : verifier, conditional law or Verifier subclass
-        See :func:`otspec.testing.as_verifier` (a sampler alone has no kernel: use
-        :func:`assert_sampler_lossless`).
-    p : array_like, shape (V,)
-    law : DraftLaw
-        An enumerable draft law (keep V**k small).
+    {step_args}
     atol : float
         Absolute tolerance per token (default :data:`otspec._tolerances.EXACT_ATOL`).
 
@@ -68,6 +65,7 @@ def assert_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT
         raise finding
 
 
+@fill_doc
 def assert_kernel_valid(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_ATOL) -> Any:
     r"""Assert that ``verifier.kernel(p, law)`` is a well-formed transport plan; return the kernel.
 
@@ -79,12 +77,7 @@ def assert_kernel_valid(verifier: Any, p: Any, law: DraftLaw, *, atol: float = E
 
     Parameters
     ----------
-    verifier : verifier, conditional law or Verifier subclass
-        See :func:`otspec.testing.as_verifier`.
-    p : array_like, shape (V,)
-        Target distribution.
-    law : DraftLaw
-        An enumerable draft law.
+    {step_args}
     atol : float
         Absolute tolerance on weights, entries and row sums.
 
@@ -136,8 +129,7 @@ def kernel_finding(name: str, kernel: Any, law: DraftLaw, *, atol: float = EXACT
             f"{got.get(bad, 0.0):.6g} in the kernel and {ref.get(bad, 0.0):.6g} in the law (or a tuple is repeated)",
             {"property": "kernel", "tuples": [list(bad)] if bad else []},
         )
-    sums = pi.sum(axis=1)
-    bad_rows = np.flatnonzero(~np.isfinite(sums) | (np.abs(sums - 1.0) > atol) | np.any(pi < -atol, axis=1))
+    sums, bad_rows = _bad_rows(pi, atol)
     if bad_rows.size:
         b = int(bad_rows[0])
         return VerifierAssertionError(
@@ -162,8 +154,7 @@ def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_
     out = w @ pi
     err = out - p
     y = int(np.argmax(np.abs(err))) if err.size else 0
-    sums = pi.sum(axis=1)
-    row_bad = np.flatnonzero(~np.isfinite(sums) | (np.abs(sums - 1.0) > atol) | np.any(pi < -atol, axis=1))
+    sums, row_bad = _bad_rows(pi, atol)
     if not np.all(np.isfinite(err)) or abs(err[y]) > atol:
         contrib = w * (pi[:, y] - p[y])
         order = np.argsort(-np.sign(err[y]) * contrib, kind="stable")[:TOP_CONTRIBUTORS]
@@ -203,6 +194,13 @@ def check_lossless(verifier: Any, p: Any, law: DraftLaw, *, atol: float = EXACT_
     return None
 
 
+def _bad_rows(pi: np.ndarray, atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Row sums of ``pi`` ``(M, V)`` and the rows that are not distributions within ``atol``."""
+    sums = pi.sum(axis=1)
+    return sums, np.flatnonzero(~np.isfinite(sums) | (np.abs(sums - 1.0) > atol) | np.any(pi < -atol, axis=1))
+
+
+@fill_doc
 def assert_acceptance_matches_kernel(
     verifier: Any, p: Any, law: DraftLaw, *, method: str = "auto", atol: float = EXACT_ATOL, rng: np.random.Generator | None = None
 ) -> Any:
@@ -215,12 +213,7 @@ def assert_acceptance_matches_kernel(
 
     Parameters
     ----------
-    verifier : verifier, conditional law or Verifier subclass
-        See :func:`otspec.testing.as_verifier`.
-    p : array_like, shape (V,)
-        Target distribution.
-    law : DraftLaw
-        An enumerable draft law.
+    {step_args}
     method : str
         Passed to ``verifier.acceptance`` (``"auto"``, ``"closed_form"``, ``"kernel"``,
         ``"monte_carlo"``).

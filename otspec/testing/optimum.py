@@ -11,6 +11,7 @@ import numpy as np
 
 from otspec._tolerances import EXACT_ATOL
 from otspec.laws import DraftLaw
+from otspec.testing._docs import fill_doc
 from otspec.testing._findings import VerifierAssertionError, fmt_number
 from otspec.testing.adapters import as_verifier, step_verifier
 
@@ -90,6 +91,7 @@ def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
     return float(result.value)
 
 
+@fill_doc
 def acceptance_ratio(
     verifier: Any, p: Any, law: DraftLaw, *, n_samples: int = 20_000, rng: np.random.Generator | None = None, optimum: float | None = None
 ) -> AcceptanceRatio:
@@ -102,18 +104,8 @@ def acceptance_ratio(
 
     Parameters
     ----------
-    verifier : verifier, conditional law, sampler or Verifier subclass
-        See :func:`otspec.testing.as_verifier`.
-    p : array_like, shape (V,)
-        Target distribution.
-    law : DraftLaw
-        The draft law.
-    n_samples : int
-        Draft tuples for a Monte Carlo acceptance.
-    rng : numpy.random.Generator, optional
-        Its generator (default ``numpy.random.default_rng(0)``).
-    optimum : float, optional
-        :math:`\alpha^*` if already known.
+    {step_args}
+    {acceptance_args}
 
     Returns
     -------
@@ -138,6 +130,7 @@ def acceptance_ratio(
     return ratio_from(est, reference_optimum(p, law) if optimum is None else float(optimum))
 
 
+@fill_doc
 def assert_within_optimum(
     verifier: Any,
     p: Any,
@@ -159,22 +152,12 @@ def assert_within_optimum(
 
     Parameters
     ----------
-    verifier : verifier, conditional law, sampler or Verifier subclass
-        See :func:`otspec.testing.as_verifier`.
-    p : array_like, shape (V,)
-        Target distribution.
-    law : DraftLaw
-        The draft law.
+    {step_args}
     atol : float
         Slack on exact comparisons.
     at_least : float, optional
         Lower bound on ``acceptance / optimum`` to assert as well.
-    n_samples : int
-        Draft tuples for a Monte Carlo acceptance.
-    rng : numpy.random.Generator, optional
-        Its generator (default ``numpy.random.default_rng(0)``).
-    optimum : float, optional
-        :math:`\alpha^*` if already known.
+    {acceptance_args}
 
     Returns
     -------

@@ -11,6 +11,7 @@ import numpy as np
 
 from otspec.errors import UnsupportedMethodError
 from otspec.laws import DraftLaw
+from otspec.testing._docs import fill_doc
 from otspec.testing._findings import TOP_CONTRIBUTORS, VerifierAssertionError, fmt_number, tuple_text
 from otspec.testing.adapters import step_verifier
 from otspec.testing.forms import SamplerVerifier
@@ -110,6 +111,7 @@ def _detectable_tv(alpha: float, df: int, n: float, power: float = 0.99) -> floa
     return hi
 
 
+@fill_doc
 def assert_sampler_matches(
     verifier: Any,
     p: Any,
@@ -142,20 +144,10 @@ def assert_sampler_matches(
 
     Parameters
     ----------
-    verifier : verifier, conditional law or Verifier subclass
-        A verifier with both a kernel and a sampler (see :func:`otspec.testing.as_verifier`).
-    p : array_like, shape (V,)
-        Target distribution.
-    law : DraftLaw
-        An enumerable draft law.
+    {step_args}
     n : int
         Total draws (split evenly over the tuples).
-    false_alarm : float
-        Probability that a correct sampler fails.
-    tv : float
-        TV error for which the power is reported.
-    rng : numpy.random.Generator, optional
-        Default ``numpy.random.default_rng(0)`` (reproducible).
+    {sampler_test}
     per_tuple : bool
         One test per draft tuple (``True``) or one test of the joint law (``False``).
 
@@ -294,6 +286,7 @@ def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
     )
 
 
+@fill_doc
 def assert_sampler_lossless(
     verifier: Any,
     p: Any,
@@ -315,20 +308,10 @@ def assert_sampler_lossless(
 
     Parameters
     ----------
-    verifier : verifier, sampler or Verifier subclass
-        See :func:`otspec.testing.as_verifier`.
-    p : array_like, shape (V,)
-        Target distribution.
-    law : DraftLaw
-        The draft law (it is only sampled: any V).
+    {step_args}
     n : int
         Draft tuples drawn (one output each).
-    false_alarm : float
-        Probability that a lossless sampler fails.
-    tv : float
-        TV error of the output law for which the power is reported.
-    rng : numpy.random.Generator, optional
-        Draws the drafts and drives the sampler (default ``numpy.random.default_rng(0)``).
+    {sampler_test}
 
     Returns
     -------

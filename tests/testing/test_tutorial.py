@@ -16,6 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "testing.rst").read_text()
 
 
+def _has_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _console_blocks() -> list:
     """The ``$ otspec audit ...`` console blocks of the page: (command, quoted lines)."""
     blocks = []
@@ -25,7 +33,7 @@ def _console_blocks() -> list:
     return blocks
 
 
-@pytest.mark.parametrize("index", [0, 1])
+@pytest.mark.parametrize("index", [0, 1] + ([2] if _has_torch() else []))
 def test_quoted_audit_output_is_what_the_command_prints(index, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     command, quoted = _console_blocks()[index]
