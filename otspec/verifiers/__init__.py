@@ -34,6 +34,7 @@ from otspec.verifiers.step.naive import naive
 from otspec.verifiers.step.nss import nss
 from otspec.verifiers.step.optimal_iid import optimal_iid
 from otspec.verifiers.step.optimal_plan import optimal_plan
+from otspec.verifiers.step.optimal_wor import optimal_wor
 from otspec.verifiers.step.rrs import rrs, rrs_conditional
 from otspec.verifiers.step.rrs_wor import rrs_wor, rrs_wor_conditional
 from otspec.verifiers.step.spechub import spechub
@@ -56,6 +57,7 @@ __all__ = [
     "naive",
     "optimal_plan",
     "optimal_iid",
+    "optimal_wor",
     "approximate",
     "kseq_conditional",
     "rrs_conditional",
@@ -71,7 +73,7 @@ __all__ = [
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
-ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub, khisti, nss, naive, optimal_plan, optimal_iid, approximate)
+ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub, khisti, nss, naive, optimal_plan, optimal_iid, optimal_wor, approximate)
 
 
 def by_name(name: str) -> Verifier:

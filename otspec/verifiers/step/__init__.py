@@ -15,6 +15,7 @@ module                    rule
 ``naive``                 single-draft sampling on X_1 with a residual that may hit other drafts
 ``optimal_plan``          sample the optimal transport plan of the LP
 ``optimal_iid``           the exact optimal verifier for i.i.d. drafts at any V
+``optimal_wor``           the exact optimal verifier for drafts without replacement (two-level Luce)
 ``approximate``           a lossy SPRINTER-style rule
 ========================  =====================================================================
 
