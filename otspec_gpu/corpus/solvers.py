@@ -47,6 +47,7 @@ __all__ = [
     "SolverSpec",
     "iid_optima",
     "greedy_optima",
+    "all_optima",
     "one_minus_tv",
     "solve_position",
     "solve_rows",
@@ -162,12 +163,17 @@ class _Binned:
         """Index into the restricted arrays of global bin ``j`` (clipped to the used range)."""
         return min(max(j - self.j0, 0), self.Pc.size - 1)
 
-    def gather(self, wanted: np.ndarray) -> np.ndarray:
-        """Token ids of the bins flagged in ``wanted`` (restricted range), sorted by ratio (ties: lower id)."""
-        full = np.zeros(_NBINS, dtype=bool)
-        full[self.j0 : self.j0 + wanted.size] = wanted
-        idx = np.flatnonzero(full[self.bins])
-        return idx[np.argsort(self.key[idx], kind="stable")]
+    def gather(self, sort_bins: np.ndarray, other_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of two sets of bins (restricted range) in one pass: those of ``sort_bins``
+        sorted by ratio (ties: lower id), and those of ``other_bins`` in id order."""
+        code = np.zeros(_NBINS, dtype=np.int8)
+        code[self.j0 : self.j0 + sort_bins.size] = sort_bins
+        code[self.j0 : self.j0 + other_bins.size] |= other_bins.astype(np.int8) << 1
+        c = code[self.bins]
+        idx = np.flatnonzero(c)
+        ci = c[idx]
+        s = idx[(ci & 1).astype(bool)]
+        return s[np.argsort(self.key[s], kind="stable")], idx[(ci & 2).astype(bool)]
 
 
 def _iid_bounds(b: _Binned, k: int) -> tuple[float, np.ndarray]:
@@ -183,19 +189,18 @@ def _iid_bounds(b: _Binned, k: int) -> tuple[float, np.ndarray]:
     return best, lower < best
 
 
-def _iid_interior(b: _Binned, tokens: np.ndarray, k: int, best: float) -> float:
+def _iid_interior(b: _Binned, tokens: np.ndarray, bounds: dict) -> dict[int, float]:
+    """The minimum over every prefix ending inside the gathered bins, for each k (sorted ``tokens``)."""
     if tokens.size == 0:
-        return best
+        return {k: best for k, (best, _) in bounds.items()}
     tb = b.bins[tokens] - b.j0
     start = np.flatnonzero(np.concatenate([[True], tb[1:] != tb[:-1]]))
     first = np.repeat(start, np.diff(np.append(start, tokens.size)))
     cp = np.cumsum(b.p[tokens])
     cq = np.cumsum(b.q[tokens])
-    cp0 = np.concatenate([[0.0], cp])[first]
-    cq0 = np.concatenate([[0.0], cq])[first]
-    P = b.Pprev[tb] + (cp - cp0)
-    Q = np.minimum(b.Qprev[tb] + (cq - cq0), 1.0)
-    return min(best, float(np.min(P - Q**k)))
+    P = b.Pprev[tb] + (cp - np.concatenate([[0.0], cp])[first])
+    Q = np.minimum(b.Qprev[tb] + (cq - np.concatenate([[0.0], cq])[first]), 1.0)
+    return {k: min(best, float(np.min(P - Q**k))) for k, (best, _) in bounds.items()}
 
 
 def iid_optima(p: np.ndarray, q: np.ndarray, ks: Sequence[int], *, _binned: _Binned | None = None) -> dict[int, float]:
@@ -230,13 +235,7 @@ def iid_optima(p: np.ndarray, q: np.ndarray, ks: Sequence[int], *, _binned: _Bin
     >>> round(v[1], 12), round(v[2], 12)
     (0.7, 0.86)
     """
-    b = _binned if _binned is not None else _Binned(p, q)
-    bounds = {k: _iid_bounds(b, k) for k in ks}
-    wanted = np.zeros(b.Pc.size, dtype=bool)
-    for _, cand in bounds.values():
-        wanted |= cand
-    tokens = b.gather(wanted) if wanted.any() else np.zeros(0, dtype=np.int64)
-    return {k: min(1.0, 1.0 + _iid_interior(b, tokens, k, best)) for k, (best, _) in bounds.items()}
+    return all_optima(p, q, ks, (), _binned=_binned)[1]
 
 
 def _sum_min_scaled(b: _Binned, c: float, tokens: np.ndarray) -> float:
@@ -309,25 +308,68 @@ def greedy_optima(p: np.ndarray, q: np.ndarray, ks: Sequence[int], *, _binned: _
     Examples
     --------
     >>> import numpy as np
-    >>> greedy_optima(np.array([0.2, 0.5, 0.3]), np.array([0.5, 0.3, 0.2]), [2])  # doctest: +ELLIPSIS
-    {2: 0.8...}
+    >>> greedy_optima(np.array([0.2, 0.5, 0.3]), np.array([0.5, 0.3, 0.2]), [2])  # G = {0}: 0.2 + 0.5 + 0.3
+    {2: 1.0}
+    """
+    return all_optima(p, q, (), ks, _binned=_binned)[2]
+
+
+def _want(b: _Binned, wanted: np.ndarray, c: float) -> None:
+    g = _bin_of(c)
+    if b.j0 <= g < b.j0 + wanted.size:
+        wanted[g - b.j0] = True
+
+
+def all_optima(
+    p: np.ndarray, q: np.ndarray, iid_ks: Sequence[int], greedy_ks: Sequence[int], *, _binned: _Binned | None = None
+) -> tuple[float, dict[int, float], dict[int, float]]:
+    r""":math:`1 - d_{TV}`, the i.i.d. optima and the greedy optima of one pair, from one binning and
+    one gather of the few bins the scans need (:func:`iid_optima`, :func:`greedy_optima`).
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Validated float64 distributions.
+    iid_ks, greedy_ks : sequence of int
+        Numbers of drafts of each law (greedy: ``k <= `` the support of q).
+
+    Returns
+    -------
+    one_minus_tv : float
+        :math:`\sum_x \min(p, q)`.
+    iid : dict of int to float
+        ``k -> value``.
+    greedy : dict of int to float
+        ``k -> value``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tv, iid, greedy = all_optima(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), [2], [2])
+    >>> round(tv, 12), round(iid[2], 12), round(greedy[2], 12)
+    (0.7, 0.86, 0.9)
     """
     b = _binned if _binned is not None else _Binned(p, q)
-    consts = _greedy_constants(p, q, ks)
-    wanted = np.zeros(b.Pc.size, dtype=bool)
+    scan = np.zeros(b.Pc.size, dtype=bool)
+    bounds = {k: _iid_bounds(b, k) for k in iid_ks}
+    for _, cand in bounds.values():
+        scan |= cand
+    consts = _greedy_constants(p, q, greedy_ks) if greedy_ks else {}
+    visit = np.zeros(b.Pc.size, dtype=bool)
     for _, rest, _ in consts.values():
-        if rest > 0 and b.j0 <= _bin_of(1.0 / rest) < b.j0 + b.Pc.size:
-            wanted[_bin_of(1.0 / rest) - b.j0] = True
-    tokens = b.gather(wanted)
-    out = {}
+        if rest > 0:
+            _want(b, visit, 1.0 / rest)
+    sorted_tokens, bin_tokens = b.gather(scan, visit)
+    iid = {k: min(1.0, 1.0 + v) for k, v in _iid_interior(b, sorted_tokens, bounds).items()}
+    greedy = {}
     for k, (G, rest, pG) in consts.items():
         if rest <= 0:  # q lives on G: the last draft has no law; every p-mass on G is accepted
-            out[k] = min(1.0, pG)
+            greedy[k] = min(1.0, pG)
             continue
         c = 1.0 / rest
-        total = _sum_min_scaled(b, c, tokens) - float(np.minimum(p[G], c * q[G]).sum())
-        out[k] = min(1.0, pG + total)
-    return out
+        total = _sum_min_scaled(b, c, bin_tokens) - float(np.minimum(p[G], c * q[G]).sum())
+        greedy[k] = min(1.0, pG + total)
+    return one_minus_tv(p, q), iid, greedy
 
 
 def one_minus_tv(p: np.ndarray, q: np.ndarray) -> float:
@@ -442,19 +484,18 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
     import otspec
     from otspec.verifiers import by_name
 
-    b = _Binned(p, q)
-    out: dict[str, float] = {"one_minus_tv": one_minus_tv(p, q)}
     ks = spec.ks
     support = int(np.count_nonzero(q))
     ok = [k for k in ks if k <= support]  # greedy and without-replacement drafts need k distinct tokens
+    tv, iid, greedy = all_optima(p, q, ks if "iid" in spec.laws else (), ok if "greedy" in spec.laws else ())
+    out: dict[str, float] = {"one_minus_tv": tv}
     for law in spec.laws:
         if law == "iid":
-            for k, v in iid_optima(p, q, ks, _binned=b).items():
-                out[f"opt_iid_k{k}"] = v
-        elif law == "greedy":
-            vals = greedy_optima(p, q, ok, _binned=b) if ok else {}
             for k in ks:
-                out[f"opt_greedy_k{k}"] = vals.get(k, np.nan)
+                out[f"opt_iid_k{k}"] = iid[k]
+        elif law == "greedy":
+            for k in ks:
+                out[f"opt_greedy_k{k}"] = greedy.get(k, np.nan)
         else:
             for k in ks:
                 if k > support:
