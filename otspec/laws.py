@@ -333,6 +333,13 @@ class DraftLaw:
         vals = _prefix_by_max_rank(tuples, weights, order, self.V)
         return vals, ROUNDING_PER_TERM * max(len(weights), 1)
 
+    @property
+    def prefix_exact(self) -> bool:
+        """Whether the sorted-prefix dual (``optimal_acceptance(method="prefix")``) is exact for
+        this law, i.e. whether it has a :meth:`prefix_cut_order` (i.i.d., without replacement,
+        greedy; not product or explicit laws)."""
+        return type(self).prefix_cut_order is not DraftLaw.prefix_cut_order
+
     def prefix_cut_order(self, p: np.ndarray) -> np.ndarray | None:
         """The token order whose prefixes contain an optimal cut of the dual, or ``None`` when the
         sorted-prefix method is not exact for this law (then the optimum needs an LP or a flow).

@@ -13,7 +13,8 @@ from typing import Any
 
 from otspec import models as _models
 from otspec.bounds import optimal_acceptance
-from otspec.bounds.block import block_optimum, lp_size
+from otspec.bounds.block import block_optimum
+from otspec.bounds.sizing import lp_size
 from otspec.bounds.tree import tree_optimum
 from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
 from otspec.trees import check_tree_enumeration

@@ -31,7 +31,7 @@ from _report import markdown_table, median_time, write_report  # noqa: E402
 
 import otspec  # noqa: E402
 from otspec import models  # noqa: E402
-from otspec.bounds.block import lp_size  # noqa: E402
+from otspec.bounds.sizing import lp_size  # noqa: E402
 from otspec.bounds.tree import tree_optimum  # noqa: E402
 from otspec.verifiers import block as bv  # noqa: E402
 from otspec.verifiers import token_chain as tc  # noqa: E402

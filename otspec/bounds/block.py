@@ -33,26 +33,21 @@ from otspec._tolerances import (
     POLISH_RESIDUAL_SLACK,
     ROUNDING_PER_TERM,
 )
-from otspec._validation import as_int_in_range, check_memory
+from otspec._validation import as_int_in_range
 from otspec.bounds.highs import basic_masks, model_status_code, solve_colwise
 from otspec.bounds.result import STATUS_CHECK_FAILED, STATUS_OPTIMAL, STATUS_SOLVER_FAILED, BlockPlan
+from otspec.bounds.sizing import check_path_lp
 from otspec.errors import UnsupportedMethodError
 
 __all__ = [
     "BlockOptimumResult",
     "block_optimum",
     "joint_coupling_bound",
-    "lp_size",
     "solve_path_lp",
     "METHODS",
-    "LP_BYTES_PER_NONZERO",
 ]
 
 METHODS = ("closed_form", "lp")
-
-#: Peak bytes budgeted per constraint-matrix nonzero of the HiGHS model (our CSC arrays, HiGHS'
-#: own row- and column-wise copies and factorisation work space).
-LP_BYTES_PER_NONZERO = 120.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -194,38 +189,6 @@ def _suffix_tables(table: _models.PrefixTable) -> list:
     return S
 
 
-def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: float) -> tuple[int, int, int]:
-    """(columns, rows, nonzeros) of the path/tree LP with ``nodes_per_depth[t]`` emitted-prefix nodes
-    per drafted outcome at depth ``t`` (summed over outcomes).
-
-    Parameters
-    ----------
-    V : int
-        Vocabulary size.
-    gamma : int
-        Draft block length.
-    nodes_per_depth : sequence of float
-        ``gamma + 1`` node counts, summed over outcomes (one column per node and next token).
-    n_outcomes : float
-        Number of drafted outcomes (one draft-marginal row each).
-
-    Returns
-    -------
-    cols, rows, nnz : int
-        The LP's size: columns, rows (outcomes plus the :math:`V^{\\gamma+1}` target rows) and
-        nonzeros, for the size checks before anything is built.
-
-    Examples
-    --------
-    >>> lp_size(2, 1, [1, 2], 4)
-    (6, 8, 14)
-    """
-    cols = sum(int(n) * V for n in nodes_per_depth)
-    nnz = sum(int(n) * V * (1 + V ** (gamma - t)) for t, n in enumerate(nodes_per_depth))
-    rows = int(n_outcomes) + V ** (gamma + 1)
-    return cols, rows, nnz
-
-
 def _polish(A, b: np.ndarray, c: np.ndarray, highs):
     """Re-solve the final simplex basis in float64 (LU of the basis matrix): exact basic primal and
     dual solutions instead of HiGHS' tolerance-level ones. Returns ``(x, y)`` or None."""
@@ -284,19 +247,6 @@ class _PathLP:
     @property
     def shape(self) -> tuple[int, int]:
         return self.b.size, self.tau.size
-
-
-def _check_size(table: _models.PrefixTable, nodes: Sequence[Sequence[np.ndarray]], n_out: int, memory_cap: float | None, what: str) -> None:
-    """Refuse (:class:`~otspec.errors.ProblemTooLargeError`) an LP that would not fit, before building it."""
-    V, g = table.V, table.gamma
-    per_depth = [sum(len(nodes[o][t]) for o in range(n_out)) for t in range(g + 1)]
-    cols, rows, nnz = lp_size(V, g, per_depth, n_out)
-    check_memory(
-        LP_BYTES_PER_NONZERO * nnz + 8.0 * V ** (g + 1) * (g + 2),
-        memory_cap,
-        f"{what} ({cols:,} columns, {rows:,} rows, {nnz:,} nonzeros)",
-        "use method='closed_form', or a smaller V, gamma or k",
-    )
 
 
 def _build(table: _models.PrefixTable, weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]]) -> _PathLP:
@@ -538,7 +488,7 @@ def solve_path_lp(
     ProblemTooLargeError
         If the LP's estimated size exceeds its cap or ``memory_cap``.
     """
-    _check_size(table, nodes, len(weights), memory_cap, what)
+    check_path_lp(table.V, table.gamma, nodes, len(weights), memory_cap, what)
     lp = _build(table, weights, nodes)
     scaled = _scaling(lp)
     result = None

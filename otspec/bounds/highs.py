@@ -1,7 +1,7 @@
 """One way to build and run a HiGHS LP: column-wise arrays in, a configured solver out.
 
-Both the membership LP (:mod:`otspec.bounds.lp`) and the block / tree LP
-(:mod:`otspec.bounds.block`) go through :func:`solve_colwise` (and read the solved model back with
+The membership LP (:mod:`otspec.bounds.lp`), the block / tree LP (:mod:`otspec.bounds.block`) and
+khisti's selection LP (:mod:`otspec.verifiers.step.khisti`) go through :func:`solve_colwise` (and read the solved model back with
 :func:`basic_masks` and :func:`model_status_code`), so the tolerances
 (:data:`~otspec._tolerances.LP_FEASIBILITY_TOL`, :data:`~otspec._tolerances.LP_OPTIMALITY_TOL`)
 and the model set-up live in one place. ``highspy`` is imported lazily.
@@ -57,9 +57,11 @@ def solve_colwise(
     index: np.ndarray,
     value: np.ndarray,
     maximize: bool = True,
+    col_upper: np.ndarray | None = None,
     options: dict[str, Any] | None = None,
 ) -> tuple[Any, bool, str]:
-    r"""Solve :math:`\max\ (\text{or } \min)\ c^\top x` s.t. ``row_lower <= A x <= row_upper``, :math:`x \ge 0`.
+    r"""Solve :math:`\max\ (\text{or } \min)\ c^\top x` s.t. ``row_lower <= A x <= row_upper``,
+    :math:`0 \le x \le` ``col_upper``.
 
     Parameters
     ----------
@@ -71,6 +73,8 @@ def solve_colwise(
         :math:`A` in compressed sparse column form (``start`` has ``n + 1`` entries).
     maximize : bool
         Maximise (default) or minimise.
+    col_upper : ndarray, shape (n,), optional
+        Upper bounds of the columns (default: none).
     options : dict, optional
         Extra HiGHS options (e.g. ``{"solver": "ipm"}``), set after the shared tolerances.
 
@@ -88,7 +92,7 @@ def solve_colwise(
     lp.num_row_ = int(row_lower.shape[0])
     lp.col_cost_ = cost
     lp.col_lower_ = np.zeros(n)
-    lp.col_upper_ = np.full(n, highspy.kHighsInf)
+    lp.col_upper_ = np.full(n, highspy.kHighsInf) if col_upper is None else np.asarray(col_upper, dtype=np.float64)
     lp.row_lower_ = row_lower
     lp.row_upper_ = row_upper
     lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize

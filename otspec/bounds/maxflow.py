@@ -1,6 +1,6 @@
 r"""Exact sparse max-flow for the membership transport problem (OR-Tools ``SimpleMaxFlow``).
 
-The tuple-level problem of :mod:`otspec.bounds.lp` is a max-flow on the network
+Back end ``method="maxflow"``. The membership problem of :mod:`otspec.bounds.membership` is a max-flow on the network
 
 .. math:: \text{source} \xrightarrow{Q(s)} s \xrightarrow{Q(s)} y \in s \xrightarrow{p(y)} \text{sink}
 
@@ -25,7 +25,7 @@ Flooring makes every capacity at most its real value, so the integer max flow di
 :math:`2^N` is a feasible plan of the real problem: a certified **lower** bound. The min cut's
 token set :math:`H` is re-evaluated in float64 from the law itself: an **upper** bound. Their
 difference (at most the number of arcs in the cut times :math:`2^{-N}`, ~1e-13 in practice) is the
-reported gap; :func:`otspec.bounds.lp.certify` downgrades the status if it exceeds the certificate
+reported gap; :func:`otspec.bounds.certificate.certify` downgrades the status if it exceeds the certificate
 tolerance, as for every other method.
 
 Presolve. Before the solver runs, :func:`peel_abundant_tokens` routes every draft set that contains
@@ -46,26 +46,12 @@ import math
 
 import numpy as np
 
-from otspec.bounds.lp import membership_pairs
+from otspec.bounds.membership import PlanAnswer, membership_pairs
 
-__all__ = [
-    "solve_maxflow",
-    "peel_abundant_tokens",
-    "scale_bits",
-    "require_ortools",
-    "MAXFLOW_INSTALL",
-    "maxflow_available",
-    "BYTES_PER_ARC",
-]
+__all__ = ["solve", "peel_abundant_tokens", "pairs32", "scale_bits", "require_ortools", "MAXFLOW_INSTALL", "maxflow_available"]
 
 #: How to install the optional max-flow dependency.
 MAXFLOW_INSTALL = 'pip install "otspec[maxflow]"  (ortools)'
-
-#: Peak bytes per network arc (OR-Tools' graph with its reverse arcs, our int32/int64 arrays, the
-#: flows read back), added to the enumeration's own estimate. Measured: 1.37 GB whole-process peak
-#: at 1e7 LP columns (1.5e7 arcs, i.i.d. V = 3163, k = 2), ~91 B per arc *including* the
-#: enumeration (:doc:`benchmarks`); the estimate (enumeration + 100 B/arc) is 2.9 GB there.
-BYTES_PER_ARC = 100
 
 
 def maxflow_available() -> bool:
@@ -150,7 +136,7 @@ def peel_abundant_tokens(pair_set: np.ndarray, pair_token: np.ndarray, cap_set: 
     Parameters
     ----------
     pair_set, pair_token : ndarray of int64, shape (n,)
-        The middle arcs (set, token) in :func:`~otspec.bounds.lp.membership_pairs` order.
+        The middle arcs (set, token) in :func:`~otspec.bounds.membership.membership_pairs` order.
     cap_set, cap_tok : ndarray of int64, shapes (S,) and (V,)
         Integer capacities of the source and sink arcs.
 
@@ -212,9 +198,20 @@ def peel_abundant_tokens(pair_set: np.ndarray, pair_token: np.ndarray, cap_set: 
     return live_set, live_tok, fixed_pairs
 
 
-def _pairs32(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(pair_set, pair_token)`` of :func:`~otspec.bounds.lp.membership_pairs`, same order, as
-    int32 (what OR-Tools takes; half the memory of the int64 copies at 1e7 arcs)."""
+def pairs32(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(pair_set, pair_token)`` of :func:`~otspec.bounds.membership.membership_pairs`, same order,
+    as int32 (what OR-Tools takes; half the memory of the int64 copies at 1e7 arcs).
+
+    Parameters
+    ----------
+    sets : ndarray of int, shape (S, k)
+        Draft sets, ``-1`` padded.
+
+    Returns
+    -------
+    pair_set, pair_token : ndarray of int32 (int64 when an id does not fit in int32), shape (n,)
+        The set and the token of each middle arc.
+    """
     if max(sets.shape[0], int(sets.max(initial=0)) + 1) >= 2**31 - 2:
         pair_set, pair_token, _ = membership_pairs(sets)
         return pair_set, pair_token
@@ -224,7 +221,7 @@ def _pairs32(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pair_set, pair_token
 
 
-def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
+def solve(p: np.ndarray, sets: np.ndarray, weights: np.ndarray) -> PlanAnswer:
     """Solve the membership problem as an integer max-flow.
 
     The network is first reduced by :func:`peel_abundant_tokens` (exact); OR-Tools solves what is
@@ -239,21 +236,18 @@ def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
 
     Returns
     -------
-    w : ndarray, shape (n_pairs,)
-        Flow on each (set, token) arc in :func:`~otspec.bounds.lp.membership_pairs` order.
-    cut_indicator : ndarray, shape (V,)
-        1.0 for the tokens on the source side of the min cut (the dual set H), else 0.0; passed
-        to :func:`~otspec.bounds.lp.certify` as token scores, whose first prefix scan is then H.
-    ok : bool
-        The solver reported an optimal flow.
-    info : str
-        Solver status, scaling, presolve and integer flow value.
+    PlanAnswer
+        ``w``: the flow on each (set, token) arc in
+        :func:`~otspec.bounds.membership.membership_pairs` order; ``token_duals``: 1.0 for the
+        tokens on the source side of the min cut (the dual set H), else 0.0, so that the first
+        prefix scan of :func:`~otspec.bounds.certificate.certify` is H; ``ok``: the solver
+        reported an optimal flow; ``info``: solver status, scaling, presolve and integer flow value.
     """
     max_flow = require_ortools()
     V = p.shape[0]
     N = scale_bits(sets.shape[1])
     scale = float(2**N)
-    pair_set, pair_token = _pairs32(sets)
+    pair_set, pair_token = pairs32(sets)
     # x * 2^N is exact in float64 (a power-of-two scaling); the cast to int64 floors non-negatives.
     cap_set = (np.asarray(weights, dtype=np.float64) * scale).astype(np.int64)
     cap_tok = (np.asarray(p, dtype=np.float64) * scale).astype(np.int64)
@@ -268,7 +262,8 @@ def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     if S1 == 0:  # everything was routed by the presolve: the empty cut is optimal
         w = np.zeros(n_pairs)
         w[fixed_pairs] = fixed_cap / scale
-        return w, indicator, True, f"ortools max_flow not needed ({peeled}; capacities floor(x * 2^{N}), integer flow {fixed_flow})"
+        info = f"ortools max_flow not needed ({peeled}; capacities floor(x * 2^{N}), integer flow {fixed_flow})"
+        return PlanAnswer("maxflow", sets, weights, w, indicator, True, info)
     # Nodes: source 0, live sets 1..S1, live tokens S1+1..S1+V1, sink S1+V1+1 (int32, as OR-Tools takes).
     set_node = np.zeros(live_set.size, dtype=np.int32)
     set_node[set_ids] = np.arange(1, S1 + 1, dtype=np.int32)
@@ -301,7 +296,7 @@ def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     del tails, heads, caps
     status = smf.solve(sink, source)
     if status != smf.OPTIMAL:
-        return np.zeros(n_pairs), np.zeros(V), False, f"ortools max_flow status {status}"
+        return PlanAnswer("maxflow", sets, weights, np.zeros(n_pairs), np.zeros(V), False, f"ortools max_flow status {status}")
     w = np.zeros(n_pairs)
     w[fixed_pairs] = fixed_cap / scale
     w[mid] = np.asarray(smf.flows(mid_arcs), dtype=np.float64) / scale
@@ -312,9 +307,5 @@ def solve_maxflow(p: np.ndarray, sets: np.ndarray, weights: np.ndarray):
     reach = np.zeros(sink + 1, dtype=bool)
     reach[sink_side] = True
     indicator[tok_ids[~reach[S1 + 1 : S1 + V1 + 1]]] = 1.0
-    return (
-        w,
-        indicator,
-        True,
-        f"ortools max_flow optimal (capacities floor(x * 2^{N}), {peeled}, integer flow {smf.optimal_flow() + fixed_flow})",
-    )
+    info = f"ortools max_flow optimal (capacities floor(x * 2^{N}), {peeled}, integer flow {smf.optimal_flow() + fixed_flow})"
+    return PlanAnswer("maxflow", sets, weights, w, indicator, True, info)

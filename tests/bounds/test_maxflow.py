@@ -2,6 +2,7 @@
 overflowing, used by auto above the dense limits, with an install hint when OR-Tools is missing.
 Also: enumerate_sets' int64-key grouping equals np.unique(axis=0) row for row."""
 
+import dataclasses
 import sys
 
 import numpy as np
@@ -93,13 +94,13 @@ def test_wrong_cut_is_check_failed(monkeypatch):
     """A corrupted max-flow answer (the empty cut instead of the min cut) must be downgraded."""
     import otspec.bounds.maxflow as mf
 
-    real = mf.solve_maxflow
+    real = mf.solve
 
     def broken(p, sets, weights):
-        w, ind, ok, info = real(p, sets, weights)
-        return w * 0.95, np.zeros_like(ind), ok, info
+        a = real(p, sets, weights)
+        return dataclasses.replace(a, w=a.w * 0.95, token_duals=np.zeros_like(a.token_duals))
 
-    monkeypatch.setattr(mf, "solve_maxflow", broken)
+    monkeypatch.setattr(mf, "solve", broken)
     rng = np.random.default_rng(3)
     p, q = random_simplex(rng, 5), random_simplex(rng, 5)
     r = otspec.optimal_acceptance(p, otspec.iid(q, 2), method="maxflow")
@@ -184,7 +185,7 @@ def test_presolve_keeps_the_exact_integer_flow_and_a_tight_cut(seed, monkeypatch
     the sets (checked), the integer max flow equals the one of the whole network solved without it,
     the value equals the LP's, and the returned cut attains the value (the flow is tight)."""
     import otspec.bounds.maxflow as mf
-    from otspec.bounds.lp import certify
+    from otspec.bounds.certificate import certify
 
     rng = np.random.default_rng(seed)
     V = 12
@@ -192,14 +193,16 @@ def test_presolve_keeps_the_exact_integer_flow_and_a_tight_cut(seed, monkeypatch
     laws = [otspec.iid(q, 2), otspec.iid(q, 3), otspec.product([q, random_simplex(rng, V, alpha=0.5)])]
     for law in laws:
         sets, weights = law.enumerate_sets()
-        w, ind, ok, info = mf.solve_maxflow(p, sets, weights)
+        a = mf.solve(p, sets, weights)
+        ind, ok, info = a.token_duals, a.ok, a.info
         with monkeypatch.context() as m:
             m.setattr(mf, "peel_abundant_tokens", _no_peel)
-            w0, ind0, ok0, info0 = mf.solve_maxflow(p, sets, weights)
+            a0 = mf.solve(p, sets, weights)
+            ok0, info0 = a0.ok, a0.info
         assert ok and ok0
         assert "presolve fixed 0 of" in info0 and "presolve fixed 0 of" not in info, (law, info)
         assert _integer_flow(info) == _integer_flow(info0), (law, info, info0)
-        r = certify(p, law, sets, weights, w, ind, ok, "maxflow", info)
+        r = certify(p, law, a)
         lp = otspec.optimal_acceptance(p, law, method="lp")
         assert r.status == "optimal" and abs(r.value - lp.value) <= EXACT_ATOL
         H = np.flatnonzero(ind)
@@ -225,7 +228,7 @@ def test_peel_invariants(seed):
     rng = np.random.default_rng(seed)
     S, V, k = int(rng.integers(1, 30)), int(rng.integers(1, 10)), int(rng.integers(1, 4))
     sets, _ = otspec.explicit(rng.integers(0, V, size=(S, k)), np.full(S, 1.0 / S), vocab_size=V).enumerate_sets()
-    from otspec.bounds.lp import membership_pairs
+    from otspec.bounds.membership import membership_pairs
 
     ps, pt, _ = membership_pairs(sets)
     cap_set = rng.integers(0, 2**40, size=sets.shape[0])
@@ -255,12 +258,12 @@ def test_maxflow_cut_is_deterministic(rng):
 
 def test_int32_pairs_are_membership_pairs(rng):
     """The int32 arcs handed to OR-Tools are membership_pairs' (set, token) pairs in the same order."""
-    from otspec.bounds.lp import membership_pairs
-    from otspec.bounds.maxflow import _pairs32
+    from otspec.bounds.maxflow import pairs32
+    from otspec.bounds.membership import membership_pairs
 
     for k in (1, 2, 4):
         sets, _ = otspec.explicit(rng.integers(0, 9, size=(40, k)), np.full(40, 1 / 40), vocab_size=9).enumerate_sets()
-        ps, pt = _pairs32(sets)
+        ps, pt = pairs32(sets)
         ref_s, ref_t, _ = membership_pairs(sets)
         assert ps.dtype == pt.dtype == np.int32
         np.testing.assert_array_equal(ps, ref_s)

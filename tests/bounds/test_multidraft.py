@@ -1,5 +1,7 @@
 """optimal_acceptance: every method agrees, known answers hold, certificates are real."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -162,12 +164,13 @@ def test_cvxpy_user_constraints(rng):
     assert forb.plan.accepted_per_token()[top] <= CERTIFICATE_ATOL
     # Reference: zero target mass at `top` for acceptance purposes = alpha* of the LP with p(top)
     # capacity 0, solved by the brute-force dual with that token's capacity removed.
-    from otspec.bounds.lp import solve_highs
+    from otspec.bounds import lp
 
     sets, weights = law.enumerate_sets()
     p_cap = p.copy()
     p_cap[top] = 0.0
-    w_ref, _, ok, _ = solve_highs(p_cap, sets, weights)
+    ref = lp.solve(p_cap, sets, weights)
+    w_ref, ok = ref.w, ref.ok
     assert ok and abs(forb.value - w_ref.sum()) <= CERTIFICATE_ATOL
     assert forb.value <= base.value + EXACT_ATOL
     cap = otspec.optimal_acceptance(p, law, method="cvxpy", constraints=lambda lp: [lp.acceptance <= base.value - 0.1])
@@ -178,13 +181,13 @@ def test_failed_check_is_reported(monkeypatch):
     """A corrupted solver answer must surface as status check_failed, never as optimal."""
     import otspec.bounds.lp as lpmod
 
-    real = lpmod.solve_highs
+    real = lpmod.solve
 
     def broken(p, sets, weights):
-        w, d, ok, info = real(p, sets, weights)
-        return w * 0.9, d, ok, info  # feasible but not optimal
+        a = real(p, sets, weights)
+        return dataclasses.replace(a, w=a.w * 0.9)  # feasible but not optimal
 
-    monkeypatch.setattr(lpmod, "solve_highs", broken)
+    monkeypatch.setattr(lpmod, "solve", broken)
     rng = np.random.default_rng(0)
     p, q = random_simplex(rng, 5), random_simplex(rng, 5)
     r = otspec.optimal_acceptance(p, otspec.iid(q, 2), method="lp")
@@ -212,13 +215,13 @@ def test_error_bound_above_max_is_never_optimal():
     # past ERROR_BOUND_MAX (reported past 1 for very large k without replacement) made it
     # unable to fail while status stayed "optimal".
     from otspec._tolerances import ERROR_BOUND_MAX
-    from otspec.bounds.multidraft import _cut_certified_result
+    from otspec.bounds.certificate import CutAnswer, certify
 
     p, law = np.array([0.5, 0.3, 0.2]), otspec.iid([0.2, 0.3, 0.5], 2)
     exact = otspec.optimal_acceptance(p, law)
-    ok = _cut_certified_result(p, law, exact.value, exact.cut, "prefix", 0.0, {})
+    ok = certify(p, law, CutAnswer("prefix", exact.value, exact.cut, 0.0))
     assert ok.status == "optimal"
-    bad = _cut_certified_result(p, law, exact.value, exact.cut, "prefix", 10 * ERROR_BOUND_MAX, {})
+    bad = certify(p, law, CutAnswer("prefix", exact.value, exact.cut, 10 * ERROR_BOUND_MAX))
     assert bad.status == "check_failed" and not bad.ok
 
 
@@ -282,7 +285,7 @@ def test_iid_fast_prefix_is_the_generic_path_bit_for_bit():
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 13, 64])
 def test_power_by_squaring(k):
-    from otspec.bounds.multidraft import _power
+    from otspec.bounds.prefix import power
 
     x = np.random.default_rng(k).random(1000)
-    np.testing.assert_allclose(_power(x.copy(), k), x**k, rtol=4 * k * np.finfo(float).eps, atol=0)
+    np.testing.assert_allclose(power(x.copy(), k), x**k, rtol=4 * k * np.finfo(float).eps, atol=0)

@@ -22,7 +22,7 @@ The optimal selection is not unique, so the verifier fixes a *canonical* one:
   same super-token are selected with probability 1/2 each.
 * **every other law** (without replacement, explicit, products of different drafters): the weights
   solve the linear program :math:`\max_\beta \sum_y \min(p(y), r_\beta(y))` over the *sets* of
-  distinct drafted tokens (HiGHS through ``scipy.optimize.linprog``), so the kernel and the
+  distinct drafted tokens (HiGHS' dual simplex through the shared :func:`otspec.bounds.highs.solve_colwise`), so the kernel and the
   sampler need a law small enough to enumerate.
 
 For two i.i.d. drafts the optimum also has the closed form
@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from otspec._tolerances import LP_FEASIBILITY_TOL, LP_OPTIMALITY_TOL
 from otspec._validation import as_distribution, check_same_vocab
+from otspec.bounds.highs import solve_colwise
 from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED
 from otspec.laws import DraftLaw
 from otspec.sampling import sample_categorical, spawn_streams
@@ -164,9 +164,6 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     ProblemTooLargeError
         If enumerating the law's sets exceeds the memory cap.
     """
-    import scipy.sparse as sp  # lazily: scipy.optimize alone is ~0.4 s of `import otspec`
-    from scipy.optimize import linprog
-
     sets, Qs = law.enumerate_sets()
     S, k = sets.shape
     V = law.V
@@ -174,23 +171,29 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     rows_s, cols_j = np.nonzero(valid)
     nw = rows_s.size
     tok = sets[rows_s, cols_j]
-    c = np.concatenate([np.zeros(nw), -np.ones(V)])
-    A_eq = sp.csr_matrix((np.ones(nw), (rows_s, np.arange(nw))), shape=(S, nw + V))
-    A_ub = sp.hstack([sp.csr_matrix((-np.ones(nw), (tok, np.arange(nw))), shape=(V, nw)), sp.identity(V, format="csr")], format="csr")
-    bounds = np.concatenate([np.stack([np.zeros(nw), np.full(nw, np.inf)], 1), np.stack([np.zeros(V), p], 1)])
-    res = linprog(
-        c,
-        A_ub=A_ub,
-        b_ub=np.zeros(V),
-        A_eq=A_eq,
-        b_eq=Qs,
-        bounds=bounds,
-        method="highs",
-        options={"primal_feasibility_tolerance": LP_FEASIBILITY_TOL, "dual_feasibility_tolerance": LP_OPTIMALITY_TOL},
+    # Columns: w (one per set member), then t (one per token, 0 <= t_y <= p(y)); rows: the V token
+    # rows t_y - sum_{s ni y} w_{s,y} <= 0, then the S set rows sum_y w_{s,y} = Q(s). Column j of w
+    # has -1 in its token row and +1 in its set row; column y of t has +1 in token row y.
+    start = np.concatenate([np.arange(0, 2 * nw, 2), 2 * nw + np.arange(V + 1)]).astype(np.int32)
+    index = np.empty(2 * nw + V, dtype=np.int32)
+    index[0 : 2 * nw : 2] = tok
+    index[1 : 2 * nw : 2] = V + rows_s
+    index[2 * nw :] = np.arange(V)
+    value = np.concatenate([np.tile([-1.0, 1.0], nw), np.ones(V)])
+    h, ok, _ = solve_colwise(
+        cost=np.concatenate([np.zeros(nw), -np.ones(V)]),
+        row_lower=np.concatenate([np.full(V, -np.inf), Qs]),
+        row_upper=np.concatenate([np.zeros(V), Qs]),
+        start=start,
+        index=index,
+        value=value,
+        maximize=False,
+        col_upper=np.concatenate([np.full(nw, np.inf), p]),
+        options={"simplex_strategy": 1},  # dual simplex
     )
     beta = np.zeros((S, k))
-    if res.status == 0:
-        w = np.maximum(res.x[:nw], 0.0)
+    if ok:
+        w = np.maximum(np.asarray(h.getSolution().col_value, dtype=np.float64)[:nw], 0.0)
         status = STATUS_OPTIMAL
     else:  # fall back to uniform selection so the (lossless) rule stays defined; status says why
         w = np.ones(nw)

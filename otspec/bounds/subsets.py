@@ -1,0 +1,73 @@
+r"""Back end ``method="subsets"``: the dual :math:`1 + \min_H [P(H) - Q(H^k)]` by brute force over
+all :math:`2^V` token sets, the oracle for tiny vocabularies (V <= :data:`SUBSETS_MAX_V`).
+:math:`Q(H^k)` for every H comes from one zeta transform of the law's set probabilities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from otspec._tolerances import ROUNDING_PER_TERM
+from otspec.bounds.certificate import CutAnswer
+from otspec.laws import DraftLaw
+
+__all__ = ["SUBSETS_MAX_V", "solve", "subset_sums"]
+
+#: Brute force over 2^V subsets is the oracle for tiny vocabularies only.
+SUBSETS_MAX_V = 20
+
+
+def subset_sums(x: np.ndarray) -> np.ndarray:
+    """``out[mask] = sum of x over the bits of mask`` for all 2^V masks (bit b = token b).
+
+    Parameters
+    ----------
+    x : ndarray, shape (V,)
+        Per-token values.
+
+    Returns
+    -------
+    ndarray, shape (2**V,)
+        The sum over every subset, indexed by its bit mask.
+    """
+    out = np.zeros(1)
+    for b in range(x.size):
+        out = np.concatenate([out, out + x[b]])
+    return out
+
+
+def solve(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> CutAnswer:
+    """Brute force over all :math:`2^V` token sets (V <= :data:`SUBSETS_MAX_V`).
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution (validated).
+    law : DraftLaw
+        Any draft law (non-i.i.d. laws are enumerated first).
+    memory_cap : float or None
+        Bytes, for the law's enumeration (already checked by the caller).
+
+    Returns
+    -------
+    CutAnswer
+        The minimising set and its value.
+    """
+    V = law.V
+    P = subset_sums(p)
+    if law.kind == "iid":
+        Qall = subset_sums(law.q) ** law.k
+    else:
+        sets, weights = law.enumerate_sets(memory_cap=memory_cap)
+        bits = np.where(sets >= 0, np.left_shift(1, np.maximum(sets, 0)), 0).sum(axis=1)
+        f = np.bincount(bits, weights=weights, minlength=2**V)
+        # Sum over subsets (zeta transform): f[H] <- sum of f[m] over m subset of H.
+        for b in range(V):
+            g = f.reshape(-1, 2, 2**b)
+            g[:, 1, :] += g[:, 0, :]
+        Qall = f
+    vals = P + 1.0 - Qall
+    m = int(np.argmin(vals))
+    value = float(vals[m])
+    cut = np.flatnonzero([(m >> b) & 1 for b in range(V)]).astype(np.int64)
+    return CutAnswer("subsets", value, cut, ROUNDING_PER_TERM * max(V, law.num_tuples()))
