@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parents[2] / "otspec"
 LAYERS = [
     ("otspec._tolerances", "otspec.errors"),
     ("otspec._validation", "otspec.sampling"),
-    ("otspec._race",),
+    ("otspec._race", "otspec.stats"),
     ("otspec.laws", "otspec.models", "otspec.synthetic", "otspec.io"),
     ("otspec.trees",),
     ("otspec.bounds",),
     ("otspec.verifiers",),
-    ("otspec.report",),
+    ("otspec.report", "otspec.truncation"),
     ("otspec.cli", "otspec.plot", "otspec.testing", "otspec.__main__", "otspec"),
 ]
 
