@@ -556,11 +556,29 @@ def solve_rows(P: np.ndarray, Q: np.ndarray, spec: SolverSpec, *, docs: Any = No
     positions = np.arange(n) if positions is None else np.asarray(positions)
     names = columns_for(spec)
     out = {c: np.empty(n) for c in names}
-    for i in range(n):
-        row = solve_position(P[i], Q[i], spec, doc=int(docs[i]), position=int(positions[i]))
-        for c in names:
-            out[c][i] = row[c]
+    with _one_blas_thread():
+        for i in range(n):
+            row = solve_position(P[i], Q[i], spec, doc=int(docs[i]), position=int(positions[i]))
+            for c in names:
+                out[c][i] = row[c]
     return out
+
+
+def _one_blas_thread() -> Any:
+    """One BLAS thread while solving (threadpoolctl, part of the ``corpus`` extra).
+
+    The verifiers' closed forms take dot products of V-vectors; a multi-threaded BLAS makes each
+    one wait for its other threads (measured 20-30x slower on a loaded 2-core machine), and a
+    result could depend on the thread count. Every engine solves with one BLAS thread per process,
+    so the numbers are the same whatever runs them. Without threadpoolctl, a no-op.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - the corpus extra installs it
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
 
 def solve_logged(records: Sequence[Any], spec: SolverSpec) -> dict[str, np.ndarray]:
