@@ -32,7 +32,8 @@ Two evaluations:
   the ranges are cut where rigorous tail bounds fall below :data:`TAIL_EPS`, except the left end
   in s, where the integrand is :math:`b_y s\, G_y(0)(1 + O(s k))` and the trapezoid nodes left of
   :data:`S_LEFT` are summed in closed form (a geometric series) onto the first node. Cost:
-  :math:`O(N_s N_t V k)`, every (s, t) node independent of the others.
+  :math:`O(N_s N_t V k)`, every (s, t) node independent of the others (compiled with numba when
+  it is installed, the t-nodes split over numba's threads).
   Error estimate: the rules of step 2h and 4h are sub-sums of the same nodes (free); their
   distances :math:`d_1 = \|T_h - T_{2h}\|_1 \approx \mathrm{err}(2h)` and
   :math:`d_2 = \|T_{2h} - T_{4h}\|_1 \approx \mathrm{err}(4h)` extrapolate, with
@@ -63,6 +64,7 @@ try:
     import numba
 
     njit = numba.njit
+    prange = numba.prange
     COMPILED = True
 except ImportError:  # the same code runs as plain Python (slow above a few hundred tokens)
 
@@ -71,6 +73,7 @@ except ImportError:  # the same code runs as plain Python (slow above a few hund
             return args[0]
         return lambda f: f
 
+    prange = range
     COMPILED = False
 
 
@@ -214,13 +217,14 @@ def _side(q, b, a, pi, w, idx, e0, f0, k, wgt, s, t, out, out2, out4, m2, coarse
 
 
 @njit(cache=True)
-def _integrate(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, mult, out, out2, out4, m2):
+def _integrate_chunk(q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_s, mult, lo, hi, out, out2, out4, m2):
+    """Nodes ``taus[lo:hi]`` x all ``sigmas`` into this chunk's own accumulators."""
     n = q.size
-    idxA = np.flatnonzero(in_A)
     idxH = np.flatnonzero(~in_A)
     qA = 0.0
-    for j in idxA:
-        qA += q[j]
+    for j in range(n):
+        if in_A[j]:
+            qA += q[j]
     anyH = False
     for j in idxH:
         if b[j] > 0.0:
@@ -229,9 +233,7 @@ def _integrate(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, mult, 
     preF = np.empty((n + 1, k))
     a = np.empty(n)
     pi = np.empty(n)
-    wA = np.empty(n)
-    wH = np.empty(n)
-    for it in range(taus.size):
+    for it in range(lo, hi):
         t = math.exp(taus[it])
         for j in range(n):
             a[j] = math.exp(-q[j] * t)
@@ -243,13 +245,29 @@ def _integrate(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, mult, 
             coarse = min(coarse_t[it], coarse_s[js])
             c2 = 4.0 * mult[js, 1] / mult[js, 0]
             c4 = 16.0 * mult[js, 2] / mult[js, 0]
-            for j in range(n):
-                e = math.exp(-s * b[j])
-                wA[j] = e if in_A[j] else 1.0
-                wH[j] = e
-            _side_all(q, b, in_A, a, pi, wA, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
+            w = W[js]
+            _side_all(q, b, in_A, a, pi, w, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
             if anyH:
-                _side(q, b, a, pi, wH, idxH, eA, qA * eA, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
+                _side(q, b, a, pi, w, idxH, eA, qA * eA, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
+
+
+@njit(cache=True, parallel=True)
+def _integrate(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, mult, nchunks, acc):
+    """All nodes; ``acc[c]`` holds chunk c's (r, T_2h, T_4h, second) sums, chunks run in parallel
+    over contiguous ranges of t-nodes."""
+    n = q.size
+    W = np.empty((sigmas.size, n))
+    for js in prange(sigmas.size):
+        s = math.exp(sigmas[js])
+        for j in range(n):
+            W[js, j] = math.exp(-s * b[j])
+    nt = taus.size
+    for c in prange(nchunks):
+        lo = (c * nt) // nchunks
+        hi = ((c + 1) * nt) // nchunks
+        _integrate_chunk(
+            q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_s, mult, lo, hi, acc[c, 0], acc[c, 1], acc[c, 2], acc[c, 3]
+        )
 
 
 @njit(cache=True)
@@ -263,7 +281,7 @@ def _side_all(q, b, in_A, a, pi, w, k, wgt, s, t, out, out2, out4, m2, coarse, c
     preE[0, 0] = 1.0
     for j in range(n):
         aj = a[j]
-        cj = pi[j] * w[j]
+        cj = pi[j] * w[j] if in_A[j] else pi[j]
         qa = q[j] * aj
         for m in range(k):
             e = preE[j, m] * aj
@@ -289,7 +307,7 @@ def _side_all(q, b, in_A, a, pi, w, k, wgt, s, t, out, out2, out4, m2, coarse, c
             if coarse >= 2:
                 out4[j] += c4 * v
         aj = a[j]
-        cj = pi[j] * w[j]
+        cj = pi[j] * w[j] if in_A[j] else pi[j]
         qa = q[j] * aj
         for m in range(k - 1, -1, -1):
             e = sufE[m] * aj
@@ -372,11 +390,10 @@ def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, 
     # trapezoid sum over the nodes left of sigma_0 is the first node's term times a geometric sum
     mult = np.ones((sigmas.size, 3))
     mult[0] = [1.0 / (1.0 - math.exp(-m * h)) for m in (1, 2, 4)]
-    out = np.zeros(pos.size)
-    out2 = np.zeros(pos.size)
-    out4 = np.zeros(pos.size)
-    m2 = np.zeros(pos.size)
-    _integrate(qq, bb, inA, k, taus, h, sigmas, h, ct, cs, mult, out, out2, out4, m2)
+    nchunks = max(1, min(numba.get_num_threads() if COMPILED else 1, taus.size))
+    acc = np.zeros((nchunks, 4, pos.size))
+    _integrate(qq, bb, inA, k, taus, h, sigmas, h, ct, cs, mult, nchunks, acc)
+    out, out2, out4, m2 = acc.sum(axis=0)
     r[pos] = out
     second = np.zeros(V)
     second[pos] = m2

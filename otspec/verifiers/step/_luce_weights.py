@@ -97,6 +97,7 @@ def fit_luce_weights(
     max_iter: int,
     memory: int = 5,
     b0: np.ndarray | None = None,
+    patience: int = 8,
 ) -> LuceFit:
     """Weights b of a two-level Luce rule whose selection law is ``r_star``.
 
@@ -118,6 +119,9 @@ def fit_luce_weights(
         Anderson memory (0: plain Sinkhorn / IPF).
     b0 : ndarray, optional
         Starting weights (e.g. a fit on a coarser oracle).
+    patience : int
+        Stop when the best residual has not halved in this many evaluations (the oracle's own
+        error is then the floor).
 
     Returns
     -------
@@ -135,6 +139,7 @@ def fit_luce_weights(
     best = (np.inf, theta, None)
     history: list[float] = []
     it = 0
+    last_halving = 0
     plain = False  # after a rejected mixed step: plain (monotone MM) steps until a new best
     while it < max_iter:
         b = _normalise(theta, active, in_A)
@@ -142,11 +147,12 @@ def fit_luce_weights(
         it += 1
         res = float(np.abs(law.r - r_star).sum())
         history.append(res)
-        improved = res < best[0]
-        if improved:
+        if res < 0.5 * best[0]:
+            last_halving = it
+        if res < best[0]:
             best = (res, theta.copy(), law)
             plain = False
-        if res <= tol:
+        if res <= tol or it - last_halving >= patience:
             break
         f = _step(law, log_rs, active)
         if not plain and res > 2.0 * best[0] and Xs:  # safeguard: discard the mixed step

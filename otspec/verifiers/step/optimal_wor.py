@@ -49,9 +49,11 @@ __all__ = ["OptimalWORState", "OptimalWORVerifier", "optimal_wor"]
 EXACT_MAX_SETS = 20_000
 #: ... and at most this many tokens with q > 0 (Newton assembles a dense Hessian).
 EXACT_MAX_SUPPORT = 400
-#: At scale the fit runs on the coarse oracle (step ``h_fit``) until this residual, then on the fine one.
-COARSE_TOL = 1e-5
-#: Least number of fine-oracle evaluations of the fit at scale.
+#: At scale the fit runs on the coarse oracle (step ``h_fit``, bias ~1e-5) until this residual,
+COARSE_TOL = 1e-4
+#: ... then on the oracle of this step (bias ~1e-10) until ``tol``; the law of the accept step has step ``h``.
+MID_H = 0.35
+#: Least number of oracle evaluations of each phase of the fit at scale.
 FINE_MIN_ITER = 4
 
 
@@ -106,7 +108,8 @@ class OptimalWORVerifier(Verifier):
         Step of the final law evaluation's trapezoidal rules (0.25: L1 error ~1e-15 on the tested
         cases; see :func:`~otspec.verifiers.step._luce_law.luce_law_quadrature`).
     h_fit : float
-        Step used while fitting the weights (0.5: ~1e-7, four times fewer nodes).
+        Step of the first phase of the fit (0.5: four times fewer nodes than h = 0.25, biased by
+        ~1e-7 to ~1e-5); the second phase uses :data:`MID_H`.
     tol : float
         Target :math:`\|r_b - r^*\|_1` of the weight fit at scale (enumerable laws: 1e-13).
     max_iter : int
@@ -158,25 +161,23 @@ class OptimalWORVerifier(Verifier):
             b, res, its = fit_luce_weights_sets(sel.r, sets, weights, sel.in_A, tol=1e-13)
             lw = luce_law_exact(sets, weights, b, sel.in_A)
         else:
-            # phase 1 on the coarse oracle (4x fewer nodes, biased by ~1e-7), phase 2 on the fine one
-            fit = fit_luce_weights(
-                sel.r,
-                q,
-                sel.in_A,
-                lambda bb: luce_law_quadrature(q, bb, sel.in_A, k, h=self.h_fit),
-                tol=max(self.tol, COARSE_TOL),
-                max_iter=self.max_iter,
-            )
-            fine = fit_luce_weights(
-                sel.r,
-                q,
-                sel.in_A,
-                lambda bb: luce_law_quadrature(q, bb, sel.in_A, k, h=self.h),
-                tol=self.tol,
-                max_iter=max(FINE_MIN_ITER, self.max_iter - fit.iterations),
-                b0=fit.b,
-            )
-            b, lw, res, its = fine.b, fine.law, fine.residual, fit.iterations + fine.iterations
+            # the fit runs on coarse oracles (fewer nodes; their bias is below each phase's target),
+            # the accept step uses the fine one (step h)
+            b, its = None, 0
+            for h_phase, tol_phase in ((self.h_fit, COARSE_TOL), (MID_H, self.tol)):
+                fit = fit_luce_weights(
+                    sel.r,
+                    q,
+                    sel.in_A,
+                    lambda bb, hh=h_phase: luce_law_quadrature(q, bb, sel.in_A, k, h=hh),
+                    tol=tol_phase,
+                    max_iter=max(FINE_MIN_ITER, self.max_iter - its),
+                    b0=b,
+                )
+                b, its = fit.b, its + fit.iterations
+            lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)
+            its += 1
+            res = float(np.abs(lw.r - sel.r).sum())
         acc = float(np.minimum(p, lw.r).sum())
         return OptimalWORState(
             r_star=sel.r,
