@@ -54,9 +54,11 @@ __all__ = [
     "ChainRule",
     "block_conditional",
     "block_sample",
+    "block_step",
     "expected_accepted",
     "token_conditional",
     "token_sample",
+    "token_step",
 ]
 
 
@@ -192,8 +194,23 @@ def _draw_uniforms(p: torch.Tensor, drafts: torch.Tensor, generator: torch.Gener
     return coins, u
 
 
-def _token_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """Algorithm 1 with given accept coins [B, gamma] and residual uniforms [B] (validated input)."""
+@fill_doc
+def token_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """Token verification as a pure step of its uniforms (no generator, no validation):
+    :func:`token_sample` is :func:`_check`, the uniforms, then this.
+
+    Parameters
+    ----------
+    {chain_inputs}
+    coins : torch.Tensor
+        ``[B, gamma]`` accept uniforms on ``[0, 1)`` (dtype of ``p``).
+    u : torch.Tensor
+        ``[B]`` float64 uniforms of the residual / bonus draw.
+
+    Returns
+    -------
+    {chain_step}
+    """
     g = drafts.shape[1]
     a, _ = _token_accept(p, q, drafts)
     rejected = ~(coins < a)  # [B, g]
@@ -223,7 +240,7 @@ def token_sample(
     [2, 2, 2, 2]
     """
     p, q, drafts = _check(p, q, drafts, validate)
-    return _token_sample_from_uniforms(p, q, drafts, *_draw_uniforms(p, drafts, generator))
+    return token_step(p, q, drafts, *_draw_uniforms(p, drafts, generator))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -303,8 +320,23 @@ def block_conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *,
     return torch.cat([tau[:, :g].unsqueeze(-1) * law_res, tau[:, g:].unsqueeze(-1) * p[:, g:]], dim=1)
 
 
-def _block_sample_from_uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """Algorithm 2 with given coins [B, gamma] and residual uniforms [B] (validated input)."""
+@fill_doc
+def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """Block verification as a pure step of its uniforms (no generator, no validation):
+    :func:`block_sample` is :func:`_check`, the uniforms, then this.
+
+    Parameters
+    ----------
+    {chain_inputs}
+    coins : torch.Tensor
+        ``[B, gamma]`` uniforms on ``[0, 1)`` (dtype of ``p``), one per position.
+    u : torch.Tensor
+        ``[B]`` float64 uniforms of the residual / bonus draw.
+
+    Returns
+    -------
+    {chain_step}
+    """
     B, g = drafts.shape
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)
@@ -350,7 +382,7 @@ def block_sample(
     [2, 2, 2, 2]
     """
     p, q, drafts = _check(p, q, drafts, validate)
-    return _block_sample_from_uniforms(p, q, drafts, *_draw_uniforms(p, drafts, generator))
+    return block_step(p, q, drafts, *_draw_uniforms(p, drafts, generator))
 
 
 def expected_accepted(conditional: torch.Tensor) -> torch.Tensor:

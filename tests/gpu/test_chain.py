@@ -37,8 +37,8 @@ from tests.gpu._tolerances import (
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 RULES = {
-    "token": (token_chain, chain.token_conditional, chain.token_sample, chain._token_sample_from_uniforms),
-    "block": (block, chain.block_conditional, chain.block_sample, chain._block_sample_from_uniforms),
+    "token": (token_chain, chain.token_conditional, chain.token_sample, chain.token_step),
+    "block": (block, chain.block_conditional, chain.block_sample, chain.block_step),
 }
 N_ROWS = 100_000
 ALPHA = FALSE_ALARM  # false-alarm rate of one chi-square comparison
@@ -175,9 +175,9 @@ def test_negative_controls_are_caught(control, monkeypatch):
     cond = chain.token_conditional if control.startswith("token") else chain.block_conditional
     cases = [(P, Q, path, cond(*_batch(P, Q, path, 1))[0].numpy()) for P, Q, path in chi_square_paths()]  # the true laws
     if control == "token_reused_first_coin":
-        sample = _reused_uniform(chain._token_sample_from_uniforms, 0)
+        sample = _reused_uniform(chain.token_step, 0)
     elif control == "block_reused_last_coin":
-        sample = _reused_uniform(chain._block_sample_from_uniforms, -1)
+        sample = _reused_uniform(chain.block_step, -1)
     else:
         # Off by one in the backward pass: h_i built from p_{i-1} instead of p_i.
         real_h = chain._block_h
