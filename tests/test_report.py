@@ -1,4 +1,4 @@
-"""otspec.verifiers.compare: one row per applicable verifier, against the optimum."""
+"""otspec.report.compare: one row per applicable verifier, against the optimum."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 
 import otspec
 from otspec._tolerances import EXACT_ATOL
-from otspec.verifiers import ALL, compare
+from otspec.report import compare
+from otspec.verifiers import ALL
 from tests._tolerances import FLOAT64_ULPS_ATOL
 
 

@@ -163,10 +163,10 @@ def run(args) -> int:
             bar.advance(task)
     verifier_rows = {}
     if args.verifiers:
-        from otspec import verifiers
+        from otspec import report
 
         for name, law, res, _ in rows:
-            verifier_rows[name] = verifiers.compare(p, law, optimum=res.value)
+            verifier_rows[name] = report.compare(p, law, optimum=res.value)
 
     tv = float(0.5 * np.abs(p - q).sum())
     if args.json:
@@ -190,10 +190,45 @@ def run(args) -> int:
     ]
     caption = "; ".join(f"{name}: not applicable ({why})" for name, why in skipped) or None
     print_table(title, ["law", "k", "optimum", "|cut|", "method", "status", "error bound", "ms"], table_rows, caption=caption)
+    methods = {name: res.method for name, _, res, _ in rows}
     for name, vr in verifier_rows.items():
         print_table(
             f"verifiers vs optimum, law = {name}",
             ["verifier", "acceptance", "how", "optimum", "shortfall", "% of optimum"],
-            [(r.name, f"{r.acceptance:.8f}", r.how, f"{r.optimum:.8f}", f"{r.shortfall:.2e}", f"{r.percent_of_optimum:.2f}") for r in vr],
+            [_verifier_cells(r) for r in vr],
+            caption=_unavailable_footnote(vr, methods[name]),
         )
     return 0
+
+
+#: What a table shows for a number that was not computed (the footnote says why).
+NOT_COMPUTED = "\u2014"
+
+
+def _verifier_cells(r) -> tuple:
+    """One table row of ``otspec bound --verifiers``: numbers, or the dash for a verifier that could not run."""
+    if r.how == "unavailable":
+        return (r.name, NOT_COMPUTED, NOT_COMPUTED, f"{r.optimum:.8f}", NOT_COMPUTED, NOT_COMPUTED)
+    return (r.name, f"{r.acceptance:.8f}", r.how, f"{r.optimum:.8f}", f"{r.shortfall:.2e}", f"{r.percent_of_optimum:.2f}")
+
+
+def _unavailable_footnote(vr: list, method: str) -> str | None:
+    """One footnote for the dashes of a table: why those verifiers were not computed, and what computes them."""
+    from otspec.verifiers import by_name
+
+    missing = [r for r in vr if r.how == "unavailable"]
+    if not missing:
+        return None
+    names = ", ".join(r.name for r in missing)
+    why = missing[0].reason.split(";")[0].replace(f"verifier {missing[0].name!r} needs ", "")
+    note = f"{NOT_COMPUTED} not computed: {names} {'needs' if len(missing) == 1 else 'need'} {why}."
+    optimal = [r.name for r in missing if by_name(r.name).optimal]
+    if optimal:
+        note += (
+            f" {', '.join(optimal)} {'is' if len(optimal) == 1 else 'are'} optimal on every law, so the acceptance is the "
+            f"optimum column (computed by method={method!r})."
+        )
+    others = [r.name for r in missing if not by_name(r.name).optimal]
+    if others:
+        note += f" For {', '.join(others)}: use a smaller --vocab or --drafts (the exact kernel enumerates the law)."
+    return note

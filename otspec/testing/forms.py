@@ -30,7 +30,8 @@ import numpy as np
 
 from otspec.errors import InvalidVerifierError, OtspecInputError, UnsupportedMethodError
 from otspec.laws import DraftLaw
-from otspec.verifiers import AcceptanceEstimate, Verifier
+from otspec.verifiers import Verifier
+from otspec.verifiers.kernel import AcceptanceEstimate
 
 __all__ = ["ConditionalVerifier", "SamplerVerifier", "VerifierOutputError"]
 

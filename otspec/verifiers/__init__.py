@@ -6,12 +6,13 @@ one output token. Every one has ``name``, ``lossless``, ``applies_to(law)``, ``k
 (:math:`P(Y \in \bar X)`: closed form, exact kernel or Monte Carlo -- the result says which),
 ``sample(p, law, drafts, *, rng)`` and a vectorised ``sample_batch``. :data:`ALL` holds one
 instance of each, :func:`by_name` finds one; :func:`otspec.report.compare` tabulates them against
-the optimum :math:`\alpha^*(p, Q)` (also reachable as ``otspec.verifiers.compare``).
+the optimum :math:`\alpha^*(p, Q)`.
 
 Multi-token verifiers over context-dependent models are modules of functions:
 :mod:`~otspec.verifiers.token_chain` (token verification), :mod:`~otspec.verifiers.block` (block
 verification) and :mod:`~otspec.verifiers.tree` (draft trees). Per-node kernel functions:
-:func:`kseq_conditional`, :func:`rrs_conditional`, :func:`rrs_wor_conditional`.
+:func:`~otspec.verifiers.step.kseq.kseq_conditional`, :func:`~otspec.verifiers.step.rrs.rrs_conditional`,
+:func:`~otspec.verifiers.step.rrs_wor.rrs_wor_conditional`.
 
 Layout: :mod:`~otspec.verifiers.base` (the :class:`Verifier` base class),
 :mod:`~otspec.verifiers.kernel` (result types), :mod:`~otspec.verifiers.schedule` (the sequential
@@ -20,32 +21,30 @@ accept/reject schedule and its sampler), :mod:`~otspec.verifiers.tuples` (draft-
 
 from __future__ import annotations
 
-from typing import Any
-
 from otspec.errors import UnsupportedMethodError
-from otspec.verifiers import block, step, token_chain, tree
+from otspec.verifiers import block, step, token_chain, tree  # noqa: F401  (otspec.verifiers.block, ... after `import otspec`)
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.kernel import AcceptanceEstimate, VerifierKernel
-from otspec.verifiers.step.approximate import ApproximateVerifier, approximate
+from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.greedy_optimal import greedy_optimal
 from otspec.verifiers.step.khisti import khisti
-from otspec.verifiers.step.kseq import KSeqDetails, kseq, kseq_conditional
+from otspec.verifiers.step.kseq import kseq
 from otspec.verifiers.step.naive import naive
 from otspec.verifiers.step.nss import nss
 from otspec.verifiers.step.optimal_iid import optimal_iid
 from otspec.verifiers.step.optimal_plan import optimal_plan
 from otspec.verifiers.step.optimal_wor import optimal_wor
-from otspec.verifiers.step.rrs import rrs, rrs_conditional
-from otspec.verifiers.step.rrs_wor import rrs_wor, rrs_wor_conditional
+from otspec.verifiers.step.rrs import rrs
+from otspec.verifiers.step.rrs_wor import rrs_wor
 from otspec.verifiers.step.spechub import spechub
 from otspec.verifiers.step.token import token
 
+# What a user imports: the base class to write a verifier, one instance per rule, the table and the
+# lookup. Result types, per-node kernels and helpers are imported from their modules
+# (otspec.verifiers.kernel, otspec.verifiers.step.<rule>); the comparison table is otspec.report.compare.
 __all__ = [
     "Verifier",
-    "VerifierKernel",
-    "AcceptanceEstimate",
-    "KSeqDetails",
-    "ApproximateVerifier",
+    "ALL",
+    "by_name",
     "token",
     "kseq",
     "rrs",
@@ -59,17 +58,6 @@ __all__ = [
     "optimal_iid",
     "optimal_wor",
     "approximate",
-    "kseq_conditional",
-    "rrs_conditional",
-    "rrs_wor_conditional",
-    "ALL",
-    "by_name",
-    "compare",
-    "ComparisonRow",
-    "step",
-    "token_chain",
-    "block",
-    "tree",
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
@@ -102,14 +90,3 @@ def by_name(name: str) -> Verifier:
         if v.name == name:
             return v
     raise UnsupportedMethodError(f"unknown verifier {name!r}; pick one of {[v.name for v in ALL]}")
-
-
-def __getattr__(name: str) -> Any:
-    """``compare`` and ``ComparisonRow`` live in :mod:`otspec.report` (above the verifiers and the
-    bounds, since a comparison needs both); they are re-exported here for convenience (PEP 562,
-    resolved on first access so that the verifiers never import the layer above them)."""
-    if name in ("compare", "ComparisonRow"):
-        from otspec import report
-
-        return getattr(report, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

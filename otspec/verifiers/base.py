@@ -34,6 +34,9 @@ class Verifier:
     reference: str = ""
     #: whether Monte Carlo acceptance is possible for laws too large to enumerate
     monte_carlo_ok: bool = True
+    #: whether the acceptance equals the optimum :math:`\alpha^*(p, Q)` on every law it applies
+    #: to (then :func:`otspec.optimal_acceptance` computes it at any size)
+    optimal: bool = False
 
     # -- to implement ----------------------------------------------------------------------
     def applies_to(self, law: DraftLaw) -> bool:

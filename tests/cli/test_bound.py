@@ -167,3 +167,36 @@ def test_strict_json_reason_fields():
     back = _strict_loads(text)
     assert back["value"] is None and "solver_failed" in back["value_reason"]
     assert back["xs"] == [1.0, None] and back["e"] is None and "-infinity" in back["e_reason"]
+
+
+def test_verifiers_not_computed_show_a_dash_and_one_footnote(capsys, monkeypatch):
+    """A verifier whose acceptance needs an enumerable law prints a dash (never nan / unavailable)
+    and the table has one footnote saying why and what computes it; JSON keeps null plus the reason."""
+    import math
+
+    from otspec import report
+
+    real = report.compare
+    reason = "verifier 'khisti' needs an enumerable law and iid(V=30, k=2) has 900 tuples x 30 tokens; use a smaller V/k"
+
+    def compare(p, law, **kw):  # khisti as it comes back on a law too large to enumerate
+        rows = real(p, law, **kw)
+        nan = math.nan
+        return [
+            report.ComparisonRow(r.name, nan, "unavailable", nan, nan, r.optimum, nan, nan, r.lossless, reason) if r.name == "khisti" else r
+            for r in rows
+        ]
+
+    monkeypatch.setattr(report, "compare", compare)
+    assert main(["bound", "--vocab", "30", "--drafts", "2", "--law", "iid", "--verifiers"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out and "unavailable" not in out
+    line = next(x for x in out.splitlines() if "khisti" in x and "│" in x)
+    assert line.count("\u2014") == 4, line
+    assert out.count("not computed") == 1
+    flat = " ".join(out.split())
+    assert "khisti needs an enumerable law" in flat and "optimal on every law" in flat and "method='prefix'" in flat
+    assert main(["bound", "--vocab", "30", "--drafts", "2", "--law", "iid", "--verifiers", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["verifiers"]["iid"]
+    kh = next(r for r in rows if r["name"] == "khisti")
+    assert kh["acceptance"] is None and kh["how"] == "unavailable" and "enumerable" in kh["reason"]

@@ -243,7 +243,7 @@ LIBRARY_CASES = [
         "[0, 3)",
     ),
     ("single_draft nan q", lambda: otspec.single_draft(P, [np.nan, 0.5, 0.5]), InvalidDistributionError, "finite"),
-    ("compare without a law", lambda: otspec.verifiers.compare(P, Q), NotADraftLawError, "draft law"),
+    ("compare without a law", lambda: otspec.report.compare(P, Q), NotADraftLawError, "draft law"),
     (
         "token chain path, q = 0 draft",
         lambda: token_chain.expected_accepted_given_path([P0, P0], [Q0, Q0], [1, 0]),

@@ -42,7 +42,8 @@ from otspec.testing import (
     assert_within_optimum,
 )
 from otspec.testing.forms import ConditionalVerifier
-from otspec.verifiers import ALL, ApproximateVerifier
+from otspec.verifiers import ALL
+from otspec.verifiers.step.approximate import ApproximateVerifier
 from otspec.verifiers.step.token import TokenVerifier
 from tests._tolerances import CLEAR_DIFFERENCE, FALSE_ALARM, FLOAT64_SUM_ATOL, FLOAT64_ULPS_ATOL
 

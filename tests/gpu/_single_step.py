@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import otspec
-from otspec.verifiers import ApproximateVerifier
+from otspec.verifiers.step.approximate import ApproximateVerifier
 
 LAWS = {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}
 

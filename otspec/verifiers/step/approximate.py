@@ -77,7 +77,7 @@ class ApproximateVerifier(Verifier):
     Examples
     --------
     >>> import otspec
-    >>> from otspec.verifiers import ApproximateVerifier
+    >>> from otspec.verifiers.step.approximate import ApproximateVerifier
     >>> v = ApproximateVerifier([1.0, 1.0])        # pass everything: output law = q
     >>> round(v.tv_to_target([0.5, 0.5], otspec.iid([0.75, 0.25], 1)), 12)
     0.25

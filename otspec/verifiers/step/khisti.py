@@ -224,6 +224,7 @@ class KhistiVerifier(Verifier):
     """
 
     name = "khisti"
+    optimal = True
     rule = "the canonical scheme applies to every draft law (at any V for i.i.d. drafts; other laws must be small enough to enumerate)"
     reference = "Khisti, Ebrahimi, Dbouk, Behboodi, Memisevic, Louizos, ICLR 2025"
     monte_carlo_ok = False

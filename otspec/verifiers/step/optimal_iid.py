@@ -985,6 +985,7 @@ class OptimalIIDVerifier(Verifier):
     """
 
     name = "optimal_iid"
+    optimal = True
     rule = "the optimal i.i.d. verifier needs k i.i.d. drafts (otspec.iid, or otspec.product with identical drafters)"
     fix = "build the law with otspec.iid(q, k), or use khisti / optimal_plan on small laws"
     reference = "two-step form of Khisti et al. (ICLR 2025) with the closed-form optimal selection law (docs: optimal_verifier)"

@@ -80,6 +80,7 @@ class OptimalPlanVerifier(Verifier):
     """
 
     name = "optimal_plan"
+    optimal = True
     rule = "sampling the optimal plan applies to every draft law small enough to enumerate"
     reference = "Hu et al. 2025 (OTM LP); otspec.optimal_acceptance(method='lp')"
     monte_carlo_ok = False

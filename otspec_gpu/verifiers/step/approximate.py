@@ -1,5 +1,5 @@
 r"""A lossy single-draft verifier with a predicate tensor (twin of
-``otspec.verifiers.ApproximateVerifier``; SPRINTER-style, single-token analysis).
+``otspec.verifiers.step.approximate.ApproximateVerifier``; SPRINTER-style, single-token analysis).
 
 One draft :math:`X \sim q`. A cheap predicate passes it with probability :math:`a(X)`
 (``pass_prob``, a ``[B, V]`` or ``[V]`` tensor in [0, 1]) and a passed token is kept without the

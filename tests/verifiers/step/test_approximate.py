@@ -10,7 +10,8 @@ import pytest
 import otspec
 from otspec._tolerances import FLOAT64_ATOL
 from otspec.errors import InvalidDistributionError, ShapeMismatchError, UnsupportedMethodError
-from otspec.verifiers import ALL, ApproximateVerifier, approximate
+from otspec.verifiers import ALL, approximate
+from otspec.verifiers.step.approximate import ApproximateVerifier
 from tests._tolerances import FLOAT64_ULPS_ATOL
 
 P = np.array([0.3, 0.3, 0.1, 0.3, 0.0])

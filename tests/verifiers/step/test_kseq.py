@@ -11,9 +11,9 @@ from scipy.optimize import minimize
 
 import otspec
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
-from otspec.verifiers import kseq, kseq_conditional
+from otspec.verifiers import kseq
 from otspec.verifiers.schedule import schedule_rows
-from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta, kseq_schedule
+from otspec.verifiers.step.kseq import _one_minus_pow, kseq_beta, kseq_conditional, kseq_schedule
 from tests._tolerances import FLOAT64_ULPS_ATOL, STRICT_GAP
 
 

@@ -8,8 +8,9 @@ import pytest
 import otspec
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
-from otspec.verifiers import rrs, rrs_conditional, rrs_wor, rrs_wor_conditional, token
-from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
+from otspec.verifiers import rrs, rrs_wor, token
+from otspec.verifiers.step.rrs import rrs_conditional
+from otspec.verifiers.step.rrs_wor import rrs_wor_conditional, rrs_wor_schedule
 from tests._tolerances import FLOAT64_ULPS_ATOL, STRICT_GAP
 
 
