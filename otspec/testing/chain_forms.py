@@ -13,13 +13,17 @@ import numpy as np
 
 from otspec.errors import InvalidVerifierError
 from otspec.testing.forms import VerifierOutputError
+from otspec.verifiers.chain import ChainKernel
 
 __all__ = ["ChainLaw", "ChainVerifier"]
 
 
 @dataclass(frozen=True, eq=False)
-class ChainLaw:
-    r"""Exact law of :math:`(\tau, Y)` given every drafted path of a chain verifier.
+class ChainLaw(ChainKernel):
+    r"""Exact law of :math:`(\tau, Y)` given every drafted path of a chain verifier given as a function:
+    the core's :class:`~otspec.verifiers.chain.ChainKernel` (``gamma``, ``tau_law``,
+    ``expected_accepted``, ...) of a law that is not trusted yet, so :meth:`block_law` keeps every
+    nonzero entry, negative ones included.
 
     Attributes
     ----------
@@ -37,17 +41,6 @@ class ChainLaw:
     weights: np.ndarray
     law: np.ndarray
     verifier: str = ""
-
-    def expected_accepted(self) -> float:
-        r""":math:`E[\tau] = \sum_x M_s(x) \sum_t t\, P(\tau = t \mid x)`.
-
-        Returns
-        -------
-        float
-            Expected number of accepted draft tokens per block, in ``[0, gamma]``.
-        """
-        tau = self.law.sum(axis=2)
-        return float(self.weights @ (tau @ np.arange(tau.shape[1])))
 
     def block_law(self) -> dict:
         """Law of the emitted block :math:`O = (X^\\tau, Y)` as ``{tuple: probability}``.
