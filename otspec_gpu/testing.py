@@ -38,11 +38,14 @@ from otspec.errors import InvalidVerifierError
 from otspec.laws import DraftLaw
 from otspec.verifiers import Verifier
 
-__all__ = ["TorchStepVerifier", "adapt", "is_torch_verifier"]
+__all__ = ["ONE_Q_KINDS", "OPTIONS", "TorchStepVerifier", "adapt", "is_torch_verifier"]
 
 #: Draft-law kinds a torch verifier may be audited on: its ``q`` is one ``[V]`` row, so the law
 #: must be built from one draft distribution.
 ONE_Q_KINDS = ("iid", "without_replacement", "greedy")
+
+#: The options :func:`adapt` passes on to :class:`TorchStepVerifier`.
+OPTIONS = frozenset({"device", "name", "lossless", "kinds", "k"})
 
 
 def is_torch_verifier(obj: Any) -> bool:
@@ -92,6 +95,9 @@ def adapt(obj: Any, **options: Any) -> TorchStepVerifier | None:
     """
     if not is_torch_verifier(obj):
         return None
+    unknown = sorted(set(options) - OPTIONS)
+    if unknown:
+        raise InvalidVerifierError(f"options {unknown} do not apply to a torch verifier; its options are {sorted(OPTIONS)}")
     return TorchStepVerifier(obj, **options)
 
 

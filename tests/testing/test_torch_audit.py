@@ -131,6 +131,8 @@ def test_the_adapter_refuses_bad_options_with_clear_errors(rules):
         as_verifier(rules[1]["good"], device="no_such_device")
     with pytest.raises(InvalidVerifierError, match="kinds must be among"):
         as_verifier(rules[1]["good"], kinds="product")
+    with pytest.raises(InvalidVerifierError, match=r"options \['second'\] do not apply to a torch verifier"):
+        as_verifier(rules[1]["good"], second="q")
 
 
 def test_cli_audits_a_torch_verifier_file(rules, tmp_path, capsys):
