@@ -20,6 +20,8 @@ name                          shape / dtype         meaning
 ``n_emit``                    (n,) int64            tokens this record added to the output
 ``next_token``                (n,) int64            correction or bonus token
 ``path``                      (n,) int64            the draft row that was followed (0 for chains)
+``n_drafts`` (optional)        (n,) int64            drafts really drafted (k; fewer when q's support is
+                                                    smaller than k)
 ``drafts``                    (n, k, gamma) int64   every drafted token
 ``p_top_ids``, ``p_top``      (n, gamma+1, K)       the K largest target probabilities along the path
 ``p_tail``                    (n, gamma+1) float64  target mass outside them
@@ -240,8 +242,10 @@ class Trace:
 _INT_RECORD = {"round": 1, "prompt": 1, "tau": 1, "n_emit": 1, "next_token": 1, "path": 1, "drafts": 3, "p_top_ids": 3, "q_top_ids": 3}
 #: Record columns of float dtype and their number of dimensions.
 _FLOAT_RECORD = {"p_top": 3, "p_tail": 2, "q_top": 3, "q_tail": 2}
+#: Record columns a trace may lack (written by later versions of the decoder), checked when present.
+_OPTIONAL_INT_RECORD = ("n_drafts",)
 #: Record columns whose values are counts or indices: never negative.
-_NON_NEGATIVE = ("round", "prompt", "tau", "n_emit", "next_token", "path", "drafts")
+_NON_NEGATIVE = ("round", "prompt", "tau", "n_emit", "next_token", "path", "drafts") + _OPTIONAL_INT_RECORD
 
 
 def _json_value(x: Any) -> Any:
@@ -321,8 +325,13 @@ def _check_record_shapes(cols: dict, where: str) -> None:
                 f"{where}: {side}_top_ids {ids.shape}, {side}_top {top.shape}, {side}_tail {tail.shape} do not match drafts "
                 f"{cols['drafts'].shape}; they must be (n, {rows}, K), (n, {rows}, K), (n, {rows})"
             )
+    for name in _OPTIONAL_INT_RECORD:
+        if name in cols and (cols[name].dtype.kind not in "iu" or cols[name].shape != (n,)):
+            raise InvalidTraceError(
+                f"{where}: column {name!r} has dtype {cols[name].dtype} and shape {cols[name].shape}; it must be an integer array of shape ({n},)"
+            )
     for name in _NON_NEGATIVE:
-        if cols[name].size and cols[name].min() < 0:
+        if name in cols and cols[name].size and cols[name].min() < 0:
             raise InvalidTraceError(f"{where}: column {name!r} has a negative entry ({cols[name].min()}); counts and token ids are >= 0")
 
 

@@ -186,8 +186,20 @@ def _with(**changes):
         (_with(p_top=np.zeros((3, 2, 2))), "p_top .* do not match drafts"),
         (_with(th_expected=np.zeros(2)), "theory column 'th_expected'"),
         (_with(round_t_verify=np.zeros(5)), "'round_t_verify' has dtype float64 and shape \\(5,\\)"),
+        (_with(n_drafts=np.zeros(2, dtype=np.int64)), "'n_drafts' has dtype int64 and shape \\(2,\\)"),
     ],
-    ids=["only-tau", "no-n_emit", "short-n_emit", "tau-2x3", "tau-nan", "tau-negative", "p_top-shape", "theory-length", "round-length"],
+    ids=[
+        "only-tau",
+        "no-n_emit",
+        "short-n_emit",
+        "tau-2x3",
+        "tau-nan",
+        "tau-negative",
+        "p_top-shape",
+        "theory-length",
+        "round-length",
+        "n_drafts-length",
+    ],
 )
 def test_schema_defects_raise_invalid_trace_error_on_load_and_on_save(tmp_path, cols, match):
     with pytest.raises(InvalidTraceError, match=match):
@@ -221,6 +233,12 @@ def test_save_refuses_a_missing_folder_and_object_columns_with_clear_errors(tmp_
         save_trace(Trace(_with(note=np.array(["a", None], dtype=object)), {"mode": "chain"}), tmp_path / "run.safetensors")
     with pytest.raises(InputFileError, match="cannot write trace"):
         save_trace(_trace(), tmp_path)  # a folder, not a file
+
+
+def test_the_optional_n_drafts_column_round_trips(tmp_path):
+    cols = _with(n_drafts=np.array([2, 1, 2], dtype=np.int64))
+    back = load_trace(save_trace(Trace(cols, {"mode": "tree"}), tmp_path / "run.safetensors"))
+    assert back["n_drafts"].tolist() == [2, 1, 2]
 
 
 def test_repr_of_a_partial_in_memory_trace_does_not_raise():
