@@ -20,7 +20,7 @@ name                          shape / dtype         meaning
 ``n_emit``                    (n,) int64            tokens this record added to the output
 ``next_token``                (n,) int64            correction or bonus token
 ``path``                      (n,) int64            the draft row that was followed (0 for chains)
-``n_drafts`` (optional)        (n,) int64            drafts really drafted (k; fewer when q's support is
+``n_drafts`` (optional)       (n,) int64            drafts really drafted (k; fewer when q's support is
                                                     smaller than k)
 ``drafts``                    (n, k, gamma) int64   every drafted token
 ``p_top_ids``, ``p_top``      (n, gamma+1, K)       the K largest target probabilities along the path
