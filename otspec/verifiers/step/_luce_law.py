@@ -26,7 +26,9 @@ Two evaluations:
   :math:`a_j(1+\varepsilon q_j)` (no A token may ring) and :math:`w_j = e^{-s b_j}` on the others.
   The coefficients are a Poisson-binomial recursion truncated at degree k - 1 over the tokens: a
   forward pass stores the prefix products, a backward pass carries the suffix product, and the
-  leave-one-out product of token y is prefix(y) x suffix(y) -- every term is non-negative, so
+  leave-one-out product of token y is prefix(y) x suffix(y) (on the A side the H tokens' factors do
+  not depend on s: their product is formed once per t-node and starts the recursion over A, so a
+  node costs O(|A| + |H|) = O(V)) -- every term is non-negative, so
   there is no cancellation and no deconvolution. Both integrals are trapezoidal sums in
   :math:`\log t` and :math:`\log s` (exponentially convergent for integrands analytic in a strip);
   the ranges are cut where rigorous tail bounds fall below :data:`TAIL_EPS`, except the left end
@@ -165,15 +167,14 @@ def luce_law_exact(sets: np.ndarray, weights: np.ndarray, b: np.ndarray, in_A: n
 
 
 @njit(cache=True)
-def _side(q, b, a, pi, w, idx, e0, f0, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF):
-    """One side (A or H) at one (s, t) node: forward prefixes over tokens ``idx``, backward
-    suffixes, and the leave-one-out combination for every token of ``idx`` in the side."""
+def _side(q, b, a, pi, w, idx, E0, F0, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF):
+    """One side (A or H) at one (s, t) node: forward prefixes over tokens ``idx`` starting from the
+    product ``(E0, F0)`` of the other tokens' factors, backward suffixes, and the leave-one-out
+    combination for every token of ``idx``."""
     n = idx.size
     for m in range(k):
-        preE[0, m] = 0.0
-        preF[0, m] = 0.0
-    preE[0, 0] = e0
-    preF[0, 0] = f0
+        preE[0, m] = E0[m]
+        preF[0, m] = F0[m]
     for i in range(n):
         j = idx[i]
         aj = a[j]
@@ -220,11 +221,11 @@ def _side(q, b, a, pi, w, idx, e0, f0, k, wgt, s, t, out, out2, out4, m2, coarse
 def _integrate_chunk(q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_s, mult, lo, hi, out, out2, out4, m2):
     """Nodes ``taus[lo:hi]`` x all ``sigmas`` into this chunk's own accumulators."""
     n = q.size
+    idxA = np.flatnonzero(in_A)
     idxH = np.flatnonzero(~in_A)
     qA = 0.0
-    for j in range(n):
-        if in_A[j]:
-            qA += q[j]
+    for j in idxA:
+        qA += q[j]
     anyH = False
     for j in idxH:
         if b[j] > 0.0:
@@ -233,12 +234,34 @@ def _integrate_chunk(q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_
     preF = np.empty((n + 1, k))
     a = np.empty(n)
     pi = np.empty(n)
+    EH = np.zeros(k)  # product over H of a_j (1 + eps q_j) + pi_j x: s-independent on the A side
+    FH = np.zeros(k)
+    E0 = np.zeros(k)
+    F0 = np.zeros(k)
     for it in range(lo, hi):
         t = math.exp(taus[it])
         for j in range(n):
             a[j] = math.exp(-q[j] * t)
             pi[j] = -math.expm1(-q[j] * t)
         eA = math.exp(-qA * t)
+        for m in range(k):
+            EH[m] = 0.0
+            FH[m] = 0.0
+        EH[0] = 1.0
+        for j in idxH:
+            aj = a[j]
+            cj = pi[j]
+            qa = q[j] * aj
+            for m in range(k - 1, -1, -1):
+                e = EH[m] * aj
+                f = FH[m] * aj + EH[m] * qa
+                if m > 0:
+                    e += EH[m - 1] * cj
+                    f += FH[m - 1] * cj
+                EH[m] = e
+                FH[m] = f
+        E0[0] = eA
+        F0[0] = qA * eA
         for js in range(sigmas.size):
             s = math.exp(sigmas[js])
             wgt = h_t * h_s * mult[js, 0]
@@ -246,9 +269,10 @@ def _integrate_chunk(q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_
             c2 = 4.0 * mult[js, 1] / mult[js, 0]
             c4 = 16.0 * mult[js, 2] / mult[js, 0]
             w = W[js]
-            _side_all(q, b, in_A, a, pi, w, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
+            if idxA.size:
+                _side(q, b, a, pi, w, idxA, EH, FH, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
             if anyH:
-                _side(q, b, a, pi, w, idxH, eA, qA * eA, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
+                _side(q, b, a, pi, w, idxH, E0, F0, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
 
 
 @njit(cache=True, parallel=True)
@@ -268,55 +292,6 @@ def _integrate(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, mult, 
         _integrate_chunk(
             q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_s, mult, lo, hi, acc[c, 0], acc[c, 1], acc[c, 2], acc[c, 3]
         )
-
-
-@njit(cache=True)
-def _side_all(q, b, in_A, a, pi, w, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF):
-    """The A side: every token enters the products (H tokens with weight 1), only A tokens are
-    credited."""
-    n = q.size
-    for m in range(k):
-        preE[0, m] = 0.0
-        preF[0, m] = 0.0
-    preE[0, 0] = 1.0
-    for j in range(n):
-        aj = a[j]
-        cj = pi[j] * w[j] if in_A[j] else pi[j]
-        qa = q[j] * aj
-        for m in range(k):
-            e = preE[j, m] * aj
-            f = preF[j, m] * aj + preE[j, m] * qa
-            if m > 0:
-                e += preE[j, m - 1] * cj
-                f += preF[j, m - 1] * cj
-            preE[j + 1, m] = e
-            preF[j + 1, m] = f
-    sufE = np.zeros(k)
-    sufF = np.zeros(k)
-    sufE[0] = 1.0
-    for j in range(n - 1, -1, -1):
-        if in_A[j] and b[j] > 0.0:
-            coef = 0.0
-            for m in range(k):
-                coef += preE[j, m] * sufF[k - 1 - m] + preF[j, m] * sufE[k - 1 - m]
-            v = wgt * b[j] * s * w[j] * t * pi[j] * coef
-            out[j] += v
-            m2[j] += v * b[j] * s
-            if coarse >= 1:
-                out2[j] += c2 * v
-            if coarse >= 2:
-                out4[j] += c4 * v
-        aj = a[j]
-        cj = pi[j] * w[j] if in_A[j] else pi[j]
-        qa = q[j] * aj
-        for m in range(k - 1, -1, -1):
-            e = sufE[m] * aj
-            f = sufF[m] * aj + sufE[m] * qa
-            if m > 0:
-                e += sufE[m - 1] * cj
-                f += sufF[m - 1] * cj
-            sufE[m] = e
-            sufF[m] = f
 
 
 def _gamma_tail_x(k: int, eps: float) -> float:

@@ -53,8 +53,6 @@ EXACT_MAX_SUPPORT = 400
 COARSE_TOL = 1e-4
 #: ... then on the oracle of this step (bias ~1e-10) until ``tol``; the law of the accept step has step ``h``.
 MID_H = 0.35
-#: Least number of oracle evaluations of each phase of the fit at scale.
-FINE_MIN_ITER = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +111,8 @@ class OptimalWORVerifier(Verifier):
     tol : float
         Target :math:`\|r_b - r^*\|_1` of the weight fit at scale (enumerable laws: 1e-13).
     max_iter : int
-        Most oracle evaluations of the fit at scale.
+        Most oracle evaluations of the fit at scale (both phases together; one more evaluation
+        at step ``h`` gives the law of the accept step).
     exact_max_sets : int
         Enumerate the draft sets (exact law, Newton polish) when there are at most this many (and
         at most :data:`EXACT_MAX_SUPPORT` tokens with q > 0); 0 forces the quadrature oracle.
@@ -163,18 +162,20 @@ class OptimalWORVerifier(Verifier):
         else:
             # the fit runs on coarse oracles (fewer nodes; their bias is below each phase's target),
             # the accept step uses the fine one (step h)
-            b, its = None, 0
-            for h_phase, tol_phase in ((self.h_fit, COARSE_TOL), (MID_H, self.tol)):
+            b, its, res = None, 0, np.inf
+            for h_phase, tol_phase in ((self.h_fit, max(self.tol, COARSE_TOL)), (MID_H, self.tol)):
+                if its >= self.max_iter or res <= self.tol:
+                    break
                 fit = fit_luce_weights(
                     sel.r,
                     q,
                     sel.in_A,
                     lambda bb, hh=h_phase: luce_law_quadrature(q, bb, sel.in_A, k, h=hh),
                     tol=tol_phase,
-                    max_iter=max(FINE_MIN_ITER, self.max_iter - its),
+                    max_iter=self.max_iter - its,
                     b0=b,
                 )
-                b, its = fit.b, its + fit.iterations
+                b, its, res = fit.b, its + fit.iterations, fit.residual
             lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)
             its += 1
             res = float(np.abs(lw.r - sel.r).sum())
