@@ -24,7 +24,7 @@ from otspec._validation import as_distribution, as_memory_cap
 from otspec.bounds import cvx, flow, lp, maxflow, prefix, subsets
 from otspec.bounds.certificate import certify
 from otspec.bounds.result import AcceptanceResult
-from otspec.bounds.sizing import check_acceptance, num_sets_bound
+from otspec.bounds.sizing import check_acceptance, estimate_bytes, num_sets_bound
 from otspec.bounds.subsets import SUBSETS_MAX_V
 from otspec.errors import InvalidOptionError, NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
@@ -52,10 +52,11 @@ _MAXFLOW_FROM_ARCS = 1_000_000
 AUTO_MAX_TUPLES = 250_000
 
 
-def _auto_method(law: DraftLaw) -> str:
+def _auto_method(law: DraftLaw, memory_cap: float | None) -> str:
     """``prefix`` where exact; the dense network simplex on small problems; above
     :data:`_MAXFLOW_FROM_ARCS` dense arcs ``maxflow`` when OR-Tools is installed; without it the
-    dense simplex up to its limits, then ``lp`` up to :data:`AUTO_MAX_TUPLES` tuples, else a refusal."""
+    dense simplex up to its limits, then ``lp`` up to :data:`AUTO_MAX_TUPLES` tuples, else a refusal
+    whose advice offers only what would run within ``memory_cap``."""
     if law.prefix_exact:
         return "prefix"
     dense_arcs = num_sets_bound(law) * law.V
@@ -67,11 +68,17 @@ def _auto_method(law: DraftLaw) -> str:
         return "flow"
     if law.num_tuples() <= AUTO_MAX_TUPLES:
         return "lp"
+    cap = as_memory_cap(memory_cap)
+    fixes = []
+    if estimate_bytes("maxflow", law) <= cap:
+        fixes.append(f"install the maxflow extra to solve it in seconds ({maxflow.MAXFLOW_INSTALL})")
+    fixes.append("use a smaller V or k")
+    if estimate_bytes("lp", law) <= cap:
+        fixes.append("pass method='lp' explicitly to run it anyway")
     raise ProblemTooLargeError(
         f"method='auto' on {law!r} has no closed form and would solve a transport problem over "
         f"{law.num_tuples():,} draft tuples x {law.V:,} tokens (above {AUTO_MAX_TUPLES:,} tuples: minutes or more "
-        "without the sparse max-flow); install the maxflow extra to solve it in seconds "
-        f"({maxflow.MAXFLOW_INSTALL}), or use a smaller V or k, or pass method='lp' explicitly to run it anyway"
+        f"without the sparse max-flow); {', or '.join(fixes)}"
     )
 
 
@@ -190,7 +197,7 @@ def optimal_acceptance(
         )
     if constraints is not None and method not in ("cvxpy",):
         raise UnsupportedMethodError(f"constraints are only supported with method='cvxpy' (got method={method!r}); pass method='cvxpy'")
-    chosen = _auto_method(law) if method == "auto" else method
+    chosen = _auto_method(law, memory_cap) if method == "auto" else method
     _check_applies(chosen, law)
     check_acceptance(chosen, law, memory_cap)
     if chosen == "prefix":

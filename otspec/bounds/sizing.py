@@ -85,10 +85,11 @@ def estimate_bytes(method: str, law) -> float:
 
 
 def _fix(law) -> str:
-    """A fix that applies to ``law``: the closed form where one is exact, else the size."""
+    """A fix that applies to ``law``: the closed form where one is exact, else the size (a
+    product or explicit law has no closed form, so ``method='prefix'`` is never offered for it)."""
     if law.prefix_exact:
         return "use method='prefix' (exact for this law, O(V log V)), a smaller V or k, or raise memory_cap"
-    return f"a {law.kind} law has no closed form (method='prefix' does not apply); use a smaller V or k, or raise memory_cap"
+    return "use a smaller V or k, or raise memory_cap"
 
 
 def check_acceptance(method: str, law, memory_cap: float | None) -> None:
@@ -116,7 +117,9 @@ def check_acceptance(method: str, law, memory_cap: float | None) -> None:
         if law.kind != "iid":  # the zeta transform enumerates the law's sets first
             check_memory(estimate_bytes("lp", law), memory_cap, f"enumerating {law!r}", "use a smaller V or k")
         return
-    check_memory(estimate_bytes(method, law), memory_cap, f"method={method!r} on {law!r} ({law.num_tuples():,} draft tuples)", _fix(law))
+    closed = "" if law.prefix_exact else f"; a {law.kind} law has no closed form"
+    what = f"method={method!r} on {law!r} ({law.num_tuples():,} draft tuples{closed})"
+    check_memory(estimate_bytes(method, law), memory_cap, what, _fix(law))
 
 
 def lp_size(V: int, gamma: int, nodes_per_depth: Sequence[float], n_outcomes: float) -> tuple[int, int, int]:

@@ -2,6 +2,7 @@
 from the library, and exit 2 with one line from the CLI."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import otspec
 from otspec import io as otspec_io
 from otspec import models
 from otspec.bounds.block import block_optimum
+from otspec.bounds.sizing import check_acceptance
 from otspec.bounds.tree import tree_optimum
 from otspec.cli import main
 from otspec.errors import (
@@ -196,6 +198,19 @@ LIBRARY_CASES = [
         ProblemTooLargeError,
         "method='auto'",
     ),
+    # an error's advice must be true: a product law has no closed form, so method='prefix' is never offered
+    (
+        "product law at V = 20 000",
+        lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), otspec.product([np.full(20_000, 5e-5)] * 2)),
+        ProblemTooLargeError,
+        "no closed form",
+    ),
+    (
+        "auto on a huge product law without maxflow",
+        lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), otspec.product([np.full(20_000, 5e-5)] * 2))),
+        ProblemTooLargeError,
+        "method='auto'",
+    ),
     # block / tree problems
     (
         "block_optimum bad method",
@@ -281,6 +296,8 @@ ARGUMENT = {
     "complex file": "p file",
     "directory as a file": "p file",
     "auto on a large product law": "method",
+    "product law at V = 20 000": "method",
+    "auto on a huge product law without maxflow": "method",
     "block_optimum V mismatch": "q_model",
     "tree kernel bad verifier": "verifier",
     "block path length mismatch": "drafts",
@@ -423,3 +440,149 @@ def test_cli_exits_2_with_one_line(name, argv, fragment, files, capsys):
 def test_cli_subprocess_exit_code():
     r = subprocess.run([sys.executable, "-m", "otspec", "bound", "--vocab", "0", "--drafts", "2"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith("otspec: error:")
+
+
+# -- every error's advice is true: following a suggested fix runs ---------------------------------
+
+#: The methods an error message can suggest.
+_METHOD_WORDS = ("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow", "closed_form")
+
+_PRODUCT = otspec.product([Q, P])
+
+#: For each library case whose message suggests a fix: the fix as it is written in the message, and
+#: the call with that fix applied (it must run).
+LIBRARY_FIXES = {
+    "k = 0": {"at least 1": lambda: otspec.iid(Q, 1)},
+    "constraints return junk": {
+        "e.g. [lp.w[0] <= 0.1]": lambda: otspec.optimal_acceptance(
+            P, otspec.iid(Q, 2), method="cvxpy", constraints=lambda lp: [lp.w[0] <= 0.1]
+        )
+    },
+    "k = -1": {"at least 1": lambda: otspec.without_replacement(Q, 1)},
+    "k > support, greedy": {"lower k": lambda: otspec.greedy([1.0, 0.0, 0.0], 1)},
+    "synthetic pair too large": {"a smaller vocab": lambda: synthetic_pair(1000)},
+    "random model too large": {"a smaller V": lambda: models.dirichlet(1000)},
+    "k > support, WOR": {
+        "lower k": lambda: otspec.without_replacement([0.5, 0.5, 0.0], 2),
+        "use otspec.iid": lambda: otspec.iid([0.5, 0.5, 0.0], 3),
+    },
+    "prefix on product law": {f"'{m}'": (lambda m=m: otspec.optimal_acceptance(P, _PRODUCT, method=m)) for m in ("lp", "flow", "subsets")},
+    "subsets on V = 25": {
+        f"'{m}'": (lambda m=m: otspec.optimal_acceptance(np.full(25, 0.04), otspec.iid(np.full(25, 0.04), 2), method=m))
+        for m in ("prefix", "lp")
+    },
+    "LP too large": {
+        "method='prefix'": lambda: otspec.optimal_acceptance(np.full(5000, 2e-4), otspec.iid(np.full(5000, 2e-4), 4), method="prefix"),
+        "a smaller V or k": lambda: otspec.optimal_acceptance(np.full(50, 2e-2), otspec.iid(np.full(50, 2e-2), 2), method="lp"),
+    },
+    "memory cap": {
+        "method='prefix'": lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="prefix", memory_cap=10),
+        "raise memory_cap": lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="lp", memory_cap=10 * 1024**2),
+    },
+    "constraints without cvxpy": {
+        "method='cvxpy'": lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="cvxpy", constraints=lambda lp: []),
+    },
+    "non-numeric memory_cap": {"8 * 1024**3": lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), memory_cap=8 * 1024**3)},
+    "negative memory_cap": {"8 * 1024**3": lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="lp", memory_cap=8 * 1024**3)},
+    "memory_cap on kernel": {"8 * 1024**3": lambda: otspec.verifiers.kseq.kernel(P, otspec.iid(Q, 2), memory_cap=8 * 1024**3)},
+    "product law at V = 20 000": {
+        "a smaller V or k": lambda: otspec.optimal_acceptance(np.full(200, 5e-3), otspec.product([np.full(200, 5e-3)] * 2)),
+    },
+    "auto on a large product law": {
+        "install the maxflow extra": lambda: otspec.optimal_acceptance(
+            np.full(600, 1 / 600), otspec.product([np.full(600, 1 / 600)] * 2), method="maxflow"
+        ),
+        # method='lp' at this size runs for minutes: following it is checked up to the solver (no refusal)
+        "method='lp'": lambda: check_acceptance("lp", otspec.product([np.full(600, 1 / 600)] * 2), None),
+    },
+    "auto on a huge product law without maxflow": {
+        "a smaller V or k": lambda: _without_ortools(
+            lambda: otspec.optimal_acceptance(np.full(200, 5e-3), otspec.product([np.full(200, 5e-3)] * 2))
+        ),
+    },
+    "block_optimum gamma = 0": {"at least 1": lambda: block_optimum(models.context_free(P), models.context_free(Q), 1)},
+    "tree_optimum k = 0": {"at least 1": lambda: tree_optimum(models.context_free(P), models.context_free(Q), 1, 2)},
+}
+
+
+def _message(call) -> str:
+    with pytest.raises(OtspecInputError) as info:
+        call()
+    return str(info.value)
+
+
+def _suggests_a_fix(message: str) -> bool:
+    """Whether the advice part of a message names a method, an option value or another function."""
+    advice = message.split("; ", 1)[1] if "; " in message else ""
+    return bool(re.search(r"method=|memory_cap|use otspec\.|lower k|install|at least|e\.g\.", advice))
+
+
+@pytest.mark.parametrize("name,call,exc,fragment", LIBRARY_CASES, ids=[c[0] for c in LIBRARY_CASES])
+def test_following_the_advice_runs(name, call, exc, fragment):
+    """Every suggested fix is listed in LIBRARY_FIXES (each method the message names, each option),
+    appears in the message as written there, and runs when applied."""
+    if name == "auto on a large product law" and not _has_ortools():
+        pytest.skip("the maxflow extra is not installed")
+    message = _message(call)
+    if not _suggests_a_fix(message) and name not in LIBRARY_FIXES:
+        return
+    fixes = LIBRARY_FIXES.get(name)
+    assert fixes, f"{name!r} suggests a fix that no test follows: {message}"
+    advice = message.split("; ", 1)[1]
+    suggested = {m for m in _METHOD_WORDS if f"'{m}'" in advice}
+    followed = {m for m in _METHOD_WORDS for key in fixes if f"'{m}'" in key}
+    assert suggested == followed, (name, message, sorted(suggested), sorted(followed))
+    for fix, follow in fixes.items():
+        assert fix in message, (name, fix, message)
+        follow()  # runs: no error
+
+
+def test_advice_never_offers_prefix_for_a_product_law():
+    big = otspec.product([np.full(20_000, 5e-5)] * 2)
+    for call in (
+        lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big),
+        lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big, method="lp"),
+        lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big)),
+        lambda: otspec.optimal_acceptance(np.full(25, 0.04), otspec.product([np.full(25, 0.04)] * 2), method="subsets"),
+    ):
+        message = _message(call)
+        assert "method='prefix'" not in message.split("; ", 1)[1], message
+    # and 'lp' / the maxflow extra are offered only when they would fit in memory
+    message = _message(lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big)))
+    assert "method='lp'" not in message and "maxflow" not in message, message
+
+
+def _has_ortools() -> bool:
+    from otspec.bounds.maxflow import maxflow_available
+
+    return maxflow_available()
+
+
+#: CLI cases whose message suggests a flag or a value, with that fix applied (it must exit 0).
+CLI_FIXES = {
+    "LP too large": ("method='prefix'", ["bound", "--vocab", "5000", "--drafts", "4", "--method", "prefix", "--law", "iid"]),
+    "bound: negative memory cap": ("e.g. 8", ["bound", "--vocab", "100", "--drafts", "2", "--memory-cap", "8"]),
+    "k beyond support WOR": ("lower k", ["bound", "--p", "{d}/p.npy", "--q", "{d}/q.npy", "--drafts", "2", "--law", "without_replacement"]),
+    "negative temperature": ("e.g. 1.0", ["bound", "--vocab", "10", "--drafts", "2", "--temperature", "1.0"]),
+    "zero vocab": ("at least 1", ["bound", "--vocab", "1", "--drafts", "2"]),
+    "zero drafts": ("at least 1", ["bound", "--vocab", "10", "--drafts", "1"]),
+    "block: zero vocab": ("at least 1", ["block", "--vocab", "1", "--gamma", "1"]),
+    "block: zero gamma": ("at least 1", ["block", "--vocab", "3", "--gamma", "1"]),
+    "block: zero drafts": ("at least 1", ["block", "--vocab", "3", "--gamma", "1", "--drafts", "1"]),
+    "block: negative seed": ("at least 0", ["block", "--vocab", "3", "--gamma", "1", "--seed", "0"]),
+}
+
+
+@pytest.mark.parametrize("name,argv,fragment", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_cli_following_the_advice_runs(name, argv, fragment, files, capsys):
+    assert main([a.replace("{d}", str(files)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    advice = err.split("; ", 1)[1] if "; " in err else ""
+    suggests = bool(re.search(r"method=|--[\w-]+ \d|e\.g\.|lower k|at least", advice))
+    if not suggests and name not in CLI_FIXES:
+        return
+    assert name in CLI_FIXES, f"{name!r} suggests a fix that no test follows: {err}"
+    fix, fixed = CLI_FIXES[name]
+    assert fix in err, (fix, err)
+    assert main([a.replace("{d}", str(files)) for a in fixed]) == 0, capsys.readouterr().err
+    capsys.readouterr()
