@@ -77,51 +77,6 @@ _S_CAP = 700.0
 
 
 # ----------------------------------------------------------------------------------------------
-# Reference implementation (baseline for benchmarks, oracle for tests)
-# ----------------------------------------------------------------------------------------------
-def _nodes(s_lo: float, s_hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
-    x, w = np.polynomial.legendre.leggauss(n)
-    half = 0.5 * (s_hi - s_lo)
-    s = s_lo + half * (x + 1.0)
-    t = np.exp(s)
-    return t, w * half * t  # dt = t ds
-
-
-def _reference_prefix_values(
-    q_sorted: np.ndarray, k: int, *, n_nodes: int = 400, s_lo: float = -30.0, s_hi: float | None = None
-) -> np.ndarray:
-    r"""Reference :math:`Q(H_i^k)`, i = 0..V: a Python loop over tokens carrying the
-    Poisson-binomial DP of :math:`P(N = j), j < k`, at ``n_nodes`` Gauss-Legendre nodes in
-    :math:`s = \log t` on ``[s_lo, s_hi]`` (default ``s_hi = log(40 / lambda_min) + 1``).
-
-    This is the original slow implementation, kept as the named baseline of
-    ``experiments/bench/bench_wor.py`` and as an independent oracle in the tests. It has no error
-    control: accuracy depends on the node count and range (:doc:`wor_integral`, error bound).
-    """
-    q_sorted = np.asarray(q_sorted, dtype=np.float64)
-    V = q_sorted.size
-    lam = np.concatenate([np.cumsum(q_sorted[::-1])[::-1], [0.0]])
-    if s_hi is None:
-        pos = lam[lam > 0]
-        lam_min = float(pos.min()) if pos.size else 1.0
-        s_hi = float(np.log(40.0 / lam_min)) + 1.0
-    t, wt = _nodes(s_lo, s_hi, n_nodes)
-    out = np.empty(V + 1)
-    out[0] = 0.0
-    P = np.zeros((t.size, k))  # P[:, j] = P(N = j) for the current prefix, j < k
-    P[:, 0] = 1.0
-    for i in range(V):
-        a = np.exp(-q_sorted[i] * t)
-        b = -np.expm1(-q_sorted[i] * t)
-        P[:, 1:] = P[:, 1:] * a[:, None] + P[:, :-1] * b[:, None]
-        P[:, 0] *= a
-        tail = np.clip(1.0 - P.sum(axis=1), 0.0, 1.0)  # P(N >= k)
-        li = lam[i + 1]
-        out[i + 1] = float(np.sum(wt * li * np.exp(-li * t) * tail)) if li > 0 else 1.0
-    return np.minimum(out, 1.0)
-
-
-# ----------------------------------------------------------------------------------------------
 # Quadrature constants
 # ----------------------------------------------------------------------------------------------
 def _strip_bound(k: int, h: float) -> tuple[float, float]:

@@ -8,7 +8,7 @@ For V in {5000, 49152, 262144} and k in {2, 4, 8}, on the two families of
 
 * ``wor_dual_minimum`` (the optimum's prefix scan, with pruning) and ``wor_prefix_all_in`` (every
   prefix): median wall time, error bound, prefixes evaluated, peak extra memory (tracemalloc);
-* the named baseline ``_reference_prefix_values`` (the former implementation: Python loop over
+* the named baseline ``tests._oracles.reference_prefix_values`` (the former implementation: Python loop over
   tokens, DP at 400 Gauss-Legendre nodes in log t, one pass): median of 3 at V = 5000, one run per
   k at V = 49152, and a single run at V = 262144 (k = 8, zipf) because it takes tens of seconds
   there; its agreement with the new values is reported (and, at V = 5000, that of the same loop
@@ -33,6 +33,9 @@ import otspec  # noqa: E402
 from otspec import _race  # noqa: E402
 from otspec.laws import ratio_order  # noqa: E402
 from otspec.synthetic import synthetic_pair  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from tests._oracles import reference_prefix_values  # noqa: E402
 
 VOCABS = (5000, 49152, 262144)
 KS = (2, 4, 8)
@@ -85,7 +88,7 @@ def run(seed: int, quick: bool) -> list[dict]:
                 row.update(end_to_end_s=t, end_to_end_value=acc.value, end_to_end_status=acc.status)
                 n_ref = reference_runs(V, k, family)
                 if n_ref:
-                    t, ref = median_time(lambda: _race._reference_prefix_values(qs, k, n_nodes=400), n_ref)
+                    t, ref = median_time(lambda: reference_prefix_values(qs, k, n_nodes=400), n_ref)
                     fr = np.concatenate([[0.0], np.cumsum(ps)]) - ref
                     row.update(
                         ref_s=t,
@@ -98,7 +101,7 @@ def run(seed: int, quick: bool) -> list[dict]:
                 if V <= 5000:
                     # the 400-node baseline loses accuracy when lambda_min is tiny (its range grows
                     # like log(1/lambda_min)); 1600 nodes show whose error the gap is
-                    ref = _race._reference_prefix_values(qs, k, n_nodes=1600)
+                    ref = reference_prefix_values(qs, k, n_nodes=1600)
                     row["ref1600_max_abs_diff"] = float(np.abs(ref - vals).max())
                 rows.append(row)
                 print({a: (f"{b:.3g}" if isinstance(b, float) else b) for a, b in row.items()}, flush=True)
