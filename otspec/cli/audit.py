@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Run otspec's verifier checks on MODULE:OBJECT -- a conditional law pi(p, q, drafts), a sampler "
             "sample(p, law, drafts, rng), an otspec.verifiers.Verifier (class or instance) or a chain "
-            "verifier conditional_law(p_model, q_model, drafts) -- on random and adversarial small problems. "
+            "verifier conditional_law(p_model, q_model, drafts), or (with otspec_gpu) a batched torch verifier with "
+            "sample(p, q, drafts, *, generator) and conditional(p, q, drafts) -- on random, adversarial and rare-token small problems. "
             "MODULE may be a dotted module name or a path to a .py file. Exit status: 0 all properties hold, "
             "1 a property failed, 2 bad input."
         ),

@@ -97,3 +97,18 @@ def test_a_rare_token_bias_fails_the_library_audit():
         if pr.kind == "iid" and pr.k == 1:
             p, law = pr.build()
             assert np.allclose(rare_keep.kernel(p, law).output_law(), p, atol=1e-9)
+
+
+def test_auditing_a_numpy_rule_never_imports_torch():
+    """The torch adapter is a plug-in: only an object no core form matches is offered to it."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from otspec.testing import audit\n"
+        "report = audit(lambda p, q, drafts: p, problems=5, draws=1000)\n"
+        "assert report.ok\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
