@@ -1,4 +1,6 @@
-"""The package's layers point one way, and no module reaches into another's private names.
+"""The package's layers point one way, no module reaches into another's private names, no two
+modules import each other (directly or round a longer circle), and the core's CLI never imports the
+torch package.
 
 Every ``import`` in ``otspec`` (module level or inside a function) is read with ``ast``; a module
 may import only from its own layer or the layers below it. Runtime: well under a second.
@@ -26,11 +28,8 @@ LAYERS = [
     ("otspec.cli", "otspec.plot", "otspec.testing", "otspec.__main__", "otspec"),
 ]
 
-#: Deliberate upward references, each with its reason.
-ALLOWED_UPWARD = {
-    # PEP 562 re-export of compare / ComparisonRow, resolved on first attribute access.
-    ("otspec.verifiers", "otspec.report"),
-}
+#: Deliberate upward references, each with its reason (none: every arrow points down).
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
 
 def _layer(name: str) -> int:
@@ -97,3 +96,111 @@ def test_bounds_never_import_verifiers():
     for module, tree in _modules():
         if module.startswith("otspec.bounds"):
             assert not any(t.startswith("otspec.verifiers") for t, _ in _imports(tree)), module
+
+
+# -- no import circles ------------------------------------------------------------------------
+
+
+def _targets(module: str, tree: ast.AST, known: set[str]) -> set[str]:
+    """The ``otspec`` modules ``module`` imports anywhere in its body: ``from a.b import c`` names
+    the module ``a.b.c`` when that is a module, else ``a.b``."""
+    out = set()
+    for target, name in _imports(tree):
+        sub = f"{target}.{name}" if name else target
+        out.add(sub if sub in known else target)
+    out.discard(module)
+    return out
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in graph:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_circle_finder_finds_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": {"a"}}) == [["a", "b"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    """No module imports itself back through others, counting imports inside functions too (a
+    function-level import that closes a circle only hides it)."""
+    modules = dict(_modules())
+    known = set(modules)
+    graph = {m: _targets(m, tree, known) for m, tree in modules.items()}
+    assert _circles(graph) == []
+
+
+# -- the core's CLI is torch-free by construction -----------------------------------------------
+
+
+def _foreign(tree: ast.AST, packages: tuple[str, ...]):
+    """Imports of ``packages`` in ``tree``: import statements and ``importlib.import_module("...")``."""
+
+    def hit(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in packages)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and hit(node.module):
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if hit(a.name))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and hit(node.args[0].value)
+        ):
+            yield node.args[0].value
+
+
+def test_cli_never_imports_torch_or_otspec_gpu():
+    """Torch commands are plug-ins (entry points of the group "otspec.cli"), never imported here."""
+    for module, tree in _modules():
+        if module == "otspec.cli" or module.startswith("otspec.cli."):
+            assert list(_foreign(tree, ("otspec_gpu", "torch"))) == [], module
+    assert list(_foreign(ast.parse("from otspec_gpu.cli import decode"), ("otspec_gpu",))) == ["otspec_gpu.cli"]
+    assert list(_foreign(ast.parse("importlib.import_module('otspec_gpu.cli')"), ("otspec_gpu",))) == ["otspec_gpu.cli"]
