@@ -740,7 +740,7 @@ class WithoutReplacementLaw(DraftLaw):
         rng = as_generator(rng)
         # Successive sampling by inverse CDF: draw j is u ~ U[0, remaining mass) mapped through the
         # cumulative q with the intervals of the drafts already taken skipped (in ascending id
-        # order). O(size * k * (k + log V)) instead of Gumbel-top-k's O(size * V) (issue 12: 2000
+        # order). O(size * k * (k + log V)) instead of Gumbel-top-k's O(size * V) (2000
         # draws at V = 262 144 took ~100 s that way).
         n, k, q = int(size), self.k, self._q
         cum = np.concatenate([[0.0], np.cumsum(q)])

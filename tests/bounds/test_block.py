@@ -159,7 +159,7 @@ def test_refusals():
         block_optimum(p, q, 0)
 
 
-# Regression (issue 7, item 4): peaked V = 3 models on which the single HiGHS run ended with model
+# Regression: peaked V = 3 models on which the single HiGHS run ended with model
 # status "unknown" or an uncertified plan (found by experiments/bench/bench_lp_robustness.py).
 @pytest.mark.parametrize("seed,a,sparse,gamma", [(74, 0.3, False, 3), (10, 0.1, False, 3), (46, 0.1, False, 2), (27, 0.03, True, 3)])
 def test_block_lp_certifies_on_peaked_models_that_defeated_one_highs_run(seed, a, sparse, gamma):

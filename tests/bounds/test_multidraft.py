@@ -211,7 +211,7 @@ def test_large_vocab_prefix_runs():
 
 
 def test_error_bound_above_max_is_never_optimal():
-    # Regression (issue 7, item 7): the cut re-check accepts within 2 * error_bound, so a bound
+    # Regression: the cut re-check accepts within 2 * error_bound, so a bound
     # past ERROR_BOUND_MAX (reported past 1 for very large k without replacement) made it
     # unable to fail while status stayed "optimal".
     from otspec._tolerances import ERROR_BOUND_MAX
@@ -226,7 +226,7 @@ def test_error_bound_above_max_is_never_optimal():
 
 
 def test_without_replacement_k_beyond_170_does_not_overflow():
-    # Regression (issue 7, item 7 class): k! overflowed a float in the race quadrature (k >= 171).
+    # Regression: k! overflowed a float in the race quadrature (k >= 171).
     # No independent oracle exists at this size: the check is the cut certificate (status) and
     # the trivial bounds 1 - TV <= value <= 1.
     rng = np.random.default_rng(3)

@@ -76,7 +76,7 @@ def test_refuses_large():
 
 
 def test_tree_optimum_without_replacement_when_one_token_takes_almost_all_mass():
-    # Regression (issue 7, item 1): the unstable 1 - cumsum(q) denominators made the LP infeasible.
+    # Regression: the unstable 1 - cumsum(q) denominators made the LP infeasible.
     from otspec.bounds.tree import tree_optimum
 
     p, q = models.context_free([0.5, 0.5]), models.context_free([1e-12, 1 - 1e-12])
@@ -86,7 +86,7 @@ def test_tree_optimum_without_replacement_when_one_token_takes_almost_all_mass()
 
 @pytest.mark.parametrize("seed,a,replacement", [(61, 0.1, True), (23, 0.1, False), (57, 0.03, True), (93, 0.03, False)])
 def test_tree_lp_certifies_on_peaked_models_that_defeated_one_highs_run(seed, a, replacement):
-    # Regression (issue 7, item 4); found by experiments/bench/bench_lp_robustness.py (odd seeds: sparse pairs)
+    # Regression; found by experiments/bench/bench_lp_robustness.py (odd seeds: sparse pairs)
     from tests._oracles import make_pair
 
     p, q = make_pair(seed, 3, a, bool(seed % 2))

@@ -150,7 +150,7 @@ def _strict_loads(text):
 
 
 def test_json_is_strict_with_unavailable_verifiers(capsys):
-    # Regression (issue 7, item 6): unavailable verifiers printed bare NaN.
+    # Regression: unavailable verifiers printed bare NaN.
     assert main(["bound", "--vocab", "300", "--drafts", "4", "--law", "iid", "--verifiers", "--json"]) == 0
     out = _strict_loads(capsys.readouterr().out)
     rows = [r for r in out["verifiers"]["iid"] if r["how"] == "unavailable"]

@@ -63,7 +63,7 @@ def _complex_file():
     return path
 
 
-P0 = np.array([0.5, 0.5, 0.0])  # the reproducer of issue 7 item 3: token 0 is never drafted
+P0 = np.array([0.5, 0.5, 0.0])  # token 0 is never drafted
 Q0 = np.array([0.0, 0.5, 0.5])
 
 LIBRARY_CASES = [
@@ -120,7 +120,7 @@ LIBRARY_CASES = [
     ("drafts out of vocabulary", lambda: otspec.iid(Q, 2).validate_drafts([0, 3]), InvalidDraftsError, "< V = 3"),
     ("wrong number of drafts", lambda: otspec.iid(Q, 2).validate_drafts([0]), InvalidDraftsError, "exactly k = 2"),
     ("duplicate drafts WOR", lambda: otspec.without_replacement(Q, 2).validate_drafts([1, 1]), InvalidDraftsError, "repeat"),
-    # issue 7 item 3: a drafted token of draft probability 0, at every entry point that takes drafts
+    # a drafted token of draft probability 0, at every entry point that takes drafts
     (
         "tree kseq, q = 0 draft",
         lambda: tree.sample(models.context_free(P0), models.context_free(Q0), [[0], [0]], verifier="kseq", rng=np.random.default_rng(0)),
@@ -158,7 +158,7 @@ LIBRARY_CASES = [
         InvalidDraftsError,
         "drafts [0, 1]",
     ),
-    # issue 7 items 5 and 7: memory cap on synthetic pairs / models, option types
+    # memory cap on synthetic pairs / models, option types
     ("synthetic pair too large", lambda: synthetic_pair(10**11), ProblemTooLargeError, "vocab"),
     ("random model too large", lambda: models.dirichlet(10**11), ProblemTooLargeError, "memory_cap"),
     ("non-numeric memory_cap", lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), memory_cap="8GB"), InvalidOptionError, "memory_cap"),
@@ -190,7 +190,7 @@ LIBRARY_CASES = [
     ("complex q with zero imaginary part", lambda: otspec.iid(Q.astype(complex), 2), InvalidDistributionError, "q must be real"),
     ("complex file", lambda: otspec_io.load_distribution(_complex_file()), InputFileError, "real numbers"),
     ("directory as a file", lambda: otspec_io.load_distribution(os.path.dirname(_complex_file())), InputFileError, "is a directory"),
-    # issue 7 item 8: auto on a large product law refuses before starting, with the size and a hint
+    # auto on a large product law refuses before starting, with the size and a hint
     # (without the maxflow extra; with OR-Tools installed auto solves it, tests/bounds/test_maxflow.py)
     (
         "auto on a large product law",
@@ -374,7 +374,7 @@ def files(tmp_path):
 
 
 def test_one_token_file_is_a_distribution(files, capsys):
-    # Regression (issue 7, item 7): a (1,) file was squeezed to shape () and rejected
+    # Regression: a (1,) file was squeezed to shape () and rejected
     assert main(["bound", "--p", f"{files}/one.npy", "--q", f"{files}/one.npy", "--drafts", "1", "--law", "iid", "--json"]) == 0
     import json
 

@@ -218,7 +218,7 @@ def test_node_rules_match_the_single_step_verifiers(seed, k, zeros):
 
 
 def test_wor_draft_law_stable_when_one_first_token_takes_almost_all_mass():
-    # Regression (issue 7, item 1): 1 - cumsum(q) cancelled, the draft-tree law summed to 1.0000221
+    # Regression: 1 - cumsum(q) cancelled, the draft-tree law summed to 1.0000221
     # and E[tau] exceeded gamma. The law is the explicit two-tree law: (1, 0) w.p. (1 - e) * 1 and
     # (0, 1) w.p. e * 1 (the second draft is forced), e = 1e-12.
     p, q = models.context_free([0.5, 0.5]), models.context_free([1e-12, 1 - 1e-12])

@@ -35,7 +35,7 @@ def test_sampling_reuses_one_lp_solve():
 
 
 def test_zero_weight_draft_set_has_a_defined_row():
-    # Regression (issue 7, item 2): the set {1} has Q = (1e-200)^2 = 0 in float64; its row was 0/0.
+    # Regression: the set {1} has Q = (1e-200)^2 = 0 in float64; its row was 0/0.
     p = np.array([0.5, 0.5])
     law = otspec.iid([1 - 1e-200, 1e-200], 2)
     K = optimal_plan.kernel(p, law)
