@@ -61,7 +61,21 @@ __all__ = [
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
-ALL: tuple[Verifier, ...] = (token, kseq, rrs, rrs_wor, greedy_optimal, spechub, khisti, nss, naive, optimal_plan, optimal_iid, optimal_wor, approximate)
+ALL: tuple[Verifier, ...] = (
+    token,
+    kseq,
+    rrs,
+    rrs_wor,
+    greedy_optimal,
+    spechub,
+    khisti,
+    nss,
+    naive,
+    optimal_plan,
+    optimal_iid,
+    optimal_wor,
+    approximate,
+)
 
 
 def by_name(name: str) -> Verifier:
