@@ -205,7 +205,8 @@ def _show(args: argparse.Namespace, res, labels: list[str], target, draft) -> in
             print(f"--- prompt {i}: {labels[i] if i < len(labels) else ''}")
             print(txt)
             if res.stopped_at_eos[i]:
-                print(f"[stopped at the end-of-sequence token after {len(res.tokens[i])} tokens]")
+                n = len(res.tokens[i])
+                print(f"[stopped at the end-of-sequence token after {n} token{'s' if n != 1 else ''}]")
         from rich.markup import escape
 
         rows = [(escape(a), escape(b)) for a, b in rep.table()]

@@ -203,3 +203,31 @@ def test_cli_defaults_are_the_library_defaults():
 
     kw = decode.__kwdefaults__
     assert {key: kw[key] for key in DEFAULTS} == DEFAULTS
+
+
+def test_readme_example_prints_an_answer(capsys):
+    """The README's command (shortened to 8 tokens): the instruct model gets its chat template and
+    answers, instead of ending at once on the raw question."""
+    argv = ["decode", "--target", "smollm2", "--draft", "smollm2-int8", "--verifier", "block", "--gamma", "4"]
+    assert main([*argv, "--prompt", "Why is the sky blue?", "-n", "8", "--no-theory"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    answer = lines[lines.index("--- prompt 0: Why is the sky blue?") + 1]
+    assert answer.strip(), lines
+
+
+def test_raw_prompt_that_ends_at_eos_is_said(pair, capsys):
+    """--raw-prompt feeds the bare question; the instruct model ends at once, and the output says so."""
+    res = decode(*pair, "Why is the sky blue?", verifier="block", gamma=4, max_new_tokens=8, seed=0, theory=False)
+    assert res.stopped_at_eos == [True] and res.tokens[0][-1] == pair[0].eos_token_id
+    argv = ["decode", "--verifier", "block", "--gamma", "4", "--prompt", "Why is the sky blue?", "-n", "8", "--no-theory"]
+    assert main([*argv, "--raw-prompt"]) == 0
+    assert "[stopped at the end-of-sequence token after 1 token]" in capsys.readouterr().out
+
+
+def test_chat_template_wraps_text_prompts(pair):
+    target = pair[0]
+    ids = target.encode_chat("Hi")
+    assert target.has_chat_template and len(ids) > len(target.encode("Hi"))
+    assert "Hi" in target.tokenizer.decode(ids) and "assistant" in target.tokenizer.decode(ids)
+    res = decode(*pair, "Hi", chat=True, max_new_tokens=2, theory=False)
+    assert res.config["prompt_tokens"] == [len(ids)]
