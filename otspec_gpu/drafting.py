@@ -23,7 +23,7 @@ from otspec.errors import InvalidDraftCountError, InvalidDraftsError, Unsupporte
 from otspec_gpu._validation import check_probs
 from otspec_gpu.sampling import categorical
 
-__all__ = ["LAWS", "greedy_top", "sample_drafts"]
+__all__ = ["LAWS", "Drafter", "greedy_top", "sample_drafts"]
 
 #: Names of the draft laws (the otspec law constructors of the same names).
 LAWS = ("iid", "without_replacement", "greedy")
