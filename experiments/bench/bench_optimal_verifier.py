@@ -41,7 +41,10 @@ import otspec
 from otspec.errors import OtspecInputError
 from otspec.synthetic import synthetic_pair
 from otspec.verifiers import kseq, optimal_plan, rrs
-from otspec.verifiers.step.optimal_iid import _geometry, _selection, _tree, prepare, selection_law
+from otspec.verifiers.step._iid_selection import solve_selection as _selection
+from otspec.verifiers.step._iid_tree import build_tree as _tree
+from otspec.verifiers.step._iid_tree import geometry as _geometry
+from otspec.verifiers.step.optimal_iid import prepare, selection_law
 
 VS = (5000, 49152, 262144)
 KS = (2, 4, 8)

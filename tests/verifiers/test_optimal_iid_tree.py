@@ -25,6 +25,8 @@ import pytest
 
 import otspec
 from otspec.synthetic import synthetic_pair
+from otspec.verifiers.step import _iid_selection as isel
+from otspec.verifiers.step import _iid_tree as it
 from otspec.verifiers.step import optimal_iid as oi
 
 ATOL = 1e-12
@@ -32,13 +34,13 @@ numba = pytest.importorskip("numba")  # the test extra installs it; the pure pat
 
 
 def _state(p, q, k, method):
-    p, q, k = oi._check_pqk(p, q, k)
+    p, q, k = isel.check_pqk(p, q, k)
     return oi._build_state(p, q, k, method)
 
 
 def _geo(p, q, k):
-    p, q, k = oi._check_pqk(p, q, k)
-    return oi._geometry(oi._selection(p, q, k), q, k)[0]
+    p, q, k = isel.check_pqk(p, q, k)
+    return it.geometry(isel.solve_selection(p, q, k), q, k)[0]
 
 
 def _ties_zeros(V, seed):
@@ -84,7 +86,7 @@ CASES = {
 def test_compiled_heap_is_bit_identical_to_the_pure_heap(name):
     make, k = CASES[name]
     geo = _geo(*make(), k)
-    a, b = oi._tree(geo, "heap"), oi._tree(geo, "heap_compiled")
+    a, b = it.build_tree(geo, "heap"), it.build_tree(geo, "heap_compiled")
     for f in ("G", "left", "right", "order"):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
     assert a.max_clamp == b.max_clamp
@@ -107,7 +109,7 @@ def test_kernels_without_numba_give_the_compiled_arrays(monkeypatch):
         geo = _geo(*synthetic_pair(300, seed=k), k)
         i = np.arange(1, geo.m)
         R0 = geo.ratio(i - 1, i, i + 1)
-        packed = oi._packed(geo)  # the arrays the builders pass (no second numba specialisation)
+        packed = it._packed(geo)  # the arrays the builders pass (no second numba specialisation)
         perm = np.random.default_rng(0).permutation(np.arange(1, geo.m))
         for name, args in (("heap_build", (R0, *packed, k)), ("flip_build", (*packed, k, perm, 10**6))):
             a, b = getattr(plain, name)(*args), getattr(jit, name)(*args)
@@ -119,13 +121,13 @@ def test_kernels_without_numba_give_the_compiled_arrays(monkeypatch):
 
 def test_auto_is_compiled_with_numba_and_the_pure_heap_without(monkeypatch):
     geo = _geo(*synthetic_pair(500, seed=0), 3)
-    assert oi._tree(geo, "auto").method == "heap_compiled"
-    monkeypatch.setattr(oi, "_jit_kernels", lambda need_compiled=False: None)
-    t = oi._tree(geo, "auto")
+    assert it.build_tree(geo, "auto").method == "heap_compiled"
+    monkeypatch.setattr(it, "_jit_kernels", lambda need_compiled=False: None)
+    t = it.build_tree(geo, "auto")
     assert t.method == "heap"
-    assert np.array_equal(t.G, oi._tree(geo, "heap").G)
+    assert np.array_equal(t.G, it.build_tree(geo, "heap").G)
     with pytest.raises(otspec.errors.UnsupportedMethodError, match="numba"):
-        oi._tree(geo, "heap_compiled")
+        it.build_tree(geo, "heap_compiled")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -160,18 +162,18 @@ def test_flip_gives_the_heap_tree_on_lm_shaped_pairs():
     reach the heap's tree exactly: the threshold tree is unique and these pairs have no ties."""
     for k in (2, 8):
         geo = _geo(*synthetic_pair(5000, seed=k), k)
-        a, b = oi._tree(geo, "heap_compiled"), oi._tree(geo, "flip")
+        a, b = it.build_tree(geo, "heap_compiled"), it.build_tree(geo, "flip")
         assert b.method == "flip"
         for f in ("G", "left", "right"):
             assert np.array_equal(getattr(a, f), getattr(b, f)), f
-        G, left, right, order, flips = oi._build_flip(geo, oi._jit_kernels(), "random")
-        c = oi._finish(geo, G, left, right, order, "flip")
+        G, left, right, order, flips = it._build_flip(geo, it._jit_kernels(), "random")
+        c = it._finish(geo, G, left, right, order, "flip")
         assert 0 <= flips <= 2.5 * geo.m  # expected < 2 per boundary
         for f in ("G", "left", "right"):
             assert np.array_equal(getattr(a, f), getattr(c, f)), f
     # regression: the root's own clamp to 1 (here 8.6e-9, also in the heap's tree) is not a reason to
     # abandon the flip tree
-    assert oi._tree(_geo(*synthetic_pair(49152, seed=0), 8), "flip").method == "flip"
+    assert it.build_tree(_geo(*synthetic_pair(49152, seed=0), 8), "flip").method == "flip"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -224,17 +226,17 @@ def test_work_counters_stay_within_their_bounds_on_adversarial_inputs(name):
     geo = _geo(*make(), k)
     m = geo.m
     n = m - 1
-    heap = oi._tree(geo, "heap_compiled")
+    heap = it.build_tree(geo, "heap_compiled")
     assert heap.work <= n + 4 * n * (math.floor(math.log(n, 4)) + 1)
-    flips = oi._build_flip(geo, oi._jit_kernels())[4]
+    flips = it._build_flip(geo, it._jit_kernels())[4]
     assert 0 <= flips <= 4 * m  # expected < 2 per boundary
 
 
 def test_monotone_ratios_make_a_comb_that_the_builders_handle():
     """The adversarial shape for round-based (parallel) builders: tree depth ~ m."""
     geo = _geo(*_monotone(3000), 8)
-    tr = oi._tree(geo, "heap_compiled")
-    par = oi._parents(tr.left, tr.right, tr.order)
+    tr = it.build_tree(geo, "heap_compiled")
+    par = it._parents(tr.left, tr.right, tr.order)
     depth, i = 0, int(tr.order[0])
     while i not in (0, geo.m):
         i, depth = int(par[i]), depth + 1
@@ -244,12 +246,12 @@ def test_monotone_ratios_make_a_comb_that_the_builders_handle():
 def test_vectorised_clamp_equals_the_sequential_loop():
     rng = np.random.default_rng(3)
     geo = _geo(*synthetic_pair(3000, seed=0), 4)
-    G, left, right, order = oi._build_heap(geo)
+    G, left, right, order = it._build_heap(geo)
     G = G * (1.0 + 0.05 * rng.standard_normal(G.size))  # force many clamps, some below 0
     G[rng.integers(1, geo.m, 20)] = -0.0
     ref = G.copy()
     ref[0] = ref[geo.m] = 1.0
     for i in reversed(order):
         ref[i] = max(0.0, min(ref[i], ref[left[i]], ref[right[i]]))
-    tr = oi._finish(geo, G.copy(), left, right, order, "heap")
+    tr = it._finish(geo, G.copy(), left, right, order, "heap")
     assert np.array_equal(tr.G, ref) and tr.max_clamp > 0

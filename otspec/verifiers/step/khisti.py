@@ -219,7 +219,8 @@ class KhistiVerifier(Verifier):
     >>> import otspec
     >>> from otspec.verifiers import khisti
     >>> est = khisti.acceptance([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2))
-    >>> est.how, round(est.value, 9) == round(otspec.verifiers.step.khisti.khisti_k2_closed_form([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]), 9)
+    >>> from otspec.verifiers.step.khisti import khisti_k2_closed_form
+    >>> est.how, round(est.value, 9) == round(khisti_k2_closed_form([0.5, 0.3, 0.2], [0.2, 0.3, 0.5]), 9)
     ('closed_form', True)
     """
 
