@@ -14,7 +14,7 @@ import threading
 
 import torch
 
-__all__ = ["SCRATCH_MAX", "scratch", "to_float64"]
+__all__ = ["SCRATCH_MAX", "host_shortcuts", "scratch", "to_float64"]
 
 #: Largest temporary (in elements) :func:`scratch` keeps for reuse: 2**19 values (4 MB of float64),
 #: e.g. one ``[1, 262 144]`` or ``[8, 49 152]`` row block; larger ones are fresh allocations (their
@@ -46,13 +46,31 @@ def scratch(name: str, shape: tuple[int, ...], device: torch.device, dtype: torc
         A contiguous tensor of ``shape``, contents undefined.
     """
     n = math.prod(shape)
-    if torch.device(device).type != "cpu" or n > SCRATCH_MAX:
+    if torch.device(device).type != "cpu" or n > SCRATCH_MAX or torch.compiler.is_compiling():
         return torch.empty(shape, dtype=dtype, device=device)
     bufs = _SCRATCH.__dict__.setdefault("bufs", {})
     buf = bufs.get((name, dtype))
     if buf is None or buf.numel() < n:
         buf = bufs[(name, dtype)] = torch.empty(max(n, 1), dtype=dtype)
     return buf[:n].view(shape)
+
+
+def host_shortcuts(x: torch.Tensor) -> bool:
+    """Whether a step may read a tensor value on the host to skip work (an early exit that does
+    not change its result): only for CPU tensors and outside ``torch.compile`` tracing. On CUDA
+    such a read is a device synchronisation, so every step then computes the full masked form.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        A tensor of the computation (its device decides).
+
+    Returns
+    -------
+    bool
+        True on CPU in eager mode, False on other devices and while tracing.
+    """
+    return x.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
 def to_float64(x: torch.Tensor, name: str) -> torch.Tensor:

@@ -122,6 +122,23 @@ for _law, _text in _DRAFTS.items():
     BLOCKS[f"params_{_law}_sample"] = _section("Parameters", "p_q", f"drafts_{_law}", "generator", "validate")
 
 
+# the pure-step split of a single-step rule: uniforms(p, q, drafts, generator), step(p, q, drafts, *uniforms)
+BLOCKS["uniforms_doc"] = (
+    _section("Parameters", "p_q", "drafts_any", "generator")
+    + """
+
+Returns
+-------
+tuple of torch.Tensor
+    The uniforms of one ``sample`` call, in the order ``sample`` draws them (one ``rand`` call each)."""
+)
+BLOCKS["coins_u"] = """coins : torch.Tensor
+    ``[B, R]`` float64 accept coins (``R`` rounds), from the module's ``uniforms``.
+u : torch.Tensor
+    ``[B]`` float64 residual uniforms, from the module's ``uniforms``."""
+BLOCKS["step_head"] = _section("Parameters", "p_q", "drafts_any")
+BLOCKS["step_returns"] = _section("Returns", "returns_step")
+
 BLOCKS["chain_law"] = """torch.Tensor
     ``[B, gamma + 1, V]``: ``law[b, t, y]`` :math:`= P(\\tau = t, Y = y \\mid \\text{row } b)`, in ``p``'s dtype."""
 BLOCKS["chain_step"] = """StepOutput

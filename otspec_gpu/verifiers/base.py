@@ -77,6 +77,13 @@ class TorchVerifier:
         Allowed numbers of drafts (``k_max=None``: unbounded).
     reference : str
         The paper or algorithm the rule implements.
+    uniforms : callable or None
+        ``uniforms(p, q, drafts, generator) -> tuple of Tensor``: every uniform one ``sample`` call
+        consumes, drawn from ``generator`` in ``sample``'s order (``None``: the rule has no pure step).
+    step : callable or None
+        ``step(p, q, drafts, *uniforms, **extra) -> StepOutput``: the pure step (no generator, no
+        validation, no host synchronisation on CUDA); ``sample`` is the checks, ``uniforms``, then
+        ``step``.
     """
 
     name: str
@@ -87,6 +94,8 @@ class TorchVerifier:
     k_min: int = 1
     k_max: int | None = None
     reference: str = ""
+    uniforms: Callable[..., tuple] | None = field(default=None, repr=False)
+    step: Callable[..., StepOutput] | None = field(default=None, repr=False)
 
 
 def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None = None, validate: bool = True, name: str = "") -> tuple:

@@ -43,7 +43,7 @@ from typing import NamedTuple
 import torch
 
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
-from otspec_gpu._scratch import scratch
+from otspec_gpu._scratch import host_shortcuts, scratch
 from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
 from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
@@ -341,7 +341,7 @@ def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)
     Z = p.new_empty((B, max(g - 1, 0)))
-    if p.device.type == "cpu" and B and g:
+    if host_shortcuts(p) and B and g:
         # tau = g as soon as the last coin passes, and h_gamma = p_gamma needs no look-ahead mass:
         # when every row passes there, the gamma - 1 passes over [B, V] for Z are skipped
         h_last = _block_h(logp, Z.fill_(float("nan")))[0][:, -1]

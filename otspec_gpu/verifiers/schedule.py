@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from otspec_gpu._scratch import to_float64
+from otspec_gpu._scratch import host_shortcuts, to_float64
 from otspec_gpu.sampling import sample_weights, search_cdf
 
 __all__ = [
@@ -39,6 +39,8 @@ __all__ = [
     "residual",
     "residual_scratch",
     "residual_weights",
+    "round_uniforms",
+    "rounds_step",
     "sample_rounds",
     "schedule_conditional",
     "schedule_sample",
@@ -206,7 +208,7 @@ def fallback_rows(w: torch.Tensor, mass: torch.Tensor, fallback: torch.Tensor) -
         ``[B, V]`` float64 weights, every row of positive mass when ``fallback``'s is.
     """
     empty = mass <= 0
-    if w.device.type == "cpu" and not bool(empty.any()):
+    if host_shortcuts(w) and not bool(empty.any()):
         return w
     return torch.where(empty[:, None], fallback.to(torch.float64), w)
 
@@ -288,14 +290,71 @@ def sample_rounds(
     torch.Tensor
         ``[B]`` long: the token of the first accepted round, else the residual draw.
     """
-    B, R = tokens.shape
-    coins = torch.rand((B, R), dtype=torch.float64, device=tokens.device, generator=generator)
-    u = torch.rand(B, dtype=torch.float64, device=tokens.device, generator=generator)  # never reuses a coin
+    return rounds_step(tokens, accept, residual, *round_uniforms(tokens.shape[0], tokens.shape[1], tokens.device, generator))
+
+
+def round_uniforms(B: int, R: int, device: torch.device, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms of one accept schedule run: ``[B, R]`` float64 accept coins, then ``[B]`` float64
+    residual uniforms, from two separate ``torch.rand`` calls on ``generator`` (no uniform is used twice).
+
+    Parameters
+    ----------
+    B, R : int
+        Rows and rounds.
+    device : torch.device
+        Device of the uniforms.
+    generator : torch.Generator
+        Source of both calls.
+
+    Returns
+    -------
+    coins : torch.Tensor
+        ``[B, R]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
+    """
+    coins = torch.rand((B, R), dtype=torch.float64, device=device, generator=generator)
+    u = torch.rand(B, dtype=torch.float64, device=device, generator=generator)  # never reuses a coin
+    return coins, u
+
+
+def rounds_step(
+    tokens: torch.Tensor,
+    accept: torch.Tensor,
+    residual: torch.Tensor | Callable[[], torch.Tensor],
+    coins: torch.Tensor,
+    u: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`sample_rounds` as a pure function of its uniforms (no generator, no host synchronisation
+    except the CPU early exit of :func:`~otspec_gpu._scratch.host_shortcuts`, which does not change
+    the result): accept iff ``coins < accept``, first accepted round wins, else an inverse-CDF draw
+    from the residual weights with ``u``.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor
+        ``[B, R]`` long drafted tokens, in visiting order.
+    accept : torch.Tensor
+        ``[B, R]`` float64 accept probabilities.
+    residual : torch.Tensor or callable
+        ``[B, V]`` / ``[1, V]`` float64 weights of positive row mass, or a function returning a fresh
+        such tensor (which this function may overwrite).
+    coins : torch.Tensor
+        ``[B, R]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long: the token of the first accepted round, else the residual draw.
+    """
+    R = tokens.shape[1]
     if R:
         hit = coins < accept
         done = hit.any(dim=1)
         drafted = tokens.gather(1, torch.argmax(hit.to(torch.uint8), dim=1)[:, None]).squeeze(1)
-        if tokens.device.type == "cpu" and bool(done.all()):
+        if host_shortcuts(tokens) and bool(done.all()):
             return drafted
     if callable(residual):
         res_tok = search_cdf(residual().cumsum_(dim=-1), u)

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import torch
 
-from otspec_gpu._scratch import scratch, to_float64
+from otspec_gpu._scratch import host_shortcuts, scratch, to_float64
 from otspec_gpu.sampling import search_cdf
 from otspec_gpu.verifiers.schedule import accept_ratio, gather
 
 __all__ = ["sample_recursive"]
 
 
-def sample_recursive(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator, wor: bool = False) -> torch.Tensor:
+def sample_recursive(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, wor: bool = False
+) -> torch.Tensor:
     r"""RRS sampler (with replacement, or RSD with ``wor``), round by round, building only what the rows reach.
 
     The residual chain has a closed form: with :math:`d = p - q` (exact in float64 for float32
@@ -21,9 +23,10 @@ def sample_recursive(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, gen
     a row whose sum is 0 keeps :math:`(D_{j-1}, a_{j-1})` (the residual stays :math:`p_{j-1}`, the
     numpy rule). Induction: :math:`(a(d - Dq)_+ - q)_+ = a(d - (D + 1/a) q)_+` (both sides vanish
     where :math:`d \le Dq`). So round j costs one pass over ``[B, V]`` (the sum for :math:`a_{j-1}`),
-    made only while some row is still undecided (on CPU; elsewhere every round is computed), and the
+    made only while some row is still undecided (on CPU in eager mode; on CUDA and under
+    ``torch.compile`` every round is computed, with masks and no host synchronisation), and the
     final residual is drawn from the unnormalised weights :math:`(d - D_k q)_+`. The uniforms are
-    drawn as :func:`~otspec_gpu.verifiers.schedule.schedule_sample` draws them.
+    those :func:`~otspec_gpu.verifiers.schedule.round_uniforms` draws.
 
     Without replacement (``wor``, per-row laws: ``p`` has one row per row of drafts), round j
     tests against :math:`q_j = c_j q` with :math:`c_j = 1/(1 - \sum_{i<j} q(x_i))` (q renormalised
@@ -40,8 +43,10 @@ def sample_recursive(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, gen
         ``[B, V]`` (or ``[1, V]`` with replacement) validated target and draft rows.
     drafts : torch.Tensor
         ``[B, k]`` long drafts.
-    generator : torch.Generator
-        Source of the ``[B, k]`` accept coins and then the ``[B]`` residual uniforms (two calls).
+    coins : torch.Tensor
+        ``[B, k]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
     wor : bool
         Drafts without replacement (RSD).
 
@@ -52,9 +57,7 @@ def sample_recursive(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, gen
     """
     B, k = drafts.shape
     dev = p.device
-    coins = torch.rand((B, k), dtype=torch.float64, device=dev, generator=generator)
-    u = torch.rand(B, dtype=torch.float64, device=dev, generator=generator)  # never reuses a coin
-    cpu = dev.type == "cpu"
+    cpu = host_shortcuts(p)
     Bp, V = p.shape
     D = torch.full((Bp,), -1.0, dtype=torch.float64, device=dev)
     a = torch.ones_like(D)

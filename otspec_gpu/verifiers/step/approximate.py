@@ -28,11 +28,12 @@ from otspec_gpu.verifiers.schedule import (
     gather,
     residual_scratch,
     residual_weights,
-    sample_rounds,
+    round_uniforms,
+    rounds_step,
     schedule_conditional,
 )
 
-__all__ = ["approximate", "conditional", "pass_probabilities", "sample", "schedule", "tv_to_target"]
+__all__ = ["approximate", "conditional", "pass_probabilities", "sample", "schedule", "step", "tv_to_target", "uniforms"]
 
 
 @fill_doc
@@ -154,15 +155,42 @@ def sample(
     {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="approximate")
+    a = None if pass_prob is None else _pass_rows(p, q, drafts, pass_prob, validate)
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator), pass_prob=a)
+
+
+@fill_doc
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, 2]`` float64 coins (predicate, accept), then ``[B]`` residual uniforms.
+
+    {uniforms_doc}
+    """
+    return round_uniforms(drafts.shape[0], 2, p.device, generator)
+
+
+@fill_doc
+def step(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, *, pass_prob: Any = None
+) -> StepOutput:
+    """The approximate rule (``pass_prob`` as in :func:`sample`, not validated here) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    {step_head}
+    {coins_u}
+    pass_prob : torch.Tensor or None
+        ``[1, V]`` / ``[B, V]`` float64 pass probabilities (``None``: :math:`1\{p \ge q\}`), not validated here.
+
+    {step_returns}
+    """
     x = drafts[:, :1]
     px, qx = gather(p, x), gather(q, x)
     if pass_prob is None:  # the default predicate 1{p >= q}, read at the draft only
         ax = (px >= qx).double()
     else:
-        ax = gather(_pass_rows(p, q, drafts, pass_prob, validate), x)
-    # the residual (p - q)_+ is built only when a row rejects (lazily, see schedule.sample_rounds)
+        ax = gather(_pass_rows(p, q, drafts, pass_prob, False), x)
+    # the residual (p - q)_+ is built only when a row rejects (CPU early exit, see schedule.rounds_step)
     acc = torch.cat([ax, accept_ratio(px, qx)], dim=1)
-    return step_output(sample_rounds(torch.cat([x, x], dim=1), acc, lambda: residual_scratch(p, q), generator), drafts)
+    return step_output(rounds_step(torch.cat([x, x], dim=1), acc, lambda: residual_scratch(p, q), coins, u), drafts)
 
 
 @fill_doc
@@ -185,5 +213,14 @@ def tv_to_target(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None) -> tor
 
 
 approximate = TorchVerifier(
-    "approximate", "iid", False, sample, conditional, k_min=1, k_max=1, reference="SPRINTER (Zhong et al. 2025), single-token analysis"
+    "approximate",
+    "iid",
+    False,
+    sample,
+    conditional,
+    k_min=1,
+    k_max=1,
+    reference="SPRINTER (Zhong et al. 2025), single-token analysis",
+    uniforms=uniforms,
+    step=step,
 )

@@ -17,10 +17,18 @@ import torch
 from otspec_gpu._scratch import to_float64
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
+from otspec_gpu.verifiers.schedule import (
+    AcceptSchedule,
+    accept_ratio,
+    fallback_rows,
+    gather,
+    round_uniforms,
+    rounds_step,
+    schedule_conditional,
+)
 from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
 
-__all__ = ["conditional", "greedy_optimal", "sample", "schedule"]
+__all__ = ["conditional", "greedy_optimal", "sample", "schedule", "step", "uniforms"]
 
 
 @fill_doc
@@ -83,12 +91,34 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
     if validate:
         check_greedy(q, drafts)
-    return step_output(_sample(p, q, drafts, generator), drafts)
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
 
 
-def _sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """:func:`schedule` then :func:`~otspec_gpu.verifiers.schedule.schedule_sample`, with the same arithmetic,
-    in scratch buffers and with the residual built only when a row rejects."""
+@fill_doc
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, 1]`` float64 accept coins, then ``[B]`` residual uniforms.
+
+    {uniforms_doc}
+    """
+    return round_uniforms(drafts.shape[0], 1, p.device, generator)
+
+
+@fill_doc
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """The greedy optimal rule (:func:`schedule` then its run, in scratch buffers) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    {step_head}
+    {coins_u}
+
+    {step_returns}
+    """
+    return step_output(_run(p, q, drafts, coins, u), drafts)
+
+
+def _run(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """:func:`schedule` then :func:`~otspec_gpu.verifiers.schedule.rounds_step`, with the same arithmetic,
+    in scratch buffers and with the residual built only when a row rejects (CPU)."""
     top = drafts[:1, :-1] if p.shape[0] == 1 else drafts[:, :-1]
     rest = to_float64(q, "greedy_rest").scatter_(1, top, 0.0)
     tot = rest.sum(-1, keepdim=True)
@@ -101,7 +131,9 @@ def _sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: t
         w.scatter_(1, top, p.gather(1, top).double())  # p on G
         return fallback_rows(w, w.sum(-1), p)
 
-    return sample_rounds(x, acc, residual, generator)
+    return rounds_step(x, acc, residual, coins, u)
 
 
-greedy_optimal = TorchVerifier("greedy_optimal", "greedy", True, sample, conditional, k_min=1, reference="Hu et al., ICLR 2025")
+greedy_optimal = TorchVerifier(
+    "greedy_optimal", "greedy", True, sample, conditional, k_min=1, reference="Hu et al., ICLR 2025", uniforms=uniforms, step=step
+)

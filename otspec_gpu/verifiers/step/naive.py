@@ -19,12 +19,13 @@ from otspec_gpu.verifiers.schedule import (
     gather,
     residual_scratch,
     residual_weights,
-    sample_rounds,
+    round_uniforms,
+    rounds_step,
     schedule_conditional,
 )
 from otspec_gpu.verifiers.step._greedy import check_greedy
 
-__all__ = ["conditional", "naive", "sample", "schedule"]
+__all__ = ["conditional", "naive", "sample", "schedule", "step", "uniforms"]
 
 _LAWS = ("iid", "without_replacement", "greedy")
 
@@ -111,11 +112,37 @@ def sample(
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="naive")
     if validate and law == "greedy":
         check_greedy(q, drafts)
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator), law=law)
+
+
+@fill_doc
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, 1]`` float64 accept coins, then ``[B]`` residual uniforms.
+
+    {uniforms_doc}
+    """
+    return round_uniforms(drafts.shape[0], 1, p.device, generator)
+
+
+@fill_doc
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, *, law: str = "iid") -> StepOutput:
+    """NaiveTree (``law``: how the drafts were drawn) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    {step_head}
+    {coins_u}
+    law : {"iid", "without_replacement", "greedy"}
+        How the drafts were drawn.
+
+    {step_returns}
+    """
     q1 = _first_marginal(q, drafts, law)
     x = drafts[:, :1]
     acc = accept_ratio(gather(p, x), gather(q1, x))
-    # the residual (p - q_1)_+ is built only when a row rejects (lazily, see schedule.sample_rounds)
-    return step_output(sample_rounds(x, acc, lambda: residual_scratch(p, q1), generator), drafts)
+    # the residual (p - q_1)_+ is built only when a row rejects (CPU early exit, see schedule.rounds_step)
+    return step_output(rounds_step(x, acc, lambda: residual_scratch(p, q1), coins, u), drafts)
 
 
-naive = TorchVerifier("naive", "iid", True, sample, conditional, reference="Thomas et al. 2026, App. B (NaiveTree)")
+naive = TorchVerifier(
+    "naive", "iid", True, sample, conditional, reference="Thomas et al. 2026, App. B (NaiveTree)", uniforms=uniforms, step=step
+)

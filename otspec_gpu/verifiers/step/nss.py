@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from otspec_gpu.sampling import categorical
+from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 
-__all__ = ["conditional", "nss", "sample"]
+__all__ = ["conditional", "nss", "sample", "step", "uniforms"]
 
 
 @fill_doc
@@ -48,7 +48,32 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
-    return step_output(categorical(p, generator, n=drafts.shape[0]), drafts)
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
 
 
-nss = TorchVerifier("nss", "iid", True, sample, conditional, reference="Miao et al. (SpecInfer) naive sampling")
+@fill_doc
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B]`` float64 uniforms (one ``rand`` call, as :func:`~otspec_gpu.sampling.categorical`).
+
+    {uniforms_doc}
+    """
+    return (torch.rand(drafts.shape[0], dtype=torch.float64, device=p.device, generator=generator),)
+
+
+@fill_doc
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """NSS (one inverse-CDF draw from ``p`` per row) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    {step_head}
+    u : torch.Tensor
+        ``[B]`` float64 uniforms, from :func:`uniforms`.
+
+    {step_returns}
+    """
+    return step_output(sample_weights(p, u), drafts)
+
+
+nss = TorchVerifier(
+    "nss", "iid", True, sample, conditional, reference="Miao et al. (SpecInfer) naive sampling", uniforms=uniforms, step=step
+)

@@ -15,10 +15,10 @@ import torch
 
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual, schedule_conditional
+from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual, round_uniforms, schedule_conditional
 from otspec_gpu.verifiers.step._recursive import sample_recursive
 
-__all__ = ["conditional", "rrs", "sample", "schedule"]
+__all__ = ["conditional", "rrs", "sample", "schedule", "step", "uniforms"]
 
 
 @fill_doc
@@ -73,7 +73,29 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
-    return step_output(sample_recursive(p, q, drafts, generator), drafts)
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
 
 
-rrs = TorchVerifier("rrs", "iid", True, sample, conditional, reference="SpecInfer (Miao et al. 2024)")
+@fill_doc
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, k]`` float64 accept coins, then ``[B]`` residual uniforms.
+
+    {uniforms_doc}
+    """
+    return round_uniforms(drafts.shape[0], drafts.shape[1], p.device, generator)
+
+
+@fill_doc
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """RRS (with replacement) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    {step_head}
+    {coins_u}
+
+    {step_returns}
+    """
+    return step_output(sample_recursive(p, q, drafts, coins, u), drafts)
+
+
+rrs = TorchVerifier("rrs", "iid", True, sample, conditional, reference="SpecInfer (Miao et al. 2024)", uniforms=uniforms, step=step)

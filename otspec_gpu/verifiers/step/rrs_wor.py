@@ -18,10 +18,10 @@ import torch
 from otspec.errors import InvalidDraftsError
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, residual, schedule_conditional
+from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, residual, round_uniforms, schedule_conditional
 from otspec_gpu.verifiers.step._recursive import sample_recursive
 
-__all__ = ["SharedWor", "conditional", "rrs_wor", "sample", "schedule", "shared_wor"]
+__all__ = ["SharedWor", "conditional", "rrs_wor", "sample", "schedule", "shared_wor", "step", "uniforms"]
 
 
 @fill_doc
@@ -121,13 +121,13 @@ def _shared_residual_rows(sw: SharedWor, p: torch.Tensor, q: torch.Tensor) -> to
     return sw.scale[:, None] * torch.clamp(p.double() - sw.thresh[:, None] * q.double(), min=0.0)
 
 
-def _shared_residual_draw(sw: SharedWor, generator: torch.Generator) -> torch.Tensor:
+def _shared_residual_draw(sw: SharedWor, u: torch.Tensor) -> torch.Tensor:
     """One draw per row from :math:`(p - C q)_+`: inverse CDF over the ratio-sorted tokens, by a
     vectorised bisection on the (increasing) partial sums ``sp[i] - C sq[i]``, O(B log V)."""
     C = sw.thresh
     n = torch.searchsorted(sw.neg_ratio, -C, right=False)  # the positive part is the first n sorted tokens
     total = sw.sp[n] - C * sw.sq[n]
-    u = torch.rand(C.shape, dtype=torch.float64, device=C.device, generator=generator) * total
+    u = u * total
     lo = torch.zeros_like(n)  # invariant: partial(lo) <= u < partial(hi)
     hi = n.clone()
     for _ in range(int(sw.order.numel()).bit_length() + 1):  # loop over bisection steps only
@@ -188,14 +188,37 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
     if validate:
         _check_distinct(drafts)
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
+
+
+@fill_doc
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, k]`` float64 accept coins, then ``[B]`` residual uniforms.
+
+    {uniforms_doc}
+    """
+    return round_uniforms(drafts.shape[0], drafts.shape[1], p.device, generator)
+
+
+@fill_doc
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """RSD (drafts without replacement) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    {step_head}
+    {coins_u}
+
+    {step_returns}
+    """
     if p.shape[0] == 1 and drafts.shape[0] > 1:  # shared law: O(B k log V) after one sort
         sw = shared_wor(p, q, drafts)
-        coins = torch.rand(sw.accept.shape, dtype=torch.float64, device=p.device, generator=generator)
-        res_tok = _shared_residual_draw(sw, generator)  # separate call: never reuses a coin
+        res_tok = _shared_residual_draw(sw, u)
         hit = coins < sw.accept
         first = torch.argmax(hit.to(torch.uint8), dim=1)
         return step_output(torch.where(hit.any(dim=1), drafts.gather(1, first[:, None]).squeeze(1), res_tok), drafts)
-    return step_output(sample_recursive(p, q, drafts, generator, wor=True), drafts)
+    return step_output(sample_recursive(p, q, drafts, coins, u, wor=True), drafts)
 
 
-rrs_wor = TorchVerifier("rrs_wor", "without_replacement", True, sample, conditional, reference="RSD (Jeon et al. 2024)")
+rrs_wor = TorchVerifier(
+    "rrs_wor", "without_replacement", True, sample, conditional, reference="RSD (Jeon et al. 2024)", uniforms=uniforms, step=step
+)

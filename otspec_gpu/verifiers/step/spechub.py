@@ -15,10 +15,18 @@ import torch
 from otspec_gpu._scratch import scratch, to_float64
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
+from otspec_gpu.verifiers.schedule import (
+    AcceptSchedule,
+    accept_ratio,
+    fallback_rows,
+    gather,
+    round_uniforms,
+    rounds_step,
+    schedule_conditional,
+)
 from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
 
-__all__ = ["conditional", "sample", "schedules", "spechub"]
+__all__ = ["conditional", "sample", "schedules", "spechub", "step", "uniforms"]
 
 
 @fill_doc
@@ -96,10 +104,38 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
     if validate:
         check_greedy(q, drafts)
-    return step_output(_sample(p, q, drafts, generator), drafts)
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
 
 
-def _sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+@fill_doc
+def uniforms(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B]`` float64 order coins, ``[B, 2]`` accept coins, then ``[B]`` residual uniforms.
+
+    {uniforms_doc}
+    """
+    B = drafts.shape[0]
+    order = torch.rand(B, dtype=torch.float64, device=p.device, generator=generator)
+    return (order, *round_uniforms(B, 2, p.device, generator))
+
+
+@fill_doc
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, order: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """SpecHub (order coin ``order``, accept ``coins``, residual ``u``) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    {step_head}
+    order : torch.Tensor
+        ``[B]`` float64 order coins (which draft is tried first).
+    {coins_u}
+
+    {step_returns}
+    """
+    return step_output(_run(p, q, drafts, order, coins, u), drafts)
+
+
+def _run(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, order: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """:func:`schedules` then the order coin and :func:`~otspec_gpu.verifiers.schedule.schedule_sample`, with
     the same arithmetic and uniforms, in scratch buffers and with the residual built only when a
     row rejects."""
@@ -122,9 +158,20 @@ def _sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: t
         return fallback_rows(w, w.sum(-1), p)
 
     qa = qa.squeeze(1)
-    order_ai = torch.rand(qa.shape, dtype=torch.float64, device=qa.device, generator=generator) < qa
+    order_ai = order < qa
     acc = torch.where(order_ai[:, None], torch.cat([a2, c], dim=1), torch.cat([a1, c], dim=1))
-    return sample_rounds(torch.cat([i, a], dim=1), acc, residual, generator)
+    return rounds_step(torch.cat([i, a], dim=1), acc, residual, coins, u)
 
 
-spechub = TorchVerifier("spechub", "greedy", True, sample, conditional, k_min=2, k_max=2, reference="SpecHub (Sun et al., EMNLP 2024)")
+spechub = TorchVerifier(
+    "spechub",
+    "greedy",
+    True,
+    sample,
+    conditional,
+    k_min=2,
+    k_max=2,
+    reference="SpecHub (Sun et al., EMNLP 2024)",
+    uniforms=uniforms,
+    step=step,
+)

@@ -11,9 +11,17 @@ import torch
 
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual_weights, sample_rounds, schedule_conditional
+from otspec_gpu.verifiers.schedule import (
+    AcceptSchedule,
+    accept_ratio,
+    gather,
+    residual_weights,
+    round_uniforms,
+    rounds_step,
+    schedule_conditional,
+)
 
-__all__ = ["conditional", "sample", "schedule", "token"]
+__all__ = ["conditional", "sample", "schedule", "step", "token", "uniforms"]
 
 
 @fill_doc
@@ -63,10 +71,65 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
+
+
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes: ``[B, 1]`` accept coins then ``[B]`` residual uniforms
+    (float64, two ``rand`` calls; :func:`~otspec_gpu.verifiers.schedule.round_uniforms`).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) target and draft rows (their device is used).
+    drafts : torch.Tensor
+        ``[B, 1]`` long drafts.
+    generator : torch.Generator
+        Source of the uniforms.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(coins [B, 1], u [B])``.
+    """
+    return round_uniforms(drafts.shape[0], 1, p.device, generator)
+
+
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """Token verification as a pure step of its uniforms (no generator, no validation, no host sync
+    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) target and draft rows.
+    drafts : torch.Tensor
+        ``[B, 1]`` long drafts.
+    coins : torch.Tensor
+        ``[B, 1]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
+
+    Returns
+    -------
+    StepOutput
+        Output token, accepted flag and draft slot per row.
+    """
     x = drafts[:, :1]
     acc = accept_ratio(gather(p, x), gather(q, x))
-    # the residual (p - q)_+ is built only when a row rejects (lazily, see schedule.sample_rounds)
-    return step_output(sample_rounds(x, acc, lambda: residual_weights(p, q)[0], generator), drafts)
+    # the residual (p - q)_+ is built only when a row rejects (CPU early exit, see schedule.rounds_step)
+    return step_output(rounds_step(x, acc, lambda: residual_weights(p, q)[0], coins, u), drafts)
 
 
-token = TorchVerifier("token", "iid", True, sample, conditional, k_min=1, k_max=1, reference="Leviathan et al. 2023; Chen et al. 2023")
+token = TorchVerifier(
+    "token",
+    "iid",
+    True,
+    sample,
+    conditional,
+    k_min=1,
+    k_max=1,
+    reference="Leviathan et al. 2023; Chen et al. 2023",
+    uniforms=uniforms,
+    step=step,
+)
