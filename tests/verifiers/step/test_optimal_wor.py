@@ -200,3 +200,19 @@ def test_support_of_exactly_k_tokens():
     law = otspec.without_replacement(q, 2)
     est = optimal_wor.acceptance(p, law)
     assert abs(est.value - 0.6) <= 1e-15
+
+
+def test_degenerate_tie_fallback():
+    """A further tight set ({0}: r*(0) = P(0 drafted) = 2/3) has no finite Luce weights: the fit's
+    weights run off (b_0 / b_others -> infinity, the nested-level rule in the limit), the rule stays
+    exactly lossless (the accept step uses the law of the weights actually used) and the reported
+    gap alpha*_WOR - acceptance is tiny and non-negative."""
+    p, q = np.array([2 / 3, 1 / 6, 1 / 6]), np.full(3, 1 / 3)
+    law = otspec.without_replacement(q, 2)
+    v = OptimalWORVerifier()
+    st = v.state(p, law)
+    assert st.b[1] / st.b[0] < 1e-9 and st.b[2] / st.b[0] < 1e-9
+    K = v.kernel(p, law)
+    np.testing.assert_allclose(K.output_law(), p, atol=EXACT, rtol=0)
+    assert 0.0 <= st.gap <= 1e-12
+    assert abs(K.acceptance() - st.acceptance) <= EXACT
