@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otspec import models as _models
+from otspec import prefixes
 from otspec.bounds import optimal_acceptance
 from otspec.bounds.block import block_optimum
 from otspec.bounds.sizing import lp_size
@@ -193,7 +194,7 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     V = p_model.V
     # Refuse before any work: the chain enumeration and (k > 1) the tree enumeration.
-    _models.check_prefix_enumeration(V, gamma)
+    prefixes.check_prefix_enumeration(V, gamma)
     if k > 1:
         check_tree_enumeration(V, k, gamma)
     rows: list[dict] = []

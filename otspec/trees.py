@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
+from otspec import prefixes
 from otspec._validation import as_generator, as_int_in_range
 from otspec.errors import InvalidDraftCountError, ProblemTooLargeError
 from otspec.laws import successive_denominators
@@ -127,7 +128,7 @@ def draft_trees(q_model: Any, k: int, gamma: int, *, replacement: bool = True) -
     gamma = as_int_in_range(gamma, "gamma")
     V = q_model.V
     check_tree_enumeration(V, k, gamma)
-    table = _models.enumerate_prefixes(q_model, q_model, gamma)
+    table = prefixes.enumerate_prefixes(q_model, q_model, gamma)
     paths = table.paths(gamma)
     pw = table.q_joint[gamma]
     keep = np.flatnonzero(pw > 0)

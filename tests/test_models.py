@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from otspec import models
+from otspec import models, prefixes
 from otspec._tolerances import FLOAT64_ATOL
 from otspec.errors import (
     InvalidDistributionError,
@@ -123,7 +123,7 @@ def test_bad_parameters(call, err):
 
 def test_enumerate_prefixes():
     p, q = models.dirichlet(3, seed=0), models.dirichlet(3, seed=1)
-    t = models.enumerate_prefixes(p, q, 3)
+    t = prefixes.enumerate_prefixes(p, q, 3)
     for i in range(4):
         assert abs(t.p_joint[i].sum() - 1) < FLOAT64_ATOL and abs(t.q_joint[i].sum() - 1) < FLOAT64_ATOL
     paths = t.paths(2)
@@ -134,10 +134,10 @@ def test_enumerate_prefixes():
     anc = t.ancestors(3)
     assert anc.shape == (27, 4) and anc[26].tolist() == [0, 2, 8, 26]
     with pytest.raises(ProblemTooLargeError, match="prefixes"):
-        models.enumerate_prefixes(models.dirichlet(5000), models.dirichlet(5000), 2)
+        prefixes.enumerate_prefixes(models.dirichlet(5000), models.dirichlet(5000), 2)
     with pytest.raises(ProblemTooLargeError, match="memory cap"):
-        models.enumerate_prefixes(p, q, 3, memory_cap=100)
-    assert models.enumeration_size(3, 3) == 40
+        prefixes.enumerate_prefixes(p, q, 3, memory_cap=100)
+    assert prefixes.enumeration_size(3, 3) == 40
 
 
 def test_sample_path_and_conditionals_along():

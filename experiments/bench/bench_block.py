@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import markdown_table, median_time, write_report  # noqa: E402
 
 import otspec  # noqa: E402
-from otspec import models  # noqa: E402
+from otspec import models, prefixes  # noqa: E402
 from otspec.bounds.sizing import lp_size  # noqa: E402
 from otspec.bounds.tree import tree_optimum  # noqa: E402
 from otspec.verifiers import block as bv  # noqa: E402
@@ -50,8 +50,8 @@ def exact_scaling(seed: int, quick: bool) -> list[dict]:
     rows = []
     for V, g in GRID[:6] if quick else GRID:
         p, q = pair(V, seed)
-        t_enum, _ = median_time(lambda: models.enumerate_prefixes(p, q, g), 1)  # first call fills the model caches
-        t_enum_cached, _ = median_time(lambda: models.enumerate_prefixes(p, q, g), 3)
+        t_enum, _ = median_time(lambda: prefixes.enumerate_prefixes(p, q, g), 1)  # first call fills the model caches
+        t_enum_cached, _ = median_time(lambda: prefixes.enumerate_prefixes(p, q, g), 3)
         t_tok, e_tok = median_time(lambda: tc.expected_accepted(p, q, g), 3)
         t_cf, e_blk = median_time(lambda: bv.expected_accepted(p, q, g), 3)
         t_opt, opt = median_time(lambda: otspec.block_optimum(p, q, g), 3)
@@ -66,7 +66,7 @@ def exact_scaling(seed: int, quick: bool) -> list[dict]:
         row = {
             "V": V,
             "gamma": g,
-            "prefixes": models.enumeration_size(V, g),
+            "prefixes": prefixes.enumeration_size(V, g),
             "lp_nonzeros": nnz,
             "enumerate_first_s": t_enum,
             "enumerate_cached_s": t_enum_cached,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec import models as _models
+from otspec import prefixes
 from otspec._tolerances import (
     CERTIFICATE_ATOL,
     DUAL_BOUND_SLACK,
@@ -134,7 +134,7 @@ class BlockOptimumResult:
 
 
 # ------------------------------------------------------------------------------------------------
-def _joint_coupling(table: _models.PrefixTable) -> float:
+def _joint_coupling(table: prefixes.PrefixTable) -> float:
     return float(sum(np.minimum(table.p_joint[i], table.q_joint[i]).sum() for i in range(1, table.gamma + 1)))
 
 
@@ -176,10 +176,10 @@ def joint_coupling_bound(p_model: Any, q_model: Any, gamma: int, *, memory_cap: 
     >>> round(joint_coupling_bound(p, q, 2) * 9, 9)
     12.0
     """
-    return _joint_coupling(_models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
+    return _joint_coupling(prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap))
 
 
-def _suffix_tables(table: _models.PrefixTable) -> list:
+def _suffix_tables(table: prefixes.PrefixTable) -> list:
     """S[d]: (V**d, V**(gamma+1-d)) target probabilities of every continuation to length gamma + 1."""
     V, g = table.V, table.gamma
     S = [None] * (g + 2)
@@ -249,7 +249,7 @@ class _PathLP:
         return self.b.size, self.tau.size
 
 
-def _build(table: _models.PrefixTable, weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]]) -> _PathLP:
+def _build(table: prefixes.PrefixTable, weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]]) -> _PathLP:
     """The columns :math:`\\pi(o, t, n, y)` depth by depth, in compressed sparse column form."""
     V, g = table.V, table.gamma
     n_out = len(weights)
@@ -352,7 +352,7 @@ def _dual_bound(lp: _PathLP, A, duals: list, primal: float) -> tuple[float, floa
     return best if best is not None else (float("inf"), float("inf"))
 
 
-def _attempt(lp: _PathLP, scaled: tuple, table: _models.PrefixTable, k: int, options: dict) -> BlockOptimumResult:
+def _attempt(lp: _PathLP, scaled: tuple, table: prefixes.PrefixTable, k: int, options: dict) -> BlockOptimumResult:
     """One HiGHS run with ``options`` and the float64 basis polish, then the certificate
     (:func:`_certified`)."""
     value_s, row_scale, rhs = scaled
@@ -399,7 +399,7 @@ def _attempt(lp: _PathLP, scaled: tuple, table: _models.PrefixTable, k: int, opt
 
 
 def _certified(
-    lp: _PathLP, A, x: np.ndarray, duals: list, objective: float, polished: bool, table: _models.PrefixTable, k: int, info: str
+    lp: _PathLP, A, x: np.ndarray, duals: list, objective: float, polished: bool, table: prefixes.PrefixTable, k: int, info: str
 ) -> BlockOptimumResult:
     """The plain-numpy certificate of a solved plan ``x`` (primal feasibility, objective, dual
     feasibility, duality gap) and the result it earns."""
@@ -445,7 +445,7 @@ def _certified(
 
 
 def solve_path_lp(
-    table: _models.PrefixTable, weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
+    table: prefixes.PrefixTable, weights: np.ndarray, nodes: Sequence[Sequence[np.ndarray]], *, k: int, memory_cap: float | None, what: str
 ) -> BlockOptimumResult:
     r"""Solve the full-information LP over (drafted outcome, emitted block).
 
@@ -465,7 +465,7 @@ def solve_path_lp(
     Parameters
     ----------
     table : PrefixTable
-        The enumerated target/draft pair (:func:`otspec.models.enumerate_prefixes`).
+        The enumerated target/draft pair (:func:`otspec.prefixes.enumerate_prefixes`).
     weights : ndarray, shape (n_outcomes,)
         :math:`Q(o)` of every drafted outcome.
     nodes : sequence of sequence of ndarray
@@ -564,9 +564,9 @@ def block_optimum(
     if method not in METHODS:
         raise UnsupportedMethodError(f"method must be one of {METHODS} (got {method!r}); 'closed_form' is exact and fastest")
     gamma = as_int_in_range(gamma, "gamma")
-    table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
+    table = prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
     if method == "closed_form":
-        W = _models.prefix_weights(table)
+        W = prefixes.prefix_weights(table)
         value = float(sum(w.sum() for w in W[1:]))
         n_terms = sum(w.size for w in W)
         return BlockOptimumResult(

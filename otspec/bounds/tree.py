@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
+from otspec import prefixes
 from otspec._validation import as_int_in_range
 from otspec.bounds.block import BlockOptimumResult, solve_path_lp
 from otspec.trees import draft_trees
@@ -88,7 +89,7 @@ def tree_optimum(
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     trees, weights = draft_trees(q_model, k, gamma, replacement=bool(replacement))
     V = p_model.V
-    table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
+    table = prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
     # Merge trees by trie (the set of distinct drafted paths).
     power = V ** np.arange(gamma - 1, -1, -1, dtype=np.int64)
     leaf = trees @ power  # (M, k) lexicographic index of every drafted path at depth gamma

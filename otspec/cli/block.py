@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         Any input error of the library, e.g. ProblemTooLargeError when the enumeration exceeds
         its cap.
     """
-    from otspec import models
+    from otspec import models, prefixes
     from otspec._validation import as_int_in_range
     from otspec.report import block_report
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         target, temperature=number_flag(args.temperature, "--temperature"), noise=number_flag(args.noise, "--noise"), seed=seed
     )
 
-    models.check_prefix_enumeration(V, gamma, hint="use a smaller --vocab or --gamma")  # before any enumeration
+    prefixes.check_prefix_enumeration(V, gamma, hint="use a smaller --vocab or --gamma")  # before any enumeration
     rep = block_report(target, draft, gamma, k, lp=args.lp, memory_cap=cap)
     rows, skipped = rep.rows, rep.skipped
 

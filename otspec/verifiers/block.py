@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
+from otspec import prefixes
 from otspec._validation import as_generator, as_int_in_range
 from otspec.errors import InvalidDraftsError, UnsupportedMethodError
 from otspec.verifiers.chain import ChainKernel, check_drafted, check_path_arrays, check_path_row, kernel_from_table, kernel_table
@@ -258,7 +259,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
     Raises
     ------
     ProblemTooLargeError
-        If the enumeration exceeds :data:`otspec.models.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
+        If the enumeration exceeds :data:`otspec.prefixes.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
     NotAnIntegerError, InvalidDraftCountError
         If ``gamma`` is not an integer ``>= 1``.
 
@@ -319,8 +320,8 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
         return kernel(p_model, q_model, gamma, memory_cap=memory_cap).expected_accepted()
     if method != "closed_form":
         raise UnsupportedMethodError(f"method must be 'closed_form' or 'kernel' (got {method!r})")
-    table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
-    return float(sum(w.sum() for w in _models.prefix_weights(table)[1:]))
+    table = prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
+    return float(sum(w.sum() for w in prefixes.prefix_weights(table)[1:]))
 
 
 def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator) -> tuple[int, int]:

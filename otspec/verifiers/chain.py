@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
+from otspec import prefixes
 from otspec._tolerances import PATH_ROW_SUM_ATOL
 from otspec._validation import as_int_in_range, as_supported_drafts, as_token_tuples
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
@@ -278,7 +279,7 @@ def check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool
     return P, Qc, x
 
 
-def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | None) -> _models.PrefixTable:
+def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | None) -> prefixes.PrefixTable:
     """Enumerate the prefixes, budgeting for the (N, gamma + 1, V) kernel on top.
 
     Parameters
@@ -293,7 +294,7 @@ def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | Non
     Returns
     -------
     PrefixTable
-        :func:`otspec.models.enumerate_prefixes` of the pair.
+        :func:`otspec.prefixes.enumerate_prefixes` of the pair.
 
     Raises
     ------
@@ -307,10 +308,10 @@ def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | Non
     V = _models.as_model(p_model, name="p_model").V
     gamma = as_int_in_range(gamma, "gamma")
     extra = KERNEL_BYTES_PER_ENTRY * float(V) ** (gamma + 1) * (gamma + 1)
-    return _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap, extra_bytes=extra)
+    return prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap, extra_bytes=extra)
 
 
-def kernel_from_table(table: _models.PrefixTable, path_law: Callable, name: str) -> ChainKernel:
+def kernel_from_table(table: prefixes.PrefixTable, path_law: Callable, name: str) -> ChainKernel:
     """A :class:`ChainKernel` from a prefix table and a per-path law ``path_law(P, Qc, x) -> (gamma + 1, V)``.
 
     Parameters

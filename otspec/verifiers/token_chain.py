@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
+from otspec import prefixes
 from otspec._validation import as_generator, as_int_in_range
 from otspec.errors import InvalidDraftsError, UnsupportedMethodError
 from otspec.verifiers.chain import ChainKernel, check_path_arrays, kernel_from_table, kernel_table
@@ -127,7 +128,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
     Raises
     ------
     ProblemTooLargeError
-        If the enumeration exceeds :data:`otspec.models.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
+        If the enumeration exceeds :data:`otspec.prefixes.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
     NotAnIntegerError, InvalidDraftCountError
         If ``gamma`` is not an integer ``>= 1``.
 
@@ -189,11 +190,11 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
         return kernel(p_model, q_model, gamma, memory_cap=memory_cap).expected_accepted()
     if method != "closed_form":
         raise UnsupportedMethodError(f"method must be 'closed_form' or 'kernel' (got {method!r})")
-    table = _models.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
+    table = prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
     return float(sum(m.sum() for m in token_prefix_mass(table)[1:]))
 
 
-def token_prefix_mass(table: _models.PrefixTable) -> list:
+def token_prefix_mass(table: prefixes.PrefixTable) -> list:
     r"""``[T_0, ..., T_gamma]`` with :math:`T_i(x^i) = P(\tau \ge i, X^i = x^i) = \prod_j \min(M_s, M_b)`.
 
     The minimum is taken at each position along the prefix:
@@ -202,7 +203,7 @@ def token_prefix_mass(table: _models.PrefixTable) -> list:
     Parameters
     ----------
     table : PrefixTable
-        The enumerated target/draft pair (:func:`otspec.models.enumerate_prefixes`).
+        The enumerated target/draft pair (:func:`otspec.prefixes.enumerate_prefixes`).
 
     Returns
     -------

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import otspec
-from otspec import models
+from otspec import models, prefixes
 from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL
 from otspec.bounds.block import BlockOptimumResult, block_optimum, joint_coupling_bound
 from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
@@ -72,7 +72,7 @@ def test_lp_plan_is_lossless_and_attains_value(inst, gamma):
     LP's own extended-law constraints) and its E[tau] is the reported value."""
     p, q = inst
     r = block_optimum(p, q, gamma, method="lp")
-    paths = np.flatnonzero(models.enumerate_prefixes(p, q, gamma).q_joint[gamma] > 0)
+    paths = np.flatnonzero(prefixes.enumerate_prefixes(p, q, gamma).q_joint[gamma] > 0)
     law: dict = {}
     e = 0.0
     assert isinstance(r.plan, otspec.TransportPlan)

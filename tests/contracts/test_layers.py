@@ -20,7 +20,7 @@ LAYERS = [
     ("otspec._tolerances", "otspec.errors"),
     ("otspec._validation", "otspec.sampling"),
     ("otspec._race", "otspec.stats"),
-    ("otspec.laws", "otspec.models", "otspec.synthetic", "otspec.io"),
+    ("otspec.laws", "otspec.models", "otspec.prefixes", "otspec.synthetic", "otspec.io"),
     ("otspec.trees",),
     ("otspec.bounds",),
     ("otspec.verifiers",),

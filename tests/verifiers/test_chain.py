@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import chi2, ncx2
 
-from otspec import models
+from otspec import models, prefixes
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
 from otspec.errors import (
     InvalidDistributionError,
@@ -192,8 +192,8 @@ def test_prefix_weights_run_on_fractions():
     for i in range(1, gamma + 1):
         pj.append((pj[-1][:, None] * p_cond[i - 1]).ravel())
         qj.append((qj[-1][:, None] * q_cond[i - 1]).ravel())
-    table = models.PrefixTable(V=V, gamma=gamma, p_cond=p_cond, q_cond=q_cond, p_joint=tuple(pj), q_joint=tuple(qj))
-    W = models.prefix_weights(table)
+    table = prefixes.PrefixTable(V=V, gamma=gamma, p_cond=p_cond, q_cond=q_cond, p_joint=tuple(pj), q_joint=tuple(qj))
+    W = prefixes.prefix_weights(table)
     T = tc.token_prefix_mass(table)
     assert sum(w.sum() for w in W[1:]) == exact_twin(list(Mb), list(Ms), 2, "block") == Fraction(11, 9)
     assert sum(t.sum() for t in T[1:]) == exact_twin(list(Mb), list(Ms), 2, "token") == Fraction(10, 9)
