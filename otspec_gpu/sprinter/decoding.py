@@ -178,7 +178,7 @@ class _Run:
         lg, hd = self.sc("draft", D, seqs, [1] * len(D))
         q = self.probs(torch.stack([x[-1] for x in lg]))  # [R, V]
         hid = torch.stack([h[-1] for h in hd])  # [R, H]
-        x = self.drafter.first_tokens(q, self.g_draft)  # [R]
+        x, _ = self.drafter.first_tokens(q, self.g_draft)  # [R]
         pos = torch.tensor([float(len(st.out[r]) + len(st.run[r])) for r in D], dtype=torch.float64)
         p_or = None
         if self.verifier.needs_target:
@@ -218,7 +218,7 @@ class _Run:
         last_row = off + torch.tensor(Ls) - 1  # row of p_L per sequence
         xl = torch.tensor([st.run[r][-1] for r in Vr])
         acc, y_res = last_token_rule(P_all[last_row], Q_all[torch.tensor(Ls).cumsum(0) - 1], xl, self.g_accept, self.g_resid)
-        y_bon = self.drafter.first_tokens(P_all[last_row + 1], self.g_bonus).tolist()
+        y_bon = self.drafter.first_tokens(P_all[last_row + 1], self.g_bonus)[0].tolist()
         emitted = []
         for i, r in enumerate(Vr):
             toks = st.run[r] + [y_bon[i]] if acc[i] else st.run[r][:-1] + [y_res[i]]

@@ -252,7 +252,7 @@ def test_bad_inputs(pair, tmp_path):
         ([], "needs --verifier-weights"),
         (["--verifier-weights", "/nonexistent/v.safetensors"], "do not exist"),
         (["--verifier-weights", "x.safetensors", "--gamma", "3"], "--gamma does not apply"),
-        (["--verifier-weights", "x.safetensors", "--threshold", "2"], "--threshold must lie in"),
+        (["--verifier-weights", "x.safetensors", "--threshold", "2"], "--threshold must be <= 1"),
     ],
 )
 def test_cli_errors_one_line_exit_2(extra, needle, capsys):
