@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import argparse
 
+from otspec._docs import fill_doc
 from otspec.cli._common import CliError, number_flag, print_json, print_table
 
 __all__ = ["register", "run"]
 
 
+@fill_doc
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``block`` subcommand and its options to the ``otspec`` parser.
 
     Parameters
     ----------
-    sub : argparse._SubParsersAction
-        The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
-        subparser sets ``func`` to :func:`run`.
+    {register_args}
     """
     from otspec import models
 

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.cli._common import CliError, print_json, print_table, progress
 from otspec.synthetic import DEFAULTS, FAMILIES
 
@@ -18,14 +19,13 @@ __all__ = ["register", "run", "LAWS"]
 LAWS = ("iid", "without_replacement", "greedy", "k1")
 
 
+@fill_doc
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``bound`` subcommand and its options to the ``otspec`` parser.
 
     Parameters
     ----------
-    sub : argparse._SubParsersAction
-        The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
-        subparser sets ``func`` to :func:`run`.
+    {register_args}
     """
     ap = sub.add_parser(
         "bound",

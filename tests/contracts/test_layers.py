@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2] / "otspec"
 
 #: Lowest layer first. A module imports only from layers with an index <= its own.
 LAYERS = [
-    ("otspec._tolerances", "otspec.errors"),
+    ("otspec._tolerances", "otspec.errors", "otspec._docs"),
     ("otspec._validation", "otspec.sampling"),
     ("otspec._race", "otspec.stats"),
     ("otspec.laws", "otspec.models", "otspec.prefixes", "otspec.synthetic", "otspec.io"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.errors import UnsupportedMethodError
 from otspec.verifiers.step._iid_selection import Selection, check_pqk, solve_selection
 
@@ -418,6 +419,7 @@ def build_tree(geo: Geometry, method: str) -> ThresholdTree:
     return _finish(geo, *build(geo), method)
 
 
+@fill_doc
 def threshold_tree(p: Any, q: Any, k: Any, *, method: str = "auto") -> ThresholdTree:
     r"""The threshold tree of :math:`r^*` (see :class:`ThresholdTree` and the docs page).
 
@@ -444,10 +446,8 @@ def threshold_tree(p: Any, q: Any, k: Any, *, method: str = "auto") -> Threshold
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``k`` is not an integer ``>= 1``.
+    {pq_raises}
+    {k_raises}
     UnsupportedMethodError
         If ``method`` is unknown, or ``"heap_compiled"`` is asked for without numba.
 

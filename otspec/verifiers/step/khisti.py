@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec._validation import as_distribution, check_same_vocab
 from otspec.bounds.highs import solve_colwise
 from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED
@@ -54,6 +55,7 @@ from otspec.verifiers.tuples import set_index
 __all__ = ["KhistiVerifier", "khisti", "khisti_k2_closed_form", "selection_weights", "SelectionWeights"]
 
 
+@fill_doc
 def khisti_k2_closed_form(p, q) -> float:
     r""":math:`\min_S \{P(S) + q(S^c)^2 + 2q(S)q(S^c)\}` over p/q-sorted prefixes (K = 2 i.i.d.).
 
@@ -69,8 +71,7 @@ def khisti_k2_closed_form(p, q) -> float:
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    {pq_raises}
 
     Examples
     --------

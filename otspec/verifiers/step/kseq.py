@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec._validation import as_distribution, as_int_in_range, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
@@ -257,6 +258,7 @@ def kseq_schedule(p: np.ndarray, q: np.ndarray, tuples: np.ndarray, rho: float |
     return AcceptSchedule(tokens=tuples, accept=accept_ratio(p[tuples], rho * q[tuples]), residual=res), det
 
 
+@fill_doc
 def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     r"""Exact K-SEQ output law :math:`\pi(\cdot \mid \bar x)` for each draft tuple.
 
@@ -274,8 +276,7 @@ def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    {pq_raises}
     InvalidDraftsError
         If a draft is out of the vocabulary or has ``q = 0``.
 
@@ -294,6 +295,7 @@ def kseq_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     return schedule_rows(sched, p.shape[0])
 
 
+@fill_doc
 def details(p: Any, q: Any, k: int) -> KSeqDetails:
     r"""K-SEQ's :math:`\rho^*`, phase-1 and membership acceptance for ``k`` i.i.d. drafts from ``q``.
 
@@ -313,10 +315,8 @@ def details(p: Any, q: Any, k: int) -> KSeqDetails:
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``k`` is not an integer ``>= 1``.
+    {pq_raises}
+    {k_raises}
 
     Examples
     --------

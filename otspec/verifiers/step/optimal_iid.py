@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.errors import UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
@@ -325,6 +326,7 @@ def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "auto", sel
     return state
 
 
+@fill_doc
 def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
     r"""Build the sampler state for (p, q, k) once: :math:`r^*`, super-tokens, threshold tree,
     range-minimum table, accept ratios and residual CDF.
@@ -345,10 +347,8 @@ def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``k`` is not an integer ``>= 1``.
+    {pq_raises}
+    {k_raises}
 
     Examples
     --------

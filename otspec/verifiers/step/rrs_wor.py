@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec._tolerances import MC_CONFIDENCE_Z
 from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw, ratio_order
@@ -192,6 +193,7 @@ def rrs_wor_schedule(p: np.ndarray, q: np.ndarray, tuples: np.ndarray) -> Accept
     return AcceptSchedule(tokens=tuples, accept=acc, residual=P)
 
 
+@fill_doc
 def rrs_wor_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
     r"""Exact RSD output law :math:`\pi(\cdot \mid \bar x)` for each tuple of distinct drafts.
 
@@ -209,8 +211,7 @@ def rrs_wor_conditional(p: Any, q: Any, drafts: Any) -> np.ndarray:
 
     Raises
     ------
-    InvalidDistributionError, ShapeMismatchError
-        If ``p`` or ``q`` is not a distribution, or their vocabularies differ.
+    {pq_raises}
     InvalidDraftsError
         If a draft is out of the vocabulary, has ``q = 0``, or a tuple repeats a token.
 

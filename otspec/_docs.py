@@ -1,0 +1,75 @@
+"""Docstring blocks shared across the core (numpydoc entries that several callables repeat),
+filled in by decorators made with :func:`filler`.
+
+A docstring line that holds only ``{name}`` (``name`` a key of the table) is replaced by that
+block, indented like the line; nothing else in the docstring changes (so LaTeX braces are safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["BLOCKS", "fill_doc", "filler"]
+
+F = TypeVar("F", bound=Callable)
+
+#: The core's shared blocks, by name.
+BLOCKS: dict[str, str] = {
+    # Raises entries of the functions that validate a target p, a draft q and a draft count k
+    "pq_raises": """InvalidDistributionError, ShapeMismatchError
+    If ``p`` or ``q`` is not a distribution, or their vocabularies differ.""",
+    "k_raises": """NotAnIntegerError, InvalidDraftCountError
+    If ``k`` is not an integer ``>= 1``.""",
+    # the one argument of every CLI command's register()
+    "register_args": """sub : argparse._SubParsersAction
+    The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
+    subparser sets ``func`` to :func:`run`.""",
+}
+
+
+def filler(blocks: dict[str, str]) -> Callable[[F], F]:
+    """A decorator that replaces every docstring line holding only ``{name}`` by ``blocks[name]``
+    (indented like the line).
+
+    Parameters
+    ----------
+    blocks : dict of str to str
+        The blocks by name (numpydoc entries, without indentation).
+
+    Returns
+    -------
+    callable
+        ``fill(obj) -> obj``: fills ``obj.__doc__`` in place (``None`` under ``python -OO``: left
+        alone) and raises ``KeyError`` at import when a placeholder names no block.
+
+    Examples
+    --------
+    >>> @filler({"x": "x : int\\n    A number."})
+    ... def f(x):
+    ...     '''Parameters
+    ...     ----------
+    ...     {x}
+    ...     '''
+    >>> print(f.__doc__.splitlines()[3].strip())
+    A number.
+    """
+
+    def fill(obj: F) -> F:
+        if obj.__doc__:
+            out = []
+            for line in obj.__doc__.splitlines():
+                key = line.strip()
+                if len(key) > 2 and key[0] == "{" and key[-1] == "}" and " " not in key:
+                    indent = line[: len(line) - len(line.lstrip())]
+                    out.extend(indent + b if b else b for b in blocks[key[1:-1]].splitlines())
+                else:
+                    out.append(line)
+            obj.__doc__ = "\n".join(out)
+        return obj
+
+    return fill
+
+
+#: The decorator of the core's callables (:data:`BLOCKS`).
+fill_doc = filler(BLOCKS)
