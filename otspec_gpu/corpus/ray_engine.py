@@ -64,15 +64,17 @@ class _Scorer:
     """A Ray actor holding one replica of the pair; maps a batch of documents to their positions' p, q."""
 
     def __init__(self, target: Any, draft: Any, processing: Any):
+        import torch
+
         from otspec_gpu.corpus.run import _load
 
         self.target, self.draft, self.processing = _load(target), _load(draft), processing
-        if self.target.model is not None:
-            import torch
-
-            if torch.cuda.is_available():
-                self.target.model.to("cuda")
-                self.draft.model.to("cuda")
+        if torch.cuda.is_available():  # the actor was given a GPU
+            for lm in (self.target, self.draft):
+                try:
+                    lm.model.to("cuda")
+                except (RuntimeError, NotImplementedError):  # e.g. dynamic int8 layers are CPU-only
+                    lm.model.to("cpu")
 
     def __call__(self, batch: dict) -> dict:
         from otspec_gpu.corpus.scoring import score_document
@@ -151,11 +153,22 @@ def run_ray(plan: Any, target: Any, draft: Any, *, address: str | None = None, w
     if not todo:
         return {"score_s": 0.0, "solve_s": 0.0, "wall_s": 0.0, "actors": 0}
     t0 = time.perf_counter()
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         if address is None:
             ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=address, log_to_driver=False)
+    try:
+        return _pipeline(ray, plan, target, draft, workers, t0)
+    finally:
+        if started:  # a Ray this call started is stopped again; one the caller started is left running
+            ray.shutdown()
+
+
+def _pipeline(ray: Any, plan: Any, target: Any, draft: Any, workers: int | None, t0: float) -> dict:
+    """Build and drain the Ray Data pipeline of :func:`run_ray` (Ray initialised)."""
+    todo = plan.todo_shards()
     gpus = int(ray.cluster_resources().get("GPU", 0))
     cpus = int(ray.cluster_resources().get("CPU", 1))
     n_actors = workers or (gpus if gpus else max(1, cpus - 1))

@@ -120,10 +120,12 @@ def score_document(target: Any, draft: Any, ids: list[int], processing: Processi
 
     from otspec_gpu.processing import probs_from_logits
 
-    x = torch.tensor([ids], dtype=torch.long)
     out = []
     for lm in (target, draft):
-        logits = lm.logits(x)[0, :-1].to(torch.float64)  # [L-1, V]
+        param = next(iter(lm.model.parameters()), None)
+        device = param.device if param is not None else torch.device("cpu")
+        x = torch.tensor([ids], dtype=torch.long, device=device)
+        logits = lm.logits(x)[0, :-1].to("cpu", torch.float64)  # [L-1, V]
         probs = probs_from_logits(
             logits, temperature=processing.temperature, top_k=processing.top_k, top_p=processing.top_p, dtype=torch.float64
         )
