@@ -331,7 +331,7 @@ def all_optima(
     p, q : ndarray, shape (V,)
         Validated float64 distributions.
     iid_ks, greedy_ks : sequence of int
-        Numbers of drafts of each law (greedy: ``k <= `` the support of q).
+        Numbers of drafts of each law (greedy: k at most the number of tokens with q > 0).
 
     Returns
     -------
