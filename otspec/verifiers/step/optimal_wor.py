@@ -53,6 +53,8 @@ EXACT_MAX_SUPPORT = 400
 COARSE_TOL = 1e-4
 #: ... then on the oracle of this step (bias ~1e-10) until ``tol``; the law of the accept step has step ``h``.
 MID_H = 0.35
+#: The second phase stops when its best residual has not halved in this many evaluations (its floor).
+MID_PATIENCE = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,8 +164,10 @@ class OptimalWORVerifier(Verifier):
         else:
             # the fit runs on coarse oracles (fewer nodes; their bias is below each phase's target),
             # the accept step uses the fine one (step h)
-            b, its, res = None, 0, np.inf
-            for h_phase, tol_phase in ((self.h_fit, max(self.tol, COARSE_TOL)), (MID_H, self.tol)):
+            # start from the densities r*/q (bounded between the two pool constants c' and c)
+            b = np.where(q > 0, sel.r / np.where(q > 0, q, 1.0), 0.0)
+            its, res = 0, np.inf
+            for h_phase, tol_phase, patience in ((self.h_fit, max(self.tol, COARSE_TOL), 8), (MID_H, self.tol, MID_PATIENCE)):
                 if its >= self.max_iter or res <= self.tol:
                     break
                 fit = fit_luce_weights(
@@ -174,6 +178,7 @@ class OptimalWORVerifier(Verifier):
                     tol=tol_phase,
                     max_iter=self.max_iter - its,
                     b0=b,
+                    patience=patience,
                 )
                 b, its, res = fit.b, its + fit.iterations, fit.residual
             lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)
