@@ -45,6 +45,7 @@ import torch
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec_gpu._scratch import host_shortcuts, scratch
 from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
+from otspec_gpu.kernels import use_kernels
 from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput
@@ -211,6 +212,10 @@ def token_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     -------
     {chain_step}
     """
+    if use_kernels(p):  # one fused launch (otspec_gpu.kernels.chain)
+        from otspec_gpu.kernels.chain import token_chain_step
+
+        return _output(*token_chain_step(p, q, drafts, coins, u))
     g = drafts.shape[1]
     a, _ = _token_accept(p, q, drafts)
     rejected = ~(coins < a)  # [B, g]
@@ -337,6 +342,8 @@ def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     -------
     {chain_step}
     """
+    if use_kernels(p):
+        return _block_step_fused(p, q, drafts, coins, u)
     B, g = drafts.shape
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)
@@ -358,6 +365,22 @@ def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     tau = (passed * pos).amax(dim=1)  # last index that passes, 0 if none
     wt = torch.cat([torch.ones_like(pr[:, :1]), pr], dim=1).gather(1, tau.unsqueeze(-1))  # [B, 1] p_tau
     return _output(tau, sample_weights(_emission_weights(p, q, tau, wt), u))
+
+
+def _block_step_fused(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    """:func:`block_step` with its two passes over ``[B, V]`` rows in Triton (the look-ahead masses,
+    one program per row and position, and the emission draw); the ``[B, gamma]`` scalar work in torch."""
+    from otspec_gpu.kernels.chain import block_masses
+    from otspec_gpu.kernels.chain import block_step as emit
+
+    g = drafts.shape[1]
+    logp = _log_running_ratio(p, q, drafts)  # [B, g]
+    pr = torch.exp(logp)
+    h, _ = _block_h(logp, block_masses(p, q, pr))
+    pos = torch.arange(1, g + 1, device=p.device)
+    tau = ((coins < h) * pos).amax(dim=1)  # last index that passes, 0 if none
+    wt = torch.cat([torch.ones_like(pr[:, :1]), pr], dim=1).gather(1, tau.unsqueeze(-1)).squeeze(1)
+    return _output(tau, emit(p, q, tau, wt, u))
 
 
 @fill_doc

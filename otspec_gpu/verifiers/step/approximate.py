@@ -172,7 +172,7 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
 def step(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, *, pass_prob: Any = None
 ) -> StepOutput:
-    """The approximate rule (``pass_prob`` as in :func:`sample`, not validated here) as a pure step of its uniforms (no generator, no validation, no host synchronisation
+    r"""The approximate rule (``pass_prob`` as in :func:`sample`, not validated here) as a pure step of its uniforms (no generator, no validation, no host synchronisation
     on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
 
     {step_head}
