@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--max-tokens", default=None, help="keep the first N tokens of each document")
     ap.add_argument("--engine", choices=("local", "ray"), default="local", help="local: one process (default); ray: Ray Data")
     ap.add_argument("--ray-address", default=None, help="join a Ray cluster (auto, ray://HOST:10001); default: start a local Ray")
-    ap.add_argument("--workers", default=None, help="Ray: scoring actors (and CPUs of a local Ray; default: every core)")
+    ap.add_argument("--workers", default=None, help="Ray: scoring actors (default: one per GPU, else one per CPU but one)")
     ap.add_argument("--shard-docs", default=str(DEFAULTS["shard_docs"]), help="documents per shard, the unit of resumption (default 16)")
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out instead of resuming it")
     ap.add_argument("--confidence", default=str(DEFAULTS["confidence"]), help="confidence of the intervals (default 0.95)")

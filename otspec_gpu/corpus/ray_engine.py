@@ -136,7 +136,9 @@ def run_ray(plan: Any, target: Any, draft: Any, *, address: str | None = None, w
     address : str, optional
         Cluster to join (``"auto"``, ``"ray://host:10001"``); ``None`` starts a local Ray.
     workers : int, optional
-        Scoring actors; with a local Ray also its CPUs (default: ``os.cpu_count()``).
+        Scoring actors (default: one per GPU of the cluster, else one per CPU but one). A local Ray
+        gets the machine's cores, raised to ``workers + 1`` so that a solver task can run beside
+        the actors.
 
     Returns
     -------
@@ -156,7 +158,9 @@ def run_ray(plan: Any, target: Any, draft: Any, *, address: str | None = None, w
     started = not ray.is_initialized()
     if started:
         if address is None:
-            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
+            # the machine's cores, and at least one CPU slot for the solver tasks beside the actors
+            cpus = max(os.cpu_count() or 1, (workers or 0) + 1)
+            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=address, log_to_driver=False)
     try:

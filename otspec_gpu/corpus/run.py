@@ -202,9 +202,9 @@ def run_corpus(
         Progress bar on stderr (local engine).
     ray_address : str, optional
         Ray engine: join this cluster (``"auto"`` or ``"ray://host:10001"``); default: start a
-        local Ray with ``workers`` CPUs.
+        local Ray with the machine's cores.
     workers : int, optional
-        Ray engine: scoring actors (default: the CPUs of the local Ray, or the cluster's GPUs).
+        Ray engine: scoring actors (default: one per GPU of the cluster, else one per CPU but one).
     field : str
         JSONL key of the text.
     after_shard : callable, optional
