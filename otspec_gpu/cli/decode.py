@@ -40,6 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "target calls per token, tokens/s and the verification share of a round."
         ),
     )
+    _model_options(ap)
+    _prompt_options(ap)
+    _run_options(ap)
+    ap.set_defaults(func=run)
+
+
+def _model_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", default="smollm2", help="target model: smollm2, gemma3-270m, tiny (default smollm2)")
     ap.add_argument(
         "--draft",
@@ -61,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="G",
         help=f"draft block length (default {DEFAULTS['gamma']}; 1 for single-step verifiers)",
     )
+
+
+def _prompt_options(ap: argparse.ArgumentParser) -> None:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", "-p", action="append", help="prompt text (repeat for a batch)")
     src.add_argument(
@@ -74,6 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="feed text prompts as they are (default: a chat model gets each prompt as one user turn of its chat template)",
     )
+
+
+def _run_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--temperature",
         "-t",
@@ -103,7 +116,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument(
         "--threshold", default=None, metavar="T", help="decision threshold of the sprinter verifier (default: the one stored in FILE)"
     )
-    ap.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -72,6 +72,11 @@ def run_sprinter(args: argparse.Namespace) -> int:
         seed=seed,
         chat=not getattr(args, "raw_prompt", False),
     )
+    return _show(args, res, labels, verifier.name, DEFAULT_CAP, f"SPRINTER: {target.name} <- {draft.name}")
+
+
+def _show(args: argparse.Namespace, res, labels: list, name: str, cap: int, title: str) -> int:
+    """Print the text and the fidelity summary (or JSON)."""
     summ = res.summary()
     if args.json:
         print_json(
@@ -89,7 +94,7 @@ def run_sprinter(args: argparse.Namespace) -> int:
         print(f"--- prompt {i}: {labels[i] if i < len(labels) else ''}")
         print(txt)
     rows = [
-        ("verifier", f"{verifier.name} (cap {DEFAULT_CAP})"),
+        ("verifier", f"{name} (cap {cap})"),
         ("tokens", str(summ["tokens"])),
         ("target calls per token", f"{summ['target_calls_per_token']:.3f}"),
         ("mean drafted run length", f"{summ['mean_run_length']:.2f}"),
@@ -97,5 +102,5 @@ def run_sprinter(args: argparse.Namespace) -> int:
         ("certified TV bound, min(1, sum)", ", ".join(f"{min(1.0, c):.4f}" for c in res.certified_tv)),
         ("target log-likelihood per token", f"{summ['loglik_per_token']:.3f}"),
     ]
-    print_table(f"SPRINTER: {target.name} <- {draft.name}", ["quantity", "value"], rows)
+    print_table(title, ["quantity", "value"], rows)
     return 0

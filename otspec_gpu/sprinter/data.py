@@ -164,61 +164,13 @@ def collect(
         raise SprinterInputError("prompts must be a non-empty list; pass e.g. otspec_gpu.sprinter.prompts.PROMPTS")
     if not (temperature > 0):
         raise SprinterInputError(f"temperature must be > 0 for data collection (got {temperature!r})")
-    from transformers import DynamicCache
-
     ids_all = [target.encode(p) if isinstance(p, str) else [int(t) for t in p] for p in prompts]
     pids = list(range(len(prompts))) if prompt_ids is None else [int(i) for i in prompt_ids]
-    eos = getattr(target.tokenizer, "eos_token_id", None) if target.tokenizer is not None else None
     (g,) = generators(seed, 1)
     cols: dict[str, list] = {k: [] for k in FIELDS}
-    dev = next(draft.model.parameters()).device
     for b0 in range(0, len(ids_all), batch):
-        chunk = ids_all[b0 : b0 + batch]
-        R, W = len(chunk), max(len(c) for c in chunk)
-        ids = torch.zeros(R, W, dtype=torch.long)
-        mask = torch.zeros(R, W, dtype=torch.long)
-        for r, c in enumerate(chunk):
-            ids[r, W - len(c) :] = torch.tensor(c)
-            mask[r, W - len(c) :] = 1
-        pos = (mask.cumsum(1) - 1).clamp_min(0)
-        cache = DynamicCache()
-        feed, fmask, fpos = ids, mask, pos
-        Q, Hs, X = [], [], []
-        for _ in range(max_new_tokens):
-            lg, hid = forward(draft, feed.to(dev), attention_mask=fmask.to(dev), position_ids=fpos.to(dev), cache=cache, hidden=True)
-            q = probs_from_logits(lg[:, -1], temperature=temperature, dtype=torch.float64)
-            x = categorical(q, g)
-            Q.append(q.cpu())
-            Hs.append(hid[:, -1].cpu())
-            X.append(x.cpu())
-            fmask = torch.cat([fmask, torch.ones(R, 1, dtype=torch.long)], 1)
-            fpos = fpos[:, -1:] + 1
-            feed = x.view(R, 1).cpu()
-        Xs = torch.stack(X, 1)  # [R, T]
-        full = torch.cat([ids, Xs], 1)
-        fm = torch.cat([mask, torch.ones_like(Xs)], 1)
-        tl, _ = forward(target, full.to(dev), attention_mask=fm.to(dev), position_ids=((fm.cumsum(1) - 1).clamp_min(0)).to(dev))
-        Pall = probs_from_logits(tl[:, W - 1 : W - 1 + max_new_tokens].cpu(), temperature=temperature, dtype=torch.float64)  # [R, T, V]
-        Qall = torch.stack(Q, 1)  # [R, T, V]
-        Hall = torch.stack(Hs, 1)  # [R, T, H]
-        for r in range(R):
-            T = max_new_tokens
-            xs = Xs[r].tolist()
-            if eos is not None and eos in xs:
-                T = xs.index(eos) + 1
-            q_r, p_r, x_r = Qall[r, :T], Pall[r, :T], Xs[r, :T]
-            qx = q_r.gather(1, x_r[:, None]).squeeze(1)
-            px = p_r.gather(1, x_r[:, None]).squeeze(1)
-            cols["hidden"].append(Hall[r, :T])
-            cols["entropy"].append(entropy(q_r))
-            cols["q_x"].append(qx)
-            cols["p_x"].append(px)
-            cols["position"].append(torch.arange(T, dtype=torch.float64))
-            cols["label"].append((qx <= px).long())
-            cols["soft"].append(torch.clamp(px / qx, max=1.0))
-            cols["tv"].append(0.5 * (p_r - q_r).abs().sum(-1))
-            cols["prompt_id"].append(torch.full((T,), pids[b0 + r], dtype=torch.long))
-            cols["token"].append(x_r.long())
+        drafted = _sample_chunk(target, draft, ids_all[b0 : b0 + batch], max_new_tokens, temperature, g)
+        _label(cols, *drafted, target.eos_token_id, pids[b0 : b0 + batch], max_new_tokens)
     meta = {
         "target": target.name,
         "draft": draft.name,
@@ -228,6 +180,62 @@ def collect(
         "prompts": {str(i): (p if isinstance(p, str) else list(map(int, p))) for i, p in zip(pids, prompts, strict=False)},
     }
     return Dataset(**{k: torch.cat(v) for k, v in cols.items()}, meta=meta)
+
+
+def _sample_chunk(target: Any, draft: Any, chunk: list, max_new_tokens: int, temperature: float, g: torch.Generator):
+    """Draft ``max_new_tokens`` tokens per prompt of ``chunk`` (left-padded, KV-cached) and score them
+    with one target forward: ``(X [R, T], P [R, T, V], Q [R, T, V], hidden [R, T, H])``."""
+    from transformers import DynamicCache
+
+    dev = next(draft.model.parameters()).device
+    R, W = len(chunk), max(len(c) for c in chunk)
+    ids = torch.zeros(R, W, dtype=torch.long)
+    mask = torch.zeros(R, W, dtype=torch.long)
+    for r, c in enumerate(chunk):
+        ids[r, W - len(c) :] = torch.tensor(c)
+        mask[r, W - len(c) :] = 1
+    pos = (mask.cumsum(1) - 1).clamp_min(0)
+    cache = DynamicCache()
+    feed, fmask, fpos = ids, mask, pos
+    Q, Hs, X = [], [], []
+    for _ in range(max_new_tokens):
+        lg, hid = forward(draft, feed.to(dev), attention_mask=fmask.to(dev), position_ids=fpos.to(dev), cache=cache, hidden=True)
+        q = probs_from_logits(lg[:, -1], temperature=temperature, dtype=torch.float64)
+        x = categorical(q, g)
+        Q.append(q.cpu())
+        Hs.append(hid[:, -1].cpu())
+        X.append(x.cpu())
+        fmask = torch.cat([fmask, torch.ones(R, 1, dtype=torch.long)], 1)
+        fpos = fpos[:, -1:] + 1
+        feed = x.view(R, 1).cpu()
+    Xs = torch.stack(X, 1)  # [R, T]
+    full = torch.cat([ids, Xs], 1)
+    fm = torch.cat([mask, torch.ones_like(Xs)], 1)
+    tl, _ = forward(target, full.to(dev), attention_mask=fm.to(dev), position_ids=((fm.cumsum(1) - 1).clamp_min(0)).to(dev))
+    Pall = probs_from_logits(tl[:, W - 1 : W - 1 + max_new_tokens].cpu(), temperature=temperature, dtype=torch.float64)  # [R, T, V]
+    return Xs, Pall, torch.stack(Q, 1), torch.stack(Hs, 1)
+
+
+def _label(cols: dict, Xs, Pall, Qall, Hall, eos: int | None, pids: list, max_new_tokens: int) -> None:
+    """Append one row per drafted position (up to and including an EOS) of each prompt to ``cols``."""
+    for r in range(Xs.shape[0]):
+        T = max_new_tokens
+        xs = Xs[r].tolist()
+        if eos is not None and eos in xs:
+            T = xs.index(eos) + 1
+        q_r, p_r, x_r = Qall[r, :T], Pall[r, :T], Xs[r, :T]
+        qx = q_r.gather(1, x_r[:, None]).squeeze(1)
+        px = p_r.gather(1, x_r[:, None]).squeeze(1)
+        cols["hidden"].append(Hall[r, :T])
+        cols["entropy"].append(entropy(q_r))
+        cols["q_x"].append(qx)
+        cols["p_x"].append(px)
+        cols["position"].append(torch.arange(T, dtype=torch.float64))
+        cols["label"].append((qx <= px).long())
+        cols["soft"].append(torch.clamp(px / qx, max=1.0))
+        cols["tv"].append(0.5 * (p_r - q_r).abs().sum(-1))
+        cols["prompt_id"].append(torch.full((T,), pids[r], dtype=torch.long))
+        cols["token"].append(x_r.long())
 
 
 def split(ds: Dataset, test_fraction: float = 0.3, *, seed: int = 0) -> tuple[Dataset, Dataset]:

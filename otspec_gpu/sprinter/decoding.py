@@ -331,6 +331,8 @@ def decode(
     >>> len(res.tokens[0]), res.certified_tv
     (4, [0.0])
     """
+    # Over 80 lines only through this docstring: the code checks the arguments and loops over
+    # the two phases of :class:`_Run`.
     if not isinstance(verifier, PassRule):
         raise SprinterInputError(
             f"verifier must be a pass rule from otspec_gpu.sprinter (got {type(verifier).__name__}); e.g. ConstantPass(0.5) or load_verifier(path)"
@@ -356,21 +358,8 @@ def decode(
         Vr = [r for r in range(B) if st.verify[r]]
         if Vr:
             run.check(st, Vr)
-    config = {
-        "target": target.name,
-        "draft": draft.name,
-        "verifier": verifier.name,
-        "cap": cap,
-        "temperature": temperature,
-        "top_k": top_k,
-        "top_p": top_p,
-        "max_new_tokens": n_new,
-        "seed": seed,
-        "batch": B,
-        "cached": bool(cached),
-        "wall_s": time.perf_counter() - t0,
-        "vocab_size": V,
-    }
+    config = {"target": target.name, "draft": draft.name, "verifier": verifier.name, "cap": cap, **sampling}
+    config.update(max_new_tokens=n_new, seed=seed, batch=B, cached=bool(cached), wall_s=time.perf_counter() - t0, vocab_size=V)
     text = [target.decode_text(o) for o in st.out] if (prompts.text and target.tokenizer is not None) else None
     return SprinterResult(
         tokens=st.out, text=text, certified_tv=st.cert, target_calls=st.calls, loglik=st.loglik, rounds=st.rounds, config=config
