@@ -48,6 +48,7 @@ def _verify_emit_src(
         scale = tl.load(w_ptr + b)
         accepted_draft = tau < 0  # never
         x0 = tau
+        t_row = tau
     else:
         x = tl.load(d_ptr + b * G + gi, mask=gm, other=0)
         px = tl.load(p_ptr + b * sp_b + gi * sp_t + x, mask=gm, other=1.0)
@@ -59,14 +60,23 @@ def _verify_emit_src(
             a = tl.where(qx > 0, tl.minimum(px / tl.where(qx > 0, qx, 1.0), 1.0), 1.0)
         else:
             ok = px >= qx
-            a = tl.where(ok, 1.0, px / tl.where(ok, 1.0, qx))
+            den = tl.where(ok, 1.0, qx).to(px.dtype)
+            if px.dtype == tl.float32:  # IEEE division, as torch (Triton's float32 "/" is approximate)
+                a = tl.where(ok, 1.0, tl.math.div_rn(px, den))
+            else:
+                a = tl.where(ok, 1.0, px / den)
         rej = (coin >= a) & gm
         tau = tl.min(tl.where(rej, gi, G), axis=0)
-        accepted_draft = (MODE == 2) & (tau == G)
         x0 = tl.sum(tl.where(gi == 0, x, 0), axis=0).to(tl.int32)
         scale = 1.0
+        if MODE == 2:
+            accepted_draft = tau == G
+            t_row = 0
+        else:
+            accepted_draft = tau < 0  # never: a chain emits the correction or the bonus
+            t_row = tau
     is_res = tau < G
-    prow = p_ptr + b * sp_b + tl.where(MODE == 2, 0, tau) * sp_t
+    prow = p_ptr + b * sp_b + t_row * sp_t
     qrow = q_ptr + b * sq_b + tl.minimum(tau, G - 1) * sq_t
     offs = tl.arange(0, BLOCK_V)
     # pass 1: residual total (float64 block scan) and the fallback row's total
@@ -143,6 +153,12 @@ def _kernel(name: str):
     return _jit(name, os.environ.get("TRITON_INTERPRET", "0") == "1")
 
 
+def _no_fma() -> dict:
+    """Launch options that keep ``a * b - c`` two roundings, as torch computes it (the compiler
+    would otherwise contract it into one fused multiply-add); the interpreter takes none."""
+    return {} if os.environ.get("TRITON_INTERPRET", "0") == "1" else {"enable_fp_fusion": False}
+
+
 def _pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
@@ -164,7 +180,7 @@ def _emit(p, q, drafts, coins, u, w, tau_in, mode: int, single: bool) -> tuple[t
         drafts if drafts is not None else dummy, coins if coins is not None else dummy, u,
         w if w is not None else dummy, tau_in if tau_in is not None else tau,
         tau, tok, G, V, sp_b, sp_t, sq_b, sq_t,
-        MODE=mode, BLOCK_G=_pow2(max(G, 1)), BLOCK_V=min(_BLOCK_V, _pow2(V)),
+        MODE=mode, BLOCK_G=_pow2(max(G, 1)), BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma(),
     )  # fmt: skip
     return tau, tok
 
@@ -245,7 +261,7 @@ def block_masses(p: torch.Tensor, q: torch.Tensor, pr: torch.Tensor) -> torch.Te
     if B and G > 1:
         V = p.shape[-1]
         _kernel("masses")[(B, G - 1)](
-            p, q, pr.contiguous(), Z, G, V, p.stride(0), p.stride(1), q.stride(0), q.stride(1), BLOCK_V=min(_BLOCK_V, _pow2(V))
+            p, q, pr.contiguous(), Z, G, V, p.stride(0), p.stride(1), q.stride(0), q.stride(1), BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma()
         )
     return Z
 
