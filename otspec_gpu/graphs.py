@@ -1,0 +1,154 @@
+r"""CUDA-graph capture of a verify step: one graph per (rule, shapes, dtype, device, generator),
+replayed with the caller's tensors copied into its static inputs.
+
+A verify step with ``validate=False`` makes no host synchronisation (see ``docs/gpu.rst``), so the
+whole ``sample`` call -- the ``torch.rand`` draws of its uniforms included -- can be captured once
+and replayed: a replay launches one graph instead of the step's tens of small kernels.
+
+Randomness: the caller's :class:`torch.Generator` is registered with the graph
+(``CUDAGraph.register_generator_state``), so every replay draws fresh uniforms from it and advances
+its offset exactly as the eager call does: a replay from a generator state gives the same tokens as
+the eager step from that state. Capturing itself runs the step (warm-up and capture); the generator's
+state is restored afterwards, so capturing consumes no randomness of the caller's stream.
+
+On CPU (or without CUDA) :class:`VerifyGraphs` simply calls the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from otspec_gpu.verifiers.base import StepOutput
+
+__all__ = ["GraphedStep", "VerifyGraphs"]
+
+
+class GraphedStep:
+    """One captured ``sample(*inputs, generator=generator, **extra)`` call, replayable with new inputs.
+
+    Parameters
+    ----------
+    sample : callable
+        ``sample(*inputs, generator=..., **extra) -> StepOutput`` with no host synchronisation
+        (a verifier's ``sample`` with ``validate=False`` in ``extra``).
+    inputs : sequence of torch.Tensor
+        Example CUDA inputs: their shapes, dtypes and device are those of every replay.
+    generator : torch.Generator
+        The CUDA generator every replay draws from (registered with the graph).
+    warmup : int
+        Eager calls on a side stream before the capture (allocations, lazy initialisation, Triton
+        compilation).
+    **extra
+        Keyword arguments of ``sample``.
+
+    Raises
+    ------
+    ValueError
+        If an input is not a CUDA tensor or ``generator`` is not a CUDA generator.
+    """
+
+    def __init__(
+        self,
+        sample: Callable[..., StepOutput],
+        inputs: tuple[torch.Tensor, ...],
+        generator: torch.Generator,
+        *,
+        warmup: int = 2,
+        **extra: Any,
+    ):
+        if generator.device.type != "cuda" or any(x.device.type != "cuda" for x in inputs):
+            raise ValueError(
+                f"GraphedStep captures CUDA work only (got inputs on {[str(x.device) for x in inputs]}, generator on {generator.device}); "
+                "call the step directly on other devices"
+            )
+        self.generator = generator
+        self.static = tuple(x.clone() for x in inputs)
+        saved = generator.get_state()
+        side = torch.cuda.Stream(device=inputs[0].device)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                sample(*self.static, generator=generator, **extra)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        self.graph.register_generator_state(generator)
+        with torch.cuda.graph(self.graph):
+            self.out = sample(*self.static, generator=generator, **extra)
+        generator.set_state(saved)  # capturing consumed nothing of the caller's stream
+
+    def __call__(self, *inputs: torch.Tensor) -> StepOutput:
+        """Copy ``inputs`` into the static inputs, replay, and return copies of the outputs.
+
+        Parameters
+        ----------
+        *inputs : torch.Tensor
+            Tensors of the captured shapes, dtypes and device.
+
+        Returns
+        -------
+        StepOutput
+            The step's output for ``inputs`` and the generator's current state (which advances).
+        """
+        for dst, src in zip(self.static, inputs, strict=True):
+            dst.copy_(src)
+        self.graph.replay()
+        return StepOutput(*(t.clone() for t in self.out))
+
+
+class VerifyGraphs:
+    """A cache of :class:`GraphedStep` by (key, shapes, dtypes, device, generator): the first call of
+    a shape captures, later calls replay. On non-CUDA inputs it calls ``sample`` eagerly.
+
+    Parameters
+    ----------
+    enabled : bool
+        False: always call ``sample`` eagerly (the cache stays empty).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from otspec_gpu.verifiers.chain import token_sample
+    >>> graphs = VerifyGraphs()
+    >>> p = torch.full((2, 3, 4), 0.25); d = torch.zeros(2, 2, dtype=torch.long)
+    >>> graphs("token", token_sample, p, p[:, :2], d, generator=torch.Generator().manual_seed(0)).accepted.tolist()
+    [2, 2]
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.steps: dict[tuple, GraphedStep] = {}
+
+    def __call__(
+        self, key: str, sample: Callable[..., StepOutput], *inputs: torch.Tensor, generator: torch.Generator, **extra: Any
+    ) -> StepOutput:
+        """Run ``sample(*inputs, generator=generator, validate=False, **extra)``, replayed from a graph on CUDA.
+
+        Parameters
+        ----------
+        key : str
+            The step's name (one graph per key and shape).
+        sample : callable
+            The verifier's ``sample``.
+        *inputs : torch.Tensor
+            Its tensor arguments (``p, q, drafts``).
+        generator : torch.Generator
+            Source of its uniforms.
+        **extra
+            Further keyword arguments of ``sample`` (hashable values).
+
+        Returns
+        -------
+        StepOutput
+            What ``sample`` returns.
+        """
+        extra = {"validate": False, **extra}
+        if not self.enabled or generator.device.type != "cuda" or inputs[0].device.type != "cuda":
+            return sample(*inputs, generator=generator, **extra)
+        sig = (key, tuple((tuple(x.shape), x.dtype, str(x.device)) for x in inputs), id(generator), tuple(sorted(extra.items())))
+        step = self.steps.get(sig)
+        if step is None:
+            step = self.steps[sig] = GraphedStep(sample, inputs, generator, **extra)
+        return step(*inputs)

@@ -1,0 +1,72 @@
+"""CUDA-graph capture of a verify step (:mod:`otspec_gpu.graphs`): a replay from a generator state
+gives exactly the eager step's output from that state, advances the generator as the eager call does,
+and capturing consumes no randomness. CPU: the cache falls back to the eager call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from otspec_gpu.graphs import GraphedStep, VerifyGraphs
+from otspec_gpu.verifiers import SINGLE_STEP
+from otspec_gpu.verifiers.chain import block_sample, token_sample
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: CUDA graphs capture device work")
+
+
+def _chain(B, g, V, device, seed):
+    rng = np.random.default_rng(seed)
+    p = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=(B, g + 1)), dtype=torch.float32, device=device)
+    q = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=(B, g)), dtype=torch.float32, device=device)
+    d = torch.multinomial(q.reshape(-1, V), 1, generator=torch.Generator(device).manual_seed(seed)).reshape(B, g)
+    return p, q, d
+
+
+def test_cache_is_eager_on_cpu():
+    graphs = VerifyGraphs()
+    p, q, d = _chain(3, 2, 7, "cpu", 0)
+    out = graphs("token", token_sample, p, q, d, generator=torch.Generator().manual_seed(1))
+    ref = token_sample(p, q, d, generator=torch.Generator().manual_seed(1), validate=False)
+    assert all(torch.equal(a, b) for a, b in zip(out, ref, strict=True))
+    assert graphs.steps == {}
+
+
+def test_graphed_step_refuses_cpu():
+    p, q, d = _chain(2, 2, 5, "cpu", 0)
+    with pytest.raises(ValueError, match="CUDA"):
+        GraphedStep(token_sample, (p, q, d), torch.Generator())
+
+
+def _single(name, B, V, seed):
+    rng = np.random.default_rng(seed)
+    p = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device="cuda")
+    q = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device="cuda")
+    k = 1 if SINGLE_STEP[name].k_max == 1 else 3
+    d = torch.multinomial(q, k, replacement=SINGLE_STEP[name].draft_law == "iid", generator=torch.Generator("cuda").manual_seed(seed))
+    return p, q, d
+
+
+@cuda
+@pytest.mark.parametrize("key", ["token", "block", "single:token", "single:rrs", "single:rrs_wor", "single:nss"])
+def test_cuda_replay_equals_eager_for_the_same_generator_state(key):
+    if key.startswith("single:"):
+        name = key.split(":")[1]
+        sample = SINGLE_STEP[name].sample
+        make = lambda s: _single(name, 8, 1000, s)  # noqa: E731
+    else:
+        sample = token_sample if key == "token" else block_sample
+        make = lambda s: _chain(8, 4, 1000, "cuda", s)  # noqa: E731
+    gen = torch.Generator("cuda").manual_seed(5)
+    graphs = VerifyGraphs()
+    for s in range(3):  # the first call captures, the next ones replay with new inputs
+        inputs = make(s)
+        state = gen.get_state()
+        out = graphs(key, sample, *inputs, generator=gen)
+        after = gen.get_state()
+        gen.set_state(state)
+        ref = sample(*inputs, generator=gen, validate=False)
+        for a, b in zip(out, ref, strict=True):
+            assert torch.equal(a, b), (key, s)
+        assert torch.equal(gen.get_state(), after)  # the replay advanced the generator as eager does
+    assert len(graphs.steps) == 1
