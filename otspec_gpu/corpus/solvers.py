@@ -116,13 +116,30 @@ class SolverSpec:
         object.__setattr__(self, "ks", tuple(sorted({int(k) for k in self.ks})))
 
 
-def _keys(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+_BUFFERS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _buffers(V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scratch arrays reused from one position to the next (a ratio, a bin index and a byte per
+    token): fresh pages for three V-arrays per position cost more than the arithmetic."""
+    buf = _BUFFERS.get(V)
+    if buf is None:
+        _BUFFERS.clear()
+        buf = _BUFFERS[V] = (np.empty(V), np.empty(V, dtype=np.int64), np.empty(V, dtype=np.int8))
+    return buf
+
+
+def _keys(p: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``p / q`` with ``+inf`` where only p is positive and 0 where both vanish."""
     if q.min() > 0:
         with np.errstate(over="ignore"):
-            return p / q
+            return np.divide(p, q, out=out)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
+        key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
+    if out is None:
+        return key
+    out[...] = key
+    return out
 
 
 def _bin_of(x: np.ndarray | float) -> Any:
@@ -145,8 +162,11 @@ class _Binned:
 
     def __init__(self, p: np.ndarray, q: np.ndarray):
         self.p, self.q = p, q
-        self.key = _keys(p, q)
-        self.bins = _bin_of(self.key)
+        keybuf, binbuf, self._codebuf = _buffers(p.size)
+        self.key = _keys(p, q, out=keybuf)
+        self.bins = np.right_shift(self.key.view(np.int64), _SHIFT, out=binbuf)
+        np.clip(self.bins, _LO, _HI, out=self.bins)
+        self.bins -= _LO
         Pb = np.bincount(self.bins, weights=p, minlength=_NBINS)
         Qb = np.bincount(self.bins, weights=q, minlength=_NBINS)
         used = np.flatnonzero(Pb + Qb)
@@ -169,7 +189,7 @@ class _Binned:
         code = np.zeros(_NBINS, dtype=np.int8)
         code[self.j0 : self.j0 + sort_bins.size] = sort_bins
         code[self.j0 : self.j0 + other_bins.size] |= other_bins.astype(np.int8) << 1
-        c = code[self.bins]
+        c = np.take(code, self.bins, out=self._codebuf)
         idx = np.flatnonzero(c)
         ci = c[idx]
         s = idx[(ci & 1).astype(bool)]
