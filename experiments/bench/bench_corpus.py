@@ -178,6 +178,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=12)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--rst", default=None, help="also write the tables as reStructuredText (for docs/_generated)")
+    ap.add_argument("--revision", default=None, help="git revision of the code, when it runs from an exported copy")
     args = ap.parse_args()
     sol, srows = solvers_part(args.positions, args.seed, args.repeats)
     mod, mrows = models_part(args.docs, args.max_tokens) if args.models else (None, None)
@@ -186,12 +187,13 @@ def main() -> None:
         tables["With models (SmolLM2 + int8)"] = markdown_table(
             ["engine", "positions", "wall s", "positions / s", "score ms/pos", "solve ms/pos"], mrows
         )
-    write_report(args.out, "bench_corpus", {"solvers": sol, "models": mod}, tables)
-    if args.rst:
-        from _report import command_line, git_revision
+    from _report import command_line, git_revision
 
+    revision = args.revision or git_revision()
+    write_report(args.out, "bench_corpus", {"code_revision": revision, "solvers": sol, "models": mod}, tables)
+    if args.rst:
         with open(args.rst, "w") as f:
-            f.write(rst(sol, srows, mod, mrows, f"{command_line()}`` at revision ``{git_revision()[:12]}"))
+            f.write(rst(sol, srows, mod, mrows, f"{command_line()}`` at revision ``{revision[:12]}"))
 
 
 if __name__ == "__main__":
