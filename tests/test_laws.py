@@ -140,3 +140,14 @@ def test_num_tuples_matches_enumeration():
     q = np.array([0.2, 0.3, 0.5, 0.0])
     assert otspec.iid(q, 3).num_tuples() == 27 == otspec.iid(q, 3).enumerate()[1].size
     assert otspec.without_replacement(q, 2).num_tuples() == math.perm(3, 2)
+
+
+def test_prefix_exact_says_where_the_sorted_prefix_dual_applies():
+    """method='prefix' (and the advice of every refusal) is offered exactly for the laws with a
+    sorted-prefix theorem."""
+    q = np.array([0.2, 0.3, 0.5])
+    assert otspec.iid(q, 2).prefix_exact and otspec.without_replacement(q, 2).prefix_exact and otspec.greedy(q, 2).prefix_exact
+    assert not otspec.product([q, q[::-1]]).prefix_exact
+    assert not otspec.explicit([[0, 1]], [1.0]).prefix_exact
+    for law in (otspec.iid(q, 2), otspec.product([q, q[::-1]])):
+        assert law.prefix_exact == (law.prefix_cut_order(q) is not None)
