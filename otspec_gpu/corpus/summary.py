@@ -218,8 +218,54 @@ def summarize(
     return CorpusSummary(tuple(rows), float(confidence))
 
 
-def plot_summary(summary: CorpusSummary, path: Any, *, domain: str = OVERALL) -> Any:
-    """Optima and verifiers' acceptance against k (k = 1: ``one_minus_tv``), with their intervals.
+def _series(summary: CorpusSummary, domain: str) -> tuple[dict, dict, dict]:
+    """The curves of one domain: label -> [(k, row)], the k = 1 rows by end, and each label's end."""
+    series: dict[str, list] = {}
+    base: dict[str, SummaryRow] = {}  # k = 1 (one draft): 1 - TV, or its certified ends
+    ends: dict[str, str] = {}
+    for r in summary.rows:
+        if r.domain != domain:
+            continue
+        if r.quantity.startswith("one_minus_tv"):
+            base[r.quantity[len("one_minus_tv") :]] = r
+            continue
+        mo, mv = _OPT.match(r.quantity), _VER.match(r.quantity)
+        if mo:
+            label = f"optimum {mo['law']}{(mo['end'] or '').replace('_', ' ')}"
+            ends[label] = mo["end"] or ""
+            series.setdefault(label, []).append((int(mo["k"]), r))
+        elif mv and "/" not in r.quantity:
+            label = f"{mv['v']} ({mv['law']})"
+            ends[label] = ""
+            series.setdefault(label, []).append((int(mv["k"]), r))
+    return series, base, ends
+
+
+def _panel(ax: Any, summary: CorpusSummary, domain: str) -> None:
+    series, base, ends = _series(summary, domain)
+    for label, pts in series.items():
+        if ends[label] in base:
+            pts = [(1, base[ends[label]])] + pts
+        pts.sort(key=lambda t: t[0])
+        ks = [k for k, _ in pts]
+        v = np.array([r.value for _, r in pts])
+        lo = np.array([r.low for _, r in pts])
+        hi = np.array([r.high for _, r in pts])
+        style = "-o" if label.startswith("optimum") else "--s"
+        ax.errorbar(ks, v, yerr=[np.nan_to_num(v - lo), np.nan_to_num(hi - v)], fmt=style, capsize=3, label=label, markersize=4)
+    ax.set_xscale("log", base=2)
+    ticks = sorted({k for pts in series.values() for k, _ in pts} | ({1} if base else set()))
+    ax.set_xticks(ticks, [str(k) for k in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("drafts k")
+    n_docs = next((r.n_docs for r in summary.rows if r.domain == domain), 0)
+    ax.set_title(f"{domain} ({n_docs} documents)", fontsize=9)
+    ax.grid(alpha=0.3)
+
+
+def plot_summary(summary: CorpusSummary, path: Any, *, domains: Any = None) -> Any:
+    """Optima and verifiers' acceptance against k (k = 1: ``one_minus_tv``), with their intervals;
+    one panel per domain, the overall one last.
 
     Parameters
     ----------
@@ -227,8 +273,8 @@ def plot_summary(summary: CorpusSummary, path: Any, *, domain: str = OVERALL) ->
         A summary.
     path : str or Path
         PNG (or any matplotlib format) to write.
-    domain : str
-        Which domain to draw (default: all positions).
+    domains : sequence of str, optional
+        Which domains to draw (default: every domain and ``"all"``).
 
     Returns
     -------
@@ -249,44 +295,14 @@ def plot_summary(summary: CorpusSummary, path: Any, *, domain: str = OVERALL) ->
         import matplotlib.pyplot as plt
     except ImportError:
         raise ImportError('the plot needs matplotlib; install it with `pip install "otspec[plots]"`') from None
-    series: dict[str, list] = {}
-    base: dict[str, SummaryRow] = {}  # k = 1 (one draft): 1 - TV, or its certified ends
-    ends: dict[str, str] = {}
-    for r in summary.rows:
-        if r.domain != domain:
-            continue
-        if r.quantity.startswith("one_minus_tv"):
-            base[r.quantity[len("one_minus_tv") :]] = r
-            continue
-        mo, mv = _OPT.match(r.quantity), _VER.match(r.quantity)
-        if mo:
-            label = f"optimum {mo['law']}{(mo['end'] or '').replace('_', ' ')}"
-            ends[label] = mo["end"] or ""
-            series.setdefault(label, []).append((int(mo["k"]), r))
-        elif mv and "/" not in r.quantity:
-            label = f"{mv['v']} ({mv['law']})"
-            ends[label] = ""
-            series.setdefault(label, []).append((int(mv["k"]), r))
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for label, pts in series.items():
-        if ends[label] in base:
-            pts = [(1, base[ends[label]])] + pts
-        pts.sort(key=lambda t: t[0])
-        ks = [k for k, _ in pts]
-        v = np.array([r.value for _, r in pts])
-        lo = np.array([r.low for _, r in pts])
-        hi = np.array([r.high for _, r in pts])
-        style = "-o" if label.startswith("optimum") else "--s"
-        ax.errorbar(ks, v, yerr=[np.nan_to_num(v - lo), np.nan_to_num(hi - v)], fmt=style, capsize=3, label=label)
-    ax.set_xscale("log", base=2)
-    ticks = sorted({k for pts in series.values() for k, _ in pts} | ({1} if base else set()))
-    ax.set_xticks(ticks, [str(k) for k in ticks])
-    ax.minorticks_off()
-    ax.set_xlabel("drafts k")
-    ax.set_ylabel("acceptance (mean over positions)")
-    ax.set_title(f"optimum and verifiers vs k ({domain}; {int(round(100 * summary.confidence))}% document-clustered intervals)", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    names = list(domains) if domains is not None else summary.domains()
+    fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names) + 0.8, 4.2), sharey=True, squeeze=False)
+    for ax, d in zip(axes[0], names, strict=True):
+        _panel(ax, summary, d)
+    axes[0][0].set_ylabel("acceptance (mean over positions)")
+    axes[0][-1].legend(fontsize=7)
+    pct = int(round(100 * summary.confidence))
+    fig.suptitle(f"optimum and verifiers vs k ({pct}% document-clustered intervals)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
