@@ -21,6 +21,13 @@ BLOCKS: dict[str, str] = {
     If ``p`` or ``q`` is not a distribution, or their vocabularies differ.""",
     "k_raises": """NotAnIntegerError, InvalidDraftCountError
     If ``k`` is not an integer ``>= 1``.""",
+    # the arguments of every tuple-level back end of optimal_acceptance (otspec.bounds.lp, cvx, flow, maxflow)
+    "backend_args": """p : ndarray, shape (V,)
+    Target distribution (the capacities of the token rows).
+sets : ndarray of int, shape (S, k)
+    Draft sets, ``-1`` padded (:meth:`~otspec.laws.DraftLaw.enumerate_sets`).
+weights : ndarray, shape (S,)
+    :math:`Q(s)`, the probability of each set (the capacities of the set rows).""",
     # the one argument of every CLI command's register()
     "register_args": """sub : argparse._SubParsersAction
     The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec._tolerances import LP_FEASIBILITY_TOL
 from otspec.bounds.membership import MembershipLP, PlanAnswer, membership_pairs
 from otspec.errors import InvalidOptionError
@@ -15,6 +16,7 @@ from otspec.errors import InvalidOptionError
 __all__ = ["solve"]
 
 
+@fill_doc
 def solve(
     p: np.ndarray, sets: np.ndarray, weights: np.ndarray, constraints: Callable | None = None, solver: str | None = None
 ) -> PlanAnswer:
@@ -22,12 +24,7 @@ def solve(
 
     Parameters
     ----------
-    p : ndarray, shape (V,)
-        Target distribution.
-    sets : ndarray of int, shape (S, k)
-        Draft sets, ``-1`` padded.
-    weights : ndarray, shape (S,)
-        :math:`Q(s)`.
+    {backend_args}
     constraints : callable, optional
         ``constraints(lp)`` with ``lp`` a :class:`~otspec.bounds.membership.MembershipLP`; returns
         a cvxpy constraint or a list of them.

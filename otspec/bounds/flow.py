@@ -7,25 +7,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.bounds.membership import PlanAnswer, membership_pairs
 
 __all__ = ["solve"]
 
 
+@fill_doc
 def solve(p: np.ndarray, sets: np.ndarray, weights: np.ndarray) -> PlanAnswer:
     """Exact transport with POT's network simplex.
 
     The dense transport from sets to tokens with cost :math:`1[y \\notin s]`; its optimum sends
-    :math:`\\alpha^*` at cost 0.
+    :math:`\\alpha^*` at cost 0. ``p`` is rescaled to the sets' total (POT demands equal masses).
 
     Parameters
     ----------
-    p : ndarray, shape (V,)
-        Target distribution (rescaled to the sets' total, as POT demands equal masses).
-    sets : ndarray of int, shape (S, k)
-        Draft sets, ``-1`` padded.
-    weights : ndarray, shape (S,)
-        :math:`Q(s)`.
+    {backend_args}
 
     Returns
     -------

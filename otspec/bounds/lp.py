@@ -10,23 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.bounds.highs import solve_colwise
 from otspec.bounds.membership import PlanAnswer, membership_pairs
 
 __all__ = ["solve"]
 
 
+@fill_doc
 def solve(p: np.ndarray, sets: np.ndarray, weights: np.ndarray) -> PlanAnswer:
     """Solve the membership LP with HiGHS (interior point and crossover).
 
     Parameters
     ----------
-    p : ndarray, shape (V,)
-        Target distribution (the token rows' capacities).
-    sets : ndarray of int, shape (S, k)
-        Draft sets, ``-1`` padded.
-    weights : ndarray, shape (S,)
-        :math:`Q(s)` (the set rows' capacities).
+    {backend_args}
 
     Returns
     -------

@@ -46,6 +46,7 @@ import math
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.bounds.membership import PlanAnswer, membership_pairs
 
 __all__ = ["solve", "peel_abundant_tokens", "pairs32", "scale_bits", "require_ortools", "MAXFLOW_INSTALL", "maxflow_available"]
@@ -221,6 +222,7 @@ def pairs32(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pair_set, pair_token
 
 
+@fill_doc
 def solve(p: np.ndarray, sets: np.ndarray, weights: np.ndarray) -> PlanAnswer:
     """Solve the membership problem as an integer max-flow.
 
@@ -229,10 +231,7 @@ def solve(p: np.ndarray, sets: np.ndarray, weights: np.ndarray) -> PlanAnswer:
 
     Parameters
     ----------
-    p : ndarray, shape (V,)
-        Target law.
-    sets, weights : ndarray, shapes (S, k) and (S,)
-        Draft sets (``-1`` padded rows) and their probabilities, from ``law.enumerate_sets()``.
+    {backend_args}
 
     Returns
     -------
