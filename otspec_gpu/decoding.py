@@ -227,8 +227,7 @@ def _settings(target, draft, prompt, verifier, drafts, gamma, temperature, max_n
     seed = inputs.whole(seed, "seed", minimum=0)
     top_k_trace = inputs.whole(top_k_trace, "top_k_trace")
     temperature = inputs.check_sampling(temperature)
-    encode = target.encode_chat if chat and target.has_chat_template else target.encode
-    prompts = inputs.as_prompts(encode, prompt, V)
+    prompts = inputs.as_prompts(target, prompt, chat=chat)
     return mode, prompts, V, temperature, n_new, seed, top_k_trace
 
 

@@ -142,18 +142,18 @@ def _parse(encode, prompt: Any, error: type) -> tuple[list, bool]:
     return [], False
 
 
-def as_prompts(encode, prompt: Any, V: int, error: type = OtspecInputError) -> Prompts:
-    """Token ids of one prompt or a batch, checked against the vocabulary.
+def as_prompts(target: Any, prompt: Any, *, chat: bool = False, error: type = OtspecInputError) -> Prompts:
+    """Token ids of one prompt or a batch, checked against the target's vocabulary.
 
     Parameters
     ----------
-    encode : callable
-        ``encode(text) -> list of int`` (the target's tokenizer).
+    target : otspec_gpu.models.LM
+        The target (its tokenizer encodes text prompts; its vocabulary bounds the ids).
     prompt : str, list of str, list of int or list of list of int
         One prompt or a batch (a tensor of ids is read as its list). Token ids are integers (not
         booleans); nesting stops at two levels.
-    V : int
-        Vocabulary size.
+    chat : bool
+        Encode text prompts inside the target's chat template (:meth:`~otspec_gpu.models.LM.encode_chat`).
     error : type
         Error class raised.
 
@@ -168,7 +168,8 @@ def as_prompts(encode, prompt: Any, V: int, error: type = OtspecInputError) -> P
         If ``prompt`` has another shape or type, a text prompt tokenizes to no ids, or an id lies
         outside ``[0, V)`` (the class ``error``).
     """
-    ids, text = _parse(encode, prompt, error)
+    V = target.vocab_size
+    ids, text = _parse(target.encode_chat if chat else target.encode, prompt, error)
     if not ids:
         raise error(
             "prompt must be a string, a list of strings, a list of token ids or a list of such lists "

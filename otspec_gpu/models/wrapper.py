@@ -30,6 +30,9 @@ class LM:
         :math:`T_0`; the model's own distribution is ``softmax(logits / T_0)``.
     vocab_size : int
         Width ``V`` of the logits.
+    eos_token_id : int or None
+        The tokenizer's end-of-sequence id (``None`` without a tokenizer or EOS); set from the
+        tokenizer.
     """
 
     name: str
@@ -37,8 +40,10 @@ class LM:
     tokenizer: Any
     logit_temperature: float = 1.0
     vocab_size: int = field(default=0)
+    eos_token_id: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.eos_token_id = getattr(self.tokenizer, "eos_token_id", None) if self.tokenizer is not None else None
         if not self.vocab_size:
             self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         if not (self.logit_temperature > 0):
@@ -88,11 +93,6 @@ class LM:
         if self.tokenizer is None:
             raise OtspecInputError(f"model {self.name!r} has no tokenizer; pass the prompt as a list of token ids")
         return list(self.tokenizer(text)["input_ids"])
-
-    @property
-    def eos_token_id(self) -> int | None:
-        """The tokenizer's end-of-sequence id (``None`` without a tokenizer or EOS)."""
-        return getattr(self.tokenizer, "eos_token_id", None) if self.tokenizer is not None else None
 
     @property
     def has_chat_template(self) -> bool:

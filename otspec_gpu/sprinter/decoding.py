@@ -342,7 +342,7 @@ def decode(
     n_new = whole(max_new_tokens, "max_new_tokens", error=SprinterInputError)
     seed = whole(seed, "seed", minimum=0, error=SprinterInputError)
     temperature = check_sampling(temperature, SprinterInputError)
-    prompts = as_prompts(target.encode_chat if chat else target.encode, prompt, V, SprinterInputError)
+    prompts = as_prompts(target, prompt, chat=chat, error=SprinterInputError)
     if cached is None:
         cached = target.tokenizer is not None
     B = len(prompts)
