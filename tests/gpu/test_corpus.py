@@ -368,3 +368,30 @@ def test_cli_defaults_are_the_library_defaults():
     assert DEFAULTS["laws"] == ",".join(DEFAULT_LAWS) and DEFAULTS["ks"] == ",".join(map(str, DEFAULT_KS))
     assert DEFAULTS["verifiers"] == ",".join(DEFAULT_VERIFIERS) and DEFAULTS["mc_samples"] == spec.mc_samples
     assert DEFAULTS["shard_docs"] == DEFAULT_SHARD_DOCS and DEFAULTS["temperature"] == Processing().temperature
+
+
+def test_cli_logged(tmp_path, capsys):
+    from otspec.cli import main
+
+    f = tmp_path / "log.jsonl"
+    f.write_text(_step("a", [0, 1], [-0.5, -1.5], [1, 2], [-0.4, -1.4]) + "\n" + _step("b", [3], [-0.1], [3], [-0.2], domain="x") + "\n")
+    assert main(["corpus", "--logged", str(f), "--ks", "2", "--out", str(tmp_path / "o"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["run"]["engine"] == "logged" and out["run"]["positions"] == 2
+    row = out["domains"]["all"]["opt_iid_k2_lo"]
+    assert row["value"] <= out["domains"]["all"]["opt_iid_k2_hi"]["value"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(_step("a", [0, 1], [-0.1, -0.2], [0], [0.0]) + "\n")
+    assert main(["corpus", "--logged", str(bad), "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.jsonl:1" in err[0] and "sum to" in err[0]
+
+
+def test_packaged_sources():
+    from otspec_gpu.corpus import read_sources
+
+    docs = read_sources(["humaneval", "prompts"])
+    assert sum(d.domain == "humaneval" for d in docs) == 164 and sum(d.domain == "prompts" for d in docs) == 72
+    assert docs[0].doc_id == "HumanEval/0" and docs[0].text.startswith("from typing import List")
+    with pytest.raises(CorpusInputError, match="no such file"):
+        read_sources(["missing.txt"])
