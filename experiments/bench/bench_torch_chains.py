@@ -15,7 +15,14 @@ decoding harness's dtype). Rows:
 
 The numpy baseline loops over rows; above 8 rows it is timed on 8 rows and scaled linearly (marked
 ``x8`` in the table). Target of the issue: chains at gamma = 8 under 5 ms (B = 1) on this CPU.
-Every time is the median of ``--repeats`` runs. torch runs on one intra-op thread by default
+Every time is the median of ``--repeats`` runs.
+
+CUDA rows (``--devices cuda``; default: added when a GPU is present): chains and trees at gamma 4
+(and 8), V in {49 152, 128 256, 262 144}, B in {1, 64}, float32, ``sample(..., validate=False)``
+timed with CUDA events around back-to-back calls; beside each, in the same run, ``graph`` (the same
+call replayed from a captured CUDA graph, :mod:`otspec_gpu.graphs`; chains only), ``formula`` (a
+minimal no-sync token chain written from the formula, ``_gpu_baselines.py``) and ``formula graph``
+(its replay), and ``x formula`` = torch / formula. No numpy column on CUDA. torch runs on one intra-op thread by default
 (``--threads``): on the shared 2-core project machine, two threads measured 100x slower than one
 (OpenMP spin-waits against other processes; 158 ms vs 1.2 ms for token_sample at gamma = 8,
 V = 49 152, B = 1).
@@ -32,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
+from _gpu_baselines import cuda_time, formula_token_chain, graphed  # noqa: E402
 from _report import markdown_table, median_time, write_report  # noqa: E402
 
 from otspec import models  # noqa: E402
@@ -151,6 +159,78 @@ def tree_rows(B, V, g, gen, repeats):
     return out
 
 
+VOCABS_CUDA = (49_152, 128_256, 262_144)
+
+
+def cuda_pair(shape, V, gen):
+    """:func:`pair` drawn on the generator's device (on the GPU the CPU draw of the large cells would dominate the run)."""
+    logits = 3.0 * torch.randn(*shape, V, generator=gen, device=gen.device)
+    return torch.softmax(logits, -1), logits
+
+
+def _graph_ms(sample, inputs, gen, **extra):
+    gs = graphed(sample, inputs, gen, **extra)
+    if gs is None:
+        return None
+    if isinstance(gs, str):
+        return gs
+    return 1e3 * cuda_time(lambda: gs(*inputs), "cuda")
+
+
+def cuda_rows(V, g, B, gen, trees: bool) -> list[dict]:
+    """CUDA rows of one (V, gamma, B) cell: chains (eager, graph, formula, formula graph) and trees
+    (eager). The device is the generator's (a CPU generator gives a smoke run of the same code)."""
+    dev = gen.device.type
+    p, logits = cuda_pair((B, g + 1), V, gen)
+    q = torch.softmax(logits[:, :g] + torch.randn(B, g, V, generator=gen, device=dev), -1)
+    x = torch.multinomial(q.reshape(-1, V), 1, generator=gen).view(B, g)
+    t_f = 1e3 * cuda_time(lambda: formula_token_chain(p, q, x, generator=gen), dev)
+    f_graph = _graph_ms(formula_token_chain, (p, q, x), gen)
+    out = []
+    for rule, samp in (("token", chain.token_sample), ("block", chain.block_sample)):
+        t = 1e3 * cuda_time(lambda samp=samp: samp(p, q, x, generator=gen, validate=False), dev)
+        gr = _graph_ms(samp, (p, q, x), gen, validate=False)
+        out.append(
+            {"device": dev, "kind": "chain", "rule": rule, "B": B, "V": V, "gamma": g, "k": 1, "torch_ms": t,
+             "graph_ms": gr, "formula_ms": t_f, "formula_graph_ms": f_graph, "x_formula": t / t_f}
+        )  # fmt: skip
+    if trees:
+        k = K_TREE
+        p4 = p[:, None].expand(B, k, g + 1, V).contiguous()
+        q4 = q[:, None].expand(B, k, g, V).contiguous()
+        for rule in TREE:
+            if rule == "rrs_wor":
+                first = torch.multinomial(q[:, 0], k, replacement=False, generator=gen)
+                rest = torch.multinomial(q4[:, :, 1:].reshape(-1, V), 1, generator=gen).view(B, k, g - 1)
+                xt = torch.cat([first[:, :, None], rest], dim=2)
+            else:
+                xt = torch.multinomial(q4.reshape(-1, V), 1, generator=gen).view(B, k, g)
+            t = 1e3 * cuda_time(
+                lambda rule=rule, xt=xt: tree.sample(p4, q4, xt, rule=rule, generator=gen, validate=False), dev, reps=5, rounds=3
+            )
+            out.append(
+                {"device": dev, "kind": "tree", "rule": rule, "B": B, "V": V, "gamma": g, "k": k, "torch_ms": t,
+                 "graph_ms": None, "formula_ms": t_f, "formula_graph_ms": f_graph, "x_formula": t / t_f}
+            )  # fmt: skip
+    return out
+
+
+def cuda_table(rows: list[dict]) -> str:
+    """The CUDA rows as a markdown table (times in microseconds)."""
+
+    def us(x):
+        return "-" if x is None else (x if isinstance(x, str) else f"{1e3 * x:.0f}")
+
+    return markdown_table(
+        ["verifier", "k", "gamma", "V", "B", "torch (us)", "graph (us)", "formula (us)", "formula graph (us)", "x formula"],
+        [
+            [f"{r['kind']}:{r['rule']}", r["k"], r["gamma"], r["V"], r["B"], us(r["torch_ms"]), us(r["graph_ms"]), us(r["formula_ms"]),
+             us(r["formula_graph_ms"]), f"{r['x_formula']:.1f}x"]
+            for r in rows
+        ],
+    )  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="experiments/out/bench_torch_chains")
@@ -163,7 +243,11 @@ def main() -> None:
         default=None,
         help="JSON of an earlier run (e.g. of the previous revision's otspec_gpu, put first on PYTHONPATH): its torch sample medians become the 'before' column",
     )
+    ap.add_argument("--devices", nargs="*", default=None, choices=["cpu", "cuda"], help="default: cpu, and cuda when present")
+    ap.add_argument("--cuda-gammas", type=int, nargs="*", default=[4, 8], help="gammas of the CUDA rows")
     args = ap.parse_args()
+    devices = args.devices if args.devices is not None else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = [d for d in devices if d != "cuda" or torch.cuda.is_available()]
     before = {}
     if args.before:
         with open(args.before) as f:
@@ -171,7 +255,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
     rows = []
-    for V in VOCABS[:1] if args.quick else VOCABS:
+    cuda = []
+    if "cuda" in devices:
+        cgen = torch.Generator("cuda").manual_seed(args.seed)
+        for V in VOCABS_CUDA[:1] if args.quick else VOCABS_CUDA:
+            for g in args.cuda_gammas:
+                for B in BATCHES:
+                    cuda += cuda_rows(V, g, B, cgen, trees=not (B == 64 and V == 262_144))
+                    print(f"cuda done V={V} gamma={g} B={B}", file=sys.stderr)
+    for V in (VOCABS[:1] if args.quick else VOCABS) if "cpu" in devices else ():
         for g in GAMMAS[:1] if args.quick else GAMMAS:
             for B in BATCHES:
                 rows += chain_rows(B, V, g, gen, args.repeats)
@@ -227,8 +319,15 @@ def main() -> None:
         "before": args.before,
         "load_average": os.getloadavg(),
         "rows": rows,
+        "cuda_rows": cuda,
+        "devices": devices,
     }
-    write_report(args.out, "bench_torch_chains", payload, {"Per-step verification cost (CPU, float32 torch inputs; numpy float64)": table})
+    tables = {}
+    if rows:
+        tables["Per-step verification cost (CPU, float32 torch inputs; numpy float64)"] = table
+    if cuda:
+        tables["Per-step verification cost on CUDA (float32, validate=False; same-run baselines)"] = cuda_table(cuda)
+    write_report(args.out, "bench_torch_chains", payload, tables)
 
 
 if __name__ == "__main__":

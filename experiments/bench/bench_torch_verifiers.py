@@ -7,7 +7,13 @@ drafts are drawn beforehand and not timed). Baseline: ``otspec.verifiers.by_name
 called once per row on the same float64 laws (a fresh ``otspec`` law object per row, as in decoding
 where every step brings new distributions). Grid: B in {1, 64}, V in {49 152, 262 144},
 k in {1, 4, 8} (``spechub`` at its only k = 2; ``token`` and ``approximate`` at k = 1). CUDA rows
-are added when a GPU is present (synchronised timings).
+are added when a GPU is present (``--devices``; CUDA times from CUDA events around back-to-back
+calls, synchronised).
+
+Same-run baselines (``_gpu_baselines.py``), per (device, V, B): ``formula ms``, a minimal no-sync
+single-step token step written from the formula, and on CUDA ``formula graph ms``, its CUDA-graph
+replay; ``x formula`` is each row's torch time over the formula's. On CUDA ``graph ms`` is the
+rule's own ``sample`` replayed from a captured graph (:mod:`otspec_gpu.graphs`).
 
 Times are medians of repeated calls (the machine is shared: never quote one run). Writes
 ``<out>/bench_torch_verifiers.json``, ``.md`` and ``.rst`` (the table of docs/gpu.rst), each with
@@ -33,6 +39,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _gpu_baselines import cuda_time, formula_token, graphed
 from _report import markdown_table, write_report
 
 import otspec
@@ -87,6 +94,38 @@ def timed(fn: Callable[[], object], sync: Callable[[], None], min_total: float, 
     return statistics.median(times), len(times), statistics.fmean(times)
 
 
+def step_time(fn: Callable[[], object], device: str, args) -> tuple[float, int, float]:
+    """``timed`` on CPU; CUDA events around back-to-back calls on CUDA (median per call; the mean
+    column then repeats the median)."""
+    if device == "cuda":
+        t = cuda_time(fn, device)
+        return t, 100, t
+    return timed(fn, lambda: None, args.min_total, args.max_reps)
+
+
+def baseline_row(p, q, device: str, args) -> dict:
+    """The formula token step's time on these laws, and on CUDA its graph replay's."""
+    g = torch.Generator(device).manual_seed(args.seed)
+    d1 = sample_drafts(q, 1, "iid", generator=g)
+    out = {"formula_ms": 1e3 * step_time(lambda: formula_token(p, q, d1, generator=g), device, args)[0]}
+    gs = graphed(formula_token, (p, q, d1), g)
+    if isinstance(gs, str):
+        out["formula_graph"] = gs
+    elif gs is not None:
+        out["formula_graph_ms"] = 1e3 * cuda_time(lambda: gs(p, q, d1), device)
+    return out
+
+
+def graph_time(v, p, q, drafts, g, device: str) -> dict:
+    """The rule's ``sample`` replayed from a captured CUDA graph (CUDA only)."""
+    gs = graphed(v.sample, (p, q, drafts), g, validate=False)
+    if gs is None:
+        return {}
+    if isinstance(gs, str):
+        return {"graph": gs}
+    return {"graph_ms": 1e3 * cuda_time(lambda: gs(p, q, drafts), device)}
+
+
 def single_step_rows(args, device: str) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -96,6 +135,7 @@ def single_step_rows(args, device: str) -> list[dict]:
             p64, q64 = laws(rng, B, V)
             p = torch.as_tensor(p64, dtype=torch.float32, device=device)
             q = torch.as_tensor(q64, dtype=torch.float32, device=device)
+            base = baseline_row(p, q, device, args)
             for name in args.verifiers:
                 if B > 1 and name in PER_LAW_BUILD and not args.per_law_builds:
                     continue
@@ -103,11 +143,8 @@ def single_step_rows(args, device: str) -> list[dict]:
                 for k in ks_for(name):
                     g = torch.Generator(device).manual_seed(args.seed)
                     drafts = sample_drafts(q, k, v.draft_law, generator=g)
-                    t_torch, n_torch, mean_torch = timed(
-                        lambda v=v, drafts=drafts, g=g, p=p, q=q: v.sample(p, q, drafts, generator=g, validate=False),
-                        sync,
-                        args.min_total,
-                        args.max_reps,
+                    t_torch, n_torch, mean_torch = step_time(
+                        lambda v=v, drafts=drafts, g=g, p=p, q=q: v.sample(p, q, drafts, generator=g, validate=False), device, args
                     )
                     row = {
                         "device": device,
@@ -118,7 +155,11 @@ def single_step_rows(args, device: str) -> list[dict]:
                         "torch_ms": 1e3 * t_torch,
                         "torch_mean_ms": 1e3 * mean_torch,
                         "torch_reps": n_torch,
+                        **base,
+                        "x_formula": t_torch / (base["formula_ms"] / 1e3),
                     }
+                    if device == "cuda" and v.step is not None:  # rules with a host-built state sync: no capture
+                        row.update(graph_time(v, p, q, drafts, g, device))
                     if (device, V, B, k, name) in args.before:
                         row["before_ms"] = args.before[(device, V, B, k, name)]
                     if device == "cpu" and not args.no_numpy:
@@ -140,7 +181,26 @@ def single_step_rows(args, device: str) -> list[dict]:
 
 #: Table columns: torch median and mean per step, the previous revision's torch median (``--before``),
 #: the numpy baseline's median and numpy / torch (medians).
-COLUMNS = ["device", "V", "B", "k", "verifier", "torch ms", "torch mean ms", "before ms", "numpy ms", "speedup"]
+COLUMNS = [
+    "device",
+    "V",
+    "B",
+    "k",
+    "verifier",
+    "torch ms",
+    "torch mean ms",
+    "graph ms",
+    "formula ms",
+    "formula graph ms",
+    "x formula",
+    "before ms",
+    "numpy ms",
+    "speedup",
+]
+
+
+def _ms(r: dict, key: str) -> str:
+    return f"{r[key]:.3f}" if key in r else ("failed" if key[:-3] in r else "-")
 
 
 def _cells(r: dict) -> list[str]:
@@ -152,6 +212,10 @@ def _cells(r: dict) -> list[str]:
         r["verifier"],
         f"{r['torch_ms']:.3f}",
         f"{r['torch_mean_ms']:.3f}" if "torch_mean_ms" in r else "-",
+        _ms(r, "graph_ms"),
+        _ms(r, "formula_ms"),
+        _ms(r, "formula_graph_ms"),
+        f"{r['x_formula']:.1f}x" if "x_formula" in r else "-",
         f"{r['before_ms']:.3f}" if "before_ms" in r else "-",
         f"{r['numpy_ms']:.3f}" if "numpy_ms" in r else "-",
         f"{r['speedup']:.1f}x" if "speedup" in r else "-",
@@ -193,11 +257,13 @@ def main(argv=None) -> None:
         default=None,
         help="JSON of an earlier run (e.g. of the previous revision's otspec_gpu, put first on PYTHONPATH): its torch medians become the 'before ms' column",
     )
+    ap.add_argument("--devices", nargs="*", default=None, choices=["cpu", "cuda"], help="default: cpu, and cuda when present")
     args = ap.parse_args(argv)
     args.before = load_before(args.before)
     if args.threads:
         torch.set_num_threads(args.threads)
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = args.devices if args.devices is not None else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = [d for d in devices if d != "cuda" or torch.cuda.is_available()]
     rows = [r for d in devices for r in single_step_rows(args, d)]
     extra = {name: [r for d in devices for r in fn(args, d)] for name, fn in EXTRA_SECTIONS.items()}
     table = markdown_table(COLUMNS, [_cells(r) for r in rows])

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# GPU checks of the torch verifiers, from the repository root: the CUDA tests of tests/gpu
+# (pytest -k cuda), then the CUDA rows of bench_torch_verifiers.py and bench_torch_chains.py, each
+# writing JSON + markdown under $OUT. About 2-3 minutes on one H100/H200; every phase has its own
+# timeout so one slow phase cannot starve the others (worst case ~4 minutes). Without CUDA it prints
+# why and exits 0 (nothing to check).
+#
+#   OUT=/tmp/gpu_out PYTHON=python bash experiments/bench/gpu_checks.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-python}
+OUT=${OUT:-experiments/bench/out/gpu_checks}
+mkdir -p "$OUT"
+if ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "gpu_checks: no CUDA device visible to $PYTHON; the CUDA tests and rows are skipped"
+    exit 0
+fi
+{
+    git rev-parse HEAD 2>/dev/null
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
+    "$PYTHON" -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
+    "$PYTHON" -c "import triton; print('triton', triton.__version__)" 2>&1 | tail -1
+} > "$OUT/env.txt"
+cat "$OUT/env.txt"
+rc=0
+timeout 100 "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
+tail -25 "$OUT/tests.txt"
+for B in 1 64; do
+    timeout 70 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" \
+        --out "$OUT/verifiers_B$B" > "$OUT/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$OUT/verifiers_B$B.log"; }
+done
+timeout 80 "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 \
+    --out "$OUT/chains" > "$OUT/chains.log" 2>&1 || { rc=1; tail -5 "$OUT/chains.log"; }
+for f in "$OUT"/verifiers_B1/*.md "$OUT"/verifiers_B64/*.md "$OUT"/chains/*.md; do [ -f "$f" ] && cat "$f"; done
+exit $rc
