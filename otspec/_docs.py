@@ -21,6 +21,11 @@ BLOCKS: dict[str, str] = {
     If ``p`` or ``q`` is not a distribution, or their vocabularies differ.""",
     "k_raises": """NotAnIntegerError, InvalidDraftCountError
     If ``k`` is not an integer ``>= 1``.""",
+    # Raises entries of the methods that take a target p and a draft law (the Verifier contract)
+    "p_law_raises": """NotADraftLawError
+    If ``law`` is not a draft law.
+InvalidDistributionError, ShapeMismatchError
+    If ``p`` is not a distribution over the law's vocabulary.""",
     # the arguments of every tuple-level back end of optimal_acceptance (otspec.bounds.lp, cvx, flow, maxflow)
     "backend_args": """p : ndarray, shape (V,)
     Target distribution (the capacities of the token rows).

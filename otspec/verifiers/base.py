@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, MC_CONFIDENCE_Z, SAMPLE_CHUNK_ENTRIES
 from otspec._validation import as_distribution, as_generator, check_memory
 from otspec.errors import NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
@@ -90,6 +91,7 @@ class Verifier:
         return p
 
     # -- public API ------------------------------------------------------------------------
+    @fill_doc
     def kernel(self, p: Any, law: DraftLaw, *, memory_cap: float | None = None) -> VerifierKernel:
         r"""Exact conditional output law :math:`\pi(y \mid \bar x)` for every draft tuple of ``law``.
 
@@ -113,10 +115,7 @@ class Verifier:
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
+        {p_law_raises}
         UnsupportedMethodError
             If the verifier does not apply to ``law``.
         ProblemTooLargeError
@@ -186,6 +185,7 @@ class Verifier:
             return self._tuple_acceptance(p, law, d)
         return np.concatenate([self._tuple_acceptance(p, law, d[s : s + chunk]) for s in range(0, d.shape[0], chunk)])
 
+    @fill_doc
     def acceptance(
         self,
         p: Any,
@@ -229,10 +229,7 @@ class Verifier:
         UnsupportedMethodError
             If ``method`` is unknown, a closed form is forced where there is none, the verifier
             does not apply to ``law``, or ``n_samples < 2``.
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
+        {p_law_raises}
         ProblemTooLargeError
             If the verifier needs an enumerable law and ``law`` is too large.
         OtspecTypeError
@@ -287,6 +284,7 @@ class Verifier:
             {"confidence": 0.99, "estimator": "mean over sampled draft tuples of the exact conditional acceptance"},
         )
 
+    @fill_doc
     def sample(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> int:
         """One output token for one draft tuple (validated with ``law.validate_drafts``).
 
@@ -311,10 +309,7 @@ class Verifier:
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
+        {p_law_raises}
         UnsupportedMethodError
             If the verifier does not apply to ``law``.
         InvalidDraftsError
@@ -328,6 +323,7 @@ class Verifier:
         self._prepare(p, law)
         return int(self._sample_rows(p, law, d[None, :], coin_rng, res_rng)[0])
 
+    @fill_doc
     def sample_batch(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> np.ndarray:
         """One output token per row of ``drafts`` ``(N, k)``, vectorised; the same rule and the
         same stream discipline as :meth:`sample` (``sample(d) == sample_batch([d])[0]`` for the
@@ -351,10 +347,7 @@ class Verifier:
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
+        {p_law_raises}
         UnsupportedMethodError
             If the verifier does not apply to ``law``.
         InvalidDraftsError

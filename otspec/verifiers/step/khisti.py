@@ -243,6 +243,7 @@ class KhistiVerifier(Verifier):
     def _iid_state(p, law):
         return optimal_iid.state(p, law)
 
+    @fill_doc
     def weights(self, p, law) -> SelectionWeights:
         """The (cached) optimal selection weights for ``(p, law)``, per draft *set*.
 
@@ -264,10 +265,7 @@ class KhistiVerifier(Verifier):
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
+        {p_law_raises}
         ProblemTooLargeError
             If the law is too large to enumerate.
         """

@@ -415,6 +415,7 @@ class OptimalIIDVerifier(Verifier):
                 raise UnsupportedMethodError(f"verifier {self.name!r} does not apply to the draft law {law!r}: {why}; {self.fix}")
         return super()._check(p, law)
 
+    @fill_doc
     def state(self, p: Any, law: DraftLaw) -> OptimalIIDState:
         """The prepared state for ``(p, law)`` (memoised per law object and target).
 
@@ -434,10 +435,7 @@ class OptimalIIDVerifier(Verifier):
         ------
         UnsupportedMethodError
             If the law is not i.i.d.
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
+        {p_law_raises}
         """
         p = self._check(p, law)
         return self._state(p, law)
