@@ -51,7 +51,10 @@ _TWINS: dict[str, TorchVerifier] = {
 }
 
 #: Core single-step verifiers without a torch twin, and why.
-NO_TORCH_TWIN = {"optimal_plan": "it solves a transport LP over the draft tuples of each problem (no batched tensor form)"}
+NO_TORCH_TWIN = {
+    "optimal_plan": "it solves a transport LP over the draft tuples of each problem (no batched tensor form)",
+    "optimal_wor": "its Luce weights are fitted per (p, q) by an iterative solver on the CPU (seconds per pair; no batched tensor form)",
+}
 
 
 @dataclass(frozen=True)
