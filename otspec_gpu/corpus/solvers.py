@@ -116,7 +116,7 @@ class SolverSpec:
         object.__setattr__(self, "ks", tuple(sorted({int(k) for k in self.ks})))
 
 
-_BUFFERS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_BUFFERS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # V -> (ratios, bins, a flag per token)
 
 
 def _buffers(V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,7 +125,7 @@ def _buffers(V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     buf = _BUFFERS.get(V)
     if buf is None:
         _BUFFERS.clear()
-        buf = _BUFFERS[V] = (np.empty(V), np.empty(V, dtype=np.int64), np.empty(V, dtype=np.int8))
+        buf = _BUFFERS[V] = (np.empty(V), np.empty(V, dtype=np.int64), np.empty(V, dtype=bool))
     return buf
 
 
@@ -186,14 +186,14 @@ class _Binned:
     def gather(self, sort_bins: np.ndarray, other_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of two sets of bins (restricted range) in one pass: those of ``sort_bins``
         sorted by ratio (ties: lower id), and those of ``other_bins`` in id order."""
-        code = np.zeros(_NBINS, dtype=np.int8)
-        code[self.j0 : self.j0 + sort_bins.size] = sort_bins
-        code[self.j0 : self.j0 + other_bins.size] |= other_bins.astype(np.int8) << 1
-        c = np.take(code, self.bins, out=self._codebuf)
-        idx = np.flatnonzero(c)
-        ci = c[idx]
-        s = idx[(ci & 1).astype(bool)]
-        return s[np.argsort(self.key[s], kind="stable")], idx[(ci & 2).astype(bool)]
+        full_sort = np.zeros(_NBINS, dtype=bool)
+        full_sort[self.j0 : self.j0 + sort_bins.size] = sort_bins
+        full_other = np.zeros(_NBINS, dtype=bool)
+        full_other[self.j0 : self.j0 + other_bins.size] = other_bins
+        idx = np.flatnonzero(np.take(full_sort | full_other, self.bins, out=self._codebuf))  # a bool pass: fast nonzero
+        b = self.bins[idx]
+        s = idx[full_sort[b]]
+        return s[np.argsort(self.key[s], kind="stable")], idx[full_other[b]]
 
 
 def _iid_bounds(b: _Binned, k: int) -> tuple[float, np.ndarray]:
@@ -276,19 +276,20 @@ def _sum_min_scaled(b: _Binned, c: float, tokens: np.ndarray) -> float:
 def _top(q: np.ndarray, m: int) -> np.ndarray:
     """The m largest entries of q (larger first, ties: lower id), as :attr:`otspec.laws.GreedyLaw.top`.
 
-    One pass of block maxima: the m-th largest block maximum ``thr`` is at most the m-th largest
-    entry (m blocks hold an entry >= thr), so the top m, ties included, lie in the blocks whose
-    maximum reaches ``thr`` (or in the last, partial block); only those are sorted.
+    One pass of group maxima (group j = tokens ``j, j + n, j + 2n, ...``: 64 rows of a ``(64, n)``
+    view, reduced across rows): the m-th largest group maximum ``thr`` is at most the m-th largest
+    entry (m groups hold an entry >= thr), so the top m, ties included, lie in the groups whose
+    maximum reaches ``thr`` (or in the last ``V mod 64`` tokens); only those are sorted.
     """
     if m == 0:
         return np.zeros(0, dtype=np.int64)
-    nb = q.size // _BLOCK
-    if nb >= 2 * m:
-        block_max = q[: nb * _BLOCK].reshape(nb, _BLOCK).max(axis=1)
-        thr = np.partition(block_max, nb - m)[nb - m]
-        blocks = np.flatnonzero(block_max >= thr)
-        cand = (blocks[:, None] * _BLOCK + np.arange(_BLOCK)).ravel()
-        cand = np.concatenate([cand, np.arange(nb * _BLOCK, q.size)])
+    n = q.size // _BLOCK
+    if n >= 2 * m:
+        group_max = q[: n * _BLOCK].reshape(_BLOCK, n).max(axis=0)
+        thr = np.partition(group_max, n - m)[n - m]
+        groups = np.flatnonzero(group_max >= thr)
+        cand = (np.arange(_BLOCK)[:, None] * n + groups[None, :]).ravel()
+        cand = np.concatenate([cand, np.arange(n * _BLOCK, q.size)])
     else:
         cand = np.arange(q.size)
     order = np.lexsort((cand, -q[cand]))
