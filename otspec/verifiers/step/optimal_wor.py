@@ -20,7 +20,12 @@ A two-level Luce rule (``docs/optimal_wor.rst`` has the proofs):
    certified against :math:`\alpha^*_{WOR}`: :meth:`OptimalWORVerifier.state` reports the gap.
    The closed-form acceptance is :math:`\sum_y \tilde r(y) \min(1, p(y)/\tilde r(y))`: exact on
    enumerable laws, else within the oracle's ``law_error`` (in the result's extras) of the true
-   :math:`\sum_y r_b(y) \min(1, p(y)/\tilde r(y))`.
+   :math:`\sum_y r_b(y) \min(1, p(y)/\tilde r(y))`. At scale it is offered only once the pair has
+   been prepared (:meth:`OptimalWORVerifier.state`, a sampler call, or Monte Carlo), because it
+   needs the weight fit (seconds): ``acceptance(method="auto")`` on a fresh large pair fits the
+   weights and returns Monte Carlo over draft tuples (each with its exact conditional acceptance),
+   and ``method="closed_form"`` on a fresh large pair raises, like verifiers without a closed form
+   (so callers that ask for closed forms per decoding step do not pay the fit).
 
 Degenerate ties (a tight set of :math:`r^*` other than the empty set, A and the vocabulary) would
 need nested Luce levels along a chain of tight sets; this implementation uses the documented
@@ -152,12 +157,11 @@ class OptimalWORVerifier(Verifier):
     def _solve(self, p: np.ndarray, law: DraftLaw) -> OptimalWORState:
         q, k = np.asarray(law.q, dtype=np.float64), law.k
         sel = wor_selection(p, q, k)
-        n_supp = int(np.count_nonzero(q))
         if k == 1:  # the rule selects the only draft: r_b = q exactly, for any b
             b = np.where(q > 0, 1.0, 0.0)
             lw = LuceLaw(r=q.copy(), error=0.0, method="exact")
             res, its = float(np.abs(q - sel.r).sum()), 0
-        elif math.comb(n_supp, k) <= self.exact_max_sets and n_supp <= EXACT_MAX_SUPPORT:
+        elif self._enumerable(law):
             sets, weights = law.enumerate_sets()
             b, res, its = fit_luce_weights_sets(sel.r, sets, weights, sel.in_A, tol=1e-13)
             lw = luce_law_exact(sets, weights, b, sel.in_A)
@@ -198,10 +202,16 @@ class OptimalWORVerifier(Verifier):
             fit_iterations=its,
         )
 
+    @staticmethod
+    def _key(p: np.ndarray, law: DraftLaw) -> tuple:
+        return (p.tobytes(), np.asarray(law.q).tobytes(), law.k)
+
+    def _cached(self, p: np.ndarray, law: DraftLaw) -> bool:
+        return self._cache is not None and self._cache[0] == self._key(p, law)
+
     def _prepare(self, p: np.ndarray, law: DraftLaw) -> None:
-        key = (p.tobytes(), np.asarray(law.q).tobytes(), law.k)
-        if self._cache is None or self._cache[0] != key:
-            self._cache = (key, self._solve(p, law))
+        if not self._cached(p, law):
+            self._cache = (self._key(p, law), self._solve(p, law))
 
     def state(self, p, law: DraftLaw) -> OptimalWORState:
         """The selection law, weights, oracle law and certified gap for ``(p, law)``.
@@ -249,8 +259,16 @@ class OptimalWORVerifier(Verifier):
         sel = luce_selection_rows(tuples, st.b, st.in_A)
         return np.sum(sel * accept_ratio(p[tuples], st.law.r[tuples]), axis=1)
 
+    def _enumerable(self, law: DraftLaw) -> bool:
+        n_supp = int(np.count_nonzero(law.q))
+        return law.k == 1 or (math.comb(n_supp, law.k) <= self.exact_max_sets and n_supp <= EXACT_MAX_SUPPORT)
+
     def _closed_form(self, p, law):
         if not self.applies_to(law):
+            return None
+        if not self._enumerable(law) and not self._cached(p, law):
+            # at scale the value needs the weight fit (seconds): only once state() or a sampler
+            # has prepared this (p, law); acceptance() otherwise falls back to Monte Carlo
             return None
         self._prepare(p, law)
         st = self._cache[1]

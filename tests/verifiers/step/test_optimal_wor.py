@@ -129,6 +129,10 @@ def test_moderate_vocabulary_certified_gap():
     p, q = otspec.synthetic.synthetic_pair(200, family="dirichlet", seed=3)
     law = otspec.without_replacement(q, 3)
     v = OptimalWORVerifier(exact_max_sets=0)
+    # a fresh large pair: no closed form before the weight fit (callers asking per decoding step
+    # for closed forms must not pay it)
+    with pytest.raises(UnsupportedMethodError, match="closed-form"):
+        v.acceptance(p, law, method="closed_form")
     st = v.state(p, law)
     assert st.law.method == "quadrature"
     opt = otspec.optimal_acceptance(p, law)
