@@ -20,12 +20,10 @@ A two-level Luce rule (``docs/optimal_wor.rst`` has the proofs):
    certified against :math:`\alpha^*_{WOR}`: :meth:`OptimalWORVerifier.state` reports the gap.
    The closed-form acceptance is :math:`\sum_y \tilde r(y) \min(1, p(y)/\tilde r(y))`: exact on
    enumerable laws, else within the oracle's ``law_error`` (in the result's extras) of the true
-   :math:`\sum_y r_b(y) \min(1, p(y)/\tilde r(y))`. At scale it is offered only once the pair has
-   been prepared (:meth:`OptimalWORVerifier.state`, a sampler call, or Monte Carlo), because it
-   needs the weight fit (seconds): ``acceptance(method="auto")`` on a fresh large pair fits the
-   weights and returns Monte Carlo over draft tuples (each with its exact conditional acceptance),
-   and ``method="closed_form"`` on a fresh large pair raises, like verifiers without a closed form
-   (so callers that ask for closed forms per decoding step do not pay the fit).
+   :math:`\sum_y r_b(y) \min(1, p(y)/\tilde r(y))`. At scale it needs the weight fit (seconds):
+   ``acceptance(method="auto")`` fits and returns it, while ``method="closed_form"`` on a large
+   pair not yet prepared raises, like verifiers without a closed form (so callers that ask for
+   closed forms per decoding step never pay the fit).
 
 Degenerate ties (a tight set of :math:`r^*` other than the empty set, A and the vocabulary) would
 need nested Luce levels along a chain of tight sets; this implementation uses the documented
@@ -240,6 +238,46 @@ class OptimalWORVerifier(Verifier):
         p = self._check(p, law)
         self._prepare(p, law)
         return self._cache[1]
+
+    def acceptance(self, p, law, *, method: str = "auto", n_samples: int = 2000, rng=None):
+        r"""Membership acceptance; ``method="auto"`` on a large law fits the weights first and returns
+        the closed form :math:`\sum_y \tilde r(y)\min(1, p(y)/\tilde r(y))` (within the oracle's
+        ``law_error`` of the exact value; extras carry ``alpha_star``, ``gap``, ``law_error``).
+
+        ``method="closed_form"`` on a large pair not yet prepared raises instead (it would need the
+        weight fit, seconds per pair); every other case is :meth:`Verifier.acceptance`.
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            A without-replacement draft law.
+        method : {"auto", "closed_form", "kernel", "monte_carlo"}
+            How to compute it.
+        n_samples : int
+            Draft tuples for Monte Carlo (``>= 2``).
+        rng : numpy.random.Generator, optional
+            Generator of the Monte Carlo tuples.
+
+        Returns
+        -------
+        AcceptanceEstimate
+            The value, ``how`` it was obtained, its interval and extras.
+
+        Raises
+        ------
+        UnsupportedMethodError
+            If ``method`` is unknown, ``"closed_form"`` is asked of an unprepared large pair, or the
+            law is not a without-replacement law.
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        """
+        if method == "auto" and isinstance(law, DraftLaw) and self.applies_to(law) and not self._enumerable(law):
+            self._prepare(self._check(p, law), law)
+        return super().acceptance(p, law, method=method, n_samples=n_samples, rng=rng)
 
     # -- the rule ---------------------------------------------------------------------------------
     def _schedule(self, p, law, tuples) -> AcceptSchedule:

@@ -141,6 +141,8 @@ def test_moderate_vocabulary_certified_gap():
     assert -1e-9 <= st.gap <= 1e-6
     cf = v.acceptance(p, law)
     assert cf.how == "closed_form" and abs(cf.value - st.acceptance) <= 1e-9
+    fresh = OptimalWORVerifier(exact_max_sets=0).acceptance(p, law)  # "auto" fits, then the closed form
+    assert fresh.how == "closed_form" and abs(fresh.value - st.acceptance) <= 1e-9
     assert st.acceptance >= otspec.optimal_acceptance(p, otspec.iid(q, 3)).value - 1e-9
 
 
