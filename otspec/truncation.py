@@ -3,9 +3,10 @@ r"""Certified intervals for top-K-truncated pairs: what logged top-K probabiliti
 A serving engine logs, at each step, the K largest probabilities of the target and of the draft
 (token ids and log-probabilities); the rest of each distribution -- its *tail* -- is known only by
 its total mass. Many full pairs :math:`(p, q)` agree with one such log, and their optimal acceptances
-differ, so a log has no single answer. This module returns the smallest and largest value that the
-log allows, up to the two bounding pairs below (:doc:`corpus`, certified intervals, proves both
-directions):
+differ, so a log has no single answer. This module returns an interval that holds the optimum of
+every consistent full pair, from the two bounding pairs below (:doc:`corpus`, certified intervals,
+proves both directions; the lower end is attained, the upper end is when both models logged the
+same ids):
 
 * **upper end** -- the *merged pair*: every token that is not logged for *both* models is merged
   into one shared token :math:`\star` (each distribution keeps its mass there). Merging tokens by one
