@@ -59,8 +59,9 @@ from otspec.errors import (
     ShapeMismatchError,
     UnsupportedMethodError,
 )
+from otspec_gpu._scratch import host_shortcuts
 from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
-from otspec_gpu.sampling import categorical
+from otspec_gpu.sampling import categorical, sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier
 from otspec_gpu.verifiers.registry import TREE, VERIFIERS
@@ -71,7 +72,12 @@ __all__ = [
     "expected_accepted",
     "expected_accepted_given_drafts",
     "sample",
+    "step",
+    "uniforms",
 ]
+
+#: Tree rules with a pure masked step (no host synchronisation); kseq's node rule solves rho* on the host.
+MASKED = ("rrs", "rrs_wor")
 
 
 def _node_verifier(rule: str) -> TorchVerifier:
@@ -307,6 +313,8 @@ def sample(
     [2, 2, 2]
     """
     p, q, drafts, ver = _check(p, q, drafts, rule, validate)
+    if rule in MASKED and not host_shortcuts(p):  # CUDA: the masked walk, no host synchronisation
+        return step(p, q, drafts, *uniforms(p, q, drafts, generator), rule=rule)
     B, k, g = drafts.shape
     dev = p.device
     shared = p.shape[0] == 1 and B > 1
@@ -346,6 +354,90 @@ def sample(
             for jj, sel in _by_sequence(jr, k):
                 y[rows[sel]] = categorical(p[0, jj, g][None], generator, n=int(sel.numel()))
     return StepOutput(accepted=tau, token=y, index=path)
+
+
+def uniforms(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The uniforms of the masked walk (:func:`step`), three ``rand`` calls on ``generator``: accept
+    coins ``[gamma, B, k]``, node residual uniforms ``[gamma, B]``, bonus uniforms ``[B]`` (float64).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        As in :func:`sample` (their device is used).
+    drafts : torch.Tensor
+        ``[B, k, gamma]`` drafted sequences.
+    generator : torch.Generator
+        Source of the uniforms.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(coins, u, u_bonus)``.
+    """
+    B, k, g = drafts.shape
+    f64 = {"dtype": torch.float64, "device": p.device, "generator": generator}
+    return torch.rand((g, B, k), **f64), torch.rand((g, B), **f64), torch.rand(B, **f64)
+
+
+def step(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, u_bonus: torch.Tensor, *, rule: str
+) -> StepOutput:
+    r"""The tree walk of ``rrs`` / ``rrs_wor`` as a pure step of its uniforms, with masks instead of
+    row groups: no host synchronisation, fixed shapes (what :func:`sample` runs on CUDA).
+
+    At depth ``t`` every row runs one RRS node over its alive drafts, left-aligned with a validity
+    mask (:func:`~otspec_gpu.verifiers.step._recursive.sample_recursive` with ``valid``), on the row
+    of its lowest alive sequence; rows already stopped compute and discard. The law is that of
+    :func:`sample`'s grouped walk (the same node rule at the same node); the uniforms are drawn in a
+    different order (fixed ``[gamma, B, k]`` coins, see :func:`uniforms`), so the seeded tokens
+    differ from the CPU walk's.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B or 1, k, gamma + 1, V]`` and ``[B or 1, k, gamma, V]`` (checked by the caller).
+    drafts : torch.Tensor
+        ``[B, k, gamma]`` long drafted sequences.
+    coins, u, u_bonus : torch.Tensor
+        The output of :func:`uniforms`.
+    rule : str
+        ``"rrs"`` or ``"rrs_wor"``.
+
+    Returns
+    -------
+    StepOutput
+        As :func:`sample`.
+    """
+    from otspec_gpu.verifiers.step._recursive import sample_recursive
+
+    B, k, g = drafts.shape
+    dev = p.device
+    p, q = p.expand(B, -1, -1, -1), q.expand(B, -1, -1, -1)
+    rows = torch.arange(B, device=dev)
+    slots = torch.arange(k, device=dev)[None, :]
+    alive = torch.ones((B, k), dtype=torch.bool, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    tau = torch.full((B,), g, dtype=torch.long, device=dev)
+    y = torch.zeros(B, dtype=torch.long, device=dev)
+    path = torch.zeros(B, dtype=torch.long, device=dev)
+    for t in range(g):  # loop over depth
+        j = torch.argmax(alive.to(torch.uint8), dim=1)  # lowest alive sequence: the node's rows
+        order = torch.sort((~alive).to(torch.uint8), dim=1, stable=True).indices  # alive first, in index order
+        toks = drafts[:, :, t].gather(1, order)
+        valid = slots < alive.sum(1, keepdim=True)
+        tok = sample_recursive(p[rows, j, t], q[rows, j, t], toks, coins[t], u[t], wor=rule == "rrs_wor", valid=valid)
+        match = alive & (drafts[:, :, t] == tok[:, None])
+        stop = ~done & ~match.any(1)
+        tau = torch.where(stop, t, tau)
+        y = torch.where(stop, tok, y)
+        path = torch.where(stop, j, path)
+        alive = torch.where(done[:, None], alive, match)
+        done = done | stop
+    jr = torch.argmax(alive.to(torch.uint8), dim=1)
+    bonus = sample_weights(p[rows, jr, g], u_bonus)
+    return StepOutput(accepted=tau, token=torch.where(done, y, bonus), index=torch.where(done, path, jr))
 
 
 def _by_sequence(j: torch.Tensor, k: int):

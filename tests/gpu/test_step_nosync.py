@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from otspec_gpu.verifiers import SINGLE_STEP
+from otspec_gpu.verifiers import SINGLE_STEP, tree
 from otspec_gpu.verifiers.chain import block_sample, block_step, token_sample, token_step
+from tests.gpu._stats import pooled_chi_square
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -146,6 +147,61 @@ def test_cuda_chain_sample_never_syncs(sample):
     torch.cuda.set_sync_debug_mode("error")
     try:
         out = sample(p, q, drafts, generator=g, validate=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert out.accepted.shape == (8,)
+
+
+def _tree(rule: str, B: int, device: str, seed: int = 0):
+    """One small tree (k = 3 sequences, gamma = 2, V = 4) repeated over B rows; rrs shares a prefix
+    (nodes with 2 and 1 alive drafts), rrs_wor has distinct first tokens."""
+    rng = np.random.default_rng(seed)
+    k, g, V = 3, 2, 4
+    p = torch.tensor(rng.dirichlet(np.full(V, 1.0), size=(1, k, g + 1)), device=device)
+    q = torch.tensor(rng.dirichlet(np.full(V, 1.0), size=(1, k, g)), device=device)
+    x = [[0, 1], [0, 2], [3, 1]] if rule == "rrs" else [[0, 1], [2, 1], [3, 0]]
+    drafts = torch.tensor([x] * B, device=device)
+    return p.expand(B, -1, -1, -1).contiguous(), q.expand(B, -1, -1, -1).contiguous(), drafts
+
+
+@pytest.mark.parametrize("rule", list(tree.MASKED))
+def test_tree_masked_step_traces_whole(rule):
+    p, q, drafts = _tree(rule, 6, "cpu")
+    uni = tree.uniforms(p, q, drafts, torch.Generator().manual_seed(2))
+    eager = tree.step(p, q, drafts, *uni, rule=rule)
+    torch._dynamo.reset()
+    traced = torch.compile(tree.step, fullgraph=True, backend="eager", dynamic=False)(p, q, drafts, *uni, rule=rule)
+    for a, c in zip(eager, traced, strict=True):
+        assert torch.equal(a, c)
+
+
+@pytest.mark.parametrize("rule", list(tree.MASKED))
+def test_tree_masked_step_draws_the_exact_conditional_law(rule):
+    """Pearson chi-square of (index, tau, Y) from the masked walk against ``tree.conditional``:
+    N = 20 000 rows of one tree, cells of expected count < 10 pooled, alpha = 1e-4 per test
+    (2 tests), fixed seed; cells of probability 0 must be empty."""
+    n = 20_000
+    p, q, drafts = _tree(rule, n, "cpu", seed=3)
+    out = tree.step(p, q, drafts, *tree.uniforms(p, q, drafts, torch.Generator().manual_seed(4)), rule=rule)
+    law = tree.conditional(p[:1], q[:1], drafts[:1], rule=rule)[0].numpy()  # [k, g + 1, V]
+    k, g1, V = law.shape
+    cell = (out.index * g1 + out.accepted) * V + out.token
+    counts = np.bincount(cell.numpy(), minlength=k * g1 * V)
+    assert counts[law.reshape(-1) <= 0].sum() == 0
+    stat, thr, df = pooled_chi_square(counts, law.reshape(-1), n, 1e-4)
+    assert stat <= thr, f"chi-square {stat:.2f} > {thr:.2f} (df {df}, N {n})"
+
+
+@cuda
+@pytest.mark.parametrize("rule", list(tree.MASKED))
+def test_cuda_tree_sample_never_syncs(rule):
+    p, q, drafts = _tree(rule, 8, "cuda")
+    g = torch.Generator("cuda").manual_seed(0)
+    tree.sample(p, q, drafts, rule=rule, generator=g, validate=False)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = tree.sample(p, q, drafts, rule=rule, generator=g, validate=False)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert out.accepted.shape == (8,)

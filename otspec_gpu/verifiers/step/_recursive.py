@@ -13,7 +13,13 @@ __all__ = ["sample_recursive"]
 
 
 def sample_recursive(
-    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, wor: bool = False
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: torch.Tensor,
+    coins: torch.Tensor,
+    u: torch.Tensor,
+    wor: bool = False,
+    valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""RRS sampler (with replacement, or RSD with ``wor``), round by round, building only what the rows reach.
 
@@ -49,6 +55,10 @@ def sample_recursive(
         ``[B]`` float64 residual uniforms.
     wor : bool
         Drafts without replacement (RSD).
+    valid : torch.Tensor, optional
+        ``[B, k]`` bool, left-aligned: row ``b`` has ``valid[b].sum() >= 1`` drafts, the rest are
+        padding (their rounds are skipped: no accept, no residual update). Lets rows with different
+        numbers of drafts share one call with no host synchronisation (the tree walk on CUDA).
 
     Returns
     -------
@@ -74,25 +84,32 @@ def sample_recursive(
     c_prev = c_j = None
     for j in range(k):  # loop over draft rounds only
         c_j = 1.0 / (1.0 - removed) if wor else 1.0
+        vj = None if valid is None else valid[:, j]
         if j:
             if d is None:
                 d = to_float64(p, "rrs_d").sub_(q)
             D_new = D + c_prev / a
             S = weights(D_new).sum(-1)
-            ok = S > 0
+            ok = S > 0 if vj is None else (S > 0) & vj
             D = torch.where(ok, D_new, D)
             a = torch.where(ok, 1.0 / torch.where(ok, S, torch.ones_like(S)), a)
         # p_{j}(x) = a (p(x) - q(x) - D q(x))_+ ; round 0 is p itself (D = -1, a = 1)
         num = a[:, None] * torch.clamp(pd[:, j : j + 1] - qd[:, j : j + 1] - D[:, None] * qd[:, j : j + 1], min=0.0) if j else pd[:, :1]
         acc = accept_ratio(num, (c_j * qd[:, j])[:, None] if wor else qd[:, j : j + 1]).squeeze(1)
         hit = (coins[:, j] < acc) & ~done
+        if vj is not None:
+            hit = hit & vj
         out = torch.where(hit, drafts[:, j], out)
         done = done | hit
         if cpu and bool(done.all()):
             return out
-        c_prev = c_j
-        if wor:
-            removed = removed + qd[:, j]
+        if vj is None or not wor:
+            c_prev = c_j
+            if wor:
+                removed = removed + qd[:, j]
+        else:  # padding rounds leave the chain where the row's last draft left it
+            c_prev = c_j if j == 0 else torch.where(vj, c_j, c_prev)
+            removed = removed + torch.where(vj, qd[:, j], torch.zeros_like(removed))
     if d is None:
         d = to_float64(p, "rrs_d").sub_(q)
     D_new = D + c_prev / a
