@@ -20,7 +20,8 @@ Every time is the median of ``--repeats`` runs.
 CUDA rows (``--devices cuda``; default: added when a GPU is present): chains and trees at gamma 4
 (and 8), V in {49 152, 128 256, 262 144}, B in {1, 64}, float32, ``sample(..., validate=False)``
 timed with CUDA events around back-to-back calls; beside each, in the same run, ``graph`` (the same
-call replayed from a captured CUDA graph, :mod:`otspec_gpu.graphs`; chains only), ``formula`` (a
+call replayed from a captured CUDA graph, :mod:`otspec_gpu.graphs`; chains and the masked rrs /
+rrs_wor trees), ``formula`` (a
 minimal no-sync token chain written from the formula, ``_gpu_baselines.py``) and ``formula graph``
 (its replay), and ``x formula`` = torch / formula. No numpy column on CUDA. torch runs on one intra-op thread by default
 (``--threads``): on the shared 2-core project machine, two threads measured 100x slower than one
@@ -208,9 +209,12 @@ def cuda_rows(V, g, B, gen, trees: bool) -> list[dict]:
             t = 1e3 * cuda_time(
                 lambda rule=rule, xt=xt: tree.sample(p4, q4, xt, rule=rule, generator=gen, validate=False), dev, reps=5, rounds=3
             )
+            gr_t = None
+            if rule in tree.MASKED:  # the masked walk makes no host synchronisation: capturable
+                gr_t = _graph_ms(lambda p, q, x, rule=rule, **kw: tree.sample(p, q, x, rule=rule, **kw), (p4, q4, xt), gen, validate=False)
             out.append(
                 {"device": dev, "kind": "tree", "rule": rule, "B": B, "V": V, "gamma": g, "k": k, "torch_ms": t,
-                 "graph_ms": None, "formula_ms": t_f, "formula_graph_ms": f_graph, "x_formula": t / t_f}
+                 "graph_ms": gr_t, "formula_ms": t_f, "formula_graph_ms": f_graph, "x_formula": t / t_f}
             )  # fmt: skip
     return out
 

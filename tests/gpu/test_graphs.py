@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from otspec_gpu.graphs import GraphedStep, VerifyGraphs
-from otspec_gpu.verifiers import SINGLE_STEP
+from otspec_gpu.verifiers import SINGLE_STEP, tree
 from otspec_gpu.verifiers.chain import block_sample, token_sample
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: CUDA graphs capture device work")
@@ -47,10 +47,29 @@ def _single(name, B, V, seed):
     return p, q, d
 
 
+def _tree(rule, B, V, seed):
+    p, q, _ = _chain(B * 3, 2, V, "cuda", seed)
+    p, q = p.view(B, 3, 3, V), q.view(B, 3, 2, V)
+    gen = torch.Generator("cuda").manual_seed(seed)
+    first = torch.multinomial(q[:, :, 0].reshape(-1, V), 1, generator=gen).view(B, 3)
+    if rule == "rrs_wor":  # distinct first tokens: drawn without replacement from the first sequence's law
+        first = torch.multinomial(q[:, 0, 0], 3, replacement=False, generator=gen)
+        q = q.clone()
+        q[:, :, 0] = q[:, :1, 0]
+    second = torch.multinomial(q[:, :, 1].reshape(-1, V), 1, generator=gen).view(B, 3)
+    return p, q, torch.stack([first, second], dim=2)
+
+
 @cuda
-@pytest.mark.parametrize("key", ["token", "block", "single:token", "single:rrs", "single:rrs_wor", "single:nss"])
+@pytest.mark.parametrize(
+    "key", ["token", "block", "single:token", "single:rrs", "single:rrs_wor", "single:nss", "tree:rrs", "tree:rrs_wor"]
+)
 def test_cuda_replay_equals_eager_for_the_same_generator_state(key):
-    if key.startswith("single:"):
+    if key.startswith("tree:"):
+        rule = key.split(":")[1]
+        sample = lambda p, q, d, **kw: tree.sample(p, q, d, rule=rule, **kw)  # noqa: E731
+        make = lambda s: _tree(rule, 8, 1000, s)  # noqa: E731
+    elif key.startswith("single:"):
         name = key.split(":")[1]
         sample = SINGLE_STEP[name].sample
         make = lambda s: _single(name, 8, 1000, s)  # noqa: E731
