@@ -4,7 +4,8 @@ For every quantity column (an optimum, a verifier's acceptance, ``one_minus_tv``
 each ``_lo`` and ``_hi`` end) the summary holds the mean over positions with a cluster bootstrap
 interval over documents (:func:`otspec.stats.clustered_mean`), and for every verifier its share of
 the optimum of the same law and k (:func:`otspec.stats.clustered_ratio`: the ratio of means, the
-denominator's variance included). Renderings: a rich table, JSON, markdown, and a plot of the
+denominator's variance included) and its shortfall from it (:func:`otspec.stats.clustered_difference`,
+paired by position). Renderings: a rich table, JSON, markdown, and a plot of the
 optima and the verifiers against k.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from otspec.stats import DEFAULT_RESAMPLES, clustered_mean, clustered_ratio
+from otspec.stats import DEFAULT_RESAMPLES, clustered_difference, clustered_mean, clustered_ratio
 
 __all__ = ["CorpusSummary", "SummaryRow", "summarize", "plot_summary", "OVERALL"]
 
@@ -34,7 +35,8 @@ class SummaryRow:
     domain : str
         A domain, or ``"all"``.
     quantity : str
-        The column (``opt_iid_k4``), or ``"<verifier column>/<optimum column>"`` for a share.
+        The column (``opt_iid_k4``), ``"<verifier column>/<optimum column>"`` for a verifier's share
+        of the optimum, or ``"<optimum column>-<verifier column>"`` for its shortfall (paired).
     value, low, high : float
         Mean (or ratio) and its interval.
     n, n_docs : int
@@ -215,6 +217,8 @@ def summarize(
                 continue
             e = clustered_ratio(a[ok], b[ok], docs[ok], **kw)
             rows.append(SummaryRow(g, f"{c}/{opt}", e.value, e.low, e.high, e.n, nd))
+            e = clustered_difference(b[ok], a[ok], docs[ok], **kw)
+            rows.append(SummaryRow(g, f"{opt}-{c}", e.value, e.low, e.high, e.n, nd))
     return CorpusSummary(tuple(rows), float(confidence))
 
 

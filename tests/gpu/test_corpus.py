@@ -184,6 +184,9 @@ def test_run_writes_one_row_per_position(tmp_path, pair):
     assert s.domains() == ["even", "odd", "all"]
     assert s.get("all", "opt_iid_k2").n == tab.num_rows and s.get("all", "opt_iid_k2").n_docs == 7
     assert 0 < s.get("all", "kseq_iid_k2/opt_iid_k2").value <= 1
+    gap = s.get("all", "opt_iid_k2-kseq_iid_k2")
+    assert gap.value == pytest.approx(s.get("all", "opt_iid_k2").value - s.get("all", "kseq_iid_k2").value, abs=1e-12)
+    assert 0 <= gap.low <= gap.value <= gap.high
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, pair):
