@@ -23,7 +23,23 @@ except ImportError as exc:  # pragma: no cover - exercised in an environment wit
 
 __all__ = ["SINGLE_STEP", "decode", "drafting", "probs_from_logits", "processing", "sample_drafts", "verifiers"]
 
-_SUBMODULES = {"processing", "drafting", "verifiers", "models", "decoding", "trace", "sprinter", "report", "theory"}
+_SUBMODULES = {
+    "processing",
+    "drafting",
+    "sampling",
+    "scoring",
+    "verifying",
+    "recording",
+    "inputs",
+    "verifiers",
+    "models",
+    "decoding",
+    "trace",
+    "sprinter",
+    "report",
+    "theory",
+    "cli",
+}
 _NAMES = {"probs_from_logits": "processing", "sample_drafts": "drafting", "SINGLE_STEP": "verifiers", "decode": "decoding"}
 
 

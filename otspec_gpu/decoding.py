@@ -48,12 +48,7 @@ import torch
 from otspec._validation import as_int_in_range
 from otspec.errors import IncompatibleModelsError, InvalidDraftCountError, UnsupportedMethodError
 
-__all__ = ["CHAIN_VERIFIERS", "TREE_VERIFIERS", "DecodeMode", "DecodeResult", "IncompatibleModelsError", "decode", "mode_for"]
-
-#: Chain verifiers (one drafted block per prompt).
-CHAIN_VERIFIERS = ("token", "block")
-#: Tree verifiers over k drafted sequences.
-TREE_VERIFIERS = ("kseq", "rrs", "rrs_wor")
+__all__ = ["DecodeMode", "DecodeResult", "IncompatibleModelsError", "decode", "mode_for"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +84,9 @@ class DecodeMode:
 def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
     """Resolve the decoding mode of a request (and reject combinations that have no meaning).
 
+    The modes of each verifier come from the one torch verifier table,
+    :data:`otspec_gpu.verifiers.VERIFIERS` (``TorchRule.modes``):
+
     * ``token`` / ``block`` with ``drafts = 1``: a chain of ``gamma`` drafts;
     * any single-step verifier with ``gamma = 1``: ``drafts`` single-token drafts from the
       verifier's own draft law (plus a bonus token when a draft is accepted);
@@ -118,33 +116,33 @@ def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
         If the verifier is unknown, lossy (``approximate``), or has no decoding mode for this
         ``drafts`` / ``gamma`` (e.g. ``block`` with several drafts).
     """
-    from otspec_gpu.verifiers import SINGLE_STEP
+    from otspec_gpu.verifiers import VERIFIERS
 
     k = as_int_in_range(drafts, "drafts")
     g = as_int_in_range(gamma, "gamma")
     if not isinstance(verifier, str):
         raise UnsupportedMethodError(f"verifier must be a name (got {verifier!r}); e.g. 'token', 'block', 'kseq'")
-    if verifier in CHAIN_VERIFIERS and (k == 1 or verifier == "block"):
-        if k != 1:
-            raise UnsupportedMethodError(
-                f"verifier 'block' verifies one drafted block (got drafts = {k}); use drafts=1, or a tree verifier (kseq, rrs, rrs_wor) for k sequences"
-            )
-        return DecodeMode("chain", verifier, 1, g, verifier, "iid")
     if verifier == "approximate":
         raise UnsupportedMethodError(
             "verifier 'approximate' is lossy and needs a per-token predicate; the decoder runs lossless verifiers only"
         )
-    if g == 1 and verifier in SINGLE_STEP:
-        v = SINGLE_STEP[verifier]
+    if verifier not in VERIFIERS:
+        raise UnsupportedMethodError(f"unknown verifier {verifier!r}; pick one of {sorted(VERIFIERS)}")
+    rule = VERIFIERS[verifier]
+    if "chain" in rule.modes and (k == 1 or "single" not in rule.modes):
+        if k != 1:
+            raise UnsupportedMethodError(
+                f"verifier {verifier!r} verifies one drafted block (got drafts = {k}); use drafts=1, or a tree verifier (kseq, rrs, rrs_wor) for k sequences"
+            )
+        return DecodeMode("chain", verifier, 1, g, verifier, "iid")
+    if g == 1 and "single" in rule.modes:
+        v = rule.single_step
         if k < v.k_min or (v.k_max is not None and k > v.k_max):
             span = f"exactly {v.k_min}" if v.k_max == v.k_min else f"at least {v.k_min}" if v.k_max is None else f"{v.k_min}..{v.k_max}"
             raise InvalidDraftCountError(f"verifier {verifier!r} takes {span} drafts (got drafts = {k}); pass drafts={v.k_min}")
         return DecodeMode("single", verifier, k, 1, verifier, v.draft_law)
-    if verifier in TREE_VERIFIERS and g > 1:
-        return DecodeMode("tree", verifier, k, g, verifier, "without_replacement" if verifier == "rrs_wor" else "iid")
-    names = sorted(set(CHAIN_VERIFIERS) | set(SINGLE_STEP) | set(TREE_VERIFIERS))
-    if verifier not in names:
-        raise UnsupportedMethodError(f"unknown verifier {verifier!r}; pick one of {names}")
+    if "tree" in rule.modes and g > 1:
+        return DecodeMode("tree", verifier, k, g, verifier, rule.single_step.draft_law)
     raise UnsupportedMethodError(
         f"verifier {verifier!r} with drafts = {k}, gamma = {g} has no decoding mode: single-step verifiers need gamma = 1; "
         f"over gamma > 1 use token/block (drafts = 1) or kseq/rrs/rrs_wor (a tree of drafts sequences)"

@@ -61,9 +61,9 @@ class VerifierStep:
         """
         if self.mode != "single" or n == self.k:
             return self.rule
-        from otspec_gpu.verifiers import SINGLE_STEP
+        from otspec_gpu.verifiers import VERIFIERS
 
-        v = SINGLE_STEP[self.rule]
+        v = VERIFIERS[self.rule].single_step
         return self.rule if v.k_min <= n and (v.k_max is None or n <= v.k_max) else "token"
 
     def __call__(self, P, Q, X, n_drafts, verify: torch.Generator, bonus: torch.Generator) -> StepOutput:
@@ -91,10 +91,9 @@ class VerifierStep:
             kept drafts, bonus included) and ``index`` (the row followed).
         """
         if self.mode == "chain":
-            from otspec_gpu.verifiers import chain
+            from otspec_gpu.verifiers import VERIFIERS
 
-            fn = chain.token_sample if self.rule == "token" else chain.block_sample
-            return fn(P, Q, X, generator=verify)
+            return VERIFIERS[self.rule].chain.sample(P, Q, X, generator=verify)
         B, k, V = self.B, self.k, P.shape[-1]
         g = X.shape[1]
         P4, Q4, X3 = P.view(B, k, g + 1, V), Q.view(B, k, g, V), X.view(B, k, g)
@@ -124,9 +123,9 @@ class VerifierStep:
             from otspec_gpu.verifiers import tree
 
             return tree.sample(P4, Q4, X3, rule=self.rule, generator=verify)
-        from otspec_gpu.verifiers import SINGLE_STEP
+        from otspec_gpu.verifiers import VERIFIERS
 
-        return SINGLE_STEP[self.rule_for(n)].sample(P4[:, 0, 0], Q4[:, 0, 0], X3[:, :, 0], generator=verify)
+        return VERIFIERS[self.rule_for(n)].single_step.sample(P4[:, 0, 0], Q4[:, 0, 0], X3[:, :, 0], generator=verify)
 
 
 def last_token_rule(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, accept: torch.Generator, residual: torch.Generator):
