@@ -196,17 +196,21 @@ class _Binned:
         return s[np.argsort(self.key[s], kind="stable")], idx[full_other[b]]
 
 
-def _iid_bounds(b: _Binned, k: int) -> tuple[float, np.ndarray]:
-    """The best prefix value at bin ends, and the bins whose interior could beat it.
+def _iid_bounds(b: _Binned, ks: Sequence[int]) -> dict[int, tuple[float, np.ndarray]]:
+    """For each k: the best prefix value at bin ends, and the bins whose interior could beat it.
 
     A prefix ending inside bin j takes masses ``x_q <= Q_j`` and ``x_p >= r_j x_q`` of it (every
     ratio in the bin is at least its lower edge ``r_j``), so its value is at least
     ``P_prev + r_j x_q - (Q_prev + x_q)^k``: concave in ``x_q``, hence at least its smaller end value.
     """
-    Qk = np.minimum(b.Qc, 1.0) ** k
-    best = min(0.0, float(np.min(b.Pc - Qk)))
-    lower = np.minimum(b.Pprev - np.minimum(b.Qprev, 1.0) ** k, b.Pprev + b.edges * b.Qbin - Qk)
-    return best, lower < best
+    if not ks:
+        return {}
+    kk = np.asarray(ks, dtype=np.float64)[:, None]
+    Qk = np.minimum(b.Qc, 1.0)[None, :] ** kk  # [len(ks), bins]
+    best = np.minimum(np.min(b.Pc[None, :] - Qk, axis=1), 0.0)
+    lower = np.minimum(b.Pprev - np.minimum(b.Qprev, 1.0)[None, :] ** kk, (b.Pprev + b.edges * b.Qbin)[None, :] - Qk)
+    cand = lower < best[:, None]
+    return {int(k): (float(best[i]), cand[i]) for i, k in enumerate(ks)}
 
 
 def _iid_interior(b: _Binned, tokens: np.ndarray, bounds: dict) -> dict[int, float]:
@@ -332,7 +336,17 @@ def greedy_optima(p: np.ndarray, q: np.ndarray, ks: Sequence[int], *, _binned: _
     >>> greedy_optima(np.array([0.2, 0.5, 0.3]), np.array([0.5, 0.3, 0.2]), [2])  # G = {0}: 0.2 + 0.5 + 0.3
     {2: 1.0}
     """
-    return all_optima(p, q, (), ks, _binned=_binned)[2]
+    if _binned is not None:
+        return all_optima(p, q, (), ks, _binned=_binned)[2]
+    out = {}  # alone, three direct passes per k cost less than binning the vocabulary
+    for k, (G, rest, pG) in _greedy_constants(p, q, ks).items():
+        if rest <= 0:
+            out[k] = min(1.0, pG)
+            continue
+        c = 1.0 / rest
+        cq = c * q
+        out[k] = min(1.0, pG + float(np.minimum(p, cq).sum()) - float(np.minimum(p[G], cq[G]).sum()))
+    return out
 
 
 def _want(b: _Binned, wanted: np.ndarray, c: float) -> None:
@@ -372,7 +386,7 @@ def all_optima(
     """
     b = _binned if _binned is not None else _Binned(p, q)
     scan = np.zeros(b.Pc.size, dtype=bool)
-    bounds = {k: _iid_bounds(b, k) for k in iid_ks}
+    bounds = _iid_bounds(b, list(iid_ks))
     for _, cand in bounds.values():
         scan |= cand
     consts = _greedy_constants(p, q, greedy_ks) if greedy_ks else {}
