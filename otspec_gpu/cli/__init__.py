@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from otspec.cli._common import CliError
+from otspec.cli._common import CliError, number_flag
 
-__all__ = ["check_writable", "prompt_arg", "require_decode_stack"]
+__all__ = ["check_writable", "prompt_arg", "require_decode_stack", "sampling_flags"]
 
 
 def require_decode_stack() -> None:
@@ -73,6 +73,33 @@ def prompt_arg(args: argparse.Namespace) -> tuple[Any, list[str]]:
         ids = [_ids(t) for t in args.prompt_ids]
         return (ids if len(ids) > 1 else ids[0]), [",".join(map(str, p)) for p in ids]
     return (args.prompt if len(args.prompt) > 1 else args.prompt[0]), list(args.prompt)
+
+
+def sampling_flags(args: argparse.Namespace) -> dict:
+    """The sampling and length flags shared by every decoder, parsed by :func:`otspec.cli._common.number_flag`.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed options with ``temperature``, ``top_k``, ``top_p``, ``max_new_tokens`` and ``seed``.
+
+    Returns
+    -------
+    dict
+        ``temperature``, ``top_k``, ``top_p``, ``max_new_tokens`` and ``seed``, as the decoders take them.
+
+    Raises
+    ------
+    CliError
+        If a flag is not a number of the right kind or is out of range.
+    """
+    return dict(
+        temperature=number_flag(args.temperature, "--temperature", float, minimum=0),
+        top_k=number_flag(args.top_k, "--top-k", int, minimum=1, optional=True),
+        top_p=number_flag(args.top_p, "--top-p", float, minimum=0, maximum=1, optional=True),
+        max_new_tokens=number_flag(args.max_new_tokens, "--max-new-tokens", int, minimum=1),
+        seed=number_flag(args.seed, "--seed", int, minimum=0),
+    )
 
 
 def check_writable(path: str | None, flag: str = "--trace") -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from otspec._docs import fill_doc
 from otspec.cli._common import CliError, number_flag, print_json, print_table, progress
-from otspec_gpu.cli import check_writable, prompt_arg, require_decode_stack
+from otspec_gpu.cli import check_writable, prompt_arg, require_decode_stack, sampling_flags
 
 __all__ = ["DEFAULTS", "register", "run"]
 
@@ -20,14 +21,13 @@ __all__ = ["DEFAULTS", "register", "run"]
 DEFAULTS = dict(verifier="token", drafts=1, gamma=4, temperature=1.0, max_new_tokens=64, seed=0)
 
 
+@fill_doc
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``decode`` subcommand and its options to the ``otspec`` parser.
 
     Parameters
     ----------
-    sub : argparse._SubParsersAction
-        The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new
-        subparser sets ``func`` to :func:`run`.
+    {register_args}
     """
     ap = sub.add_parser(
         "decode",
@@ -149,11 +149,7 @@ def run(args: argparse.Namespace) -> int:
         return run_sprinter(args)
     drafts = number_flag(args.drafts, "--drafts", int, minimum=1)
     gamma = number_flag(args.gamma, "--gamma", int, minimum=1)
-    temperature = number_flag(args.temperature, "--temperature", float, minimum=0)
-    top_k = number_flag(args.top_k, "--top-k", int, minimum=1, optional=True)
-    top_p = number_flag(args.top_p, "--top-p", float, minimum=0, maximum=1, optional=True)
-    n_new = number_flag(args.max_new_tokens, "--max-new-tokens", int, minimum=1)
-    seed = number_flag(args.seed, "--seed", int, minimum=0)
+    sampling = sampling_flags(args)
     prompt, labels = prompt_arg(args)
     check_writable(args.trace)
     require_decode_stack()
@@ -165,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt and target.tokenizer is None:
         raise CliError(f"model {target.name!r} has no tokenizer; pass the prompt as token ids with --prompt-ids, e.g. --prompt-ids 1,2,3")
     with progress(not args.json and sys.stderr.isatty()) as bar:
-        task = bar.add_task("decoding", total=n_new)
+        task = bar.add_task("decoding", total=sampling["max_new_tokens"])
         res = decode(
             target,
             draft,
@@ -173,11 +169,7 @@ def run(args: argparse.Namespace) -> int:
             verifier=args.verifier,
             drafts=drafts,
             gamma=gamma,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            max_new_tokens=n_new,
-            seed=seed,
+            **sampling,
             theory=not args.no_theory,
             chat=not args.raw_prompt,
             progress=lambda n: bar.update(task, completed=n),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from otspec.cli._common import CliError, number_flag, print_json, print_table
-from otspec_gpu.cli import prompt_arg, require_decode_stack
+from otspec_gpu.cli import prompt_arg, require_decode_stack, sampling_flags
 
 __all__ = ["run_sprinter"]
 
@@ -46,11 +46,7 @@ def run_sprinter(args: argparse.Namespace) -> int:
         raise CliError(
             f"--gamma does not apply to --verifier sprinter (got {args.gamma}): the verifier decides each run's length, capped at 20; drop --gamma"
         )
-    temperature = number_flag(args.temperature, "--temperature", float, minimum=0)
-    n_new = number_flag(args.max_new_tokens, "--max-new-tokens", int, minimum=1)
-    seed = number_flag(args.seed, "--seed", int, minimum=0)
-    top_k = number_flag(args.top_k, "--top-k", int, minimum=1, optional=True)
-    top_p = number_flag(args.top_p, "--top-p", float, minimum=0, maximum=1, optional=True)
+    sampling = sampling_flags(args)
     prompt, labels = prompt_arg(args)
     require_decode_stack()
     from otspec_gpu import models
@@ -65,11 +61,7 @@ def run_sprinter(args: argparse.Namespace) -> int:
         prompt,
         verifier=verifier,
         cap=DEFAULT_CAP,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        max_new_tokens=n_new,
-        seed=seed,
+        **sampling,
         chat=not getattr(args, "raw_prompt", False),
     )
     return _show(args, res, labels, verifier.name, DEFAULT_CAP, f"SPRINTER: {target.name} <- {draft.name}")
