@@ -52,7 +52,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["COMPILED", "LuceLaw", "TAIL_EPS", "luce_law_exact", "luce_law_quadrature", "luce_selection_rows"]
+__all__ = [
+    "COMPILED",
+    "LuceLaw",
+    "QuadratureGrid",
+    "TAIL_EPS",
+    "law_from_sums",
+    "luce_law_exact",
+    "luce_law_quadrature",
+    "luce_selection_rows",
+    "quadrature_grid",
+]
 
 #: Bound on the mass each of the four cut tails of the double integral may drop.
 TAIL_EPS = 1e-17
@@ -309,38 +319,76 @@ def _grid(lo: float, hi: float, h: float) -> tuple[np.ndarray, np.ndarray]:
     return i * h, ((i % 2) == 0).astype(np.int64) + ((i % 4) == 0).astype(np.int64)
 
 
-def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, *, h: float = 0.25) -> LuceLaw:
-    r"""The law :math:`r_b` at any V by the double integral of the module docstring.
+@dataclass(frozen=True, eq=False)
+class QuadratureGrid:
+    r"""The nodes of the double integral for one (q, b, A, k) (shared by the numba and torch
+    evaluations).
+
+    Attributes
+    ----------
+    V : int
+        Vocabulary size.
+    pos : ndarray of int64
+        Tokens with q > 0 (the others are never drafted; their law is 0).
+    q, b : ndarray
+        q on ``pos`` (normalised) and b on ``pos`` (each level scaled to maximum 1).
+    in_A : ndarray of bool
+        A on ``pos``.
+    k : int
+        Number of drafts.
+    h : float
+        Step in :math:`\log t` and :math:`\log s`.
+    taus, sigmas : ndarray
+        Nodes in :math:`\log t` and :math:`\log s`.
+    coarse_t, coarse_s : ndarray of int64
+        2 at nodes of the step-4h rule, 1 at nodes of the step-2h rule, else 0.
+    mult : ndarray, shape (len(sigmas), 3)
+        Weight multipliers of the step-h, 2h, 4h rules per s-node (the first s-node carries the
+        closed-form left tail).
+    """
+
+    V: int
+    pos: np.ndarray
+    q: np.ndarray
+    b: np.ndarray
+    in_A: np.ndarray
+    k: int
+    h: float
+    taus: np.ndarray
+    sigmas: np.ndarray
+    coarse_t: np.ndarray
+    coarse_s: np.ndarray
+    mult: np.ndarray
+
+
+def quadrature_grid(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, h: float) -> QuadratureGrid | LuceLaw:
+    r"""The quadrature nodes of :func:`luce_law_quadrature` (or the exact law when D is the whole
+    support).
 
     Parameters
     ----------
-    q : ndarray, shape (V,)
-        Draft distribution (drafts without replacement).
-    b : ndarray, shape (V,)
-        Non-negative Luce weights (only their ratios within each level matter).
+    q, b : ndarray, shape (V,)
+        Draft distribution and Luce weights.
     in_A : ndarray of bool, shape (V,)
-        The upper level A.
+        The upper level.
     k : int
-        Number of drafts (at most the number of tokens with q > 0).
+        Number of drafts.
     h : float
-        Step of both trapezoidal rules in :math:`\log t` and :math:`\log s` (0.25: L1 error
-        ~1e-14 and a conservative estimate on the tested cases; 0.5: ~1e-7 with four times fewer
-        nodes, where the estimate may fall below the true error).
+        Step of both trapezoidal rules.
 
     Returns
     -------
-    LuceLaw
-        ``method="quadrature"``; ``error`` = :math:`\|T_h - T_{2h}\|_1` plus the four tail
-        bounds (module docstring).
+    QuadratureGrid or LuceLaw
+        The grid; a :class:`LuceLaw` (exact) when exactly k tokens have q > 0.
     """
     V = q.size
     pos = np.flatnonzero(q > 0)
     qq = q[pos] / q[pos].sum()
     bb = np.asarray(b, dtype=np.float64)[pos].copy()
     inA = np.asarray(in_A, dtype=bool)[pos]
-    r = np.zeros(V)
     if pos.size == k:  # D is the whole support
         sel = luce_selection_rows(np.arange(k)[None, :], bb, inA)[0]
+        r = np.zeros(V)
         r[pos] = sel
         second = np.zeros(V)
         second[pos] = sel**2
@@ -365,16 +413,68 @@ def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, 
     # trapezoid sum over the nodes left of sigma_0 is the first node's term times a geometric sum
     mult = np.ones((sigmas.size, 3))
     mult[0] = [1.0 / (1.0 - math.exp(-m * h)) for m in (1, 2, 4)]
-    nchunks = max(1, min(numba.get_num_threads() if COMPILED else 1, taus.size))
-    acc = np.zeros((nchunks, 4, pos.size))
-    _integrate(qq, bb, inA, k, taus, h, sigmas, h, ct, cs, mult, nchunks, acc)
-    out, out2, out4, m2 = acc.sum(axis=0)
-    r[pos] = out
-    second = np.zeros(V)
-    second[pos] = m2
+    return QuadratureGrid(V, pos, qq, bb, inA, k, h, taus, sigmas, ct, cs, mult)
+
+
+def law_from_sums(grid: QuadratureGrid, out: np.ndarray, out2: np.ndarray, out4: np.ndarray, second: np.ndarray) -> LuceLaw:
+    r"""The :class:`LuceLaw` from the trapezoid sums of step h, 2h and 4h on ``grid.pos``.
+
+    Parameters
+    ----------
+    grid : QuadratureGrid
+        The grid the sums were taken on.
+    out, out2, out4 : ndarray, shape (len(grid.pos),)
+        The step-h, 2h and 4h sums of :math:`r_b`.
+    second : ndarray, shape (len(grid.pos),)
+        The step-h sum of :math:`\sum_U P(U)\sigma_y(U)^2`.
+
+    Returns
+    -------
+    LuceLaw
+        ``method="quadrature"`` with the extrapolated error estimate (module docstring).
+    """
+    r = np.zeros(grid.V)
+    r[grid.pos] = out
+    sec = np.zeros(grid.V)
+    sec[grid.pos] = second
+    n = grid.pos.size
     d1 = float(np.abs(out - out2).sum())  # ~ error of the step-2h rule
     d2 = float(np.abs(out2 - out4).sum())  # ~ error of the step-4h rule
     # log(error) is about linear in 1/h: extrapolate from 1/(4h), 1/(2h) to 1/h (capped by d1)
     est = d1 * min(1.0, d1 / d2) ** 2 if d2 > 0 else d1
-    err = est + 64 * ROUND * pos.size + 4 * TAIL_EPS * pos.size
-    return LuceLaw(r=r, error=err, method="quadrature", nodes=int(taus.size * sigmas.size), second=second)
+    err = est + 64 * ROUND * n + 4 * TAIL_EPS * n
+    return LuceLaw(r=r, error=err, method="quadrature", nodes=int(grid.taus.size * grid.sigmas.size), second=sec)
+
+
+def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, *, h: float = 0.25) -> LuceLaw:
+    r"""The law :math:`r_b` at any V by the double integral of the module docstring.
+
+    Parameters
+    ----------
+    q : ndarray, shape (V,)
+        Draft distribution (drafts without replacement).
+    b : ndarray, shape (V,)
+        Non-negative Luce weights (only their ratios within each level matter).
+    in_A : ndarray of bool, shape (V,)
+        The upper level A.
+    k : int
+        Number of drafts (at most the number of tokens with q > 0).
+    h : float
+        Step of both trapezoidal rules in :math:`\log t` and :math:`\log s` (0.25: L1 error
+        ~1e-14 and a conservative estimate on the tested cases; 0.5: ~1e-7 with four times fewer
+        nodes, where the estimate may fall below the true error).
+
+    Returns
+    -------
+    LuceLaw
+        ``method="quadrature"``; ``error`` = :math:`\|T_h - T_{2h}\|_1` plus the four tail
+        bounds (module docstring).
+    """
+    g = quadrature_grid(q, b, in_A, k, h)
+    if isinstance(g, LuceLaw):
+        return g
+    nchunks = max(1, min(numba.get_num_threads() if COMPILED else 1, g.taus.size))
+    acc = np.zeros((nchunks, 4, g.pos.size))
+    _integrate(g.q, g.b, g.in_A, k, g.taus, h, g.sigmas, h, g.coarse_t, g.coarse_s, g.mult, nchunks, acc)
+    out, out2, out4, m2 = acc.sum(axis=0)
+    return law_from_sums(g, out, out2, out4, m2)
