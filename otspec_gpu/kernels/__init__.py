@@ -5,7 +5,9 @@ The pure-torch steps of :mod:`otspec_gpu.verifiers` stay the reference and the C
 here computes the same function of the same uniforms (same accept decisions; the inverse-CDF
 sums are float64 block scans instead of torch's running sum, so a draw can differ only when a
 uniform falls within rounding of a cumulative-sum boundary). :func:`use_kernels` decides the
-dispatch: on CUDA with Triton importable, unless ``OTSPEC_TRITON=0``. Under ``TRITON_INTERPRET=1``
+dispatch: on CUDA with Triton importable, unless ``OTSPEC_TRITON=0``; a kernel that fails to
+compile or launch (:func:`try_kernel`) warns once and turns the kernels off for the process, so the
+verify step falls back to the torch step instead of failing. Under ``TRITON_INTERPRET=1``
 the kernels also run on CPU tensors (the tests use that; it is slow, for checking only).
 """
 
@@ -13,10 +15,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-__all__ = ["available", "use_kernels"]
+__all__ = ["available", "failure", "try_kernel", "use_kernels"]
+
+_FAILURE: list[str] = []  # the first kernel failure of this process (then the kernels are off)
 
 
 def available() -> bool:
@@ -44,4 +51,44 @@ def use_kernels(x: torch.Tensor) -> bool:
     bool
         True to run the fused kernel, False to run the pure-torch step.
     """
-    return x.device.type == "cuda" and os.environ.get("OTSPEC_TRITON", "1") != "0" and available()
+    return x.device.type == "cuda" and not _FAILURE and os.environ.get("OTSPEC_TRITON", "1") != "0" and available()
+
+
+def failure() -> str | None:
+    """The first kernel failure of this process (``None`` if none): after one, :func:`use_kernels` is False.
+
+    Returns
+    -------
+    str or None
+        ``"<exception type>: <message>"`` of the failure.
+    """
+    return _FAILURE[0] if _FAILURE else None
+
+
+def try_kernel(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, or ``None`` after a warning when it raises (a compile or launch failure): the
+    kernels are then off for the process and the caller runs its torch step.
+
+    Parameters
+    ----------
+    fn : callable
+        A kernel wrapper of :mod:`otspec_gpu.kernels.chain`.
+    *args : Any
+        Its arguments.
+
+    Returns
+    -------
+    Any
+        ``fn(*args)``, or ``None`` if it raised.
+    """
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - any compile/launch failure falls back to the torch step
+        _FAILURE.append(f"{type(e).__name__}: {e}")
+        warnings.warn(
+            f"otspec_gpu.kernels: {fn.__name__} failed ({_FAILURE[0][:300]}); the Triton kernels are off for this process "
+            "and the torch steps run instead (set OTSPEC_TRITON=0 to skip them from the start)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None

@@ -7,12 +7,9 @@ block, indented like the line; nothing else in the docstring changes (so LaTeX b
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from otspec._docs import filler
 
 __all__ = ["BLOCKS", "fill_doc"]
-
-F = TypeVar("F", bound=Callable)
 
 _SHAPES_ALWAYS = "shapes, dtypes and devices are always checked"
 
@@ -163,32 +160,6 @@ BLOCKS["tree_params_sample"] = _section("Parameters", "tree_inputs", "generator"
 BLOCKS["tree_raises_section"] = _section("Raises", "tree_raises")
 
 
-def fill_doc(obj: F) -> F:
-    """Replace every docstring line of ``obj`` that holds only ``{name}`` by ``BLOCKS[name]``.
-
-    Parameters
-    ----------
-    obj : callable
-        A function whose ``__doc__`` uses the placeholders (``None`` under ``python -OO``: left alone).
-
-    Returns
-    -------
-    callable
-        ``obj`` itself, its docstring filled in.
-
-    Raises
-    ------
-    KeyError
-        If a placeholder names no block (a programming error, raised at import).
-    """
-    if obj.__doc__:
-        out = []
-        for line in obj.__doc__.splitlines():
-            key = line.strip()
-            if len(key) > 2 and key[0] == "{" and key[-1] == "}" and " " not in key:
-                indent = line[: len(line) - len(line.lstrip())]
-                out.extend(indent + b if b else b for b in BLOCKS[key[1:-1]].splitlines())
-            else:
-                out.append(line)
-        obj.__doc__ = "\n".join(out)
-    return obj
+#: Fills the placeholders of the torch verifiers' docstrings from :data:`BLOCKS` (the core's
+#: :func:`otspec._docs.filler`: one implementation of the template for both packages).
+fill_doc = filler(BLOCKS)

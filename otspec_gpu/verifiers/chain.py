@@ -45,7 +45,7 @@ import torch
 from otspec.errors import InvalidDraftsError, ShapeMismatchError
 from otspec_gpu._scratch import host_shortcuts, scratch
 from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
-from otspec_gpu.kernels import use_kernels
+from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput
@@ -215,7 +215,9 @@ def token_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     if use_kernels(p):  # one fused launch (otspec_gpu.kernels.chain)
         from otspec_gpu.kernels.chain import token_chain_step
 
-        return _output(*token_chain_step(p, q, drafts, coins, u))
+        out = try_kernel(token_chain_step, p, q, drafts, coins, u)
+        if out is not None:
+            return _output(*out)
     g = drafts.shape[1]
     a, _ = _token_accept(p, q, drafts)
     rejected = ~(coins < a)  # [B, g]
@@ -343,7 +345,9 @@ def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     {chain_step}
     """
     if use_kernels(p):
-        return _block_step_fused(p, q, drafts, coins, u)
+        out = try_kernel(_block_step_fused, p, q, drafts, coins, u)
+        if out is not None:
+            return out
     B, g = drafts.shape
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)

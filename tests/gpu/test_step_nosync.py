@@ -205,3 +205,19 @@ def test_cuda_tree_sample_never_syncs(rule):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert out.accepted.shape == (8,)
+
+
+def test_a_failing_kernel_warns_and_turns_the_kernels_off(monkeypatch):
+    """A kernel that fails to compile or launch must not break the verify step: try_kernel warns,
+    returns None (the caller runs its torch step) and use_kernels is False from then on."""
+    import otspec_gpu.kernels as kern
+
+    monkeypatch.setattr(kern, "_FAILURE", [])
+
+    def broken(*args):
+        raise RuntimeError("no compiler for this device")
+
+    with pytest.warns(RuntimeWarning, match="no compiler for this device"):
+        assert kern.try_kernel(broken, 1) is None
+    assert kern.failure() == "RuntimeError: no compiler for this device"
+    assert not kern.use_kernels(torch.zeros(1, device="cuda" if torch.cuda.is_available() else "cpu"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec_gpu.kernels import use_kernels
+from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import (
@@ -119,7 +119,9 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
     if use_kernels(p):  # one fused launch (otspec_gpu.kernels.chain)
         from otspec_gpu.kernels.chain import token_single_step
 
-        return step_output(token_single_step(p, q, drafts, coins, u)[1], drafts)
+        out = try_kernel(token_single_step, p, q, drafts, coins, u)
+        if out is not None:
+            return step_output(out[1], drafts)
     x = drafts[:, :1]
     acc = accept_ratio(gather(p, x), gather(q, x))
     # the residual (p - q)_+ is built only when a row rejects (CPU early exit, see schedule.rounds_step)
