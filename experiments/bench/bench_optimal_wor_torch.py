@@ -4,7 +4,7 @@ For V in {1 000, 49 152} (zipf pairs from ``otspec.synthetic``, k = 4, A and b f
 selection law: A the complement of the optimal cut, b = r*/q, the fit's starting point), steps
 h = 0.5 (the fit's first phase) and 0.25 (the law of the accept step): wall time of one law
 evaluation with the numba kernel (all CPU threads) and with torch on the GPU (after one warm-up
-call each, median of 3), the node count, and max |r_torch - r_numba| (the two evaluate the same
+call each, median of ``--repeats``), the node count, and max |r_torch - r_numba| (the two evaluate the same
 sums in different orders).
 
     python experiments/bench/bench_optimal_wor_torch.py --out experiments/bench/out
@@ -34,6 +34,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="experiments/bench/out")
     ap.add_argument("--vocab", default="1000,49152")
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     rows = []
@@ -43,11 +44,11 @@ def main(argv=None) -> int:
         b = np.where(q > 0, sel.r / np.where(q > 0, q, 1.0), 0.0)
         for h in (0.5, 0.25):
             luce_law_quadrature(q, b, sel.in_A, 4, h=h)
-            t_cpu, a = median_time(lambda h=h: luce_law_quadrature(q, b, sel.in_A, 4, h=h), 3)
+            t_cpu, a = median_time(lambda h=h: luce_law_quadrature(q, b, sel.in_A, 4, h=h), args.repeats)
             luce_law_quadrature_torch(q, b, sel.in_A, 4, h=h, device=dev)
             if dev == "cuda":
                 torch.cuda.synchronize()
-            t_gpu, t = median_time(lambda h=h: luce_law_quadrature_torch(q, b, sel.in_A, 4, h=h, device=dev), 3)
+            t_gpu, t = median_time(lambda h=h: luce_law_quadrature_torch(q, b, sel.in_A, 4, h=h, device=dev), args.repeats)
             diff = float(np.abs(a.r - t.r).max())
             rows.append(
                 {"V": V, "h": h, "nodes": a.nodes, "numba_s": t_cpu, "torch_s": t_gpu, "max_abs_diff": diff, "error_estimate": a.error}
