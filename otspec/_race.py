@@ -29,6 +29,9 @@ token order they satisfy :math:`e_j(H_i) = \sum_{l \le i} c_l\, e_{j-1}(H_{l-1})
 sums of positive terms over the token axis (no cancellation), vectorised over tokens and chunked
 over quadrature nodes. To avoid overflow, a token with :math:`q(x) t > \tau` is given the rate
 :math:`\tau / t` at that node (it has arrived with probability :math:`\ge 1 - e^{-\tau}`).
+Nodes stop at :math:`t = e^{700}`; when a prefix's integrand lives beyond (its :math:`\lambda` and
+k-th rate near the smallest float), the sweep runs on the rates scaled by a power of two, which is
+exact and leaves :math:`Q(H^k)` unchanged (:func:`_rescale_exponent`).
 
 **Error bound** (per prefix; details in ``docs/wor_integral.rst``):
 
@@ -74,6 +77,11 @@ _U = 2.0**-53  # unit roundoff of float64
 _CHUNK_BYTES = 80 * 1024**2
 #: Largest s = log t we integrate to: t = e^700 keeps q*t, lambda*t finite in float64.
 _S_CAP = 700.0
+#: A sweep whose planned last node lies beyond this is run on rates scaled by a power of two (the
+#: race is scale-invariant): room of e^20 is left for the a-posteriori tail check to go on.
+_S_PLAN_MAX = _S_CAP - 20.0
+#: Largest exponent of the left-tail constant :math:`\lambda q(H)^k / k!` a rescaling may create.
+_RESCALE_LOG_MAX = 650.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -255,6 +263,7 @@ class _Grid:
     geo: float  # geometric factor of the left-tail bound
     s_lo: float  # first node
     s_hi_est: float  # planned last node (the a-posteriori tail check decides)
+    s_hi_need: float  # the planned last node before the cap at _S_CAP
 
 
 @dataclass(frozen=True)
@@ -297,8 +306,10 @@ def _grid(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np
     tau = min(50.0, 650.0 / max(k - 1, 1) - math.log(n_tok + 1.0))
     loop = tau < 36.0
     lqk, geo, s_lo = _left_end(k, h, lam_idx, Q_idx, S, tol_tail)
-    s_hi_est = _right_end(q, k, idx, lam_idx, S, tol_tail, h, s_lo)
-    return _Grid(h=h, beta=beta, gam=gam, tol_tail=tol_tail, tau=tau, loop=loop, lqk=lqk, geo=geo, s_lo=s_lo, s_hi_est=s_hi_est)
+    s_hi_est, s_hi_need = _right_end(q, k, idx, lam_idx, S, tol_tail, h, s_lo)
+    return _Grid(
+        h=h, beta=beta, gam=gam, tol_tail=tol_tail, tau=tau, loop=loop, lqk=lqk, geo=geo, s_lo=s_lo, s_hi_est=s_hi_est, s_hi_need=s_hi_need
+    )
 
 
 def _left_end(k: int, h: float, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, tol_tail: float) -> tuple[np.ndarray, float, float]:
@@ -310,13 +321,21 @@ def _left_end(k: int, h: float, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float
     kk1 = (k + 1) * h
     geo = h * math.exp(-kk1) / (-math.expm1(-kk1))
     cmax = float(lqk.max())
-    s_lo = (math.log(tol_tail / (cmax * geo)) / (k + 1)) if cmax > 0 else -1.0
+    if cmax * geo > 0:
+        s_lo = math.log(tol_tail / (cmax * geo)) / (k + 1)
+    elif cmax > 0:  # cmax * geo underflows (lambda near the smallest float): the same in logs
+        s_lo = (math.log(tol_tail) - math.log(cmax) - math.log(geo)) / (k + 1)
+    else:
+        s_lo = -1.0
     s_lo = min(s_lo, -math.log(2.0 * S))  # keeps lambda t_lo <= 1/2 for the left series
     return lqk, geo, s_lo
 
 
-def _right_end(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, S: float, tol_tail: float, h: float, s_lo: float) -> float:
-    """The planned last node (only a plan: the a-posteriori tail check decides).
+def _right_end(
+    q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, S: float, tol_tail: float, h: float, s_lo: float
+) -> tuple[float, float]:
+    """The planned last node (only a plan: the a-posteriori tail check decides), capped at
+    ``_S_CAP``, and the same before the cap (in logs: it may exceed the float range of t).
 
     The tail :math:`e^{-\\lambda t} P(N_H(t) < k)` decays at least like :math:`k e^{-(\\lambda + m_k) t}`
     and, up to a polynomial factor, like :math:`e^{-(S - M_{k-1}) t}`, :math:`M_{k-1}` the mass of
@@ -330,7 +349,9 @@ def _right_end(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, S: f
     m_hi = big[np.minimum(-(-idx // blk), top.shape[0] - 1)]  # top-(k-1) mass of a superset
     mu = float(np.min(np.maximum(lam_idx + mk_lo, S - m_hi)))
     s_hi_est = math.log(max(math.log(k / tol_tail), 1.0) / mu) if mu > 0 else _S_CAP
-    return min(max(s_hi_est, s_lo + h), _S_CAP)
+    # mu = 0 gives no plan to bring into range: -inf never asks for a rescaling
+    s_hi_need = (math.log(max(math.log(k / tol_tail), 1.0)) - math.log(mu)) if mu > 0 else -math.inf
+    return min(max(s_hi_est, s_lo + h), _S_CAP), s_hi_need
 
 
 def _layout(q: np.ndarray, idx: np.ndarray, lam_idx: np.ndarray, loop: bool) -> _Layout:
@@ -377,7 +398,8 @@ def _esym_chunk(lay: _Layout, k: int, tau: float, t: np.ndarray, bufs: list):
     :math:`\\min(q t, \\tau)` (the :math:`e^{-q(H) t}` factor), ``R`` :math:`= \\sum_{j<k} e_j(c)`
     per prefix, and two work arrays free for reuse."""
     c, Y, Xp, Xc, R = bufs
-    np.multiply(lay.q3, t, out=Y)
+    with np.errstate(over="ignore"):  # q t beyond the float range is capped at tau next
+        np.multiply(lay.q3, t, out=Y)
     np.minimum(Y, tau, out=Y)
     np.expm1(Y, out=c)
     _cumsum_blocked(Y)
@@ -434,7 +456,8 @@ def _cap_error(lay: _Layout, tau: float, t: np.ndarray, eps_max: float) -> float
     for tn in t:
         m = int(np.searchsorted(-lay.q_desc, -tau / tn, side="left"))
         if m:
-            eps_max = max(eps_max, float(m * math.exp(-tau) - np.exp(-lay.q_desc[:m] * tn).sum()))
+            with np.errstate(over="ignore"):  # q t = inf: e^{-q t} = 0, as it should
+                eps_max = max(eps_max, float(m * math.exp(-tau) - np.exp(-lay.q_desc[:m] * tn).sum()))
     return eps_max
 
 
@@ -531,6 +554,25 @@ def _assemble(
     return _Sweep(values=values, errors=errors, nodes=n_nodes, parts=parts)
 
 
+def _rescale_exponent(grid: _Grid, k: int, S: float) -> int:
+    r"""The power of two by which to scale every rate so that the sweep's nodes fit below ``_S_CAP``.
+
+    :math:`Q(H^k)` is invariant under scaling all rates by c, which maps t to t / c (s to
+    s - log c) and leaves :math:`q t`, :math:`\lambda t` and every error term unchanged. When a
+    prefix's :math:`\lambda` and k-th largest rate are within a few orders of the smallest float
+    (``q = [1, 2.5e-308, 2.5e-308]``), its integrand lives at :math:`t \approx 1/\lambda`, beyond
+    the largest float: the node range would be cut at ``_S_CAP`` and the answer lost. Scaling the
+    rates up by :math:`2^e` (exact in binary) brings that range back. The scale is the smallest that
+    does it, and at most :math:`e^{650/(k+1)} / S` (so :math:`\lambda q(H)^k \le S^{k+1}` stays
+    finite); 0 (no scaling, bit-identical results) whenever the plan already fits.
+    """
+    if grid.s_hi_need <= _S_PLAN_MAX:
+        return 0
+    e = math.ceil((grid.s_hi_need - _S_PLAN_MAX) / math.log(2.0))
+    e_max = math.floor((_RESCALE_LOG_MAX / (k + 1) - math.log(S)) / math.log(2.0))
+    return max(0, min(e, e_max))
+
+
 def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Sweep:
     r"""Q(H_i^k) at the prefixes ``idx`` (all with lambda_i > 0 and >= k positive tokens).
 
@@ -540,6 +582,10 @@ def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: n
     bound the errors (:func:`_assemble`).
     """
     grid = _grid(q, k, idx, lam_idx, Q_idx, S, target)
+    e = _rescale_exponent(grid, k, S)
+    if e:  # the same race on rates 2^e q: exact scaling, t = e^s shifted back into float range
+        q, lam_idx, Q_idx, S = np.ldexp(q, e), np.ldexp(lam_idx, e), np.ldexp(Q_idx, e), math.ldexp(S, e)
+        grid = _grid(q, k, idx, lam_idx, Q_idx, S, target)
     lay = _layout(q, idx, lam_idx, grid.loop)
     acc1, acc2, tail, eps_max, n_nodes = _integrate(q, k, idx, grid, lay)
     return _assemble(k, int(idx.max()), lam_idx, grid, lay, acc1, acc2, tail, eps_max, n_nodes)

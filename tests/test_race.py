@@ -227,6 +227,31 @@ def test_scale_invariance():
     assert np.abs(v1 - v2).max() <= e1 + e2
 
 
+@pytest.mark.parametrize("tiny", [2.5e-308, 1e-305, 5e-324], ids=["near-min-normal", "1e-305", "smallest-subnormal"])
+def test_rates_near_the_smallest_float(tiny):
+    # Regression: with lambda and the k-th rate near the smallest float, the integrand lives at
+    # t ~ 1 / lambda > e^700; the node range was cut there (Q(H_2^2) = 0.9997 with error bound ~1,
+    # or a ZeroDivisionError for subnormal rates). The sweep now runs on rates scaled by 2^e.
+    # Exact: the second draw is token 1 or 2 with probability 1/2 each, up to O(tiny).
+    q = np.array([1.0, tiny, tiny])
+    vals, err = _race.wor_prefix_all_in(q, 2)
+    assert err <= WOR_TARGET_ERROR
+    np.testing.assert_allclose(vals, [0.0, 0.0, 0.5, 1.0], rtol=0, atol=err + FLOAT64_ATOL)
+    p = np.array([2.5e-308, 2.5e-158, 1.0])  # p/q ascending: the cut {0, 1} has value 0.5
+    r = _race.wor_dual_minimum(p, q, 2)
+    assert r.index == 2
+    assert abs(r.value - 0.5) <= r.error_bound + FLOAT64_ATOL
+    assert r.error_bound <= WOR_TARGET_ERROR
+
+
+def test_rescaling_leaves_ordinary_rates_alone():
+    # A plan that fits below the node cap is never rescaled: results stay bit-identical.
+    rng = np.random.default_rng(12)
+    q = random_simplex(rng, 500, zeros=50, alpha=0.3)
+    grid = _race._grid(q, 3, np.arange(1, 400), 1.0 - np.cumsum(q)[:399], np.cumsum(q)[:399], 1.0, WOR_TARGET_ERROR)
+    assert _race._rescale_exponent(grid, 3, 1.0) == 0
+
+
 def test_prefix_at_agrees_with_all_in():
     rng = np.random.default_rng(12)
     q = random_simplex(rng, 4000, zeros=500, alpha=0.2)

@@ -3,17 +3,14 @@ of them repeats), filled in by :func:`fill_doc`.
 
 A docstring line that holds only ``{name}`` (``name`` a key of :data:`BLOCKS`) is replaced by that
 block, indented like the line; nothing else in the docstring changes (so LaTeX braces are safe).
-:func:`filler` builds such a decorator for any table of blocks.
+:func:`otspec._docs.filler` (the one implementation) builds it from the table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from otspec._docs import filler
 
-__all__ = ["BLOCKS", "fill_doc", "filler"]
-
-F = TypeVar("F", bound=Callable)
+__all__ = ["BLOCKS", "fill_doc"]
 
 #: The shared blocks, by name.
 BLOCKS: dict[str, str] = {
@@ -43,38 +40,6 @@ p_model, q_model : Model or callable
 gamma : int
     Draft block length.""",
 }
-
-
-def filler(blocks: dict[str, str]) -> Callable[[F], F]:
-    """A decorator that replaces every docstring line holding only ``{name}`` by ``blocks[name]``
-    (indented like the line); the one implementation of these templates, for any table of blocks.
-
-    Parameters
-    ----------
-    blocks : dict of str to str
-        The blocks by name (numpydoc entries, without indentation).
-
-    Returns
-    -------
-    callable
-        ``fill(obj) -> obj``: fills ``obj.__doc__`` in place (``None`` under ``python -OO``: left
-        alone) and raises ``KeyError`` at import when a placeholder names no block.
-    """
-
-    def fill(obj: F) -> F:
-        if obj.__doc__:
-            out = []
-            for line in obj.__doc__.splitlines():
-                key = line.strip()
-                if len(key) > 2 and key[0] == "{" and key[-1] == "}" and " " not in key:
-                    indent = line[: len(line) - len(line.lstrip())]
-                    out.extend(indent + b if b else b for b in blocks[key[1:-1]].splitlines())
-                else:
-                    out.append(line)
-            obj.__doc__ = "\n".join(out)
-        return obj
-
-    return fill
 
 
 #: The decorator of :mod:`otspec.testing`'s assertions (:data:`BLOCKS`).

@@ -350,5 +350,5 @@ def step_verifier(verifier: Any, p: Any, law: Any) -> tuple[Any, np.ndarray]:
     v = as_verifier(verifier)
     if isinstance(v, ChainVerifier):
         raise UnsupportedMethodError(f"{v!r} is a chain verifier; use assert_chain_lossless(verifier, p_model, q_model, gamma)")
-    p = v._check(p, law)
+    p = v.check_inputs(p, law)
     return v, p

@@ -92,6 +92,34 @@ class Verifier:
 
     # -- public API ------------------------------------------------------------------------
     @fill_doc
+    def check_inputs(self, p: Any, law: Any) -> np.ndarray:
+        """Validate a target and a draft law the way every public method does, and return ``p``.
+
+        For code that drives a verifier's hooks itself (the checks of :mod:`otspec.testing`):
+        the same boundary checks as :meth:`kernel` or :meth:`acceptance`, subclass refinements
+        included (e.g. ``optimal_iid`` refuses laws that are not i.i.d. at heart).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            The draft law.
+
+        Returns
+        -------
+        ndarray of float64, shape (V,)
+            ``p`` as a validated distribution.
+
+        Raises
+        ------
+        {p_law_raises}
+        UnsupportedMethodError
+            If the verifier does not apply to ``law``.
+        """
+        return self._check(p, law)
+
+    @fill_doc
     def kernel(self, p: Any, law: DraftLaw, *, memory_cap: float | None = None) -> VerifierKernel:
         r"""Exact conditional output law :math:`\pi(y \mid \bar x)` for every draft tuple of ``law``.
 

@@ -447,6 +447,19 @@ def test_tuple_acceptance_validates_its_inputs():
 DENORMAL_Q = np.array([1 - 5e-324 - 1e-310, 5e-324, 1e-310])
 
 
+@pytest.mark.parametrize("method", ["auto", "prefix"])
+def test_wor_optimum_with_masses_near_the_smallest_float(method):
+    # Regression: the race integral cut its node range at t = e^700 while this cut's integrand
+    # lives at t ~ 1 / q(H^c) = 4e307: 0.000296 with status check_failed instead of 0.5.
+    p = np.array([1.0, 2.5e-308, 2.5e-158])
+    law = otspec.without_replacement(np.array([2.5e-308, 1.0, 2.5e-308]), 2)
+    res = otspec.optimal_acceptance(p, law, method=method)
+    ref = otspec.optimal_acceptance(p, law, method="lp")
+    assert res.status == "optimal"
+    assert abs(res.value - 0.5) <= res.error_bound + 1e-15
+    assert abs(res.value - ref.value) <= res.error_bound + ref.error_bound + 1e-15
+
+
 @pytest.mark.parametrize(
     "make_law",
     [
@@ -458,7 +471,7 @@ DENORMAL_Q = np.array([1 - 5e-324 - 1e-310, 5e-324, 1e-310])
     ids=["iid", "wor", "greedy", "product"],
 )
 def test_denormal_draft_probabilities_raise_no_warning(make_law):
-    # Regression (issue 7, item 7): p / q overflowed to +inf with a RuntimeWarning for denormal q
+    # Regression: p / q overflowed to +inf with a RuntimeWarning for denormal q
     # (the value, +inf, is the right limit; the warning leaked to users).
     import warnings
 
@@ -473,3 +486,15 @@ def test_denormal_draft_probabilities_raise_no_warning(make_law):
                 v.acceptance(p, law)
                 K = v.kernel(p, law)
                 assert np.all(np.isfinite(K.pi)), v.name
+
+
+def test_check_inputs_is_the_public_boundary_check():
+    # otspec.testing validates through this method (no private verifier attribute across modules);
+    # subclass refinements apply: optimal_iid refuses a law that is not i.i.d. at heart.
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+    out = otspec.verifiers.by_name("rrs").check_inputs(p.tolist(), otspec.iid(q, 2))
+    assert isinstance(out, np.ndarray) and out.dtype == np.float64
+    with pytest.raises(otspec.errors.UnsupportedMethodError, match="optimal_iid"):
+        otspec.verifiers.by_name("optimal_iid").check_inputs(p, otspec.without_replacement(q, 2))
+    with pytest.raises(otspec.errors.NotADraftLawError):
+        otspec.verifiers.by_name("rrs").check_inputs(p, q)
