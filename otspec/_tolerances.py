@@ -59,7 +59,7 @@ FLOAT64_ATOL = 1e-12
 #: where a sum is raised to the k-th power, since ``|a^k - b^k| <= k |a - b|`` on [0, 1]).
 ROUNDING_PER_TERM = 1.2e-16
 
-#: Error the without-replacement race integral aims for (the issue's target is 1e-10).
+#: Error the without-replacement race integral aims for (10x below the required 1e-10).
 WOR_TARGET_ERROR = 1e-11
 
 #: Tuple-level solvers refuse problems whose estimated peak memory exceeds this (4 GiB); pass

@@ -1,5 +1,5 @@
 """`import otspec` stays light: no solver or scipy module is imported eagerly, measured in a fresh
-subprocess (issue 12: the eager scipy.optimize import was half of a 0.9 s import)."""
+subprocess (an eager scipy.optimize import once made up half of a 0.9 s import)."""
 
 import json
 import subprocess

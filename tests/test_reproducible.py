@@ -1,4 +1,4 @@
-"""The default test run is reproducible (issue 7, item 4): the hypothesis profile loaded when
+"""The default test run is reproducible: the hypothesis profile loaded when
 HYPOTHESIS_PROFILE is unset draws the same examples every run; exploration is opt-in."""
 
 import os

@@ -231,7 +231,7 @@ def maxflow_scaling(seed: int, quick: bool, baseline: str | None):
     for V, label in sizes:
         exact = _run_child(V, 2, "prefix", seed)
         # maxflow is repeated (interleaved with the baseline's); the others run once: lp ~5 s,
-        # cvxpy ~30 s, flow ~35 s at 1e5 columns; lp ~10 minutes at 1e6 (issue 12), cvxpy and flow
+        # cvxpy ~30 s, flow ~35 s at 1e5 columns; lp ~10 minutes at 1e6 (measured once), cvxpy and flow
         # refuse 1e6 (memory cap): they run only at 1e5.
         cells = [("maxflow", None, 3 if V < 3000 else 2)]
         if baseline is not None:

@@ -1,4 +1,4 @@
-"""Every public function, method and class carries a numpydoc docstring (issue 8, item 9).
+"""Every public function, method and class carries a numpydoc docstring.
 
 *Public* means: named in the ``__all__`` of a public module of ``otspec`` or ``otspec_gpu`` (a
 module none of whose dotted parts starts with ``_``; ``otspec_gpu`` only where torch imports), and,
