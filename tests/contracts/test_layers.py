@@ -1,9 +1,12 @@
 """The package's layers point one way, no module reaches into another's private names, no two
-modules import each other (directly or round a longer circle), and the core's CLI never imports the
+modules import each other (directly or round a longer circle), and the core never imports the
 torch package.
 
-Every ``import`` in ``otspec`` (module level or inside a function) is read with ``ast``; a module
-may import only from its own layer or the layers below it. Runtime: well under a second.
+Every ``import`` in ``otspec`` and ``otspec_gpu`` (module level or inside a function) is read with
+``ast``. In ``otspec`` a module may import only from its own layer or the layers below it; in both
+packages no module imports a private name (``_x``) of another module and no import circle exists;
+``otspec`` never imports ``otspec_gpu`` or ``torch`` (the torch side registers through entry points).
+Runtime: well under a second.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "otspec"
+GPU_ROOT = ROOT.parent / "otspec_gpu"
 
 #: Lowest layer first. A module imports only from layers with an index <= its own.
 LAYERS = [
@@ -42,9 +46,9 @@ def _layer(name: str) -> int:
     return best
 
 
-def _modules():
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT.parent).with_suffix("")
+def _modules(root: Path = ROOT):
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
         parts = list(rel.parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -56,15 +60,29 @@ def _in_core(name: str) -> bool:
     return name == "otspec" or name.startswith("otspec.")
 
 
-def _imports(tree: ast.AST):
+def _in_gpu(name: str) -> bool:
+    """``otspec_gpu`` and its submodules."""
+    return name == "otspec_gpu" or name.startswith("otspec_gpu.")
+
+
+def _imports(tree: ast.AST, package=_in_core):
+    """``(module, name)`` of every import of ``package``'s modules (``name`` None for ``import m``)."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and _in_core(node.module):
+        if isinstance(node, ast.ImportFrom) and node.module and package(node.module):
             for alias in node.names:
                 yield node.module, alias.name
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if _in_core(alias.name):
+                if package(alias.name):
                     yield alias.name, None
+
+
+def _gpu_modules() -> list:
+    return list(_modules(GPU_ROOT))
+
+
+def _either(name: str) -> bool:
+    return _in_core(name) or _in_gpu(name)
 
 
 @pytest.mark.parametrize("module, tree", list(_modules()), ids=lambda x: x if isinstance(x, str) else "")
@@ -101,11 +119,11 @@ def test_bounds_never_import_verifiers():
 # -- no import circles ------------------------------------------------------------------------
 
 
-def _targets(module: str, tree: ast.AST, known: set[str]) -> set[str]:
-    """The ``otspec`` modules ``module`` imports anywhere in its body: ``from a.b import c`` names
+def _targets(module: str, tree: ast.AST, known: set[str], package=_in_core) -> set[str]:
+    """The ``package`` modules ``module`` imports anywhere in its body: ``from a.b import c`` names
     the module ``a.b.c`` when that is a module, else ``a.b``."""
     out = set()
-    for target, name in _imports(tree):
+    for target, name in _imports(tree, package):
         sub = f"{target}.{name}" if name else target
         out.add(sub if sub in known else target)
     out.discard(module)
@@ -197,10 +215,44 @@ def _foreign(tree: ast.AST, packages: tuple[str, ...]):
             yield node.args[0].value
 
 
-def test_cli_never_imports_torch_or_otspec_gpu():
-    """Torch commands are plug-ins (entry points of the group "otspec.cli"), never imported here."""
+def test_core_never_imports_torch_or_otspec_gpu():
+    """Torch commands and adapters are plug-ins (entry points of the groups "otspec.cli" and
+    "otspec.adapters"), never imported by the core: not by its CLI, not anywhere else."""
     for module, tree in _modules():
-        if module == "otspec.cli" or module.startswith("otspec.cli."):
-            assert list(_foreign(tree, ("otspec_gpu", "torch"))) == [], module
+        assert list(_foreign(tree, ("otspec_gpu", "torch"))) == [], module
     assert list(_foreign(ast.parse("from otspec_gpu.cli import decode"), ("otspec_gpu",))) == ["otspec_gpu.cli"]
     assert list(_foreign(ast.parse("importlib.import_module('otspec_gpu.cli')"), ("otspec_gpu",))) == ["otspec_gpu.cli"]
+
+
+# -- otspec_gpu: no private names across modules, no circles ---------------------------------------
+
+
+@pytest.mark.parametrize("module, tree", _gpu_modules(), ids=lambda x: x if isinstance(x, str) else "")
+def test_gpu_no_private_names_across_modules(module, tree):
+    """``otspec_gpu`` reaches into no other module's private names, its own or the core's (a name
+    two modules share is public in one of them; ``from pkg import _module`` counts too)."""
+    bad = [
+        f"{name} from {target}"
+        for target, name in _imports(tree, _either)
+        if name and name.startswith("_") and not name.startswith("__") and target not in ("otspec", "otspec_gpu")
+    ]
+    assert bad == [], f"{module} imports the private names {bad}"
+
+
+def test_gpu_no_import_circles():
+    """No ``otspec_gpu`` module imports itself back through others (function-level imports count)."""
+    modules = dict(_gpu_modules())
+    known = set(modules)
+    graph = {m: _targets(m, tree, known, _in_gpu) for m, tree in modules.items()}
+    assert _circles(graph) == []
+
+
+def test_gpu_checks_see_violations():
+    """The two checks above find what they look for (so a pass means something)."""
+    tree = ast.parse("from otspec_gpu.decoding import _multinomial\nimport otspec_gpu.trace\n")
+    assert list(_imports(tree, _either)) == [("otspec_gpu.decoding", "_multinomial"), ("otspec_gpu.trace", None)]
+    graph = {
+        m: _targets(m, ast.parse(src), {"otspec_gpu.a", "otspec_gpu.b"}, _in_gpu)
+        for m, src in [("otspec_gpu.a", "def f():\n    from otspec_gpu import b\n"), ("otspec_gpu.b", "from otspec_gpu.a import x\n")]
+    }
+    assert _circles(graph) == [["otspec_gpu.a", "otspec_gpu.b"]]
