@@ -247,19 +247,33 @@ def clustered_mean(
 
 
 def clustered_difference(
-    a: Any, b: Any, clusters: Any, *, confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES, method: str = "BCa", seed: Any = 0
+    a: Any,
+    b: Any,
+    clusters: Any,
+    *,
+    clusters_b: Any = None,
+    confidence: float = 0.95,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    method: str = "BCa",
+    seed: Any = 0,
 ) -> BootstrapInterval:
-    r"""Difference of two means measured on the same positions, :math:`\hat\mu_a - \hat\mu_b`.
+    r"""Difference of two means, :math:`\hat\mu_a - \hat\mu_b`: paired on the same positions, or of
+    two independent samples.
 
-    The pairs are resampled together (by cluster), so the interval uses their correlation: e.g.
-    the optimum minus a verifier's acceptance, position by position.
+    Paired (``clusters_b`` not given): ``a`` and ``b`` are two values per position, resampled
+    together by cluster, so the interval uses their correlation: e.g. the optimum minus a verifier's
+    acceptance, position by position. Independent (``clusters_b`` given): ``a`` on ``clusters`` and
+    ``b`` on ``clusters_b`` are two samples (e.g. two domains, two corpora), each resampled by its
+    own clusters.
 
     Parameters
     ----------
-    a, b : array_like, shape (n,)
-        Two finite values per position.
-    clusters : array_like, shape (n,)
-        The cluster (document) of each position.
+    a, b : array_like
+        Finite values: two per position (same shape) when paired, else one sample each.
+    clusters : array_like
+        The cluster (document) of each value of ``a`` (and of ``b`` when paired).
+    clusters_b : array_like, optional
+        The cluster of each value of ``b``: makes the samples independent.
     confidence : float
         Confidence level in (0, 1).
     n_resamples : int
@@ -277,7 +291,7 @@ def clustered_difference(
     Raises
     ------
     ShapeMismatchError
-        If the lengths differ or are zero.
+        If paired values differ in shape, or a sample and its clusters differ in length or are empty.
     InvalidOptionError
         If a value is not finite, or an option is out of range.
 
@@ -286,13 +300,53 @@ def clustered_difference(
     >>> r = clustered_difference([0.9, 0.8, 0.7], [0.5, 0.6, 0.5], [0, 0, 1], n_resamples=200)
     >>> round(r.value, 12)
     0.266666666667
+    >>> r = clustered_difference([0.9, 0.8, 0.7], [0.5, 0.6], [0, 0, 1], clusters_b=[7, 8], n_resamples=200)
+    >>> round(r.value, 12), r.n_clusters
+    (0.25, 4)
     """
     a_ = np.asarray(a, dtype=np.float64)
     b_ = np.asarray(b, dtype=np.float64)
+    if clusters_b is not None:
+        return _independent_difference(a_, clusters, b_, clusters_b, confidence, n_resamples, method, seed)
     if a_.shape != b_.shape:
         raise ShapeMismatchError(f"a and b must have the same shape (got {a_.shape} and {b_.shape}); pass paired values")
     s, c = cluster_totals(np.stack([a_, b_]) if a_.ndim == 1 else a_, clusters)
     return _bootstrap((s[0], s[1], c.astype(np.float64)), _diff_stat, int(c.sum()), confidence, n_resamples, method, seed)
+
+
+def _independent_difference(a, ga, b, gb, confidence, n_resamples, method, seed) -> BootstrapInterval:
+    """Two samples, each resampled by its own clusters: scipy resamples cluster *indices* of each
+    sample independently, and the statistic reads the clusters' totals through them."""
+    from scipy.stats import bootstrap
+
+    _check_options(confidence, n_resamples, method)
+    sa, ca = cluster_totals(a, ga)
+    sb, cb = cluster_totals(b, gb)
+    ca, cb = ca.astype(np.float64), cb.astype(np.float64)
+
+    def stat(i, j, axis=-1):
+        i, j = np.asarray(i, dtype=np.intp), np.asarray(j, dtype=np.intp)
+        return np.sum(sa[i], axis=axis) / np.sum(ca[i], axis=axis) - np.sum(sb[j], axis=axis) / np.sum(cb[j], axis=axis)
+
+    ia, ib = np.arange(sa.size), np.arange(sb.size)
+    value = float(stat(ia, ib))
+    n, C = int(ca.sum() + cb.sum()), int(sa.size + sb.size)
+    if sa.size < 2 or sb.size < 2:
+        return BootstrapInterval(value, math.nan, math.nan, float(confidence), n, C, method)
+    if np.ptp(sa / ca) == 0.0 and np.ptp(sb / cb) == 0.0:
+        return BootstrapInterval(value, value, value, float(confidence), n, C, method)
+    res = bootstrap(
+        (ia, ib),
+        stat,
+        paired=False,
+        vectorized=True,
+        confidence_level=float(confidence),
+        n_resamples=int(n_resamples),
+        method=method,
+        rng=np.random.default_rng(seed),
+    )
+    ci = res.confidence_interval
+    return BootstrapInterval(value, float(ci.low), float(ci.high), float(confidence), n, C, method)
 
 
 def clustered_ratio(
