@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["block_masses", "block_step", "token_chain_step", "token_single_step"]
+__all__ = ["block_masses", "block_step", "rrs_single_step", "token_chain_step", "token_single_step"]
 
 _BLOCK_V = 1024
 
@@ -142,11 +142,95 @@ def _block_masses_src(p_ptr, q_ptr, pr_ptr, z_ptr, G, V, sp_b, sp_t, sq_b, sq_t,
     tl.store(z_ptr + b * (G - 1) + i - 1, tl.sum(acc, axis=0).to(z_ptr.dtype.element_ty))
 
 
+def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, tok_ptr, V, sp_b, sq_b, K: tl.constexpr, WOR: tl.constexpr, BLOCK_V: tl.constexpr):
+    # RRS / RSD of one row, round by round on the closed form p_j = a_j (d - D_j q)_+, d = p - q
+    # (otspec_gpu.verifiers.step._recursive.sample_recursive, same arithmetic, float64)
+    b = tl.program_id(0).to(tl.int64)
+    prow = p_ptr + b * sp_b
+    qrow = q_ptr + b * sq_b
+    offs = tl.arange(0, BLOCK_V)
+    D = tl.full([], -1.0, tl.float64)
+    a = tl.full([], 1.0, tl.float64)
+    c_prev = tl.full([], 1.0, tl.float64)
+    removed = tl.zeros([], tl.float64)
+    out = tl.zeros([], tl.int64)
+    done = tl.zeros([], tl.int1)
+    for j in tl.static_range(K):
+        x = tl.load(d_ptr + b * K + j)
+        pd = tl.load(prow + x).to(tl.float64)
+        qd = tl.load(qrow + x).to(tl.float64)
+        if WOR:
+            c_j = 1.0 / (1.0 - removed)
+        else:
+            c_j = tl.full([], 1.0, tl.float64)
+        if j > 0:
+            D_new = D + c_prev / a
+            S = tl.zeros([], tl.float64)
+            for start in range(0, V, BLOCK_V):
+                m = start + offs < V
+                pv = tl.load(prow + start + offs, mask=m, other=0.0).to(tl.float64)
+                qv = tl.load(qrow + start + offs, mask=m, other=0.0).to(tl.float64)
+                S += tl.sum(tl.maximum((pv - qv) + qv * (-D_new), 0.0), axis=0)
+            ok = S > 0
+            D = tl.where(ok, D_new, D)
+            a = tl.where(ok, 1.0 / tl.where(ok, S, 1.0), a)
+            num = a * tl.maximum(pd - qd - D * qd, 0.0)
+        else:
+            num = pd
+        if WOR:
+            den = c_j * qd
+        else:
+            den = qd
+        acc = tl.where(den > 0, tl.minimum(num / tl.where(den > 0, den, 1.0), 1.0), 1.0)
+        coin = tl.load(c_ptr + b * K + j)
+        hit = (coin < acc) & (done == 0)
+        out = tl.where(hit, x, out)
+        done = done | hit
+        c_prev = c_j
+        if WOR:
+            removed = removed + qd
+    # the final residual (d - D_k q)_+, D_k = D + c_prev / a; rows of mass 0 keep the previous one
+    D_new = D + c_prev / a
+    s_new = tl.zeros([], tl.float64)
+    s_old = tl.zeros([], tl.float64)
+    for start in range(0, V, BLOCK_V):
+        m = start + offs < V
+        pv = tl.load(prow + start + offs, mask=m, other=0.0).to(tl.float64)
+        qv = tl.load(qrow + start + offs, mask=m, other=0.0).to(tl.float64)
+        w_new = tl.maximum((pv - qv) + qv * (-D_new), 0.0)
+        w_old = tl.maximum((pv - qv) - D * qv, 0.0)
+        s_new = tl.max(tl.where(m, s_new + tl.cumsum(w_new, axis=0), s_new), axis=0)
+        s_old = tl.max(tl.where(m, s_old + tl.cumsum(w_old, axis=0), s_old), axis=0)
+    use_new = s_new > 0
+    Dr = tl.where(use_new, -D_new, -D)
+    S = tl.where(use_new, s_new, s_old)
+    u = tl.load(u_ptr + b)
+    prev = tl.where(S > 0, (S.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True), 0.0)
+    xq = tl.minimum(u * S, prev)
+    run = tl.zeros([], tl.float64)
+    res = tl.zeros([], tl.int32) + (V - 1)
+    found = tl.zeros([], tl.int1)
+    for start in range(0, V, BLOCK_V):
+        m = start + offs < V
+        pv = tl.load(prow + start + offs, mask=m, other=0.0).to(tl.float64)
+        qv = tl.load(qrow + start + offs, mask=m, other=0.0).to(tl.float64)
+        if_new = tl.maximum((pv - qv) + qv * Dr, 0.0)
+        if_old = tl.maximum((pv - qv) + Dr * qv, 0.0)
+        w = tl.where(use_new, if_new, if_old)
+        c = run + tl.cumsum(w, axis=0)
+        below = tl.sum(((c <= xq) & m).to(tl.int32), axis=0)
+        hit = (below < tl.minimum(V - start, BLOCK_V)) & (found == 0)
+        res = tl.where(hit, start + below, res)
+        found = found | hit
+        run = tl.max(tl.where(m, c, run), axis=0)
+    tl.store(tok_ptr + b, tl.where(done, out, res.to(tl.int64)))
+
+
 @functools.cache
 def _jit(name: str, interpret: bool):
     """The jitted kernel ``name`` (cached per ``TRITON_INTERPRET`` setting)."""
     del interpret  # part of the cache key only: triton.jit reads TRITON_INTERPRET when it wraps
-    return triton.jit({"emit": _verify_emit_src, "masses": _block_masses_src}[name])
+    return triton.jit({"emit": _verify_emit_src, "masses": _block_masses_src, "rrs": _rrs_src}[name])
 
 
 def _kernel(name: str):
@@ -290,3 +374,40 @@ def block_step(p: torch.Tensor, q: torch.Tensor, tau: torch.Tensor, weight: torc
     B = tau.shape[0]
     stub = torch.zeros((B, q.shape[1]), dtype=torch.long, device=p.device)  # only its shape is read (gamma)
     return _emit(p, q, stub, None, u.to(torch.float64).contiguous(), weight.contiguous(), tau.contiguous(), 1, False)[1]
+
+
+def rrs_single_step(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, wor: bool
+) -> torch.Tensor:
+    """Fused twin of :func:`otspec_gpu.verifiers.step._recursive.sample_recursive` (RRS, or RSD with
+    ``wor``): one launch, one program per row making ``k + 2`` passes over its ``[V]`` row.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared; RSD needs per-row rows) target and draft rows.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts.
+    coins : torch.Tensor
+        ``[B, k]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
+    wor : bool
+        Drafts without replacement (RSD).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long output tokens.
+    """
+    p, q = _contig(p, q)
+    B, k = drafts.shape
+    V = p.shape[-1]
+    tok = torch.empty(B, dtype=torch.long, device=p.device)
+    if B:
+        _kernel("rrs")[(B,)](
+            p, q, drafts.contiguous(), coins.contiguous(), u.contiguous(), tok, V,
+            p.stride(0) if p.shape[0] > 1 else 0, q.stride(0) if q.shape[0] > 1 else 0,
+            K=k, WOR=wor, BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma(),
+        )  # fmt: skip
+    return tok

@@ -6,13 +6,13 @@ one child pytest process of this file with the variable set (:func:`test_kernels
 on CUDA they run compiled, in this process. Two kinds of checks:
 
 * exact equality with the torch step given the same uniforms (token chain, block chain, single-step
-  token; V not a multiple of the kernel's block, so the scan crosses blocks; forced all-accept and
+  token, RRS and RSD; V not a multiple of the kernel's block, so the scan crosses blocks; forced all-accept and
   all-reject coins);
 * Pearson chi-square of the drawn ``(tau, Y)`` (chain) or ``Y`` (single step) against the exact
   conditional law of the torch module (``token_conditional``, ``block_conditional``,
-  ``step.token.conditional``) for one fixed drafted path repeated ``N`` times: N = 240 on CPU,
-  20 000 on CUDA, cells of expected count < 10 pooled, false-alarm rate alpha = 1e-3 per test
-  (3 tests per device), fixed seeds. Cells of probability 0 must be empty (exact check).
+  ``step.token.conditional``, ``step.rrs(_wor).conditional``) for one fixed drafted path repeated
+  ``N`` times: N = 120 on CPU, 20 000 on CUDA, cells of expected count < 10 pooled, false-alarm rate
+  alpha = 1e-3 per test (5 tests per device), fixed seeds. Cells of probability 0 must be empty (exact check).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import pytest
 import torch
 
 from otspec_gpu.verifiers import chain
+from otspec_gpu.verifiers.step import rrs as single_rrs
+from otspec_gpu.verifiers.step import rrs_wor as single_rrs_wor
 from otspec_gpu.verifiers.step import token as single_token
 from tests.gpu._stats import pooled_chi_square
 
@@ -120,8 +122,25 @@ def test_single_step_token_kernel_equals_torch_step(kdevice, shared):
     assert torch.equal(tok.cpu(), ref.token)
 
 
+@pytest.mark.parametrize(
+    ("mod", "shared"), [(single_rrs, False), (single_rrs, True), (single_rrs_wor, False)], ids=["rrs-rows", "rrs-shared", "rrs_wor-rows"]
+)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_rrs_kernel_equals_torch_step(kdevice, mod, shared, dtype):
+    rng = np.random.default_rng(11)
+    n = 1 if shared else 6
+    p = torch.tensor(rng.dirichlet(np.full(1030, 0.3), size=n), dtype=dtype, device=kdevice)
+    q = torch.tensor(rng.dirichlet(np.full(1030, 0.3), size=n), dtype=dtype, device=kdevice)
+    wor = mod is single_rrs_wor
+    drafts = torch.multinomial(q.expand(6, -1).double(), 4, replacement=not wor, generator=torch.Generator(kdevice).manual_seed(12))
+    coins, u = mod.uniforms(p, q, drafts, torch.Generator(kdevice).manual_seed(13))
+    tok = K.rrs_single_step(p, q, drafts, coins, u, wor)
+    ref = mod.step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
+    assert torch.equal(tok.cpu(), ref.token)
+
+
 def _n(device: str) -> int:
-    return 240 if device == "cpu" else 20_000
+    return 120 if device == "cpu" else 20_000
 
 
 def _check_counts(counts: np.ndarray, law: np.ndarray, n: int) -> None:
@@ -155,6 +174,18 @@ def test_single_step_token_kernel_draws_the_exact_conditional_law(kdevice):
     coins, u = single_token.uniforms(p, q, drafts, torch.Generator(kdevice).manual_seed(9))
     _, tok = K.token_single_step(p, q, drafts, coins, u)
     law = single_token.conditional(p.cpu(), q.cpu(), drafts[:1].cpu())[0].numpy()
+    _check_counts(np.bincount(tok.cpu().numpy(), minlength=3), law, n)
+
+
+@pytest.mark.parametrize("mod", [single_rrs, single_rrs_wor], ids=["rrs", "rrs_wor"])
+def test_rrs_kernel_draws_the_exact_conditional_law(kdevice, mod):
+    n = _n(kdevice)
+    p = torch.tensor([[0.5, 0.1, 0.4]], dtype=torch.float64, device=kdevice).expand(n, -1).contiguous()
+    q = torch.tensor([[0.2, 0.6, 0.2]], dtype=torch.float64, device=kdevice).expand(n, -1).contiguous()
+    drafts = torch.tensor([[1, 1]] if mod is single_rrs else [[1, 0]], device=kdevice).expand(n, -1).contiguous()
+    coins, u = mod.uniforms(p, q, drafts, torch.Generator(kdevice).manual_seed(14))
+    tok = K.rrs_single_step(p, q, drafts, coins, u, mod is single_rrs_wor)
+    law = mod.conditional(p[:1].cpu(), q[:1].cpu(), drafts[:1].cpu())[0].numpy()
     _check_counts(np.bincount(tok.cpu().numpy(), minlength=3), law, n)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual, round_uniforms, schedule_conditional
@@ -95,6 +96,12 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
 
     {step_returns}
     """
+    if use_kernels(p):  # one fused launch (otspec_gpu.kernels.chain.rrs_single_step)
+        from otspec_gpu.kernels.chain import rrs_single_step
+
+        out = try_kernel(rrs_single_step, p, q, drafts, coins, u, False)
+        if out is not None:
+            return step_output(out, drafts)
     return step_output(sample_recursive(p, q, drafts, coins, u), drafts)
 
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 
 from otspec.errors import InvalidDraftsError
+from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, residual, round_uniforms, schedule_conditional
@@ -216,6 +217,12 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
         hit = coins < sw.accept
         first = torch.argmax(hit.to(torch.uint8), dim=1)
         return step_output(torch.where(hit.any(dim=1), drafts.gather(1, first[:, None]).squeeze(1), res_tok), drafts)
+    if use_kernels(p):  # one fused launch (otspec_gpu.kernels.chain.rrs_single_step)
+        from otspec_gpu.kernels.chain import rrs_single_step
+
+        out = try_kernel(rrs_single_step, p, q, drafts, coins, u, True)
+        if out is not None:
+            return step_output(out, drafts)
     return step_output(sample_recursive(p, q, drafts, coins, u, wor=True), drafts)
 
 
