@@ -4,9 +4,8 @@ resumption, bad inputs, logged traces, and the ``otspec corpus`` command (local 
 import json
 
 import numpy as np
+import pyarrow  # noqa: F401  (the corpus extra, installed by the test command: fail loudly without it)
 import pytest
-
-pytest.importorskip("pyarrow")
 
 import otspec
 from otspec.errors import CorpusInputError, IncompatibleModelsError
