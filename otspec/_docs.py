@@ -33,6 +33,33 @@ sets : ndarray of int, shape (S, k)
     Draft sets, ``-1`` padded (:meth:`~otspec.laws.DraftLaw.enumerate_sets`).
 weights : ndarray, shape (S,)
     :math:`Q(s)`, the probability of each set (the capacities of the set rows).""",
+    # chain verifiers (otspec.verifiers.block, token_chain): models, path arrays, samplers and laws
+    "chain_models": """p_model, q_model : Model or callable
+    Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
+gamma : int
+    Draft block length, ``>= 1``.""",
+    "path_raises": """ShapeMismatchError
+    If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
+InvalidDistributionError, InvalidDraftsError
+    If (``validate``) a row is not a distribution or a draft had draft probability 0.""",
+    "chain_kernel_raises": """ProblemTooLargeError
+    If the enumeration exceeds :data:`otspec.prefixes.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
+NotAnIntegerError, InvalidDraftCountError
+    If ``gamma`` is not an integer ``>= 1``.""",
+    "chain_sample_raises": """OtspecTypeError
+    If ``rng`` is not a ``numpy.random.Generator``.
+InvalidDraftsError
+    If a draft is out of the vocabulary or had draft probability 0 after its prefix.
+InvalidDistributionError, ShapeMismatchError
+    If a model is invalid or the vocabularies differ.""",
+    "chain_law_raises": """InvalidDraftsError
+    If a draft is out of the vocabulary or had draft probability 0 after its prefix.
+InvalidDistributionError, ShapeMismatchError
+    If a model is invalid, returns a non-distribution, or the vocabularies differ.""",
+    "chain_expected_raises": """UnsupportedMethodError
+    If ``method`` is neither ``"closed_form"`` nor ``"kernel"``.
+ProblemTooLargeError
+    If the enumeration exceeds its cap or ``memory_cap``.""",
     # the one argument of every CLI command's register()
     "register_args": """sub : argparse._SubParsersAction
     The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new

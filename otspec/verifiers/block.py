@@ -29,11 +29,19 @@ from typing import Any
 
 import numpy as np
 
-from otspec import models as _models
 from otspec import prefixes
-from otspec._validation import as_generator, as_int_in_range
+from otspec._docs import fill_doc
 from otspec.errors import InvalidDraftsError, UnsupportedMethodError
-from otspec.verifiers.chain import ChainKernel, check_drafted, check_path_arrays, check_path_row, kernel_from_table, kernel_table
+from otspec.verifiers.chain import (
+    ChainKernel,
+    check_drafted,
+    check_path_arrays,
+    check_path_row,
+    check_sample_inputs,
+    kernel_from_table,
+    kernel_table,
+    path_conditionals,
+)
 
 __all__ = [
     "kernel",
@@ -46,6 +54,7 @@ __all__ = [
 ]
 
 
+@fill_doc
 def running_ratio(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool = True) -> np.ndarray:
     r"""``log p_i`` for ``i = 1..gamma`` along a path: :math:`\log p_i = \min(\log p_{i-1} + \log r_i, 0)`.
 
@@ -70,10 +79,7 @@ def running_ratio(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool = T
 
     Raises
     ------
-    ShapeMismatchError
-        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
-    InvalidDistributionError, InvalidDraftsError
-        If (``validate``) a row is not a distribution or a draft had draft probability 0.
+    {path_raises}
 
     Examples
     --------
@@ -131,6 +137,7 @@ def _h_and_ratio(P: np.ndarray, Qc: np.ndarray, x: np.ndarray, validate: bool = 
     return p, Z, h
 
 
+@fill_doc
 def acceptance_profile_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool = True) -> np.ndarray:
     r"""``(gamma,)``: :math:`P(\tau \ge i \mid X^\gamma = x^\gamma)` for ``i = 1..gamma`` (block verification).
 
@@ -154,10 +161,7 @@ def acceptance_profile_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, va
 
     Raises
     ------
-    ShapeMismatchError
-        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
-    InvalidDistributionError, InvalidDraftsError
-        If (``validate``) a row is not a distribution or a draft had draft probability 0.
+    {path_raises}
 
     Examples
     --------
@@ -170,6 +174,7 @@ def acceptance_profile_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, va
     return 1.0 - np.cumprod((1.0 - h)[::-1])[::-1]
 
 
+@fill_doc
 def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool = True) -> float:
     r"""Exact :math:`E[\tau \mid X^\gamma = x^\gamma]` for block verification, from the path's conditionals.
 
@@ -199,10 +204,7 @@ def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, val
 
     Raises
     ------
-    ShapeMismatchError
-        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
-    InvalidDistributionError, InvalidDraftsError
-        If (``validate``) a row is not a distribution or a draft had draft probability 0.
+    {path_raises}
 
     Examples
     --------
@@ -235,6 +237,7 @@ def _path_law(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> np.ndarray:
     return law
 
 
+@fill_doc
 def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None) -> ChainKernel:
     r"""The exact law of :math:`(\tau, Y)` given every drafted path (block verification).
 
@@ -244,10 +247,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
-    gamma : int
-        Draft block length, ``>= 1``.
+    {chain_models}
     memory_cap : float, optional
         Bytes for the prefix table and the ``(N, gamma + 1, V)`` kernel; ``None``: the default.
 
@@ -258,10 +258,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
 
     Raises
     ------
-    ProblemTooLargeError
-        If the enumeration exceeds :data:`otspec.prefixes.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``gamma`` is not an integer ``>= 1``.
+    {chain_kernel_raises}
 
     References
     ----------
@@ -278,6 +275,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
     return kernel_from_table(kernel_table(p_model, q_model, gamma, memory_cap), _path_law, "block")
 
 
+@fill_doc
 def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None) -> float:
     r"""Exact :math:`E[\tau]` of block verification over a block of ``gamma`` drafts.
 
@@ -286,10 +284,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
-    gamma : int
-        Draft block length, ``>= 1``.
+    {chain_models}
     method : {"closed_form", "kernel"}
         ``"closed_form"``: the W recursion over all prefixes (vectorised);
         ``"kernel"``: from the exact per-path law of Algorithm 2 (:func:`kernel`), a cross-check.
@@ -303,10 +298,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
     Raises
     ------
-    UnsupportedMethodError
-        If ``method`` is neither ``"closed_form"`` nor ``"kernel"``.
-    ProblemTooLargeError
-        If the enumeration exceeds its cap or ``memory_cap``.
+    {chain_expected_raises}
 
     Examples
     --------
@@ -324,6 +316,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
     return float(sum(w.sum() for w in prefixes.prefix_weights(table)[1:]))
 
 
+@fill_doc
 def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator) -> tuple[int, int]:
     r"""Run block verification (Algorithm 2) once on a drafted path; returns ``(tau, y)``.
 
@@ -349,12 +342,7 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
 
     Raises
     ------
-    OtspecTypeError
-        If ``rng`` is not a ``numpy.random.Generator``.
-    InvalidDraftsError
-        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
-    InvalidDistributionError, ShapeMismatchError
-        If a model is invalid or the vocabularies differ.
+    {chain_sample_raises}
 
     Examples
     --------
@@ -365,11 +353,8 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     >>> block.sample(p, p, [0, 1], rng=np.random.default_rng(0))[0]
     2
     """
-    p_model = _models.as_model(p_model, name="p_model")
-    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
-    rng = as_generator(rng)
-    x = _models.as_prefix(np.asarray(drafts).reshape(-1).tolist(), p_model.V, name="drafts")
-    g = as_int_in_range(len(x), "gamma (len(drafts))")
+    p_model, q_model, x, rng = check_sample_inputs(p_model, q_model, drafts, rng)
+    g = len(x)
     coins, draws = rng.spawn(2)
     logp = [0.0]
     tau = 0
@@ -397,6 +382,7 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     return tau, int(draws.choice(p_model.V, p=res / res.sum()))
 
 
+@fill_doc
 def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
     r"""``(gamma + 1, V)``: :math:`P(\tau = t, Y = y \mid X^\gamma = \text{drafts})` for one path.
 
@@ -417,10 +403,7 @@ def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
 
     Raises
     ------
-    InvalidDraftsError
-        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
-    InvalidDistributionError, ShapeMismatchError
-        If a model is invalid, returns a non-distribution, or the vocabularies differ.
+    {chain_law_raises}
 
     Examples
     --------
@@ -430,9 +413,5 @@ def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
     >>> block.conditional_law(p, p, [1]).tolist()
     [[0.0, 0.0], [0.5, 0.5]]
     """
-    p_model = _models.as_model(p_model, name="p_model")
-    path = np.asarray(drafts).reshape(-1).tolist()
-    P = _models.conditionals_along(p_model, path)
-    Qc = _models.conditionals_along(_models.as_model(q_model, V=p_model.V, name="q_model"), path, include_last=False)
-    P, Qc, x = check_path_arrays(P, Qc, drafts, validate=True)
+    P, Qc, x = path_conditionals(p_model, q_model, drafts)
     return _path_law(P, Qc, x)

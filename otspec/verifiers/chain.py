@@ -13,7 +13,7 @@ import numpy as np
 from otspec import models as _models
 from otspec import prefixes
 from otspec._tolerances import PATH_ROW_SUM_ATOL
-from otspec._validation import as_int_in_range, as_supported_drafts, as_token_tuples
+from otspec._validation import as_generator, as_int_in_range, as_supported_drafts, as_token_tuples
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
 
 __all__ = [
@@ -277,6 +277,79 @@ def check_path_arrays(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool
             check_path_row(Qc[i], "q_conds", i)
         check_drafted(Qc, x)
     return P, Qc, x
+
+
+def check_sample_inputs(p_model: Any, q_model: Any, drafts: Any, rng: Any) -> tuple[Any, Any, tuple[int, ...], Any]:
+    """Check the inputs of a chain verifier's ``sample``: the two models, the drafted path, the generator.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models over one vocabulary.
+    drafts : array_like of int, shape (gamma,)
+        The drafted path (``gamma = len(drafts) >= 1``).
+    rng : numpy.random.Generator
+        The caller's generator.
+
+    Returns
+    -------
+    p_model, q_model : Model
+        The validated models.
+    x : tuple of int
+        The drafts.
+    rng : numpy.random.Generator
+        The generator (the caller spawns its streams from it).
+
+    Raises
+    ------
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+    InvalidDraftsError
+        If a draft is out of the vocabulary.
+    InvalidDraftCountError
+        If ``drafts`` is empty.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid or the vocabularies differ.
+    """
+    p_model = _models.as_model(p_model, name="p_model")
+    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
+    rng = as_generator(rng)
+    x = _models.as_prefix(np.asarray(drafts).reshape(-1).tolist(), p_model.V, name="drafts")
+    as_int_in_range(len(x), "gamma (len(drafts))")
+    return p_model, q_model, x, rng
+
+
+def path_conditionals(p_model: Any, q_model: Any, drafts: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The conditionals of both models along a drafted path, checked (:func:`check_path_arrays`).
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models over one vocabulary.
+    drafts : array_like of int, shape (gamma,)
+        The drafted path.
+
+    Returns
+    -------
+    P : ndarray, shape (gamma + 1, V)
+        Target conditionals :math:`M_b(\\cdot \\mid x^i)`, ``i = 0..gamma``.
+    Qc : ndarray, shape (gamma, V)
+        Draft conditionals :math:`M_s(\\cdot \\mid x^i)`, ``i = 0..gamma - 1``.
+    x : ndarray of int64, shape (gamma,)
+        The drafts.
+
+    Raises
+    ------
+    InvalidDraftsError
+        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid, returns a non-distribution, or the vocabularies differ.
+    """
+    p_model = _models.as_model(p_model, name="p_model")
+    path = np.asarray(drafts).reshape(-1).tolist()
+    P = _models.conditionals_along(p_model, path)
+    Qc = _models.conditionals_along(_models.as_model(q_model, V=p_model.V, name="q_model"), path, include_last=False)
+    return check_path_arrays(P, Qc, drafts, validate=True)
 
 
 def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | None) -> prefixes.PrefixTable:

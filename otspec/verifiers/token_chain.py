@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from otspec import models as _models
 from otspec import prefixes
-from otspec._validation import as_generator, as_int_in_range
+from otspec._docs import fill_doc
 from otspec.errors import InvalidDraftsError, UnsupportedMethodError
-from otspec.verifiers.chain import ChainKernel, check_path_arrays, kernel_from_table, kernel_table
+from otspec.verifiers.chain import ChainKernel, check_path_arrays, check_sample_inputs, kernel_from_table, kernel_table, path_conditionals
 
 __all__ = [
     "kernel",
@@ -37,6 +36,7 @@ def _ratios(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, n
     return P[np.arange(g), x], Qc[np.arange(g), x]
 
 
+@fill_doc
 def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, validate: bool = True) -> float:
     r"""Exact :math:`E[\tau \mid X^\gamma = x^\gamma]` for token verification, from the path's conditionals.
 
@@ -64,10 +64,7 @@ def expected_accepted_given_path(p_conds: Any, q_conds: Any, drafts: Any, *, val
 
     Raises
     ------
-    ShapeMismatchError
-        If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
-    InvalidDistributionError, InvalidDraftsError
-        If (``validate``) a row is not a distribution or a draft had draft probability 0.
+    {path_raises}
 
     Examples
     --------
@@ -101,6 +98,7 @@ def _path_law(P: np.ndarray, Qc: np.ndarray, x: np.ndarray) -> np.ndarray:
     return law
 
 
+@fill_doc
 def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None = None) -> ChainKernel:
     r"""The exact law of :math:`(\tau, Y)` given every drafted path (token verification).
 
@@ -113,10 +111,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
-    gamma : int
-        Draft block length, ``>= 1``.
+    {chain_models}
     memory_cap : float, optional
         Bytes for the prefix table and the ``(N, gamma + 1, V)`` kernel; ``None``: the default.
 
@@ -127,10 +122,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
 
     Raises
     ------
-    ProblemTooLargeError
-        If the enumeration exceeds :data:`otspec.prefixes.MAX_ENUMERATED_PREFIXES` or ``memory_cap``.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``gamma`` is not an integer ``>= 1``.
+    {chain_kernel_raises}
 
     References
     ----------
@@ -148,6 +140,7 @@ def kernel(p_model: Any, q_model: Any, gamma: int, *, memory_cap: float | None =
     return kernel_from_table(kernel_table(p_model, q_model, gamma, memory_cap), _path_law, "token")
 
 
+@fill_doc
 def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None) -> float:
     r"""Exact :math:`E[\tau]` of token verification over a block of ``gamma`` drafts.
 
@@ -156,10 +149,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
-    gamma : int
-        Draft block length, ``>= 1``.
+    {chain_models}
     method : {"closed_form", "kernel"}
         ``"closed_form"``: the product-of-mins sum above, vectorised over all prefixes;
         ``"kernel"``: from the exact per-path law of :func:`kernel` (a cross-check).
@@ -173,10 +163,7 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
 
     Raises
     ------
-    UnsupportedMethodError
-        If ``method`` is neither ``"closed_form"`` nor ``"kernel"``.
-    ProblemTooLargeError
-        If the enumeration exceeds its cap or ``memory_cap``.
+    {chain_expected_raises}
 
     Examples
     --------
@@ -216,6 +203,7 @@ def token_prefix_mass(table: prefixes.PrefixTable) -> list:
     return out
 
 
+@fill_doc
 def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator) -> tuple[int, int]:
     r"""Run token verification once on a drafted path; returns ``(tau, y)``.
 
@@ -240,12 +228,7 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
 
     Raises
     ------
-    OtspecTypeError
-        If ``rng`` is not a ``numpy.random.Generator``.
-    InvalidDraftsError
-        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
-    InvalidDistributionError, ShapeMismatchError
-        If a model is invalid or the vocabularies differ.
+    {chain_sample_raises}
 
     Examples
     --------
@@ -256,11 +239,8 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     >>> token_chain.sample(p, p, [0, 1], rng=np.random.default_rng(0))[0]
     2
     """
-    p_model = _models.as_model(p_model, name="p_model")
-    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
-    rng = as_generator(rng)
-    x = _models.as_prefix(np.asarray(drafts).reshape(-1).tolist(), p_model.V, name="drafts")
-    g = as_int_in_range(len(x), "gamma (len(drafts))")
+    p_model, q_model, x, rng = check_sample_inputs(p_model, q_model, drafts, rng)
+    g = len(x)
     coins, draws = rng.spawn(2)
     for i in range(g):
         p, q = p_model(x[:i]), q_model(x[:i])
@@ -272,6 +252,7 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     return g, int(draws.choice(p_model.V, p=p_model(x)))
 
 
+@fill_doc
 def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
     r"""``(gamma + 1, V)``: :math:`P(\tau = t, Y = y \mid X^\gamma = \text{drafts})` for one path.
 
@@ -292,10 +273,7 @@ def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
 
     Raises
     ------
-    InvalidDraftsError
-        If a draft is out of the vocabulary or had draft probability 0 after its prefix.
-    InvalidDistributionError, ShapeMismatchError
-        If a model is invalid, returns a non-distribution, or the vocabularies differ.
+    {chain_law_raises}
 
     Examples
     --------
@@ -305,10 +283,5 @@ def conditional_law(p_model: Any, q_model: Any, drafts: Any) -> np.ndarray:
     >>> token_chain.conditional_law(p, p, [1]).tolist()
     [[0.0, 0.0], [0.5, 0.5]]
     """
-    p_model = _models.as_model(p_model, name="p_model")
-    P = _models.conditionals_along(p_model, np.asarray(drafts).reshape(-1).tolist())
-    Qc = _models.conditionals_along(
-        _models.as_model(q_model, V=p_model.V, name="q_model"), np.asarray(drafts).reshape(-1).tolist(), include_last=False
-    )
-    P, Qc, x = check_path_arrays(P, Qc, drafts, validate=True)
+    P, Qc, x = path_conditionals(p_model, q_model, drafts)
     return _path_law(P, Qc, x)
