@@ -2,13 +2,12 @@ r"""The base class of every single-step verifier (the contract of :doc:`verifier
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from otspec._docs import fill_doc
-from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, MC_CONFIDENCE_Z, SAMPLE_CHUNK_ENTRIES
+from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, SAMPLE_CHUNK_ENTRIES
 from otspec._validation import as_distribution, as_generator, check_memory
 from otspec.errors import NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
@@ -300,17 +299,7 @@ class Verifier:
             tuples = law.sample(rng, m)
             vals.append(self._tuple_acceptance(p, law, tuples))
             done += m
-        v = np.concatenate(vals)
-        mean = float(v.mean())
-        half = MC_CONFIDENCE_Z * float(v.std(ddof=1)) / math.sqrt(n)
-        return AcceptanceEstimate(
-            mean,
-            "monte_carlo",
-            max(0.0, mean - half),
-            min(1.0, mean + half),
-            n,
-            {"confidence": 0.99, "estimator": "mean over sampled draft tuples of the exact conditional acceptance"},
-        )
+        return AcceptanceEstimate.from_samples(np.concatenate(vals), "mean over sampled draft tuples of the exact conditional acceptance")
 
     @fill_doc
     def sample(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> int:

@@ -2,12 +2,14 @@ r"""Result types of the single-step verifiers: the exact kernel and the acceptan
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from otspec._tolerances import MC_CONFIDENCE_Z
 from otspec.verifiers.tuples import membership_mask
 
 __all__ = ["VerifierKernel", "AcceptanceEstimate"]
@@ -103,6 +105,28 @@ class AcceptanceEstimate:
     ci_high: float
     n_samples: int = 0
     extras: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_samples(cls, values: np.ndarray, estimator: str) -> AcceptanceEstimate:
+        """The Monte Carlo estimate from per-sample unbiased values: their mean and the 99% normal
+        interval (clipped to ``[0, 1]``).
+
+        Parameters
+        ----------
+        values : ndarray, shape (n,)
+            Unbiased estimates of the acceptance, one per sample (``n >= 2``).
+        estimator : str
+            What each value is, for ``extras["estimator"]``.
+
+        Returns
+        -------
+        AcceptanceEstimate
+            ``how="monte_carlo"``, ``n_samples = n``.
+        """
+        n = values.size
+        mean = float(values.mean())
+        half = MC_CONFIDENCE_Z * float(values.std(ddof=1)) / math.sqrt(n)
+        return cls(mean, "monte_carlo", max(0.0, mean - half), min(1.0, mean + half), n, {"confidence": 0.99, "estimator": estimator})
 
     @property
     def exact(self) -> bool:

@@ -39,13 +39,11 @@ Public kernel function for per-node use: :func:`rrs_wor_conditional` ``(p, q, dr
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from otspec._docs import fill_doc
-from otspec._tolerances import MC_CONFIDENCE_Z
 from otspec._validation import as_distribution, as_supported_drafts, check_same_vocab
 from otspec.laws import DraftLaw, ratio_order
 from otspec.sampling import sample_categorical_rows
@@ -301,16 +299,7 @@ class RRSWorVerifier(Verifier):
         if n < 2:
             return super()._monte_carlo(p, law, n, rng)  # the same refusal as every verifier
         v = rsd_path_acceptance(p, law.q, law.k, n, rng)
-        mean = float(v.mean())
-        half = MC_CONFIDENCE_Z * float(v.std(ddof=1)) / math.sqrt(n)
-        return AcceptanceEstimate(
-            mean,
-            "monte_carlo",
-            max(0.0, mean - half),
-            min(1.0, mean + half),
-            n,
-            {"confidence": 0.99, "estimator": "mean over sampled RSD rejection paths of sum_j A_j prod_{i<j} (1 - A_i)"},
-        )
+        return AcceptanceEstimate.from_samples(v, "mean over sampled RSD rejection paths of sum_j A_j prod_{i<j} (1 - A_i)")
 
 
 rrs_wor = RRSWorVerifier()
