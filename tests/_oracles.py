@@ -1,12 +1,14 @@
 """Test-only oracles and instance builders shared by the block / tree test files.
 
-Written independently of the library: they restate docs/block.rst, definitions directly; and the
-reference quadrature of the without-replacement dual (:func:`reference_prefix_values`).
+Written independently of the library: they restate docs/block.rst, definitions directly; the
+reference quadrature of the without-replacement dual (:func:`reference_prefix_values`); and the
+coupling check of an optimal plan (:func:`check_plan_is_coupling`).
 """
 
 import numpy as np
 
 from otspec import models
+from otspec._tolerances import EXACT_ATOL
 
 
 def criterion_violation(block_law: dict, p_model, V: int) -> float:
@@ -80,3 +82,16 @@ def reference_prefix_values(
         li = lam[i + 1]
         out[i + 1] = float(np.sum(wt * li * np.exp(-li * t) * tail)) if li > 0 else 1.0
     return np.minimum(out, 1.0)
+
+
+def check_plan_is_coupling(p, law, result, atol: float = EXACT_ATOL) -> None:
+    """Assert that ``result.plan`` (an ``optimal_acceptance`` answer on an enumerable ``law``) gives
+    a Markov kernel on every enumerated tuple whose output law is ``p`` and whose acceptance is
+    ``result.value``, all within ``atol``."""
+    tuples, w = law.enumerate()
+    K = result.plan.kernel(tuples)
+    assert np.all(-atol <= K)
+    np.testing.assert_allclose(K.sum(axis=1), 1.0, atol=atol)
+    np.testing.assert_allclose(w @ K, p, atol=atol)
+    member = np.array([K[i, np.unique(t)].sum() for i, t in enumerate(tuples)])
+    assert abs(w @ member - result.value) <= atol

@@ -16,6 +16,7 @@ from otspec.bounds import multidraft
 from otspec.bounds.cuts import cut_value
 from otspec.errors import ProblemTooLargeError
 from otspec.laws import _sets_from_tuples
+from tests._oracles import check_plan_is_coupling
 from tests._tolerances import CLEAR_DIFFERENCE
 from tests.bounds.test_multidraft import pairs
 from tests.conftest import random_simplex
@@ -55,13 +56,7 @@ def test_maxflow_plan_is_a_coupling(rng):
     p, q = random_simplex(rng, 6, zeros=1), random_simplex(rng, 6, zeros=1)
     law = otspec.iid(q, 3)
     r = otspec.optimal_acceptance(p, law, method="maxflow")
-    tuples, w = law.enumerate()
-    K = r.plan.kernel(tuples)
-    assert np.all(K >= -EXACT_ATOL)
-    np.testing.assert_allclose(K.sum(axis=1), 1.0, atol=EXACT_ATOL)
-    np.testing.assert_allclose(w @ K, p, atol=EXACT_ATOL)
-    member = np.array([K[i, np.unique(t)].sum() for i, t in enumerate(tuples)])
-    assert abs(w @ member - r.value) <= EXACT_ATOL
+    check_plan_is_coupling(p, law, r)
 
 
 def test_scaling_never_overflows_and_is_tight():
