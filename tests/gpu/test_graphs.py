@@ -89,3 +89,12 @@ def test_cuda_replay_equals_eager_for_the_same_generator_state(key):
             assert torch.equal(a, b), (key, s)
         assert torch.equal(gen.get_state(), after)  # the replay advanced the generator as eager does
     assert len(graphs.steps) == 1
+
+
+def test_default_graphs_is_opt_in(monkeypatch):
+    from otspec_gpu.graphs import default_graphs
+
+    monkeypatch.delenv("OTSPEC_CUDA_GRAPHS", raising=False)
+    assert default_graphs() is None
+    monkeypatch.setenv("OTSPEC_CUDA_GRAPHS", "1")
+    assert isinstance(default_graphs(), VerifyGraphs)
