@@ -95,12 +95,14 @@ class GraphedStep:
         Returns
         -------
         StepOutput
-            The step's output for ``inputs`` and the generator's current state (which advances).
+            The step's output for ``inputs`` and the generator's current state (which advances); a
+            plain tuple when the captured function returns one.
         """
         for dst, src in zip(self.static, inputs, strict=True):
             dst.copy_(src)
         self.graph.replay()
-        return StepOutput(*(t.clone() for t in self.out))
+        outs = tuple(t.clone() for t in self.out)
+        return StepOutput(*outs) if isinstance(self.out, StepOutput) else outs
 
 
 class VerifyGraphs:
