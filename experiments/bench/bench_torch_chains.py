@@ -249,6 +249,7 @@ def main() -> None:
     )
     ap.add_argument("--devices", nargs="*", default=None, choices=["cpu", "cuda"], help="default: cpu, and cuda when present")
     ap.add_argument("--cuda-gammas", type=int, nargs="*", default=[4, 8], help="gammas of the CUDA rows")
+    ap.add_argument("--cuda-vocabs", type=int, nargs="*", default=list(VOCABS_CUDA), help="vocabulary sizes of the CUDA rows")
     args = ap.parse_args()
     devices = args.devices if args.devices is not None else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     devices = [d for d in devices if d != "cuda" or torch.cuda.is_available()]
@@ -262,7 +263,7 @@ def main() -> None:
     cuda = []
     if "cuda" in devices:
         cgen = torch.Generator("cuda").manual_seed(args.seed)
-        for V in VOCABS_CUDA[:1] if args.quick else VOCABS_CUDA:
+        for V in args.cuda_vocabs[:1] if args.quick else args.cuda_vocabs:
             for g in args.cuda_gammas:
                 for B in BATCHES:
                     cuda += cuda_rows(V, g, B, cgen, trees=not (B == 64 and V == 262_144))
