@@ -2,7 +2,7 @@
 # GPU checks of the torch verifiers, from the repository root: the CUDA tests of tests/gpu
 # (pytest -k cuda), then the CUDA rows of bench_torch_verifiers.py and bench_torch_chains.py, each
 # writing JSON + markdown under $OUT. About 2-3 minutes on one H100/H200; every phase has its own
-# timeout (100 + 2 x 70 + 3 x 45 s at most) so one slow phase cannot starve the others. Without CUDA it prints
+# timeout (70 + 2 x 45 + 3 x 25 = 235 s at most) so one slow phase cannot starve the others. Without CUDA it prints
 # why and exits 0 (nothing to check).
 #
 #   OUT=/tmp/gpu_out PYTHON=python bash experiments/bench/gpu_checks.sh
@@ -23,17 +23,17 @@ fi
 } > "$OUT/env.txt"
 cat "$OUT/env.txt"
 rc=0
-timeout 100 "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
+timeout 70 "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
 tail -25 "$OUT/tests.txt"
 # optimal_iid / khisti build their state on the host (not a target of these rows): left out
 RULES="token kseq rrs rrs_wor greedy_optimal spechub nss naive approximate"
 for B in 1 64; do
     # shellcheck disable=SC2086
-    timeout 70 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" --verifiers $RULES \
+    timeout 45 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" --verifiers $RULES \
         --out "$OUT/verifiers_B$B" > "$OUT/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$OUT/verifiers_B$B.log"; }
 done
 for V in 49152 128256 262144; do
-    timeout 45 "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
+    timeout 25 "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
         --out "$OUT/chains_V$V" > "$OUT/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$OUT/chains_V$V.log"; }
 done
 for f in "$OUT"/verifiers_B*/*.md "$OUT"/chains_V*/*.md; do [ -f "$f" ] && cat "$f"; done
