@@ -60,6 +60,34 @@ InvalidDistributionError, ShapeMismatchError
     If ``method`` is neither ``"closed_form"`` nor ``"kernel"``.
 ProblemTooLargeError
     If the enumeration exceeds its cap or ``memory_cap``.""",
+    # tree verification (otspec.verifiers.tree) and the plots (otspec.plot)
+    "tree_args": """p_model, q_model : Model or callable
+    Target :math:`M_b` and draft :math:`M_s` models over one vocabulary.
+k : int
+    Number of drafted sequences.
+gamma : int
+    Length of each sequence.
+verifier : {"kseq", "rrs", "rrs_wor"}
+    The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).""",
+    "tree_enum_raises": """UnsupportedMethodError
+    If ``verifier`` is not one of :data:`VERIFIERS`.
+ProblemTooLargeError
+    If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
+NotAnIntegerError, InvalidDraftCountError
+    If ``k`` or ``gamma`` is invalid.""",
+    "tree_sample_raises": """UnsupportedMethodError
+    If ``verifier`` is not one of :data:`VERIFIERS`.
+InvalidDraftsError
+    If ``tree`` is not ``(k, gamma)`` token ids, a drafted token had draft probability 0 at its
+    node, or (``"rrs_wor"``) first tokens repeat.
+OtspecTypeError
+    If ``rng`` is not a ``numpy.random.Generator``.""",
+    "plot_axes_args": """ax : matplotlib Axes, optional
+    Where to draw (a new figure if omitted).
+title : str, optional
+    Axes title.
+ylabel : str
+    Label of the y axis.""",
     # the one argument of every CLI command's register()
     "register_args": """sub : argparse._SubParsersAction
     The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new

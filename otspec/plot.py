@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.errors import OtspecInputError, ShapeMismatchError
 
 __all__ = [
@@ -274,6 +275,7 @@ def calibration_bins(
 # Plots
 
 
+@fill_doc
 def acceptance_vs_k(
     ks: Sequence[int],
     curves: Mapping[str, Any],
@@ -300,12 +302,7 @@ def acceptance_vs_k(
     e_line : str or None
         Which optimum to scale by :math:`1 - 1/e` for the dashed guarantee line: a key of
         ``optimum`` (``"auto"``: the first one), or ``None`` for no line.
-    ax : matplotlib Axes, optional
-        Where to draw (a new figure if omitted).
-    title : str, optional
-        Axes title.
-    ylabel : str
-        Label of the y axis.
+    {plot_axes_args}
 
     Returns
     -------
@@ -422,6 +419,7 @@ def acceptance_vs_tv(
     return ax
 
 
+@fill_doc
 def verifier_gaps(
     gaps: Mapping[str, Any],
     *,
@@ -441,12 +439,7 @@ def verifier_gaps(
         Group labels (default: a single unnamed group).
     ci : mapping name -> (low, high), optional
         Interval for the gap of each entry (drawn as error bars).
-    ax : matplotlib Axes, optional
-        Where to draw (a new figure if omitted).
-    title : str, optional
-        Axes title.
-    ylabel : str
-        Label of the y axis.
+    {plot_axes_args}
 
     Returns
     -------

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
+from otspec._docs import fill_doc
 from otspec._validation import as_generator, as_int_in_range, as_supported_drafts
 from otspec.errors import (
     InvalidDraftsError,
@@ -249,19 +250,13 @@ class _Walker:
         return out
 
 
+@fill_doc
 def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> TreeKernel:
     r"""Exact law of the emitted block for every drafted tree (see the module docstring).
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary.
-    k : int
-        Number of drafted sequences.
-    gamma : int
-        Length of each sequence.
-    verifier : {"kseq", "rrs", "rrs_wor"}
-        The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).
+    {tree_args}
 
     Returns
     -------
@@ -270,12 +265,7 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "k
 
     Raises
     ------
-    UnsupportedMethodError
-        If ``verifier`` is not one of :data:`VERIFIERS`.
-    ProblemTooLargeError
-        If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``k`` or ``gamma`` is invalid.
+    {tree_enum_raises}
 
     Examples
     --------
@@ -294,6 +284,7 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "k
     return TreeKernel(trees=trees, weights=weights, laws=laws, verifier=verifier)
 
 
+@fill_doc
 def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> dict:
     """The exact law ``{O: P(O)}`` of the emitted block, over drafted trees and verification coins.
 
@@ -301,14 +292,7 @@ def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str =
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary.
-    k : int
-        Number of drafted sequences.
-    gamma : int
-        Length of each sequence.
-    verifier : {"kseq", "rrs", "rrs_wor"}
-        The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).
+    {tree_args}
 
     Returns
     -------
@@ -317,12 +301,7 @@ def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str =
 
     Raises
     ------
-    UnsupportedMethodError
-        If ``verifier`` is not one of :data:`VERIFIERS`.
-    ProblemTooLargeError
-        If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``k`` or ``gamma`` is invalid.
+    {tree_enum_raises}
 
     Examples
     --------
@@ -335,19 +314,13 @@ def block_law(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str =
     return kernel(p_model, q_model, k, gamma, verifier=verifier).output_law()
 
 
+@fill_doc
 def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "kseq") -> float:
     r"""Exact :math:`E[\tau]` of a tree verifier by enumeration over drafted trees.
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target :math:`M_b` and draft :math:`M_s` models over one vocabulary.
-    k : int
-        Number of drafted sequences.
-    gamma : int
-        Length of each sequence.
-    verifier : {"kseq", "rrs", "rrs_wor"}
-        The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).
+    {tree_args}
 
     Returns
     -------
@@ -356,12 +329,7 @@ def expected_accepted(p_model: Any, q_model: Any, k: int, gamma: int, *, verifie
 
     Raises
     ------
-    UnsupportedMethodError
-        If ``verifier`` is not one of :data:`VERIFIERS`.
-    ProblemTooLargeError
-        If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
-    NotAnIntegerError, InvalidDraftCountError
-        If ``k`` or ``gamma`` is invalid.
+    {tree_enum_raises}
 
     Examples
     --------
@@ -421,6 +389,7 @@ def _sample_one(p_model, q_model, paths: tuple, verifier: str, schedules: dict, 
             return t, prefix
 
 
+@fill_doc
 def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng: np.random.Generator) -> tuple[int, tuple]:
     r"""Verify one drafted tree ``(k, gamma)``; returns ``(tau, block)`` with ``block`` the emitted tokens.
 
@@ -449,13 +418,7 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
 
     Raises
     ------
-    UnsupportedMethodError
-        If ``verifier`` is not one of :data:`VERIFIERS`.
-    InvalidDraftsError
-        If ``tree`` is not ``(k, gamma)`` token ids, a drafted token had draft probability 0 at its
-        node, or (``"rrs_wor"``) first tokens repeat.
-    OtspecTypeError
-        If ``rng`` is not a ``numpy.random.Generator``.
+    {tree_sample_raises}
 
     Examples
     --------
@@ -471,6 +434,7 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
     return _sample_one(p_model, q_model, paths, verifier, {}, coins, draws)
 
 
+@fill_doc
 def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: str = "kseq", rng: np.random.Generator) -> list:
     """``size`` independent verifications of the same drafted tree (node schedules computed once).
 
@@ -494,13 +458,7 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
 
     Raises
     ------
-    UnsupportedMethodError
-        If ``verifier`` is not one of :data:`VERIFIERS`.
-    InvalidDraftsError
-        If ``tree`` is not ``(k, gamma)`` token ids, a drafted token had draft probability 0 at its
-        node, or (``"rrs_wor"``) first tokens repeat.
-    OtspecTypeError
-        If ``rng`` is not a ``numpy.random.Generator``.
+    {tree_sample_raises}
 
     Examples
     --------
