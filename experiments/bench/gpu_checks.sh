@@ -5,12 +5,21 @@
 # timeout (70 + 2 x 45 + 3 x 25 = 235 s at most) so one slow phase cannot starve the others. Without CUDA it prints
 # why and exits 0 (nothing to check).
 #
-#   OUT=/tmp/gpu_out PYTHON=python bash experiments/bench/gpu_checks.sh
+#   OUT=/tmp/gpu_out bash experiments/bench/gpu_checks.sh      (PYTHON defaults to python3; a venv's python for a CPU dry run)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-PYTHON=${PYTHON:-python}
+PYTHON=${PYTHON:-python3}
 OUT=${OUT:-experiments/bench/out/gpu_checks}
 mkdir -p "$OUT"
+# the lent GPU machine runs the checkout uninstalled (../shared/gpu/README.md): wheels that travelled
+# in .device/whl (e.g. highspy) go to /tmp/site, the repository itself is on PYTHONPATH
+if ls .device/whl/*.whl > /dev/null 2>&1; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD
+else
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 if ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "gpu_checks: no CUDA device visible to $PYTHON; the CUDA tests and rows are skipped"
     exit 0
