@@ -11,6 +11,10 @@ cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 OUT=${OUT:-experiments/bench/out/gpu_checks}
 mkdir -p "$OUT"
+if ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
+    echo "gpu_checks: no CUDA device visible to $PYTHON; the CUDA tests and rows are skipped"
+    exit 0
+fi
 # the lent GPU machine runs the checkout uninstalled (../shared/gpu/README.md): wheels that travelled
 # in .device/whl (e.g. highspy) go to /tmp/site, the repository itself is on PYTHONPATH
 if ls .device/whl/*.whl > /dev/null 2>&1; then
@@ -20,10 +24,6 @@ else
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-if ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-    echo "gpu_checks: no CUDA device visible to $PYTHON; the CUDA tests and rows are skipped"
-    exit 0
-fi
 {
     git rev-parse HEAD 2>/dev/null
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
