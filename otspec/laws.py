@@ -1009,6 +1009,18 @@ def iid(q: Any, k: int) -> IIDLaw:
     return IIDLaw(k=k, V=q.shape[0], _q=q)
 
 
+def _q_and_k_in_support(q: Any, k: Any, drafting: str, fix: str) -> tuple[np.ndarray, int]:
+    """``q`` as a distribution and ``k`` as an int no larger than q's support (distinct drafts)."""
+    q = as_distribution(q, "q")
+    k = as_int_in_range(k, "k")
+    support = int(np.count_nonzero(q))
+    if k > support:
+        raise InvalidDraftCountError(
+            f"k must be <= the support size of q for {drafting} (got k = {k}, q has {support} tokens with positive probability); {fix}"
+        )
+    return q, k
+
+
 def without_replacement(q: Any, k: int) -> WithoutReplacementLaw:
     r"""k distinct drafts by successive sampling proportional to ``q`` (RSD, EAGLE-style trees).
 
@@ -1042,14 +1054,7 @@ def without_replacement(q: Any, k: int) -> WithoutReplacementLaw:
     >>> round(law.tuple_probability([0, 1]), 12)
     0.25
     """
-    q = as_distribution(q, "q")
-    k = as_int_in_range(k, "k")
-    support = int(np.count_nonzero(q))
-    if k > support:
-        raise InvalidDraftCountError(
-            f"k must be <= the support size of q for drafting without replacement (got k = {k}, "
-            f"q has {support} tokens with positive probability); lower k or use otspec.iid"
-        )
+    q, k = _q_and_k_in_support(q, k, "drafting without replacement", "lower k or use otspec.iid")
     return WithoutReplacementLaw(k=k, V=q.shape[0], _q=q)
 
 
@@ -1084,14 +1089,7 @@ def greedy(q: Any, k: int) -> GreedyLaw:
     >>> otspec.greedy([0.1, 0.6, 0.3], 2).top.tolist()
     [1]
     """
-    q = as_distribution(q, "q")
-    k = as_int_in_range(k, "k")
-    support = int(np.count_nonzero(q))
-    if k > support:
-        raise InvalidDraftCountError(
-            f"k must be <= the support size of q for greedy drafting (got k = {k}, q has {support} "
-            "tokens with positive probability); lower k"
-        )
+    q, k = _q_and_k_in_support(q, k, "greedy drafting", "lower k")
     return GreedyLaw(k=k, V=q.shape[0], _q=q)
 
 
