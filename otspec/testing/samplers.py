@@ -111,6 +111,20 @@ def _detectable_tv(alpha: float, df: int, n: float, power: float = 0.99) -> floa
     return hi
 
 
+def _one_test_check(n: int, pval: float, false_alarm: float, tv: float, df: int, pooled: int) -> SamplerCheck:
+    """The report of one passed chi-square test with ``df`` degrees of freedom over ``n`` draws."""
+    return SamplerCheck(
+        n=n,
+        cells=1,
+        min_p_value=pval,
+        false_alarm=false_alarm,
+        tv=tv,
+        power=_power(false_alarm, df, n, tv),
+        detectable_tv=_detectable_tv(false_alarm, df, n),
+        pooled=pooled,
+    )
+
+
 @fill_doc
 def assert_sampler_matches(
     verifier: Any,
@@ -274,16 +288,7 @@ def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
             f"{fmt_number(observed[cell] / seen)} vs kernel pi({y}|x) = {fmt_number(pi[cell // V, y])}",
             {"property": "sampler", "tuples": [x.tolist()], "token": int(y), "p_value": pval},
         )
-    return SamplerCheck(
-        n=n,
-        cells=1,
-        min_p_value=pval,
-        false_alarm=false_alarm,
-        tv=tv,
-        power=_power(false_alarm, df, n, tv),
-        detectable_tv=_detectable_tv(false_alarm, df, n),
-        pooled=pooled,
-    )
+    return _one_test_check(n, pval, false_alarm, tv, df, pooled)
 
 
 @fill_doc
@@ -391,16 +396,7 @@ def assert_sampler_lossless(
                 "contributions": [float(contrib[m]) for m in order],
             },
         )
-    return SamplerCheck(
-        n=n,
-        cells=1,
-        min_p_value=pval,
-        false_alarm=false_alarm,
-        tv=tv,
-        power=_power(false_alarm, df, n, tv),
-        detectable_tv=_detectable_tv(false_alarm, df, n),
-        pooled=pooled,
-    )
+    return _one_test_check(n, pval, false_alarm, tv, df, pooled)
 
 
 def _most_common_rows(rows: np.ndarray, top: int) -> list:
