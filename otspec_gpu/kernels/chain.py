@@ -142,10 +142,12 @@ def _block_masses_src(p_ptr, q_ptr, pr_ptr, z_ptr, G, V, sp_b, sp_t, sq_b, sq_t,
     tl.store(z_ptr + b * (G - 1) + i - 1, tl.sum(acc, axis=0).to(z_ptr.dtype.element_ty))
 
 
-def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, tok_ptr, V, sp_b, sq_b, K: tl.constexpr, WOR: tl.constexpr, BLOCK_V: tl.constexpr):
+def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, m_ptr, tok_ptr, V, sp_b, sq_b, K: tl.constexpr, WOR: tl.constexpr, BLOCK_V: tl.constexpr):
     # RRS / RSD of one row, round by round on the closed form p_j = a_j (d - D_j q)_+, d = p - q
-    # (otspec_gpu.verifiers.step._recursive.sample_recursive, same arithmetic, float64)
+    # (otspec_gpu.verifiers.step._recursive.sample_recursive, same arithmetic, float64); the row has
+    # m <= K drafts (left-aligned): rounds j >= m are padding (no accept, no residual update)
     b = tl.program_id(0).to(tl.int64)
+    m_row = tl.load(m_ptr + b)
     prow = p_ptr + b * sp_b
     qrow = q_ptr + b * sq_b
     offs = tl.arange(0, BLOCK_V)
@@ -156,6 +158,7 @@ def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, tok_ptr, V, sp_b, sq_b, K: tl.co
     out = tl.zeros([], tl.int64)
     done = tl.zeros([], tl.int1)
     for j in tl.static_range(K):
+        vj = j < m_row
         x = tl.load(d_ptr + b * K + j)
         pd = tl.load(prow + x).to(tl.float64)
         qd = tl.load(qrow + x).to(tl.float64)
@@ -171,7 +174,7 @@ def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, tok_ptr, V, sp_b, sq_b, K: tl.co
                 pv = tl.load(prow + start + offs, mask=m, other=0.0).to(tl.float64)
                 qv = tl.load(qrow + start + offs, mask=m, other=0.0).to(tl.float64)
                 S += tl.sum(tl.maximum((pv - qv) + qv * (-D_new), 0.0), axis=0)
-            ok = S > 0
+            ok = (S > 0) & vj
             D = tl.where(ok, D_new, D)
             a = tl.where(ok, 1.0 / tl.where(ok, S, 1.0), a)
             num = a * tl.maximum(pd - qd - D * qd, 0.0)
@@ -183,12 +186,17 @@ def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, tok_ptr, V, sp_b, sq_b, K: tl.co
             den = qd
         acc = tl.where(den > 0, tl.minimum(num / tl.where(den > 0, den, 1.0), 1.0), 1.0)
         coin = tl.load(c_ptr + b * K + j)
-        hit = (coin < acc) & (done == 0)
+        hit = (coin < acc) & (done == 0) & vj
         out = tl.where(hit, x, out)
         done = done | hit
-        c_prev = c_j
         if WOR:
-            removed = removed + qd
+            if j == 0:
+                c_prev = c_j
+            else:
+                c_prev = tl.where(vj, c_j, c_prev)
+            removed = removed + tl.where(vj, qd, 0.0)
+        else:
+            c_prev = c_j
     # the final residual (d - D_k q)_+, D_k = D + c_prev / a; rows of mass 0 keep the previous one
     D_new = D + c_prev / a
     s_new = tl.zeros([], tl.float64)
@@ -377,7 +385,13 @@ def block_step(p: torch.Tensor, q: torch.Tensor, tau: torch.Tensor, weight: torc
 
 
 def rrs_single_step(
-    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, wor: bool
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: torch.Tensor,
+    coins: torch.Tensor,
+    u: torch.Tensor,
+    wor: bool,
+    count: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Fused twin of :func:`otspec_gpu.verifiers.step._recursive.sample_recursive` (RRS, or RSD with
     ``wor``): one launch, one program per row making ``k + 2`` passes over its ``[V]`` row.
@@ -394,6 +408,9 @@ def rrs_single_step(
         ``[B]`` float64 residual uniforms.
     wor : bool
         Drafts without replacement (RSD).
+    count : torch.Tensor, optional
+        ``[B]`` number of real drafts per row (left-aligned; the rest are padding, as
+        ``sample_recursive``'s ``valid``); default ``k``.
 
     Returns
     -------
@@ -404,9 +421,10 @@ def rrs_single_step(
     B, k = drafts.shape
     V = p.shape[-1]
     tok = torch.empty(B, dtype=torch.long, device=p.device)
+    m = torch.full((B,), k, dtype=torch.long, device=p.device) if count is None else count.to(torch.long).contiguous()
     if B:
         _kernel("rrs")[(B,)](
-            p, q, drafts.contiguous(), coins.contiguous(), u.contiguous(), tok, V,
+            p, q, drafts.contiguous(), coins.contiguous(), u.contiguous(), m, tok, V,
             p.stride(0) if p.shape[0] > 1 else 0, q.stride(0) if q.shape[0] > 1 else 0,
             K=k, WOR=wor, BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma(),
         )  # fmt: skip

@@ -61,6 +61,7 @@ from otspec.errors import (
 )
 from otspec_gpu._scratch import host_shortcuts
 from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
+from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.sampling import categorical, sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier
@@ -426,8 +427,15 @@ def step(
         j = torch.argmax(alive.to(torch.uint8), dim=1)  # lowest alive sequence: the node's rows
         order = torch.sort((~alive).to(torch.uint8), dim=1, stable=True).indices  # alive first, in index order
         toks = drafts[:, :, t].gather(1, order)
-        valid = slots < alive.sum(1, keepdim=True)
-        tok = sample_recursive(p[rows, j, t], q[rows, j, t], toks, coins[t], u[t], wor=rule == "rrs_wor", valid=valid)
+        count = alive.sum(1)
+        tok = None
+        if use_kernels(p):  # one fused launch per depth (otspec_gpu.kernels.chain.rrs_single_step)
+            from otspec_gpu.kernels.chain import rrs_single_step
+
+            tok = try_kernel(rrs_single_step, p[rows, j, t], q[rows, j, t], toks, coins[t], u[t], rule == "rrs_wor", count)
+        if tok is None:
+            valid = slots < count[:, None]
+            tok = sample_recursive(p[rows, j, t], q[rows, j, t], toks, coins[t], u[t], wor=rule == "rrs_wor", valid=valid)
         match = alive & (drafts[:, :, t] == tok[:, None])
         stop = ~done & ~match.any(1)
         tau = torch.where(stop, t, tau)

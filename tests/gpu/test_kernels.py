@@ -139,6 +139,25 @@ def test_rrs_kernel_equals_torch_step(kdevice, mod, shared, dtype):
     assert torch.equal(tok.cpu(), ref.token)
 
 
+@pytest.mark.parametrize("wor", [False, True], ids=["rrs", "rrs_wor"])
+def test_masked_rrs_kernel_equals_the_torch_rounds(kdevice, wor):
+    """The tree node form: rows with 1..k real drafts (left-aligned, the rest padding)."""
+    from otspec_gpu.verifiers.step._recursive import sample_recursive
+
+    rng = np.random.default_rng(15)
+    p = torch.tensor(rng.dirichlet(np.full(300, 0.3), size=8), device=kdevice)
+    q = torch.tensor(rng.dirichlet(np.full(300, 0.3), size=8), device=kdevice)
+    drafts = torch.multinomial(q, 4, replacement=not wor, generator=torch.Generator(kdevice).manual_seed(16))
+    count = torch.tensor([1, 2, 3, 4, 4, 3, 2, 1], device=kdevice)
+    gen = torch.Generator(kdevice).manual_seed(17)
+    coins = torch.rand((8, 4), generator=gen, dtype=torch.float64, device=kdevice)
+    u = torch.rand(8, generator=gen, dtype=torch.float64, device=kdevice)
+    tok = K.rrs_single_step(p, q, drafts, coins, u, wor, count)
+    valid = torch.arange(4)[None, :] < count.cpu()[:, None]
+    ref = sample_recursive(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu(), wor=wor, valid=valid)
+    assert torch.equal(tok.cpu(), ref)
+
+
 def _n(device: str) -> int:
     return 120 if device == "cpu" else 20_000
 
