@@ -88,6 +88,25 @@ title : str, optional
     Axes title.
 ylabel : str
     Label of the y axis.""",
+    # single-step verifiers and tree enumeration: p, q, k; enumerable laws; k = 1 rules; V, k, gamma
+    "pqk_args": """p, q : array_like, shape (V,)
+    Target and draft distributions.
+k : int
+    Number of i.i.d. drafts.""",
+    "tree_vkg_args": """V : int
+    Vocabulary size.
+k : int
+    Number of drafted sequences.
+gamma : int
+    Length of each sequence.""",
+    "p_enum_law_args": """p : array_like, shape (V,)
+    Target distribution.
+law : DraftLaw
+    An enumerable draft law.""",
+    "k1_raises": """InvalidDistributionError, ShapeMismatchError
+    If ``p`` is not a distribution over the law's vocabulary.
+UnsupportedMethodError
+    If ``law.k != 1``.""",
     # the one argument of every CLI command's register()
     "register_args": """sub : argparse._SubParsersAction
     The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new

@@ -18,6 +18,7 @@ import numpy as np
 
 from otspec import models as _models
 from otspec import prefixes
+from otspec._docs import fill_doc
 from otspec._validation import as_generator, as_int_in_range
 from otspec.errors import InvalidDraftCountError, ProblemTooLargeError
 from otspec.laws import successive_denominators
@@ -28,17 +29,13 @@ __all__ = ["draft_trees", "num_draft_trees", "check_tree_enumeration", "sample_t
 MAX_ENUMERATED_TREES = 300_000
 
 
+@fill_doc
 def num_draft_trees(V: int, k: int, gamma: int) -> int:
     """Upper bound on the number of ordered draft tuples an exact enumeration visits: :math:`V^{k\\gamma}`.
 
     Parameters
     ----------
-    V : int
-        Vocabulary size.
-    k : int
-        Number of drafted sequences.
-    gamma : int
-        Length of each sequence.
+    {tree_vkg_args}
 
     Returns
     -------
@@ -53,18 +50,14 @@ def num_draft_trees(V: int, k: int, gamma: int) -> int:
     return int(V) ** (int(k) * int(gamma))
 
 
+@fill_doc
 def check_tree_enumeration(V: int, k: int, gamma: int) -> None:
     """Raise :class:`~otspec.errors.ProblemTooLargeError` before an exact enumeration of more than
     :data:`MAX_ENUMERATED_TREES` draft trees.
 
     Parameters
     ----------
-    V : int
-        Vocabulary size.
-    k : int
-        Number of drafted sequences.
-    gamma : int
-        Length of each sequence.
+    {tree_vkg_args}
 
     Raises
     ------

@@ -432,10 +432,7 @@ def threshold_tree(p: Any, q: Any, k: Any, *, method: str = "auto") -> Threshold
 
     Parameters
     ----------
-    p, q : array_like, shape (V,)
-        Target and draft distributions.
-    k : int
-        Number of i.i.d. drafts.
+    {pqk_args}
     method : {"auto", "heap", "heap_compiled", "flip", "argmax"}
         Tree builder (all give a valid tree; the heap builders give bit-identical ones).
 

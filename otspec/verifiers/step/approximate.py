@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
@@ -150,6 +151,7 @@ class ApproximateVerifier(Verifier):
         value = float(q @ (a + (1.0 - a) * accept_ratio(p, q)))
         return value, {"tv_to_target": float(a @ np.maximum(q - p, 0.0))}
 
+    @fill_doc
     def output_law(self, p: Any, law: DraftLaw) -> np.ndarray:
         r"""The exact output law :math:`P` (closed form, any V).
 
@@ -169,10 +171,7 @@ class ApproximateVerifier(Verifier):
 
         Raises
         ------
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
-        UnsupportedMethodError
-            If ``law.k != 1``.
+        {k1_raises}
         """
         p = self._check(p, law)
         q = law.first_draft_marginal()
@@ -181,6 +180,7 @@ class ApproximateVerifier(Verifier):
         R = float((1.0 - a) @ np.maximum(q - p, 0.0))
         return q * a + q * (1.0 - a) * accept_ratio(p, q) + R * res
 
+    @fill_doc
     def tv_to_target(self, p: Any, law: DraftLaw) -> float:
         r""":math:`d_{TV}(P, p) = \sum_x a(x)(q(x)-p(x))_+` (exact, :doc:`verifiers`, approximate).
 
@@ -198,10 +198,7 @@ class ApproximateVerifier(Verifier):
 
         Raises
         ------
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
-        UnsupportedMethodError
-            If ``law.k != 1``.
+        {k1_raises}
         """
         p = self._check(p, law)
         q = law.first_draft_marginal()

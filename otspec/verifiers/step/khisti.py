@@ -253,10 +253,7 @@ class KhistiVerifier(Verifier):
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            An enumerable draft law.
+        {p_enum_law_args}
 
         Returns
         -------

@@ -360,15 +360,13 @@ class KSeqVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return law.kind == "iid"
 
+    @fill_doc
     def details(self, p: Any, q: Any, k: int) -> KSeqDetails:
         """K-SEQ's quantities for ``k`` i.i.d. drafts from ``q`` (:func:`otspec.verifiers.step.kseq.details`).
 
         Parameters
         ----------
-        p, q : array_like, shape (V,)
-            Target and draft distributions.
-        k : int
-            Number of i.i.d. drafts.
+        {pqk_args}
 
         Returns
         -------

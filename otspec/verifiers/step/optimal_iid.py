@@ -333,10 +333,7 @@ def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
 
     Parameters
     ----------
-    p, q : array_like, shape (V,)
-        Target and draft distributions.
-    k : int
-        Number of i.i.d. drafts.
+    {pqk_args}
     method : str
         Threshold-tree builder (see :func:`threshold_tree`).
 

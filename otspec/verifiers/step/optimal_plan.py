@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.bounds import optimal_acceptance
 from otspec.laws import DraftLaw
 from otspec.sampling import sample_categorical
@@ -88,15 +89,13 @@ class OptimalPlanVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return True
 
+    @fill_doc
     def plan(self, p, law) -> CleanPlan:
         """The cleaned optimal plan for ``(p, law)`` (cached).
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            An enumerable draft law.
+        {p_enum_law_args}
 
         Returns
         -------
