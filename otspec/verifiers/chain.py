@@ -23,6 +23,8 @@ __all__ = [
     "check_path_row",
     "check_drafted",
     "check_path_arrays",
+    "check_sample_inputs",
+    "path_conditionals",
     "kernel_table",
     "kernel_from_table",
 ]
