@@ -458,6 +458,13 @@ def test_wor_optimum_with_masses_near_the_smallest_float(method):
     assert res.status == "optimal"
     assert abs(res.value - 0.5) <= res.error_bound + 1e-15
     assert abs(res.value - ref.value) <= res.error_bound + ref.error_bound + 1e-15
+    # the optimum bounds every verifier's acceptance, and the optimal ones attain it
+    for v in ALL:
+        if v.applies_to(law):
+            a = v.acceptance(p, law).value
+            assert a <= res.value + res.error_bound + 1e-12, v.name
+            if v.optimal:
+                assert abs(a - res.value) <= res.error_bound + 1e-12, v.name
 
 
 @pytest.mark.parametrize(
