@@ -30,7 +30,7 @@ from _report import markdown_table, write_report
 import otspec
 from otspec.synthetic import synthetic_pair
 from otspec.verifiers import rrs_wor
-from otspec.verifiers.step._luce_law import COMPILED
+from otspec.verifiers.step._luce_kernels import COMPILED
 from otspec.verifiers.step.optimal_wor import OptimalWORVerifier
 
 CELLS = (("zipf", 1000, 4), ("dirichlet", 1000, 4), ("zipf", 5000, 4), ("zipf", 49152, 4))

@@ -53,7 +53,6 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "COMPILED",
     "LuceLaw",
     "QuadratureGrid",
     "TAIL_EPS",
@@ -71,22 +70,6 @@ TAIL_EPS = 1e-17
 S_LEFT = 1e-9
 #: Unit roundoff of float64.
 ROUND = 2.0**-53
-
-try:
-    import numba
-
-    njit = numba.njit
-    prange = numba.prange
-    COMPILED = True
-except ImportError:  # the same code runs as plain Python (slow above a few hundred tokens)
-
-    def njit(*args, **kwargs):
-        if args and callable(args[0]):
-            return args[0]
-        return lambda f: f
-
-    prange = range
-    COMPILED = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,134 +157,6 @@ def luce_law_exact(sets: np.ndarray, weights: np.ndarray, b: np.ndarray, in_A: n
 
 # ------------------------------------------------------------------------------------------------
 # Quadrature
-
-
-@njit(cache=True)
-def _side(q, b, a, pi, w, idx, E0, F0, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF):
-    """One side (A or H) at one (s, t) node: forward prefixes over tokens ``idx`` starting from the
-    product ``(E0, F0)`` of the other tokens' factors, backward suffixes, and the leave-one-out
-    combination for every token of ``idx``."""
-    n = idx.size
-    for m in range(k):
-        preE[0, m] = E0[m]
-        preF[0, m] = F0[m]
-    for i in range(n):
-        j = idx[i]
-        aj = a[j]
-        cj = pi[j] * w[j]
-        qa = q[j] * aj
-        for m in range(k):
-            e = preE[i, m] * aj
-            f = preF[i, m] * aj + preE[i, m] * qa
-            if m > 0:
-                e += preE[i, m - 1] * cj
-                f += preF[i, m - 1] * cj
-            preE[i + 1, m] = e
-            preF[i + 1, m] = f
-    sufE = np.zeros(k)
-    sufF = np.zeros(k)
-    sufE[0] = 1.0
-    for i in range(n - 1, -1, -1):
-        j = idx[i]
-        if b[j] > 0.0:
-            coef = 0.0
-            for m in range(k):
-                coef += preE[i, m] * sufF[k - 1 - m] + preF[i, m] * sufE[k - 1 - m]
-            v = wgt * b[j] * s * w[j] * t * pi[j] * coef
-            out[j] += v
-            m2[j] += v * b[j] * s
-            if coarse >= 1:
-                out2[j] += c2 * v
-            if coarse >= 2:
-                out4[j] += c4 * v
-        aj = a[j]
-        cj = pi[j] * w[j]
-        qa = q[j] * aj
-        for m in range(k - 1, -1, -1):
-            e = sufE[m] * aj
-            f = sufF[m] * aj + sufE[m] * qa
-            if m > 0:
-                e += sufE[m - 1] * cj
-                f += sufF[m - 1] * cj
-            sufE[m] = e
-            sufF[m] = f
-
-
-@njit(cache=True)
-def _integrate_chunk(q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_s, mult, lo, hi, out, out2, out4, m2):
-    """Nodes ``taus[lo:hi]`` x all ``sigmas`` into this chunk's own accumulators."""
-    n = q.size
-    idxA = np.flatnonzero(in_A)
-    idxH = np.flatnonzero(~in_A)
-    qA = 0.0
-    for j in idxA:
-        qA += q[j]
-    anyH = False
-    for j in idxH:
-        if b[j] > 0.0:
-            anyH = True
-    preE = np.empty((n + 1, k))
-    preF = np.empty((n + 1, k))
-    a = np.empty(n)
-    pi = np.empty(n)
-    EH = np.zeros(k)  # product over H of a_j (1 + eps q_j) + pi_j x: s-independent on the A side
-    FH = np.zeros(k)
-    E0 = np.zeros(k)
-    F0 = np.zeros(k)
-    for it in range(lo, hi):
-        t = math.exp(taus[it])
-        for j in range(n):
-            a[j] = math.exp(-q[j] * t)
-            pi[j] = -math.expm1(-q[j] * t)
-        eA = math.exp(-qA * t)
-        for m in range(k):
-            EH[m] = 0.0
-            FH[m] = 0.0
-        EH[0] = 1.0
-        for j in idxH:
-            aj = a[j]
-            cj = pi[j]
-            qa = q[j] * aj
-            for m in range(k - 1, -1, -1):
-                e = EH[m] * aj
-                f = FH[m] * aj + EH[m] * qa
-                if m > 0:
-                    e += EH[m - 1] * cj
-                    f += FH[m - 1] * cj
-                EH[m] = e
-                FH[m] = f
-        E0[0] = eA
-        F0[0] = qA * eA
-        for js in range(sigmas.size):
-            s = math.exp(sigmas[js])
-            wgt = h_t * h_s * mult[js, 0]
-            coarse = min(coarse_t[it], coarse_s[js])
-            c2 = 4.0 * mult[js, 1] / mult[js, 0]
-            c4 = 16.0 * mult[js, 2] / mult[js, 0]
-            w = W[js]
-            if idxA.size:
-                _side(q, b, a, pi, w, idxA, EH, FH, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
-            if anyH:
-                _side(q, b, a, pi, w, idxH, E0, F0, k, wgt, s, t, out, out2, out4, m2, coarse, c2, c4, preE, preF)
-
-
-@njit(cache=True, parallel=True)
-def _integrate(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, mult, nchunks, acc):
-    """All nodes; ``acc[c]`` holds chunk c's (r, T_2h, T_4h, second) sums, chunks run in parallel
-    over contiguous ranges of t-nodes."""
-    n = q.size
-    W = np.empty((sigmas.size, n))
-    for js in prange(sigmas.size):
-        s = math.exp(sigmas[js])
-        for j in range(n):
-            W[js, j] = math.exp(-s * b[j])
-    nt = taus.size
-    for c in prange(nchunks):
-        lo = (c * nt) // nchunks
-        hi = ((c + 1) * nt) // nchunks
-        _integrate_chunk(
-            q, b, in_A, k, taus, h_t, W, sigmas, h_s, coarse_t, coarse_s, mult, lo, hi, acc[c, 0], acc[c, 1], acc[c, 2], acc[c, 3]
-        )
 
 
 def _gamma_tail_x(k: int, eps: float) -> float:
@@ -473,8 +328,10 @@ def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, 
     g = quadrature_grid(q, b, in_A, k, h)
     if isinstance(g, LuceLaw):
         return g
-    nchunks = max(1, min(numba.get_num_threads() if COMPILED else 1, g.taus.size))
+    from otspec.verifiers.step import _luce_kernels as kernels  # lazily: numba is slow to import
+
+    nchunks = max(1, min(kernels.num_threads(), g.taus.size))
     acc = np.zeros((nchunks, 4, g.pos.size))
-    _integrate(g.q, g.b, g.in_A, k, g.taus, h, g.sigmas, h, g.coarse_t, g.coarse_s, g.mult, nchunks, acc)
+    kernels.integrate(g.q, g.b, g.in_A, k, g.taus, h, g.sigmas, h, g.coarse_t, g.coarse_s, g.mult, nchunks, acc)
     out, out2, out4, m2 = acc.sum(axis=0)
     return law_from_sums(g, out, out2, out4, m2)
