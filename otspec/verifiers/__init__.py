@@ -26,6 +26,7 @@ from otspec.verifiers import block, step, token_chain, tree  # noqa: F401  (otsp
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.greedy_optimal import greedy_optimal
+from otspec.verifiers.step.iid_embedding_wor import wor_iid
 from otspec.verifiers.step.khisti import khisti
 from otspec.verifiers.step.kseq import kseq
 from otspec.verifiers.step.naive import naive
@@ -57,6 +58,7 @@ __all__ = [
     "optimal_plan",
     "optimal_iid",
     "optimal_wor",
+    "wor_iid",
     "approximate",
 ]
 
@@ -74,6 +76,7 @@ ALL: tuple[Verifier, ...] = (
     optimal_plan,
     optimal_iid,
     optimal_wor,
+    wor_iid,
     approximate,
 )
 

@@ -29,6 +29,7 @@ from otspec_gpu.verifiers.step import (
     rrs_wor,
     spechub,
     token,
+    wor_iid,
 )
 
 __all__ = ["CHAIN", "NO_TORCH_TWIN", "SINGLE_STEP", "TREE", "VERIFIERS", "TorchRule", "by_name", "lookup"]
@@ -46,6 +47,7 @@ _TWINS: dict[str, TorchVerifier] = {
         nss.nss,
         naive.naive,
         optimal_iid.optimal_iid,
+        wor_iid.wor_iid,
         approximate.approximate,
     )
 }

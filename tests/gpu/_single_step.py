@@ -14,7 +14,7 @@ LAWS = {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "g
 COMBOS = (
     [("token", law, 1) for law in LAWS]
     + [(name, "iid", k) for name in ("kseq", "rrs", "optimal_iid", "khisti") for k in (1, 2, 3)]
-    + [("rrs_wor", "without_replacement", k) for k in (1, 2, 3)]
+    + [(name, "without_replacement", k) for name in ("rrs_wor", "wor_iid") for k in (1, 2, 3)]
     + [("greedy_optimal", "greedy", k) for k in (1, 2, 3)]
     + [("spechub", "greedy", 2)]
     + [(name, law, k) for name in ("nss", "naive") for law in LAWS for k in (1, 2, 3)]

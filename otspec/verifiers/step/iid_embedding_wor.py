@@ -1,0 +1,316 @@
+r"""Drafts without replacement verified at the i.i.d. optimum (registered as ``wor_iid``).
+
+Drafts without replacement from q are the first k *distinct* tokens of an i.i.d. stream of draws
+from q (the "hit stream"). From the ordered drafts :math:`d_1, \dots, d_k` alone the verifier
+resamples that stream exactly: with :math:`m_j = q(d_1) + \dots + q(d_j)` the mass already drafted,
+the next hit is a repeat of :math:`d_i` (:math:`i \le j`) with probability :math:`q(d_i)` and the
+next new draft :math:`d_{j+1}` with probability :math:`1 - m_j`. The first k hits are then k
+i.i.d. draws from q and every one of them is a draft. The optimal i.i.d. selection
+(:mod:`~otspec.verifiers.step.optimal_iid`) applied to those hits selects a draft with the law
+:math:`r^*_{iid}`; single-draft speculative sampling from :math:`r^*_{iid}` to p (keep y with
+:math:`\min(1, p/r^*)`, else draw from :math:`\mathrm{norm}((p - r^*)_+)`) is lossless.
+
+Acceptance. The kept selections alone give :math:`\sum_y \min(p, r^*_{iid}) = \alpha^*_{iid}`
+(the optimum for k i.i.d. drafts); a residual draw may also land on a draft that no hit reached,
+so the membership acceptance :math:`P(Y \in D)` is at least :math:`\alpha^*_{iid}` and at most
+:math:`\alpha^*_{WOR}` (the verifier is lossless). The certified gap to the optimum is therefore
+at most :math:`\alpha^*_{WOR} - \alpha^*_{iid}`. The exact membership acceptance comes from the
+kernel on enumerable laws; at scale it is a Monte Carlo estimate (each sampled draft tuple and
+selection contributes its exact keep-or-residual probability of landing in D). ``docs/wor_iid.rst``
+has the proofs.
+
+Cost per draw: :math:`O(k^2)` for the hit stream plus one draw of ``optimal_iid`` (whose
+preparation is built once per (p, q, k)).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from otspec.laws import DraftLaw
+from otspec.sampling import spawn_streams
+from otspec.verifiers.base import Verifier
+from otspec.verifiers.kernel import AcceptanceEstimate
+from otspec.verifiers.step.optimal_iid import OptimalIIDState, prepare
+from otspec.verifiers.tuples import membership_mask
+
+__all__ = ["WorIIDVerifier", "hit_strings", "hit_string_weights", "rebuild_hits", "wor_iid"]
+
+
+def hit_strings(k: int) -> np.ndarray:
+    """Every pattern of the first k hits of the stream, as draft positions.
+
+    A pattern ``h`` lists, for each of the first k hits, which draft it hit (0-based position in
+    the ordered draft tuple). Drafts are discovered in order, so ``h[0] = 0`` and each entry is at
+    most one more than the largest before it (restricted growth strings; there are Bell(k)).
+
+    Parameters
+    ----------
+    k : int
+        Number of hits (``>= 1``).
+
+    Returns
+    -------
+    ndarray of int64, shape (Bell(k), k)
+        One pattern per row, in lexicographic order.
+    """
+    rows = [[0]]
+    for _ in range(1, k):
+        rows = [r + [i] for r in rows for i in range(max(r) + 2)]
+    return np.asarray(rows, dtype=np.int64).reshape(-1, k)
+
+
+def hit_string_weights(q_drafts: np.ndarray, patterns: np.ndarray) -> np.ndarray:
+    r"""Probability of each hit pattern given the ordered drafts.
+
+    With :math:`m_j` the q-mass of the first j drafts, a hit pattern has probability
+    :math:`\prod_{\text{repeat hits}} q(d_{h_i}) \prod_{\text{new hits after the first}} (1 - m_{h_i})`.
+
+    Parameters
+    ----------
+    q_drafts : ndarray, shape (n, k)
+        q of each ordered draft tuple's tokens.
+    patterns : ndarray of int64, shape (H, k)
+        Hit patterns (:func:`hit_strings`).
+
+    Returns
+    -------
+    ndarray, shape (n, H)
+        Row ``i``: the law of the pattern given tuple ``i`` (sums to 1).
+    """
+    n, k = q_drafts.shape
+    # 1 - m_j as the mass outside the first j drafts (m_0 = 0)
+    outside = np.clip(1.0 - np.concatenate([np.zeros((n, 1)), np.cumsum(q_drafts, axis=1)], axis=1), 0.0, 1.0)
+    w = np.ones((n, patterns.shape[0]))
+    seen = np.ones(patterns.shape[0], dtype=np.int64)
+    for i in range(1, k):
+        h = patterns[:, i]
+        new = h == seen
+        w *= np.where(new[None, :], outside[:, h], q_drafts[:, h])
+        seen = seen + new
+    return w
+
+
+def rebuild_hits(q_drafts: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Resample the first k hits of the stream, as draft positions, from uniforms.
+
+    Hit ``i >= 1`` with uniform ``u[:, i - 1]``: with ``j`` drafts found so far and ``C`` the
+    cumulative q of the ordered drafts, the hit repeats draft ``#{l : C_l <= u}`` when that is below
+    ``j`` (probability :math:`q(d_l)` each), else it is the next new draft ``j``.
+
+    Parameters
+    ----------
+    q_drafts : ndarray, shape (n, k)
+        q of each ordered draft tuple's tokens.
+    u : ndarray, shape (n, k - 1)
+        Independent uniforms on [0, 1).
+
+    Returns
+    -------
+    ndarray of int64, shape (n, k)
+        Draft positions of the first k hits; ``positions[:, 0] == 0``.
+    """
+    n, k = q_drafts.shape
+    cum = np.cumsum(q_drafts, axis=1)
+    pos = np.zeros((n, k), dtype=np.int64)
+    found = np.ones(n, dtype=np.int64)
+    for i in range(1, k):
+        idx = np.sum(cum <= u[:, i - 1 : i], axis=1)
+        rep = idx < found
+        pos[:, i] = np.where(rep, idx, found)
+        found = found + ~rep
+    return pos
+
+
+class WorIIDVerifier(Verifier):
+    r"""Drafts without replacement verified by the optimal i.i.d. rule on the rebuilt hit stream.
+
+    Lossless for ``otspec.without_replacement(q, k)``; its acceptance lies between
+    :math:`\alpha^*_{iid}` (the kept selections alone) and :math:`\alpha^*_{WOR}`.
+
+    Examples
+    --------
+    >>> import numpy as np, otspec
+    >>> from otspec.verifiers import wor_iid
+    >>> p, q = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])
+    >>> law = otspec.without_replacement(q, 2)
+    >>> a = wor_iid.acceptance(p, law).value
+    >>> a_iid = otspec.optimal_acceptance(p, otspec.iid(q, 2)).value
+    >>> a_wor = otspec.optimal_acceptance(p, law).value
+    >>> bool(a_iid - 1e-12 <= a <= a_wor + 1e-12)
+    True
+    """
+
+    name = "wor_iid"
+    rule = "the i.i.d. embedding rebuilds the hit stream of drafts sampled without replacement (otspec.without_replacement)"
+    fix = "use optimal_iid for i.i.d. drafts, greedy_optimal for greedy drafts, or optimal_plan on small laws"
+    reference = "otspec: drafts without replacement at the i.i.d. optimum (docs/wor_iid.rst)"
+
+    def applies_to(self, law: DraftLaw) -> bool:
+        return law.kind == "without_replacement"
+
+    def state(self, p: Any, law: DraftLaw) -> OptimalIIDState:
+        """The optimal i.i.d. state for ``(p, q, k)`` the rule runs on the hits (cached on the law).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            A without-replacement draft law.
+
+        Returns
+        -------
+        OptimalIIDState
+            ``alpha`` is :math:`\\alpha^*_{iid}`, the acceptance of the kept selections, a lower
+            bound on this verifier's acceptance.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If ``law`` is not a without-replacement law.
+        """
+        p = self._check(p, law)
+        return self._state(p, law)
+
+    def _state(self, p: np.ndarray, law: DraftLaw) -> OptimalIIDState:
+        return law.cached("wor_iid.state", p, lambda: prepare(p, np.asarray(law.q, dtype=np.float64), law.k))
+
+    def _prepare(self, p, law):
+        self._state(p, law)
+
+    @staticmethod
+    def _residual(stt: OptimalIIDState, p: np.ndarray) -> np.ndarray:
+        cdf = stt.residual_cdf
+        res = np.diff(np.concatenate([[0.0], cdf]))
+        return res / cdf[-1] if cdf[-1] > 0 else p
+
+    def _selection(self, p, law, tuples) -> np.ndarray:
+        """Exact selection law per WOR tuple ``(n, V)``: the i.i.d. rule's rows averaged over the hit patterns."""
+        stt = self._state(p, law)
+        n, k = tuples.shape
+        pats = hit_strings(k)
+        w = hit_string_weights(np.asarray(law.q, dtype=np.float64)[tuples], pats)  # (n, H)
+        hits = tuples[:, pats]  # (n, H, k)
+        beta = stt.selection_rows(hits.reshape(-1, k)).reshape(n, pats.shape[0], -1)
+        return np.einsum("nh,nhv->nv", w, beta)
+
+    def _rows(self, p, law, tuples):
+        stt = self._state(p, law)
+        acc = self._selection(p, law, tuples) * stt.accept[None, :]
+        return acc + (1.0 - acc.sum(axis=1))[:, None] * self._residual(stt, p)[None, :]
+
+    def _tuple_acceptance(self, p, law, tuples):
+        pi = self._rows(p, law, tuples)
+        return np.sum(np.where(membership_mask(tuples, law.V), pi, 0.0), axis=1)
+
+    def _hits(self, law: DraftLaw, tuples: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        qd = np.asarray(law.q, dtype=np.float64)[tuples]
+        pos = rebuild_hits(qd, rng.random((tuples.shape[0], tuples.shape[1] - 1)))
+        return np.take_along_axis(tuples, pos, axis=1)
+
+    def _monte_carlo(self, p, law, n, rng) -> AcceptanceEstimate:
+        # Rao-Blackwellised over the accept coin and the residual draw: a sampled (tuple, hits,
+        # selection y) contributes min(1, p/r*)(y) + (1 - min(1, p/r*)(y)) * res(D), exactly
+        # P(Y in D | tuple, y); the per-tuple exact value would sum over Bell(k) hit patterns
+        if n < 2:
+            return super()._monte_carlo(p, law, n, rng)
+        stt = self._state(p, law)
+        res = self._residual(stt, p)
+        tuples = law.sample(rng, n)
+        hit_rng, level_rng, choice_rng = spawn_streams(rng, 3)
+        y = stt.select(self._hits(law, tuples, hit_rng), level_rng.random(n), choice_rng.random(n))
+        keep = stt.accept[y]
+        vals = keep + (1.0 - keep) * res[tuples].sum(axis=1)
+        est = AcceptanceEstimate.from_samples(vals, "mean over sampled draft tuples and selections of P(Y in D | tuple, selection)")
+        extras = dict(est.extras, alpha_iid=stt.alpha)
+        return AcceptanceEstimate(est.value, est.how, est.ci_low, est.ci_high, est.n_samples, extras)
+
+    def _sample(self, p, law, d, rng) -> np.ndarray:
+        streams = spawn_streams(rng, 5)
+        return self._state(p, law).sample_rows(self._hits(law, d, streams[0]), streams[1:])
+
+    def sample(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> int:
+        """One output token for one ordered draft tuple.
+
+        Five independent child streams are spawned from ``rng``: the hit stream, then the four
+        of :meth:`OptimalIIDState.sample_rows <otspec.verifiers.step.optimal_iid.OptimalIIDState.sample_rows>`.
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            A without-replacement draft law.
+        drafts : array_like of int, shape (k,)
+            One ordered draft tuple (distinct tokens, in drafting order).
+        rng : numpy.random.Generator
+            The caller's generator.
+
+        Returns
+        -------
+        int
+            The output token.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If ``law`` is not a without-replacement law.
+        InvalidDraftsError
+            If ``drafts`` is not a tuple the law can produce.
+        OtspecTypeError
+            If ``rng`` is not a ``numpy.random.Generator``.
+        """
+        p = self._check(p, law)
+        d = law.validate_drafts(drafts)
+        return int(self._sample(p, law, d[None, :], rng)[0])
+
+    def sample_batch(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> np.ndarray:
+        """One output token per row of ``drafts`` ``(N, k)``, with the streams of :meth:`sample`
+        (``sample(d) == sample_batch([d])[0]`` for the same generator state).
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            A without-replacement draft law.
+        drafts : array_like of int, shape (N, k) or (k,)
+            Ordered draft tuples, one per row.
+        rng : numpy.random.Generator
+            The caller's generator.
+
+        Returns
+        -------
+        ndarray of int64, shape (N,)
+            One output token per row.
+
+        Raises
+        ------
+        NotADraftLawError
+            If ``law`` is not a draft law.
+        InvalidDistributionError, ShapeMismatchError
+            If ``p`` is not a distribution over the law's vocabulary.
+        UnsupportedMethodError
+            If ``law`` is not a without-replacement law.
+        InvalidDraftsError
+            If a row is not a tuple the law can produce.
+        OtspecTypeError
+            If ``rng`` is not a ``numpy.random.Generator``.
+        """
+        p = self._check(p, law)
+        d = law.validate_draft_batch(drafts)
+        return np.asarray(self._sample(p, law, d, rng), dtype=np.int64)
+
+
+wor_iid = WorIIDVerifier()
