@@ -191,12 +191,13 @@ def run(args) -> int:
     caption = "; ".join(f"{name}: not applicable ({why})" for name, why in skipped) or None
     print_table(title, ["law", "k", "optimum", "|cut|", "method", "status", "error bound", "ms"], table_rows, caption=caption)
     methods = {name: res.method for name, _, res, _ in rows}
+    laws = {name: law for name, law, _, _ in rows}
     for name, vr in verifier_rows.items():
         print_table(
             f"verifiers vs optimum, law = {name}",
             ["verifier", "acceptance", "how", "optimum", "shortfall", "% of optimum"],
             [_verifier_cells(r) for r in vr],
-            caption=_unavailable_footnote(vr, methods[name]),
+            caption=" ".join(c for c in (_unavailable_footnote(vr, methods[name]), _certified_footnote(vr, p, laws[name])) if c) or None,
         )
     return 0
 
@@ -232,3 +233,16 @@ def _unavailable_footnote(vr: list, method: str) -> str | None:
     if others:
         note += f" For {', '.join(others)}: use a smaller --vocab or --drafts (the exact kernel enumerates the law)."
     return note
+
+
+def _certified_footnote(vr: list, p: np.ndarray, law) -> str | None:
+    """Certified bounds for the Monte Carlo rows of verifiers that have one (``certified_lower_bound``)."""
+    from otspec.verifiers import by_name
+
+    notes = []
+    for r in vr:
+        bound = getattr(by_name(r.name), "certified_lower_bound", None)
+        if bound is not None and r.how == "monte_carlo":
+            b = bound(p, law)
+            notes.append(f"{r.name}: acceptance >= {b:.8f} (certified), so its shortfall is <= {r.optimum - b:.2e}.")
+    return " ".join(notes) or None

@@ -171,3 +171,14 @@ def test_refuses_other_laws():
     q = np.array([0.4, 0.3, 0.3])
     with pytest.raises(otspec.errors.UnsupportedMethodError, match="wor_iid"):
         wor_iid.acceptance(q, otspec.iid(q, 2))
+
+
+def test_bound_cli_prints_the_certified_shortfall(capsys):
+    """``otspec bound --verifiers`` on a large WOR law: wor_iid's Monte Carlo row and, below the table,
+    its certified lower bound alpha*_iid and the shortfall bound alpha*_WOR - alpha*_iid."""
+    from otspec.cli import main
+
+    rc = main(["bound", "--vocab", "3000", "--drafts", "3", "--seed", "2", "--law", "without_replacement", "--verifiers"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0
+    assert "wor_iid" in out and "(certified), so its shortfall is <=" in out
