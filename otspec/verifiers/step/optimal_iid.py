@@ -31,7 +31,8 @@ so the closed form and the threshold construction do not apply.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -41,11 +42,14 @@ from otspec.errors import UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
 from otspec.verifiers.base import Verifier
+from otspec.verifiers.step import _iid_bridge
 from otspec.verifiers.step._iid_selection import Selection, check_pqk, selection_law, solve_selection
-from otspec.verifiers.step._iid_tree import TREE_METHODS, Geometry, ThresholdTree, build_tree, geometry, threshold_tree
+from otspec.verifiers.step._iid_tree import TREE_METHODS, Geometry, ThresholdTree, _resolve_method, build_tree, geometry, threshold_tree
 from otspec.verifiers.tuples import membership_mask
 
 __all__ = [
+    "BRIDGE_DRAWS",
+    "DRAW_METHODS",
     "TREE_METHODS",
     "OptimalIIDState",
     "OptimalIIDVerifier",
@@ -59,6 +63,17 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------------
 # Prepared state: everything a draw needs
+
+#: How a draw finds the block of the first drafted super-token. ``"bridge"``: one hull edge per
+#: draw, :math:`O(m)` with no per-pair build (see :mod:`otspec.verifiers.step._iid_bridge`);
+#: ``"tree"``: the threshold tree, built once per (p, q) (:math:`O(m \log m)`, 0.1-0.8 s at
+#: V = 262 144), then :math:`O(\log m)` per draw; ``"auto"`` (the default): bridges for the first
+#: :data:`BRIDGE_DRAWS` draws on a prepared pair (decoding makes one), the tree after that or once
+#: it is built. Both give the same block for the same level (the tests check it), so the choice
+#: changes the cost, not the outputs.
+DRAW_METHODS = ("auto", "bridge", "tree")
+#: Draws on one prepared pair made with bridges before ``draw="auto"`` builds the tree.
+BRIDGE_DRAWS = 64
 
 
 def _sparse_table(kappa: np.ndarray) -> list[np.ndarray]:
@@ -85,16 +100,21 @@ class OptimalIIDState:
         :math:`\alpha^* = \sum_y \min(p, r^*)`.
     super_token : ndarray of int64, shape (V,)
         1-based super-token of each token (0: q = 0, never drafted).
-    tree : ThresholdTree
-    table : list of ndarray
-        Range-minimum table over the thresholds :math:`\kappa`.
     accept : ndarray, shape (V,)
         :math:`\min(1, p/r^*)` (1 where :math:`r^* = 0`; never used there).
     residual_cdf : ndarray, shape (V,)
         Cumulative :math:`(p - r^*)_+` (unnormalised).
     geometry : object
-        The super-token geometry the tree was built on (boundaries, cumulative masses, the
-        integrand :math:`\Phi`); read by :meth:`integrated_selection_law`.
+        The super-token geometry (boundaries, cumulative masses, the integrand :math:`\Phi`);
+        read by :meth:`integrated_selection_law`.
+    tree_method : str
+        Threshold-tree builder (:data:`TREE_METHODS`); the tree is built on first use.
+    draw : str
+        How draws find their block (:data:`DRAW_METHODS`).
+    tree : ThresholdTree
+        The threshold tree (built on first access).
+    table : list of ndarray
+        Range-minimum table over the thresholds :math:`\kappa` (built with the tree).
     """
 
     p: np.ndarray
@@ -102,17 +122,49 @@ class OptimalIIDState:
     k: int
     alpha: float
     super_token: np.ndarray
-    tree: ThresholdTree
-    table: list
     accept: np.ndarray
     residual_cdf: np.ndarray
     geometry: Geometry
+    tree_method: str = "auto"
+    draw: str = "auto"
+    _counts: dict = field(default_factory=lambda: {"bridge_draws": 0}, repr=False)
+
+    @cached_property
+    def tree(self) -> ThresholdTree:
+        """The threshold tree (built once, on first access)."""
+        return build_tree(self.geometry, self.tree_method)
+
+    @cached_property
+    def table(self) -> list:
+        """Range-minimum table over the tree's thresholds."""
+        return _sparse_table(self.tree.kappa)
+
+    @cached_property
+    def bridge_geometry(self) -> _iid_bridge.BridgeGeometry:
+        """Compensated suffix sums the bridge draws read (:math:`O(m)`, built on first use)."""
+        return _iid_bridge.bridge_geometry(self.geometry.w, self.geometry.rho, self.k)
+
+    @property
+    def tree_built(self) -> bool:
+        """Whether the threshold tree has been built."""
+        return "tree" in self.__dict__
+
+    def _use_bridge(self, n: int) -> bool:
+        if self.draw != "auto":
+            return self.draw == "bridge"
+        if self.tree_built or self.k == 1:
+            return False
+        if self._counts["bridge_draws"] + n > BRIDGE_DRAWS:
+            return False
+        self._counts["bridge_draws"] += n
+        return True
 
     # -- selection -----------------------------------------------------------------------------
-    def block_end(self, first: np.ndarray, s: np.ndarray) -> np.ndarray:
+    def block_end(self, first: np.ndarray, s: np.ndarray, *, method: str = "tree") -> np.ndarray:
         r"""Right end of the block holding super-token ``first`` at level ``s``: the smallest
         boundary :math:`i \ge` ``first`` with :math:`\kappa_i \le s` (binary lifting on the
-        range-minimum table, :math:`O(\log m)`).
+        range-minimum table, :math:`O(\log m)`), or the right end of the hull edge over
+        ``first`` at level :math:`G = 1 - s` (``method="bridge"``, :math:`O(m)` per entry, no tree).
 
         Parameters
         ----------
@@ -120,12 +172,18 @@ class OptimalIIDState:
             Super-token indices (1-based), any shape.
         s : ndarray
             Levels in ``[0, 1)``, broadcastable with ``first``.
+        method : {"tree", "bridge"}
+            How the block is found (same block up to rounding).
 
         Returns
         -------
         ndarray of int64
             The block's right boundary for each entry.
         """
+        if method == "bridge":
+            first = np.asarray(first, dtype=np.int64)
+            s = np.broadcast_to(np.asarray(s, dtype=np.float64), first.shape)
+            return _iid_bridge.block_end(self.bridge_geometry, first.ravel(), s.ravel()).reshape(first.shape)
         pos = np.asarray(first, dtype=np.int64).copy()
         m = self.geometry.m
         for b in range(len(self.table) - 1, -1, -1):
@@ -139,7 +197,7 @@ class OptimalIIDState:
             pos = np.where(skip, pos + span, pos)
         return pos
 
-    def select(self, drafts: np.ndarray, s: np.ndarray, u: np.ndarray) -> np.ndarray:
+    def select(self, drafts: np.ndarray, s: np.ndarray, u: np.ndarray, *, method: str = "tree") -> np.ndarray:
         """Selected token per row of ``drafts`` ``(n, k)`` at levels ``s`` with choice uniforms ``u``.
 
         The block of the row's first (lowest) super-token at level ``s`` is found, and one of the
@@ -153,6 +211,8 @@ class OptimalIIDState:
             Levels :math:`s \\sim U[0, 1)`.
         u : ndarray, shape (n,)
             Uniforms for the choice within the block.
+        method : {"tree", "bridge"}
+            How the block is found (see :meth:`block_end`).
 
         Returns
         -------
@@ -160,7 +220,7 @@ class OptimalIIDState:
             The selected draft of each row.
         """
         st = self.super_token[drafts]  # (n, k)
-        end = self.block_end(st.min(axis=1), s)
+        end = self.block_end(st.min(axis=1), s, method=method)
         elig = st <= end[:, None]
         cnt = elig.sum(axis=1)
         rank = np.minimum((u * cnt).astype(np.int64), cnt - 1)
@@ -252,6 +312,8 @@ class OptimalIIDState:
         streams : list of numpy.random.Generator
             Four independent streams: level, choice, accept coin, residual draw.
 
+        The block is found by bridges or by the tree as :attr:`draw` says (same outputs).
+
         Returns
         -------
         ndarray of int64, shape (n,)
@@ -261,7 +323,7 @@ class OptimalIIDState:
         n = drafts.shape[0]
         s = streams[0].random(n)
         u = streams[1].random(n)
-        y = self.select(drafts, s, u)
+        y = self.select(drafts, s, u, method="bridge" if self._use_bridge(n) else "tree")
         keep = streams[2].random(n) < self.accept[y]
         rej = np.flatnonzero(~keep)
         if rej.size:
@@ -307,19 +369,24 @@ class OptimalIIDState:
         return self.sample_rows(np.asarray(drafts, dtype=np.int64), spawn_streams(rng, 4))
 
 
-def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "auto", sel: Selection | None = None) -> OptimalIIDState:
+def _build_state(
+    p: np.ndarray, q: np.ndarray, k: int, method: str = "auto", sel: Selection | None = None, draw: str = "auto"
+) -> OptimalIIDState:
+    if draw not in DRAW_METHODS:
+        raise UnsupportedMethodError(f"draw must be one of {DRAW_METHODS} (got {draw!r}); pick one of those")
+    _resolve_method(method)  # refuse an unknown or unavailable builder now, not at the first draw
     sel = solve_selection(p, q, k) if sel is None else sel
     geo, st = geometry(sel, q, k)
-    tree = build_tree(geo, method)
-    table = _sparse_table(tree.kappa)
     r = sel.r
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         accept = np.where(r > 0, np.minimum(1.0, p / np.where(r > 0, r, 1.0)), 1.0)
     res = np.maximum(p - r, 0.0)
     cdf = np.cumsum(res)
     state = OptimalIIDState(
-        p=p, r=r, k=k, alpha=sel.alpha, super_token=st, tree=tree, table=table, accept=accept, residual_cdf=cdf, geometry=geo
+        p=p, r=r, k=k, alpha=sel.alpha, super_token=st, accept=accept, residual_cdf=cdf, geometry=geo, tree_method=method, draw=draw
     )
+    if draw == "tree":
+        state.tree  # noqa: B018 (build it now: the caller asked for the tree)
     pos_res = np.flatnonzero(res > 0)
     object.__setattr__(state, "_last_residual", int(pos_res[-1]) if pos_res.size else int(np.flatnonzero(p > 0)[-1]))
     object.__setattr__(state, "_q", q)
@@ -327,15 +394,19 @@ def _build_state(p: np.ndarray, q: np.ndarray, k: int, method: str = "auto", sel
 
 
 @fill_doc
-def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
-    r"""Build the sampler state for (p, q, k) once: :math:`r^*`, super-tokens, threshold tree,
-    range-minimum table, accept ratios and residual CDF.
+def prepare(p: Any, q: Any, k: Any, *, method: str = "auto", draw: str = "auto") -> OptimalIIDState:
+    r"""Build the sampler state for (p, q, k) once: :math:`r^*`, super-tokens, accept ratios and
+    residual CDF; the threshold tree and its range-minimum table are built on first use.
 
     Parameters
     ----------
     {pqk_args}
     method : str
         Threshold-tree builder (see :func:`threshold_tree`).
+    draw : {"auto", "bridge", "tree"}
+        How draws find their block (:data:`DRAW_METHODS`): ``"tree"`` builds the tree now,
+        ``"bridge"`` never needs it, ``"auto"`` uses bridges for the first :data:`BRIDGE_DRAWS`
+        draws and the tree after.
 
     Returns
     -------
@@ -346,6 +417,8 @@ def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
     ------
     {pq_raises}
     {k_raises}
+    UnsupportedMethodError
+        If ``method`` or ``draw`` is unknown, or the builder needs numba and it is missing.
 
     Examples
     --------
@@ -356,7 +429,7 @@ def prepare(p: Any, q: Any, k: Any, *, method: str = "auto") -> OptimalIIDState:
     True
     """
     p, q, k = check_pqk(p, q, k)
-    return _build_state(p, q, k, method)
+    return _build_state(p, q, k, method, draw=draw)
 
 
 # ------------------------------------------------------------------------------------------------
