@@ -80,6 +80,7 @@ def test_exp1_verifiers_vs_optimum(tmp_path):
     assert c["max_abs_greedy_verifier_minus_optimum"] < EXACT_ATOL  # the greedy verifier attains its law's optimum
     assert c["min_kseq_phase1_ratio_minus_guarantee"] >= -EXACT_ATOL  # SpecTr's guarantee
     assert c["max_verifier_above_optimum"] < EXACT_ATOL  # no exact acceptance above the optimum
+    assert c["min_wor_iid_minus_opt_iid"] >= -EXACT_ATOL  # wor_iid accepts at least alpha*_iid
     s = d["summary"]["1.0"]
     assert abs(s["opt_iid"]["mean"][0] - s["kseq"]["mean"][0]) < FLOAT64_ATOL  # k = 1: every rule is 1 - TV
 
