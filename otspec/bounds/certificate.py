@@ -54,6 +54,14 @@ class CutAnswer:
         Bound on the rounding error of ``value``.
     checks : dict
         Extra method-specific differences that must vanish (e.g. a closed form minus the value).
+    lower : float or None
+        A certified lower bound on the optimum from the other side: the acceptance of a feasible
+        coupling (a selection law checked to lie in the base polytope) or the closed leaves of a
+        branch-and-bound; ``None`` when the method has none.
+    lower_reason : str
+        Why ``lower`` is ``None`` (empty otherwise).
+    certificate : object or None
+        A method's own certificate (``method="product"``: the tree of boxes).
     """
 
     method: str
@@ -61,6 +69,9 @@ class CutAnswer:
     cut: np.ndarray
     error_bound: float
     checks: dict = field(default_factory=dict)
+    lower: float | None = None
+    lower_reason: str = ""
+    certificate: object = None
 
 
 def certify(p: np.ndarray, law, answer: CutAnswer | PlanAnswer) -> AcceptanceResult:
@@ -89,8 +100,12 @@ def certify(p: np.ndarray, law, answer: CutAnswer | PlanAnswer) -> AcceptanceRes
 
 def _certify_cut(p: np.ndarray, law, a: CutAnswer) -> AcceptanceResult:
     err = a.error_bound
-    checks = {"cut_value_minus_value": cut_value(p, law, a.cut) - a.value, **a.checks}
+    upper = cut_value(p, law, a.cut)
+    checks = {"cut_value_minus_value": upper - a.value, **a.checks}
     tol = CERTIFICATE_ATOL + 2 * err
+    gap = None if a.lower is None else float(min(upper, 1.0) - a.lower)
+    if gap is not None:
+        checks["primal_dual_gap"] = gap
     status = STATUS_OPTIMAL if all(abs(v) <= tol for v in checks.values()) else STATUS_CHECK_FAILED
     if not err <= ERROR_BOUND_MAX:  # a check within 2 * err could not fail: the value is not certified
         status = STATUS_CHECK_FAILED
@@ -100,11 +115,14 @@ def _certify_cut(p: np.ndarray, law, a: CutAnswer) -> AcceptanceResult:
         cut=a.cut,
         method=a.method,
         status=status,
-        gap=0.0,
+        gap=gap,
         error_bound=err,
         plan=None,
         law=repr(law),
         checks=checks,
+        lower_bound=a.lower,
+        gap_reason=a.lower_reason if a.lower is None else "",
+        certificate=a.certificate,
     )
 
 
@@ -167,4 +185,6 @@ def _certify_plan(p: np.ndarray, law, a: PlanAnswer) -> AcceptanceResult:
         law=repr(law),
         checks=checks,
         solver_info=str(a.info),
+        lower_bound=lower if not constrained else None,
+        gap_reason="" if not constrained else "user constraints: the cut bounds the unconstrained problem only",
     )

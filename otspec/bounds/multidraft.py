@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from otspec._validation import as_distribution, as_memory_cap
-from otspec.bounds import cvx, flow, lp, maxflow, prefix, subsets
+from otspec.bounds import cvx, flow, lp, maxflow, prefix, product, subsets
 from otspec.bounds.certificate import certify
 from otspec.bounds.result import AcceptanceResult
 from otspec.bounds.sizing import check_acceptance, estimate_bytes, num_sets_bound
@@ -32,7 +32,7 @@ from otspec.laws import DraftLaw
 __all__ = ["optimal_acceptance", "METHODS", "SUBSETS_MAX_V", "AUTO_MAX_TUPLES"]
 
 #: The methods of :func:`optimal_acceptance` (``"auto"`` picks one of the others).
-METHODS = ("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow")
+METHODS = ("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow", "product")
 
 #: ``auto`` uses the dense network simplex up to this many (draft set x token) arcs, HiGHS above.
 _FLOW_MAX_ARCS = 25_000_000
@@ -62,13 +62,15 @@ def _auto_method(law: DraftLaw, memory_cap: float | None) -> str:
     dense_arcs = num_sets_bound(law) * law.V
     if dense_arcs <= _MAXFLOW_FROM_ARCS:
         return "flow"
+    cap = as_memory_cap(memory_cap)
     if maxflow.maxflow_available():
-        return "maxflow"
+        return "product" if law.kind == "product" and estimate_bytes("maxflow", law) > cap else "maxflow"
     if dense_arcs <= _FLOW_MAX_ARCS and law.num_tuples() <= AUTO_MAX_TUPLES:
         return "flow"
     if law.num_tuples() <= AUTO_MAX_TUPLES:
         return "lp"
-    cap = as_memory_cap(memory_cap)
+    if law.kind == "product":
+        return "product"
     fixes = []
     if estimate_bytes("maxflow", law) <= cap:
         fixes.append(f"install the maxflow extra to solve it in seconds ({maxflow.MAXFLOW_INSTALL})")
@@ -94,6 +96,11 @@ def _check_applies(method: str, law: DraftLaw) -> None:
             f"method='subsets' enumerates 2^V token sets and is limited to V <= {SUBSETS_MAX_V} (got V = {law.V}); "
             + ("use method='prefix' or 'lp'" if law.prefix_exact else "use method='flow' or 'lp'")
         )
+    if method == "product" and law.kind != "product":
+        raise UnsupportedMethodError(
+            f"method='product' is the branch-and-bound for independent drafters (otspec.product) (got a {law.kind} law); "
+            + ("use method='prefix'" if law.prefix_exact else "use method='flow' or 'lp'")
+        )
     if method == "maxflow":
         maxflow.require_ortools()  # the install hint before any sizing or enumeration work
 
@@ -118,7 +125,7 @@ def optimal_acceptance(
     law : DraftLaw
         From :func:`otspec.iid`, :func:`otspec.without_replacement`, :func:`otspec.greedy`,
         :func:`otspec.product` or :func:`otspec.explicit`, over the same vocabulary.
-    method : {"auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow"}
+    method : {"auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow", "product"}
         ``"prefix"``: sort tokens by p/q and scan prefixes -- :math:`q(H)^k` for iid, the
         exponential-race integral with an error bound for without replacement, the closed form
         :math:`P(G) + \sum_{x \notin G} \min(p, \tilde q)` for greedy. ``"subsets"``: brute force
@@ -128,10 +135,14 @@ def optimal_acceptance(
         (dense: sets x tokens). ``"maxflow"``: the sparse max-flow source -> draft set -> its
         tokens -> sink with integer capacities :math:`\lfloor x 2^N \rfloor` on OR-Tools, with
         the plan (optional extra ``pip install "otspec[maxflow]"``; the flow is the lower bound,
-        the float64 cut the upper bound, :mod:`otspec.bounds.maxflow`).
+        the float64 cut the upper bound, :mod:`otspec.bounds.maxflow`). ``"product"``: product
+        laws only, at full vocabulary: a branch-and-bound over boxes of the drafters' cut masses
+        with a two-sided certificate (the cut, and the closed boxes, re-checked;
+        :mod:`otspec.bounds.product`); no coupling.
         ``"auto"``: ``prefix`` where it is exact, otherwise ``flow`` up to 1e6 dense (set x token)
-        arcs, above that ``maxflow`` if OR-Tools is installed; without it ``flow`` up to 2.5e7 dense
-        arcs and 250 000 tuples, then ``lp`` up to 250 000 tuples, else a
+        arcs, above that ``maxflow`` if OR-Tools is installed (for a product law: if its estimate
+        fits ``memory_cap``); without it ``flow`` up to 2.5e7 dense arcs and 250 000 tuples, then
+        ``lp`` up to 250 000 tuples; beyond those limits ``product`` for a product law, else a
         :class:`~otspec.errors.ProblemTooLargeError` naming the extra.
     memory_cap : float, optional
         Bytes; tuple-level methods estimate their peak memory first and refuse above it
@@ -204,6 +215,8 @@ def optimal_acceptance(
         return certify(p, law, prefix.solve(p, law))
     if chosen == "subsets":
         return certify(p, law, subsets.solve(p, law, memory_cap))
+    if chosen == "product":
+        return certify(p, law, product.solve(p, law))
     sets, weights = law.enumerate_sets(memory_cap=memory_cap)
     if chosen == "cvxpy":
         return certify(p, law, cvx.solve(p, sets, weights, constraints))

@@ -15,6 +15,7 @@ import numpy as np
 from otspec import _race
 from otspec._tolerances import ROUNDING_PER_TERM
 from otspec.bounds.certificate import CutAnswer
+from otspec.bounds.primal import prefix_lower
 from otspec.laws import DraftLaw
 
 __all__ = ["iid_prefix", "power", "solve"]
@@ -126,11 +127,13 @@ def solve(p: np.ndarray, law: DraftLaw) -> CutAnswer:
     -------
     CutAnswer
         The minimum over the prefixes, its prefix and its error bound (greedy laws add the check
-        against their closed form).
+        against their closed form), and the primal lower bound of :func:`~otspec.bounds.primal.prefix_lower`
+        (``None`` with a reason for without-replacement laws too large to check).
     """
     if law.kind == "iid":
         value, cut, err = iid_prefix(p, law.q, law.k)
-        return CutAnswer("prefix", value, cut, err)
+        lower, reason, checks = prefix_lower(p, law, cut)
+        return CutAnswer("prefix", value, cut, err, checks, lower=lower, lower_reason=reason)
     order = law.prefix_cut_order(p)
     if law.kind == "without_replacement":
         # Integrates only the prefixes that cheap rigorous bounds cannot exclude; its error bound
@@ -147,7 +150,7 @@ def solve(p: np.ndarray, law: DraftLaw) -> CutAnswer:
     in_cut = np.zeros(law.V, dtype=bool)
     in_cut[order[:i]] = True
     cut = np.flatnonzero(in_cut)
-    checks: dict[str, float] = {}
+    lower, reason, checks = prefix_lower(p, law, cut)
     if law.kind == "greedy":
         checks["closed_form_minus_value"] = law.optimum(p) - value
-    return CutAnswer("prefix", value, cut, float(err), checks)
+    return CutAnswer("prefix", value, cut, float(err), checks, lower=lower, lower_reason=reason)

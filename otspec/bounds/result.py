@@ -248,9 +248,15 @@ class AcceptanceResult:
     status : str
         ``"optimal"``; ``"optimal_constrained"`` (cvxpy with user constraints); ``"check_failed"``
         or ``"solver_failed"`` when the value must not be trusted.
-    gap : float
-        The certified duality gap: upper bound minus value, both re-computed in numpy (cut value
-        minus plan value when a plan exists; 0 for proven closed forms). The same meaning as
+    gap : float or None
+        The certified duality gap: the cut's value (upper bound, re-computed in numpy from the law)
+        minus :attr:`lower_bound`. Tuple-level methods: the plan's value; ``prefix``: the acceptance
+        :math:`\sum_y \min(p, r^*)` of the closed-form selection law :math:`r^*`, after checking
+        that it lies in the base polytope (the Lorenz test for i.i.d. drafts; enumeration of every
+        token set for without replacement where that fits), or the explicit plan of the greedy
+        closed form; ``product``: the branch-and-bound's closed leaves, re-checked. ``None`` when
+        there is no lower bound (``subsets``, a dual-only method; without-replacement laws too
+        large to check :math:`r^*`'s membership): :attr:`gap_reason` says why. The same meaning as
         :attr:`otspec.BlockOptimumResult.gap`.
     error_bound : float
         Bound on :math:`|\text{value} - \alpha^*|` from numerics: rounding for closed forms, the
@@ -263,18 +269,28 @@ class AcceptanceResult:
         The residual of every re-check performed (name -> float).
     solver_info : str
         The solver's own status message (LP, flow and cvxpy methods; empty for closed forms).
+    lower_bound : float or None
+        The certified lower bound on :math:`\alpha^*` behind :attr:`gap` (``None``: dual only).
+    gap_reason : str
+        Why :attr:`gap` is ``None`` (empty when there is a gap).
+    certificate : object or None
+        The method's own certificate: for ``method="product"`` the
+        :class:`~otspec.bounds.product.ProductCertificate` (its tree of boxes, re-checked).
     """
 
     value: float
     cut: np.ndarray
     method: str
     status: str
-    gap: float
+    gap: float | None
     error_bound: float
     plan: MembershipPlan | None = None
     law: str = ""
     checks: Mapping[str, float] = field(default_factory=dict)
     solver_info: str = ""
+    lower_bound: float | None = None
+    gap_reason: str = ""
+    certificate: Any = None
 
     @property
     def ok(self) -> bool:
@@ -284,9 +300,10 @@ class AcceptanceResult:
     def __repr__(self) -> str:
         cut = self.cut.tolist() if self.cut.size <= 8 else f"[{self.cut.size} tokens]"
         plan = "yes" if self.plan is not None else "no"
+        gap = "None" if self.gap is None else f"{self.gap:.2e}"
         return (
             f"AcceptanceResult(value={self.value:.12g}, method={self.method!r}, status={self.status!r}, "
-            f"gap={self.gap:.2e}, error_bound={self.error_bound:.2e}, cut={cut}, plan={plan}, law={self.law!r})"
+            f"gap={gap}, error_bound={self.error_bound:.2e}, cut={cut}, plan={plan}, law={self.law!r})"
         )
 
     def to_dict(self) -> dict:
@@ -296,7 +313,8 @@ class AcceptanceResult:
         -------
         dict
             ``value``, ``cut_size``, ``cut`` (``None`` above 64 tokens), ``method``, ``status``,
-            ``gap``, ``error_bound``, ``law``, ``checks`` and ``solver_info``, as plain Python types.
+            ``gap`` (``None`` without a lower bound), ``gap_reason``, ``lower_bound``,
+            ``error_bound``, ``law``, ``checks`` and ``solver_info``, as plain Python types.
         """
         return {
             "value": float(self.value),
@@ -304,7 +322,9 @@ class AcceptanceResult:
             "cut": [int(x) for x in self.cut] if self.cut.size <= 64 else None,
             "method": self.method,
             "status": self.status,
-            "gap": float(self.gap),
+            "gap": None if self.gap is None else float(self.gap),
+            "gap_reason": self.gap_reason,
+            "lower_bound": None if self.lower_bound is None else float(self.lower_bound),
             "error_bound": float(self.error_bound),
             "law": self.law,
             "checks": {k: float(v) for k, v in self.checks.items()},

@@ -98,7 +98,7 @@ def check_acceptance(method: str, law, memory_cap: float | None) -> None:
     Parameters
     ----------
     method : str
-        A resolved method (not ``"auto"``); ``"prefix"`` needs no check.
+        A resolved method (not ``"auto"``); ``"prefix"`` and ``"product"`` need no check.
     law : DraftLaw
         The draft law.
     memory_cap : float or None
@@ -109,7 +109,7 @@ def check_acceptance(method: str, law, memory_cap: float | None) -> None:
     ProblemTooLargeError
         If the method's estimate exceeds the cap.
     """
-    if method == "prefix":
+    if method in ("prefix", "product"):  # O(V log V) / O(k V) memory
         return
     if method == "subsets":
         V = law.V

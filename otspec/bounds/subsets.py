@@ -70,4 +70,5 @@ def solve(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> CutAnswer:
     m = int(np.argmin(vals))
     value = float(vals[m])
     cut = np.flatnonzero([(m >> b) & 1 for b in range(V)]).astype(np.int64)
-    return CutAnswer("subsets", value, cut, ROUNDING_PER_TERM * max(V, law.num_tuples()))
+    reason = "dual only: brute force over every cut gives the exact value and its cut, no coupling"
+    return CutAnswer("subsets", value, cut, ROUNDING_PER_TERM * max(V, law.num_tuples()), lower_reason=reason)

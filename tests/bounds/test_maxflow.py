@@ -114,16 +114,19 @@ def test_auto_uses_maxflow_above_the_dense_limit(monkeypatch):
 
 
 def test_without_ortools_auto_refuses_naming_the_extra(monkeypatch):
-    """OR-Tools made unimportable: auto refuses large tuple problems up front, naming the extra, and
-    an explicit method='maxflow' raises ImportError with the install command."""
+    """OR-Tools made unimportable: auto refuses large tuple problems without a closed form up front,
+    naming the extra (a product law goes to the branch-and-bound instead), and an explicit
+    method='maxflow' raises ImportError with the install command."""
     monkeypatch.setitem(sys.modules, "ortools.graph.python.max_flow", None)
     monkeypatch.setattr(multidraft, "AUTO_MAX_TUPLES", 10)
     monkeypatch.setattr(multidraft, "_MAXFLOW_FROM_ARCS", 10)
     monkeypatch.setattr(multidraft, "_FLOW_MAX_ARCS", 10)
     rng = np.random.default_rng(5)
     p, q, q2 = (random_simplex(rng, 8) for _ in range(3))
+    tuples = rng.integers(0, 8, size=(40, 2))
     with pytest.raises(ProblemTooLargeError, match=r"otspec\[maxflow\]"):
-        otspec.optimal_acceptance(p, otspec.product([q, q2]))
+        otspec.optimal_acceptance(p, otspec.explicit(tuples, random_simplex(rng, 40), vocab_size=8))
+    assert otspec.optimal_acceptance(p, otspec.product([q, q2])).method == "product"
     with pytest.raises(ImportError, match=r"otspec\[maxflow\]"):
         otspec.optimal_acceptance(p, otspec.product([q, q2]), method="maxflow")
 

@@ -1,0 +1,215 @@
+r"""The primal side of the closed forms of ``method="prefix"``: a feasible coupling's acceptance.
+
+The sorted-prefix dual gives the optimum's value and its cut :math:`H^*` (an upper bound by weak
+duality). The lower bound comes from an explicit coupling (:doc:`math`, the closed-form selection
+law):
+
+* **i.i.d. and without replacement**: the two-step rule "select a draft with law :math:`r`, accept
+  it with :math:`\min(1, p/r)`, else draw from the residual" accepts with :math:`\sum_y \min(p_y,
+  r_y)` whenever :math:`r` lies in the base polytope :math:`B(f)`, :math:`f(S) = P(\text{some draft
+  in } S)`. The closed-form law is :math:`r^* = \min(p, c\,q)` off the cut (summing to
+  :math:`1 - Q(H^{*k})`) and :math:`\max(p, c'q)` on it (summing to :math:`Q(H^{*k})`). Its
+  membership is *checked*, not assumed: for i.i.d. drafts by the Lorenz test (densities
+  :math:`r/q` sorted descending, the cumulated :math:`r` against :math:`\Phi(t) = 1 - (1 - t)^k` of
+  the cumulated q; both curves are checked at the breakpoints, which suffices since :math:`\Phi` is
+  concave and the Lorenz curve piecewise linear), O(V log V); without replacement by enumerating
+  every token set where that fits (:data:`WOR_CHECK_MAX_V`), otherwise the result is dual only;
+* **greedy**: the explicit plan of the closed form (accept the random draft x with
+  :math:`\min(p_x, \tilde q_x)`, route the rest of its set's mass to the always-drafted tokens G).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from otspec.bounds.subsets import subset_sums
+from otspec.laws import DraftLaw
+
+__all__ = ["WOR_CHECK_MAX_V", "cap_floor_law", "lorenz_violation", "membership_violation_by_sets", "prefix_lower"]
+
+#: Without replacement, r*'s membership in B(f) is checked over all 2^V token sets up to this V.
+WOR_CHECK_MAX_V = 16
+
+#: ... and when the law has at most this many draft tuples to enumerate.
+_WOR_CHECK_MAX_TUPLES = 200_000
+
+
+def _cap(p: np.ndarray, q: np.ndarray, target: float) -> np.ndarray:
+    """``min(p, c q)`` with ``sum = target`` (q > 0; ``target <= p.sum()``)."""
+    if p.size == 0:
+        return p.copy()
+    with np.errstate(over="ignore"):
+        pi = p / q
+    o = np.argsort(pi, kind="stable")
+    ps, qs, pis = p[o], q[o], pi[o]
+    P_le = np.cumsum(ps)
+    Q_gt = np.concatenate([np.cumsum(qs[::-1])[::-1][1:], [0.0]])
+    with np.errstate(invalid="ignore", over="ignore"):
+        S = P_le + np.where(Q_gt > 0, pis * Q_gt, 0.0)
+    j = int(np.searchsorted(S, target, side="left"))
+    if j >= p.size:
+        return p.copy()
+    P_lt = P_le[j - 1] if j > 0 else 0.0
+    Q_ge = Q_gt[j] + qs[j]
+    c = (target - P_lt) / Q_ge
+    return np.minimum(p, c * q)
+
+
+def _floor(p: np.ndarray, q: np.ndarray, target: float) -> np.ndarray:
+    """``max(p, c' q)`` with ``sum = target`` (q > 0; ``target >= p.sum()``)."""
+    if p.size == 0:
+        return p.copy()
+    with np.errstate(over="ignore"):
+        pi = p / q
+    o = np.argsort(pi, kind="stable")
+    ps, qs, pis = p[o], q[o], pi[o]
+    P_ge = np.cumsum(ps[::-1])[::-1]
+    Q_lt = np.concatenate([[0.0], np.cumsum(qs)[:-1]])
+    with np.errstate(invalid="ignore", over="ignore"):
+        S = P_ge + np.where(Q_lt > 0, pis * Q_lt, 0.0)
+    j = max(int(np.searchsorted(S, target, side="right")) - 1, 0)
+    P_gt = P_ge[j + 1] if j + 1 < p.size else 0.0
+    c = (target - P_gt) / (Q_lt[j] + qs[j])
+    return np.maximum(p, c * q)
+
+
+def cap_floor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, g: float) -> np.ndarray:
+    r"""The closed-form selection law :math:`r^*`: :math:`\min(p, c\,q)` off the cut with sum
+    :math:`1 - g`, :math:`\max(p, c'q)` on the cut with sum :math:`g`; zero where q is zero.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions.
+    in_cut : ndarray of bool, shape (V,)
+        The optimal cut :math:`H^*`.
+    g : float
+        :math:`Q(H^{*k})`, the probability that every draft lies in the cut.
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        :math:`r^*` (its membership in :math:`B(f)` is checked separately).
+
+    Examples
+    --------
+    >>> r = cap_floor_law(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5]), np.array([False, True, True]), 0.64)
+    >>> r.round(6).tolist()  # sum(min(p, r)) = 0.86, the optimum of 2 i.i.d. drafts
+    [0.36, 0.3, 0.34]
+    """
+    r = np.zeros(p.size)
+    A = ~in_cut & (q > 0)
+    H = in_cut & (q > 0)
+    r[A] = _cap(p[A], q[A], 1.0 - g)
+    if g > 0:
+        r[H] = _floor(p[H], q[H], g)
+    return r
+
+
+def lorenz_violation(r: np.ndarray, q: np.ndarray, k: int) -> float:
+    r"""How far ``r`` is from :math:`B(f)` for k i.i.d. drafts from q: the largest excess of its
+    Lorenz curve over :math:`\Phi(t) = 1 - (1 - t)^k`, its total's distance from 1, and any mass
+    on tokens q never drafts (0 for a member, up to rounding).
+
+    Parameters
+    ----------
+    r : ndarray, shape (V,)
+        A candidate selection law.
+    q : ndarray, shape (V,)
+        The draft distribution.
+    k : int
+        Number of i.i.d. drafts.
+
+    Returns
+    -------
+    float
+        The worst violation, ``max(0, ...)``; O(V log V).
+
+    Examples
+    --------
+    >>> q = np.array([0.5, 0.5])
+    >>> lorenz_violation(np.array([0.75, 0.25]), q, 2), lorenz_violation(np.array([1.0, 0.0]), q, 2)
+    (0.0, 0.25)
+    """
+    pos = q > 0
+    off = float(np.abs(r[~pos]).sum())
+    rp, qp = r[pos], q[pos]
+    o = np.argsort(-(rp / qp), kind="stable")
+    t = np.minimum(np.cumsum(qp[o]), 1.0)
+    L = np.cumsum(rp[o])
+    with np.errstate(divide="ignore"):  # t = 1: log1p(-1) = -inf, Phi = 1
+        phi = -np.expm1(k * np.log1p(-t))
+    excess = float(np.max(L - phi, initial=0.0))
+    return max(0.0, excess, abs(float(r.sum()) - 1.0), off, float(-min(r.min(initial=0.0), 0.0)))
+
+
+def membership_violation_by_sets(r: np.ndarray, law: DraftLaw) -> float:
+    r"""The largest :math:`r(S) - f(S)` over all :math:`2^V` token sets, :math:`f(S) = 1 -
+    Q(\text{all drafts in } S^c)` from the law's enumerated draft sets (small V only), and the
+    total's distance from 1.
+
+    Parameters
+    ----------
+    r : ndarray, shape (V,)
+        A candidate selection law.
+    law : DraftLaw
+        Any enumerable draft law.
+
+    Returns
+    -------
+    float
+        The worst violation, ``max(0, ...)``.
+    """
+    V = law.V
+    sets, weights = law.enumerate_sets()
+    bits = np.where(sets >= 0, np.left_shift(1, np.maximum(sets, 0)), 0).sum(axis=1)
+    inside = np.bincount(bits, weights=weights, minlength=2**V)
+    for b in range(V):  # zeta transform: inside[H] = P(every draft in H)
+        v = inside.reshape(-1, 2, 2**b)
+        v[:, 1, :] += v[:, 0, :]
+    f = 1.0 - inside[::-1]  # the complement of mask m is (2^V - 1) - m
+    excess = float(np.max(subset_sums(r) - f))
+    return max(0.0, excess, abs(float(r.sum()) - 1.0))
+
+
+def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray) -> tuple[float | None, str, dict]:
+    """The primal lower bound of a prefix-method answer: ``(lower, reason, checks)``.
+
+    Parameters
+    ----------
+    p : ndarray, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        An i.i.d., without-replacement or greedy law.
+    cut : ndarray of int64
+        The prefix method's optimal cut.
+
+    Returns
+    -------
+    lower : float or None
+        A feasible coupling's acceptance, or ``None`` (dual only).
+    reason : str
+        Why ``lower`` is ``None`` (empty otherwise).
+    checks : dict
+        ``selection_law_membership`` (the violation of :math:`r^* \\in B(f)`, when checked).
+    """
+    if law.kind == "greedy":
+        top, qt = law.top, law.q_rest
+        routed = min(float(p[top].sum()), float(np.maximum(qt - p, 0.0).sum()))
+        return routed + float(np.minimum(p, qt).sum()), "", {}
+    in_cut = np.zeros(law.V, dtype=bool)
+    in_cut[cut] = True
+    g = float(law.prob_all_in(in_cut))
+    r = cap_floor_law(p, law.q, in_cut, g)
+    if law.kind == "iid":
+        viol = lorenz_violation(r, law.q, law.k)
+    elif law.V <= WOR_CHECK_MAX_V and law.num_tuples() <= _WOR_CHECK_MAX_TUPLES:
+        viol = membership_violation_by_sets(r, law)
+    else:
+        return (
+            None,
+            f"dual only: the membership of the closed-form selection law in the base polytope is checked "
+            f"by enumeration up to V = {WOR_CHECK_MAX_V} (got V = {law.V}) for drafts without replacement",
+            {},
+        )
+    return float(np.minimum(p, r).sum()), "", {"selection_law_membership": viol}

@@ -1,0 +1,84 @@
+"""method="prefix" has a real certificate: the gap is the cut's value minus a checked coupling's
+acceptance, a wrong primal is caught, and a result without a primal says so (gap None, a reason)."""
+
+import numpy as np
+import pytest
+
+import otspec
+from otspec._tolerances import EXACT_ATOL
+from otspec.bounds import primal
+from tests._tolerances import CLEAR_DIFFERENCE
+from tests.conftest import random_simplex
+
+
+def _pair(seed, V):
+    rng = np.random.default_rng(seed)
+    return random_simplex(rng, V, zeros=V // 4, alpha=0.5), random_simplex(rng, V, zeros=V // 5, alpha=0.5)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_iid_gap_is_real(seed, k):
+    """The closed-form selection law passes the Lorenz test and its acceptance is the optimum."""
+    p, q = _pair(seed, 9)
+    r = otspec.optimal_acceptance(p, otspec.iid(q, k), method="prefix")
+    assert r.status == "optimal" and r.gap is not None and r.gap_reason == ""
+    assert abs(r.gap) <= EXACT_ATOL and abs(r.lower_bound - r.value) <= EXACT_ATOL
+    assert r.checks["selection_law_membership"] <= EXACT_ATOL
+    assert abs(r.value - otspec.optimal_acceptance(p, otspec.iid(q, k), method="lp").value) <= EXACT_ATOL
+
+
+def test_iid_gap_is_real_at_scale():
+    p, q = _pair(1, 50_000)
+    r = otspec.optimal_acceptance(p, otspec.iid(q, 8))
+    assert r.status == "optimal" and 0.0 <= abs(r.gap) <= 1e-12
+
+
+def test_lorenz_test_catches_a_non_member():
+    """r = p is not the law of any selection rule here (it puts more than 1 - (1 - q(S))^k on S)."""
+    p, q = np.array([0.9, 0.05, 0.05]), np.array([0.1, 0.45, 0.45])
+    assert primal.lorenz_violation(p, q, 2) >= CLEAR_DIFFERENCE
+    law = otspec.iid(q, 2)
+    assert primal.membership_violation_by_sets(p, law) == pytest.approx(primal.lorenz_violation(p, q, 2), abs=EXACT_ATOL)
+
+
+def test_a_wrong_primal_fails_the_certificate(monkeypatch):
+    """If the closed form's selection law were wrong (r = p, which overstates the acceptance), the
+    membership check fails and so does the status."""
+    p, q = np.array([0.9, 0.05, 0.05]), np.array([0.1, 0.45, 0.45])
+    monkeypatch.setattr(primal, "cap_floor_law", lambda p, q, in_cut, g: p.copy())
+    r = otspec.optimal_acceptance(p, otspec.iid(q, 2), method="prefix")
+    assert r.status == "check_failed" and r.checks["selection_law_membership"] >= CLEAR_DIFFERENCE
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_without_replacement_gap_checked_by_enumeration(seed, k):
+    p, q = _pair(seed, 8)
+    k = min(k, int(np.count_nonzero(q)))
+    r = otspec.optimal_acceptance(p, otspec.without_replacement(q, k), method="prefix")
+    assert r.status == "optimal" and r.gap is not None and abs(r.gap) <= 1e-9
+    assert r.checks["selection_law_membership"] <= 1e-9
+
+
+def test_without_replacement_dual_only_beyond_enumeration():
+    p, q = _pair(3, primal.WOR_CHECK_MAX_V + 4)
+    r = otspec.optimal_acceptance(p, otspec.without_replacement(q, 3), method="prefix")
+    assert r.status == "optimal" and r.gap is None and r.lower_bound is None
+    assert r.gap_reason.startswith("dual only") and r.to_dict()["gap"] is None and "gap=None" in repr(r)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_greedy_primal(k):
+    p, q = _pair(k, 10)
+    r = otspec.optimal_acceptance(p, otspec.greedy(q, k), method="prefix")
+    assert r.status == "optimal" and abs(r.gap) <= EXACT_ATOL
+
+
+def test_subsets_is_dual_only_and_plans_carry_their_value():
+    p, q = _pair(0, 6)
+    law = otspec.iid(q, 2)
+    s = otspec.optimal_acceptance(p, law, method="subsets")
+    assert s.gap is None and "dual only" in s.gap_reason and s.status == "optimal"
+    f = otspec.optimal_acceptance(p, law, method="flow")
+    assert f.lower_bound == f.value and f.gap_reason == ""
