@@ -47,7 +47,7 @@ def power(x: np.ndarray, k: int) -> np.ndarray:
         np.multiply(x, x, out=x)
 
 
-def iid_prefix(p: np.ndarray, q: np.ndarray, k: int) -> tuple[float, np.ndarray, float]:
+def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = False) -> tuple:
     r"""The i.i.d. optimum :math:`1 + \min_i [P(H_i) - q(H_i)^k]` over the prefixes :math:`H_i` of the
     tokens sorted by :math:`p/q` (:doc:`math`, the sorted-prefix dual); returns ``(value, cut,
     error_bound)``.
@@ -67,6 +67,8 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int) -> tuple[float, np.ndarray,
         Target and draft distributions (validated).
     k : int
         Number of i.i.d. drafts.
+    return_order : bool
+        Also return the token order (ascending p/q).
 
     Returns
     -------
@@ -76,6 +78,8 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int) -> tuple[float, np.ndarray,
         The minimising prefix, as sorted token ids.
     error_bound : float
         Bound on the rounding error of ``value``.
+    order : ndarray of int64
+        Only with ``return_order``: the tokens in ascending p/q.
     """
     V = p.size
     # Few, reused buffers: on a loaded machine fresh pages cost more than the arithmetic.
@@ -110,6 +114,8 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int) -> tuple[float, np.ndarray,
     in_cut = np.zeros(V, dtype=bool)
     in_cut[order[:i]] = True
     err = ROUNDING_PER_TERM * V * k + ROUNDING_PER_TERM * V  # Q's and P's prefix sums
+    if return_order:
+        return value, np.flatnonzero(in_cut), err, order
     return value, np.flatnonzero(in_cut), err
 
 
@@ -131,8 +137,8 @@ def solve(p: np.ndarray, law: DraftLaw) -> CutAnswer:
         (``None`` with a reason for without-replacement laws too large to check).
     """
     if law.kind == "iid":
-        value, cut, err = iid_prefix(p, law.q, law.k)
-        lower, reason, checks = prefix_lower(p, law, cut)
+        value, cut, err, order = iid_prefix(p, law.q, law.k, return_order=True)
+        lower, reason, checks = prefix_lower(p, law, cut, order)
         return CutAnswer("prefix", value, cut, err, checks, lower=lower, lower_reason=reason)
     order = law.prefix_cut_order(p)
     if law.kind == "without_replacement":
@@ -150,7 +156,7 @@ def solve(p: np.ndarray, law: DraftLaw) -> CutAnswer:
     in_cut = np.zeros(law.V, dtype=bool)
     in_cut[order[:i]] = True
     cut = np.flatnonzero(in_cut)
-    lower, reason, checks = prefix_lower(p, law, cut)
+    lower, reason, checks = prefix_lower(p, law, cut, order if law.kind != "greedy" else None)
     if law.kind == "greedy":
         checks["closed_form_minus_value"] = law.optimum(p) - value
     return CutAnswer("prefix", value, cut, float(err), checks, lower=lower, lower_reason=reason)

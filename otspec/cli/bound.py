@@ -13,10 +13,17 @@ from otspec._docs import fill_doc
 from otspec.cli._common import CliError, print_json, print_table, progress
 from otspec.synthetic import DEFAULTS, FAMILIES
 
-__all__ = ["register", "run", "LAWS"]
+__all__ = ["register", "run", "LAWS", "DEFAULT_LAWS", "PRODUCT_TEMPERATURE_STEP"]
 
-#: Laws the command can evaluate; ``k1`` is the single-draft baseline 1 - TV.
-LAWS = ("iid", "without_replacement", "greedy", "k1")
+#: Laws evaluated when no ``--law`` is given; ``k1`` is the single-draft baseline 1 - TV.
+DEFAULT_LAWS = ("iid", "without_replacement", "greedy", "k1")
+
+#: Laws the command can evaluate: the defaults and ``product`` (k heterogeneous drafters, only when
+#: asked for by name).
+LAWS = (*DEFAULT_LAWS, "product")
+
+#: ``--law product``: drafter j (j = 0..k-1) draws from q at temperature 1 + j * this step.
+PRODUCT_TEMPERATURE_STEP = 0.25
 
 
 @fill_doc
@@ -59,9 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--concentration", type=float, default=DEFAULTS.concentration, help=f"dirichlet: concentration (default {DEFAULTS.concentration})"
     )
     ap.add_argument("--drafts", "-k", type=int, required=True, help="number of drafts k")
-    ap.add_argument("--law", action="append", choices=LAWS, help="law(s) to evaluate (repeatable; default: all)")
     ap.add_argument(
-        "--method", default="auto", choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow"), help="solver (default auto)"
+        "--law",
+        action="append",
+        choices=LAWS,
+        help=(
+            "law(s) to evaluate (repeatable; default: all but product); product: k independent drafters, "
+            f"drafter j drawing from q at temperature 1 + {PRODUCT_TEMPERATURE_STEP} j"
+        ),
+    )
+    ap.add_argument(
+        "--method",
+        default="auto",
+        choices=("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow", "product"),
+        help="solver (default auto)",
     )
     ap.add_argument(
         "--memory-cap",
@@ -103,9 +121,16 @@ def _load_pair(args) -> tuple[np.ndarray, np.ndarray, dict]:
 
 def _make_law(name: str, q: np.ndarray, k: int):
     import otspec
+    from otspec._validation import as_int_in_range
+    from otspec.synthetic import softmax
 
     if name == "k1":
         return otspec.iid(q, 1)
+    if name == "product":
+        as_int_in_range(k, "k")
+        with np.errstate(divide="ignore"):
+            logq = np.log(q)
+        return otspec.product([q] + [softmax(logq, 1.0 + PRODUCT_TEMPERATURE_STEP * j) for j in range(1, k)])
     return {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}[name](q, k)
 
 
@@ -141,7 +166,7 @@ def run(args) -> int:
         raise CliError(f"--memory-cap must be a positive number of GiB (got {args.memory_cap}); pass e.g. 8")
     p, q, meta = _load_pair(args)
     check_same_vocab(p, q)
-    laws = args.law or list(LAWS)
+    laws = args.law or list(DEFAULT_LAWS)
     cap = None if args.memory_cap is None else args.memory_cap * 1024**3
     rows, skipped = [], []
     show = not args.json and sys.stderr.isatty()

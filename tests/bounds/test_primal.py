@@ -46,7 +46,7 @@ def test_a_wrong_primal_fails_the_certificate(monkeypatch):
     """If the closed form's selection law were wrong (r = p, which overstates the acceptance), the
     membership check fails and so does the status."""
     p, q = np.array([0.9, 0.05, 0.05]), np.array([0.1, 0.45, 0.45])
-    monkeypatch.setattr(primal, "cap_floor_law", lambda p, q, in_cut, g: p.copy())
+    monkeypatch.setattr(primal, "cap_floor_law", lambda p, q, in_cut, g, order=None: p.copy())
     r = otspec.optimal_acceptance(p, otspec.iid(q, 2), method="prefix")
     assert r.status == "check_failed" and r.checks["selection_law_membership"] >= CLEAR_DIFFERENCE
 

@@ -119,3 +119,15 @@ def test_method_product_needs_a_product_law():
     q = random_simplex(np.random.default_rng(1), 5)
     with pytest.raises(UnsupportedMethodError, match="method='prefix'"):
         otspec.optimal_acceptance(q, otspec.iid(q, 2), method="product")
+
+
+def test_cli_law_product(capsys):
+    """``otspec bound --law product``: k drafters (q at temperatures 1, 1.25, ...), solved by the
+    branch-and-bound with its gap."""
+    import json
+
+    from otspec.cli import main
+
+    assert main(["bound", "--vocab", "3000", "--drafts", "3", "--law", "product", "--method", "product", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["results"]
+    assert row["method"] == "product" and row["status"] == "optimal" and 0.0 <= row["gap"] <= 1e-9
