@@ -16,12 +16,17 @@ For V in {5000, 49152, 262144} and k in {2, 4, 8}, on LM-shaped pairs from ``ots
 2. acceptance gained: alpha* (attained exactly by ``optimal_iid``) minus K-SEQ's and RRS's exact
    acceptance, over several seeds and temperatures;
 3. the 50 ms goal: build + one draw at k = 8 on a grid of V, and the largest V of the grid for
-   which it stays under 50 ms.
+   which it stays under 50 ms (with the tree);
+4. the tree-free draw (``draw="bridge"``, the default for the first draws on a pair): preparation
+   + one draw on a fresh pair, against one ``np.argsort`` of V in the same run (the sort is the
+   floor; target <= 3x at V = 262 144, k = 8), beside preparation + one draw with the tree.
+   ``--bridge-only`` runs this part alone.
 
 The machine is shared: run it with ``nice -n 10``; the load average before and after is recorded
 in the JSON, and every time is a median of repeated runs.
 
     nice -n 10 python experiments/bench/bench_optimal_verifier.py --out experiments/bench/out --seed 0
+    nice -n 10 python experiments/bench/bench_optimal_verifier.py --bridge-only --out experiments/bench/out
 """
 
 from __future__ import annotations
@@ -74,6 +79,60 @@ def _per_draw(fn, n):
     return t / n
 
 
+def _fresh_draw(p, q, k, drafts, draw, seed):
+    """Preparation + one draw on a fresh pair (nothing cached)."""
+    st = prepare(p, q, k, draw=draw)
+    return st.sample_batch(drafts, rng=np.random.default_rng(seed))
+
+
+def bridge_section(vs, ks, seed, repeats) -> tuple[list, list]:
+    """Part 4: preparation + one draw with bridges and with the tree, against one argsort of V."""
+    rows, records = [], []
+    p0, q0 = synthetic_pair(2000, seed=seed)
+    for draw in ("bridge", "tree"):  # warm up (numba kernels of the tree are loaded once)
+        _fresh_draw(p0, q0, 4, otspec.iid(q0, 4).sample(np.random.default_rng(seed), 1), draw, seed)
+    for V in vs:
+        p, q = synthetic_pair(V, seed=seed)
+        ratio = p / q
+        for k in ks:
+            drafts = otspec.iid(q, k).sample(np.random.default_rng(seed), 1)
+            t_sort, _ = median_time(partial(np.argsort, ratio), repeats)  # the sort r* needs
+            t_sel, _ = median_time(partial(selection_law, p, q, k), repeats)
+            t_bridge, y_b = median_time(partial(_fresh_draw, p, q, k, drafts, "bridge", seed), repeats)
+            t_tree, y_t = median_time(partial(_fresh_draw, p, q, k, drafts, "tree", seed), max(1, repeats // 2))
+            same = bool(np.array_equal(y_b, y_t))
+            rec = {"V": V, "k": k, "argsort_s": t_sort, "selection_s": t_sel, "bridge_s": t_bridge, "tree_s": t_tree, "same_output": same}
+            records.append(rec)
+            rows.append(
+                (
+                    V,
+                    k,
+                    f"{t_sort * 1e3:.1f}",
+                    f"{t_sel * 1e3:.1f}",
+                    f"{t_bridge * 1e3:.1f}",
+                    f"{t_bridge / t_sort:.2f}",
+                    f"{t_tree * 1e3:.0f}",
+                    f"{t_tree / t_sort:.1f}",
+                    same,
+                )
+            )
+            print(rows[-1], flush=True)
+    return rows, records
+
+
+BRIDGE_COLUMNS = [
+    "V",
+    "k",
+    "argsort ms",
+    "r* ms",
+    "prepare + 1 draw, bridge ms",
+    "/ argsort",
+    "prepare + 1 draw, tree ms",
+    "/ argsort",
+    "same output",
+]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="experiments/bench/out")
@@ -82,12 +141,19 @@ def main(argv=None) -> int:
     ap.add_argument("--heap-repeats", type=int, default=3, help="timing repeats of the pure-Python heap baseline")
     ap.add_argument("--batch", type=int, default=20000, help="draws per batch timing")
     ap.add_argument("--quick", action="store_true", help="V in {5000} only (smoke run)")
+    ap.add_argument("--bridge-only", action="store_true", help="only the tree-free draw against one argsort (part 4)")
     args = ap.parse_args(argv)
     vs = (5000,) if args.quick else VS
     rng = np.random.default_rng(args.seed)
     rows, gain_rows, payload = [], [], {"timing": [], "builders": [], "gain": [], "goal": {}, "small": []}
     payload["load_average_before"] = list(os.getloadavg())
     payload["nice"] = os.nice(0)
+    bridge_title = "Tree-free draw: preparation + one draw on a fresh pair vs one argsort of V (target <= 3x at V = 262144, k = 8); medians"
+    if args.bridge_only:
+        b_rows, payload["bridge"] = bridge_section(vs, KS, args.seed, args.repeats)
+        payload["load_average_after"] = list(os.getloadavg())
+        write_report(args.out, "bench_optimal_bridge", payload, {bridge_title: markdown_table(BRIDGE_COLUMNS, b_rows)})
+        return 0
 
     # builders: compiled vs the pure-Python heap (baseline), identical trees
     p0, q0 = synthetic_pair(2000, seed=args.seed)
@@ -144,7 +210,7 @@ def main(argv=None) -> int:
         for k in KS:
             law = otspec.iid(q, k)
             t_r, _ = _best(partial(selection_law, p, q, k), args.repeats)
-            t_prep, st = _best(partial(prepare, p, q, k), args.repeats)
+            t_prep, st = _best(partial(prepare, p, q, k, draw="tree"), args.repeats)
             drafts = law.sample(rng, args.batch)
             one = drafts[0]
             t_one, _ = _best(partial(st.sample, one, rng=rng), 5)
@@ -205,7 +271,7 @@ def main(argv=None) -> int:
         p, q = synthetic_pair(V, seed=args.seed)
         law = otspec.iid(q, k)
         t_lp, a_lp = _best(partial(_value, optimal_plan, p, law), 1)
-        t_o, st = _best(partial(prepare, p, q, k), args.repeats)
+        t_o, st = _best(partial(prepare, p, q, k, draw="tree"), args.repeats)
         payload["small"].append(
             {"V": V, "k": k, "optimal_plan_s": t_lp, "optimal_plan_acceptance": a_lp, "optimal_iid_prepare_s": t_o, "alpha_star": st.alpha}
         )
@@ -240,7 +306,7 @@ def main(argv=None) -> int:
     largest = None
     for V in GRID + ((262144,) if not args.quick else ()):
         p, q = synthetic_pair(V, seed=args.seed)
-        t_prep, st = _best(partial(prepare, p, q, 8), args.repeats)
+        t_prep, st = _best(partial(prepare, p, q, 8, draw="tree"), args.repeats)
         t_one, _ = _best(partial(st.sample, otspec.iid(q, 8).sample(rng, 1)[0], rng=rng), 3)
         tot = t_prep + t_one
         if tot < GOAL_S:
@@ -248,6 +314,7 @@ def main(argv=None) -> int:
         goal_rows.append((V, f"{t_prep * 1e3:.0f}", f"{t_one * 1e6:.0f}", f"{tot * 1e3:.0f}", "yes" if tot < GOAL_S else "no"))
         payload["goal"][str(V)] = {"prepare_s": t_prep, "one_draw_s": t_one, "total_s": tot}
     payload["goal"]["largest_V_under_50ms"] = largest
+    b_rows, payload["bridge"] = bridge_section(vs, KS, args.seed, args.repeats)
 
     payload["load_average_after"] = list(os.getloadavg())
     tables = {
@@ -294,6 +361,7 @@ def main(argv=None) -> int:
         f"Goal: build + one draw < 50 ms at k = 8 (largest V under 50 ms: {largest})": markdown_table(
             ["V", "prepare ms", "one draw us", "total ms", "< 50 ms"], goal_rows
         ),
+        bridge_title: markdown_table(BRIDGE_COLUMNS, b_rows),
     }
     write_report(args.out, "bench_optimal_verifier", payload, tables)
     return 0
