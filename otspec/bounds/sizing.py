@@ -85,10 +85,13 @@ def estimate_bytes(method: str, law) -> float:
 
 
 def _fix(law) -> str:
-    """A fix that applies to ``law``: the closed form where one is exact, else the size (a
-    product or explicit law has no closed form, so ``method='prefix'`` is never offered for it)."""
+    """A fix that applies to ``law``: the closed form where one is exact, the branch-and-bound for a
+    product law, else the size (a product or explicit law has no closed form, so ``method='prefix'``
+    is never offered for it)."""
     if law.prefix_exact:
         return "use method='prefix' (exact for this law, O(V log V)), a smaller V or k, or raise memory_cap"
+    if law.kind == "product":
+        return "use method='product' (branch-and-bound at full vocabulary, no plan), a smaller V or k, or raise memory_cap"
     return "use a smaller V or k, or raise memory_cap"
 
 

@@ -40,6 +40,12 @@ P = np.array([0.5, 0.3, 0.2])
 Q = np.array([0.2, 0.3, 0.5])
 
 
+def _all_pairs(V):
+    """Two independent uniform drafts over V tokens written out as an explicit law (no closed form,
+    no branch-and-bound)."""
+    return otspec.explicit(np.indices((V, V)).reshape(2, -1).T, np.full(V * V, 1.0 / V**2), vocab_size=V)
+
+
 def _without_ortools(call):
     """Run ``call`` as if the optional OR-Tools (maxflow extra) were not installed."""
     name = "ortools.graph.python.max_flow"
@@ -190,24 +196,25 @@ LIBRARY_CASES = [
     ("complex q with zero imaginary part", lambda: otspec.iid(Q.astype(complex), 2), InvalidDistributionError, "q must be real"),
     ("complex file", lambda: otspec_io.load_distribution(_complex_file()), InputFileError, "real numbers"),
     ("directory as a file", lambda: otspec_io.load_distribution(os.path.dirname(_complex_file())), InputFileError, "is a directory"),
-    # auto on a large product law refuses before starting, with the size and a hint
-    # (without the maxflow extra; with OR-Tools installed auto solves it, tests/bounds/test_maxflow.py)
+    # auto on a large law without a closed form refuses before starting, with the size and a hint
+    # (without the maxflow extra; with OR-Tools installed auto solves it, tests/bounds/test_maxflow.py;
+    # a product law goes to the branch-and-bound, tests/bounds/test_product.py)
     (
-        "auto on a large product law",
-        lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), otspec.product([np.full(600, 1 / 600)] * 2))),
+        "auto on a large explicit law",
+        lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), _all_pairs(600))),
         ProblemTooLargeError,
         "method='auto'",
     ),
     # an error's advice must be true: a product law has no closed form, so method='prefix' is never offered
     (
         "product law at V = 20 000",
-        lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), otspec.product([np.full(20_000, 5e-5)] * 2)),
+        lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), otspec.product([np.full(20_000, 5e-5)] * 2), method="lp"),
         ProblemTooLargeError,
         "no closed form",
     ),
     (
-        "auto on a huge product law without maxflow",
-        lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), otspec.product([np.full(20_000, 5e-5)] * 2))),
+        "auto on a huge explicit law without maxflow",
+        lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), _all_pairs(600), memory_cap=1e6)),
         ProblemTooLargeError,
         "method='auto'",
     ),
@@ -295,9 +302,9 @@ ARGUMENT = {
     "constraints return junk": "constraints",
     "complex file": "p file",
     "directory as a file": "p file",
-    "auto on a large product law": "method",
+    "auto on a large explicit law": "method",
     "product law at V = 20 000": "method",
-    "auto on a huge product law without maxflow": "method",
+    "auto on a huge explicit law without maxflow": "method",
     "block_optimum V mismatch": "q_model",
     "tree kernel bad verifier": "verifier",
     "block path length mismatch": "drafts",
@@ -445,7 +452,7 @@ def test_cli_subprocess_exit_code():
 # -- every error's advice is true: following a suggested fix runs ---------------------------------
 
 #: The methods an error message can suggest.
-_METHOD_WORDS = ("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow", "closed_form")
+_METHOD_WORDS = ("auto", "prefix", "subsets", "lp", "cvxpy", "flow", "maxflow", "closed_form", "product")
 
 _PRODUCT = otspec.product([Q, P])
 
@@ -486,16 +493,17 @@ LIBRARY_FIXES = {
     "negative memory_cap": {"8 * 1024**3": lambda: otspec.optimal_acceptance(P, otspec.iid(Q, 2), method="lp", memory_cap=8 * 1024**3)},
     "memory_cap on kernel": {"8 * 1024**3": lambda: otspec.verifiers.kseq.kernel(P, otspec.iid(Q, 2), memory_cap=8 * 1024**3)},
     "product law at V = 20 000": {
+        "method='product'": lambda: otspec.optimal_acceptance(
+            np.full(20_000, 5e-5), otspec.product([np.full(20_000, 5e-5)] * 2), method="product"
+        ),
         "a smaller V or k": lambda: otspec.optimal_acceptance(np.full(200, 5e-3), otspec.product([np.full(200, 5e-3)] * 2)),
     },
-    "auto on a large product law": {
-        "install the maxflow extra": lambda: otspec.optimal_acceptance(
-            np.full(600, 1 / 600), otspec.product([np.full(600, 1 / 600)] * 2), method="maxflow"
-        ),
+    "auto on a large explicit law": {
+        "install the maxflow extra": lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), _all_pairs(600), method="maxflow"),
         # method='lp' at this size runs for minutes: following it is checked up to the solver (no refusal)
-        "method='lp'": lambda: check_acceptance("lp", otspec.product([np.full(600, 1 / 600)] * 2), None),
+        "method='lp'": lambda: check_acceptance("lp", _all_pairs(600), None),
     },
-    "auto on a huge product law without maxflow": {
+    "auto on a huge explicit law without maxflow": {
         "a smaller V or k": lambda: _without_ortools(
             lambda: otspec.optimal_acceptance(np.full(200, 5e-3), otspec.product([np.full(200, 5e-3)] * 2))
         ),
@@ -521,7 +529,7 @@ def _suggests_a_fix(message: str) -> bool:
 def test_following_the_advice_runs(name, call, exc, fragment):
     """Every suggested fix is listed in LIBRARY_FIXES (each method the message names, each option),
     appears in the message as written there, and runs when applied."""
-    if name == "auto on a large product law" and not _has_ortools():
+    if name == "auto on a large explicit law" and not _has_ortools():
         pytest.skip("the maxflow extra is not installed")
     message = _message(call)
     if not _suggests_a_fix(message) and name not in LIBRARY_FIXES:
@@ -540,15 +548,13 @@ def test_following_the_advice_runs(name, call, exc, fragment):
 def test_advice_never_offers_prefix_for_a_product_law():
     big = otspec.product([np.full(20_000, 5e-5)] * 2)
     for call in (
-        lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big),
         lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big, method="lp"),
-        lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big)),
         lambda: otspec.optimal_acceptance(np.full(25, 0.04), otspec.product([np.full(25, 0.04)] * 2), method="subsets"),
     ):
         message = _message(call)
         assert "method='prefix'" not in message.split("; ", 1)[1], message
     # and 'lp' / the maxflow extra are offered only when they would fit in memory
-    message = _message(lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(20_000, 5e-5), big)))
+    message = _message(lambda: _without_ortools(lambda: otspec.optimal_acceptance(np.full(600, 1 / 600), _all_pairs(600), memory_cap=1e6)))
     assert "method='lp'" not in message and "maxflow" not in message, message
 
 
