@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._tolerances import SAMPLE_CHUNK_ENTRIES
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
 from otspec.verifiers.base import Verifier
@@ -228,9 +229,13 @@ class WorIIDVerifier(Verifier):
         n, k = tuples.shape
         pats = hit_strings(k)
         w = hit_string_weights(np.asarray(law.q, dtype=np.float64)[tuples], pats)  # (n, H)
-        hits = tuples[:, pats]  # (n, H, k)
-        beta = stt.selection_rows(hits.reshape(-1, k)).reshape(n, pats.shape[0], -1)
-        return np.einsum("nh,nhv->nv", w, beta)
+        out = np.zeros((n, law.V))
+        step = max(1, SAMPLE_CHUNK_ENTRIES // max(pats.shape[0] * law.V, 1))  # (chunk, H, V) stays bounded
+        for a in range(0, n, step):
+            hits = tuples[a : a + step][:, pats]  # (m, H, k)
+            beta = stt.selection_rows(hits.reshape(-1, k)).reshape(hits.shape[0], pats.shape[0], law.V)
+            out[a : a + step] = np.einsum("nh,nhv->nv", w[a : a + step], beta)
+        return out
 
     def _rows(self, p, law, tuples):
         stt = self._state(p, law)

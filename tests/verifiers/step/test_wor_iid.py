@@ -182,3 +182,15 @@ def test_bound_cli_prints_the_certified_shortfall(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert rc == 0
     assert "wor_iid" in out and "(certified), so its shortfall is <=" in out
+
+
+def test_kernel_rows_do_not_depend_on_the_chunk_size(monkeypatch):
+    """The selection rows are built in chunks of tuples (Bell(k) hit patterns each): one tuple per
+    chunk gives the same kernel as one chunk."""
+    import otspec.verifiers.step.iid_embedding_wor as mod
+
+    p, q = np.array([0.35, 0.05, 0.3, 0.1, 0.2]), np.array([0.1, 0.3, 0.2, 0.25, 0.15])
+    law = otspec.without_replacement(q, 3)
+    whole = wor_iid.kernel(p, law).pi
+    monkeypatch.setattr(mod, "SAMPLE_CHUNK_ENTRIES", 1)
+    np.testing.assert_array_equal(mod.WorIIDVerifier().kernel(p, otspec.without_replacement(q, 3)).pi, whole)
