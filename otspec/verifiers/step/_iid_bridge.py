@@ -33,18 +33,23 @@ _SAMPLE_SEED = 0x0B21D6E
 #: Bound on the alternations of one direct solve (each strictly raises the edge above the gap, so
 #: the loop ends by itself; the bound only stops a cycle that rounding could make).
 _MAX_ALTERNATIONS = 256
+#: Points whose distance below the edge (in gap-anchored coordinates, relative to the edge's
+#: extent) is under this are re-examined in end-anchored coordinates; the gap-anchored error is
+#: about 1e-15, so this margin is generous.
+_NEAR = 1e-9
 
 
 def _two_sum_scan(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compensated inclusive scan: ``hi + lo`` equals the exact prefix sums of ``x`` to about
     ``eps**2 * n`` relative (each step's rounding error, found by two-sum, is scanned apart)."""
-    hi = np.cumsum(x)
-    prev = np.concatenate([[0.0], hi[:-1]])
-    t = prev + x
-    bb = t - prev
-    err = (prev - (t - bb)) + (x - bb)  # t + err == prev + x exactly
-    lo = np.cumsum(err + (t - hi))  # t - hi is exact (Sterbenz) and 0 for a sequential scan
-    return hi, lo
+    hi = np.cumsum(x)  # numpy's scan is sequential: hi[i] = fl(hi[i-1] + x[i])
+    prev = np.empty_like(hi)
+    prev[0] = 0.0
+    prev[1:] = hi[:-1]
+    bb = hi - prev
+    err = prev - (hi - bb)
+    err += x - bb  # two-sum: hi + err == prev + x exactly
+    return hi, np.cumsum(err)
 
 
 def _suffix(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,20 +96,22 @@ def bridge_geometry(w: np.ndarray, rho: np.ndarray, k: int) -> BridgeGeometry:
     return BridgeGeometry(Yh=Yh, Yl=Yl, Sh=Sh, Sl=Sl, k=int(k))
 
 
-def _anchored(geo: BridgeGeometry, c: int, G: float) -> tuple[np.ndarray, np.ndarray]:
+def _anchored(geo: BridgeGeometry, c: int, G: float, idx: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""Coordinates relative to boundary c: ``D[j] = t_j - t_c`` and
-    ``E[j] = (L_j - G Phi_j) - (L_c - G Phi_c)``, from differences of the compensated sums."""
-    D = np.subtract(geo.Yh[c], geo.Yh)  # exact near c (Sterbenz)
-    D += np.subtract(geo.Yl[c], geo.Yl)
-    E = np.subtract(geo.Sh[c], geo.Sh)
-    E += np.subtract(geo.Sl[c], geo.Sl)  # L_j - L_c
+    ``E[j] = (L_j - G Phi_j) - (L_c - G Phi_c)``, from differences of the compensated sums (for
+    the boundaries ``idx``, default all)."""
+    Yh, Yl, Sh, Sl = (geo.Yh, geo.Yl, geo.Sh, geo.Sl) if idx is None else (geo.Yh[idx], geo.Yl[idx], geo.Sh[idx], geo.Sl[idx])
+    D = np.subtract(geo.Yh[c], Yh)  # exact near c (Sterbenz)
+    D += np.subtract(geo.Yl[c], Yl)
+    E = np.subtract(geo.Sh[c], Sh)
+    E += np.subtract(geo.Sl[c], Sl)  # L_j - L_c
     yc = geo.Yh[c]
     # Phi_j - Phi_c = Y_c^k - Y_j^k = (Y_c - Y_j) h_{k-1}(Y_c, Y_j), all terms of h positive
     h = np.ones_like(D)
     ycp = 1.0
     for _ in range(geo.k - 1):
         ycp *= yc
-        h *= geo.Yh
+        h *= Yh
         h += ycp
     h *= D
     h *= G
@@ -186,11 +193,17 @@ def bridge(geo: BridgeGeometry, j0: int, G: float) -> tuple[int, int]:
     D, E = _anchored(geo, c, float(G))
     rng = np.random.default_rng(_SAMPLE_SEED)
     a, b = _solve(D, E, np.arange(m + 1), c, rng)
-    return _polish(geo, c, float(G), a, b)
+    # the points within rounding of the edge (gap-anchored coordinates are accurate to ~1e-15
+    # absolute): only these can change the ends once each is compared in its own coordinates
+    dD, dE = D[b] - D[a], E[b] - E[a]
+    v = (E - E[a]) * dD - dE * (D - D[a])
+    near = np.flatnonzero(v > -_NEAR * (abs(dD) + abs(dE)))
+    return _polish(geo, c, float(G), a, b, np.union1d(near, [a, b]))
 
 
-def _polish(geo: BridgeGeometry, c: int, G: float, a: int, b: int) -> tuple[int, int]:
-    r"""Settle the edge's ends with coordinates anchored at each end.
+def _polish(geo: BridgeGeometry, c: int, G: float, a: int, b: int, cand: np.ndarray) -> tuple[int, int]:
+    r"""Settle the edge's ends among the candidates ``cand`` (sorted boundaries within rounding of
+    the edge), with coordinates anchored at each end.
 
     Coordinates anchored at the gap lose the relative accuracy of points far from it, so two
     nearly stacked points near an end (a super-token of tiny q-mass between them) can be
@@ -198,23 +211,25 @@ def _polish(geo: BridgeGeometry, c: int, G: float, a: int, b: int) -> tuple[int,
     with coordinates anchored at a: the test "j improves on the current end" is written as
     :math:`E_j D_{other} - E_{other} D_j` (no cancellation for j near the anchor), the tree's
     local formulas in other words. Usually one round confirms the ends."""
+    right = cand[cand > c]
+    left = cand[cand <= c]
     for _ in range(_MAX_ALTERNATIONS):
-        Db, Eb = _anchored(geo, b, G)
-        R = slice(c + 1, None)
+        Db, Eb = _anchored(geo, b, G, np.array([a]))
+        DR, ER = _anchored(geo, b, G, right)
         with np.errstate(divide="ignore", invalid="ignore"):
             # slope(a, j) - slope(a, b), times positive factors, for the right points j
-            gain = (Eb[a] * Db[R] - Eb[R] * Db[a]) / (Db[R] - Db[a])
+            gain = (Eb[0] * DR - ER * Db[0]) / (DR - Db[0])
         gain[np.isnan(gain)] = -np.inf
         top = gain.max()
-        nb = c + 1 + int(np.flatnonzero(gain == top)[0]) if top > 0 else b
-        Da, Ea = _anchored(geo, a, G)
-        Lft = slice(0, c + 1)
+        nb = int(right[np.flatnonzero(gain == top)[0]]) if top > 0 else b
+        Da, Ea = _anchored(geo, a, G, np.array([nb]))
+        DL, EL = _anchored(geo, a, G, left)
         with np.errstate(divide="ignore", invalid="ignore"):
             # slope(a, nb) - slope(j, nb), times positive factors, for the left points j
-            gain = (Da[nb] * Ea[Lft] - Ea[nb] * Da[Lft]) / (Da[nb] - Da[Lft])
+            gain = (Da[0] * EL - Ea[0] * DL) / (Da[0] - DL)
         gain[np.isnan(gain)] = -np.inf
         top = gain.max()
-        na = int(np.flatnonzero(gain == top)[-1]) if top > 0 else a
+        na = int(left[np.flatnonzero(gain == top)[-1]]) if top > 0 else a
         if na == a and nb == b:
             break
         a, b = na, nb

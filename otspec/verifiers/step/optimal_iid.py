@@ -122,12 +122,35 @@ class OptimalIIDState:
     k: int
     alpha: float
     super_token: np.ndarray
-    accept: np.ndarray
-    residual_cdf: np.ndarray
     geometry: Geometry
     tree_method: str = "auto"
     draw: str = "auto"
     _counts: dict = field(default_factory=lambda: {"bridge_draws": 0}, repr=False)
+
+    @cached_property
+    def accept(self) -> np.ndarray:
+        """:math:`\\min(1, p/r^*)` (1 where :math:`r^* = 0`; never used there); built on first use."""
+        p, r = self.p, self.r
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.where(r > 0, np.minimum(1.0, p / np.where(r > 0, r, 1.0)), 1.0)
+
+    def _accept_at(self, y: np.ndarray) -> np.ndarray:
+        """``accept[y]`` without building the whole array (same formula, same values)."""
+        if "accept" in self.__dict__ or y.size * 8 > self.p.size:
+            return self.accept[y]
+        p, r = self.p[y], self.r[y]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.where(r > 0, np.minimum(1.0, p / np.where(r > 0, r, 1.0)), 1.0)
+
+    @cached_property
+    def residual_cdf(self) -> np.ndarray:
+        """Cumulative :math:`(p - r^*)_+` (unnormalised); built on first use."""
+        return np.cumsum(np.maximum(self.p - self.r, 0.0))
+
+    @cached_property
+    def _last_residual(self) -> int:
+        pos_res = np.flatnonzero(np.maximum(self.p - self.r, 0.0) > 0)
+        return int(pos_res[-1]) if pos_res.size else int(np.flatnonzero(self.p > 0)[-1])
 
     @cached_property
     def tree(self) -> ThresholdTree:
@@ -324,7 +347,7 @@ class OptimalIIDState:
         s = streams[0].random(n)
         u = streams[1].random(n)
         y = self.select(drafts, s, u, method="bridge" if self._use_bridge(n) else "tree")
-        keep = streams[2].random(n) < self.accept[y]
+        keep = streams[2].random(n) < self._accept_at(y)
         rej = np.flatnonzero(~keep)
         if rej.size:
             cdf = self.residual_cdf
@@ -377,18 +400,9 @@ def _build_state(
     _resolve_method(method)  # refuse an unknown or unavailable builder now, not at the first draw
     sel = solve_selection(p, q, k) if sel is None else sel
     geo, st = geometry(sel, q, k)
-    r = sel.r
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        accept = np.where(r > 0, np.minimum(1.0, p / np.where(r > 0, r, 1.0)), 1.0)
-    res = np.maximum(p - r, 0.0)
-    cdf = np.cumsum(res)
-    state = OptimalIIDState(
-        p=p, r=r, k=k, alpha=sel.alpha, super_token=st, accept=accept, residual_cdf=cdf, geometry=geo, tree_method=method, draw=draw
-    )
+    state = OptimalIIDState(p=p, r=sel.r, k=k, alpha=sel.alpha, super_token=st, geometry=geo, tree_method=method, draw=draw)
     if draw == "tree":
         state.tree  # noqa: B018 (build it now: the caller asked for the tree)
-    pos_res = np.flatnonzero(res > 0)
-    object.__setattr__(state, "_last_residual", int(pos_res[-1]) if pos_res.size else int(np.flatnonzero(p > 0)[-1]))
     object.__setattr__(state, "_q", q)
     return state
 
