@@ -31,6 +31,8 @@ class Selection:
     cut: np.ndarray  # token ids of H*
     c: float  # A-side cap constant (inf when the A pool is empty)
     c_prime: float  # H*-side floor constant (nan when H* is empty)
+    q_desc: np.ndarray | None = None  # q[desc], contiguous (the sort already gathered it: saves a random gather)
+    r_desc: np.ndarray | None = None  # r[desc]
 
 
 def _one_minus_pow(x: float, k: int) -> float:
@@ -57,7 +59,7 @@ def solve_selection(p: np.ndarray, q: np.ndarray, k: int) -> Selection:
         r[pos] = qq
         alpha = float(np.minimum(p, q).sum())
         desc = pos[o[::-1]]
-        return Selection(r, alpha, desc, np.ones(n), pos[o[pis < 1.0]], 1.0, 1.0)
+        return Selection(r, alpha, desc, np.ones(n), pos[o[pis < 1.0]], 1.0, 1.0, qs[::-1].copy(), qs[::-1].copy())
     cp = np.concatenate([[0.0], np.cumsum(ps)])
     cq = np.minimum(np.concatenate([[0.0], np.cumsum(qs)]), 1.0)
     g = cp - cq**k
@@ -105,7 +107,7 @@ def solve_selection(p: np.ndarray, q: np.ndarray, k: int) -> Selection:
     dens = _densities(r_sorted, ps, qs, pis, nH, c, c_prime)
     alpha = float(min(1.0, 1.0 + cp[nH] - hk))
     desc = pos[o[::-1]]
-    return Selection(r, alpha, desc, dens[::-1].copy(), pos[o[:nH]], float(c), float(c_prime))
+    return Selection(r, alpha, desc, dens[::-1].copy(), pos[o[:nH]], float(c), float(c_prime), qs[::-1].copy(), r_sorted[::-1].copy())
 
 
 def _densities(r_sorted, ps, qs, pis, nH, c, c_prime) -> np.ndarray:

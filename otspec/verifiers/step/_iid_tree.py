@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -57,12 +58,31 @@ def _hsum3(x: np.ndarray, y: np.ndarray, z: np.ndarray, n: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Geometry:
-    T: np.ndarray  # (m+1,) cumulative q-mass of super-tokens, T[0] = 0, T[m] = 1
-    Y: np.ndarray  # (m+1,) 1 - T from suffix sums (accurate near 1)
-    L: np.ndarray  # (m+1,) cumulative r*-mass
     w: np.ndarray  # (m,) q-mass of each super-token
     rho: np.ndarray  # (m,) r*-mass of each super-token
     k: int
+
+    # the cumulative masses are built on first use (a bridge draw never reads them)
+    @cached_property
+    def T(self) -> np.ndarray:
+        """(m+1,) cumulative q-mass of super-tokens, T[0] = 0, T[m] = 1."""
+        T = np.concatenate([[0.0], np.cumsum(self.w)])
+        T[-1] = 1.0
+        return T
+
+    @cached_property
+    def Y(self) -> np.ndarray:
+        """(m+1,) 1 - T from suffix sums (accurate near 1)."""
+        Y = np.concatenate([np.cumsum(self.w[::-1])[::-1], [0.0]])
+        Y[0] = 1.0
+        return Y
+
+    @cached_property
+    def L(self) -> np.ndarray:
+        """(m+1,) cumulative r*-mass."""
+        L = np.concatenate([[0.0], np.cumsum(self.rho)])
+        L[-1] = 1.0
+        return L
 
     @property
     def m(self) -> int:
@@ -105,20 +125,14 @@ def geometry(sel: Selection, q: np.ndarray, k: int) -> tuple[Geometry, np.ndarra
     start = np.ones(n, dtype=bool)
     start[1:] = dens[1:] != dens[:-1]
     starts = np.flatnonzero(start)
-    qd = q[desc]
+    qd = q[desc] if sel.q_desc is None else sel.q_desc
     tot = qd.sum()
     w = np.add.reduceat(qd, starts) / tot
-    rho = np.add.reduceat(sel.r[desc], starts)
+    rho = np.add.reduceat(sel.r[desc] if sel.r_desc is None else sel.r_desc, starts)
     rho = rho / rho.sum()
-    T = np.concatenate([[0.0], np.cumsum(w)])
-    T[-1] = 1.0
-    Y = np.concatenate([np.cumsum(w[::-1])[::-1], [0.0]])
-    Y[0] = 1.0
-    L = np.concatenate([[0.0], np.cumsum(rho)])
-    L[-1] = 1.0
     st = np.zeros(q.shape[0], dtype=np.int64)
     st[desc] = np.cumsum(start)
-    return Geometry(T=T, Y=Y, L=L, w=w, rho=rho, k=k), st
+    return Geometry(w=w, rho=rho, k=k), st
 
 
 @dataclass(frozen=True, eq=False)
