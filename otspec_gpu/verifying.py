@@ -41,10 +41,16 @@ class VerifierStep:
         Prompts in the batch.
     k : int
         Drafts per prompt.
+    graphs : otspec_gpu.graphs.VerifyGraphs, optional
+        Replay the chain verify step from CUDA graphs (on CUDA; ``validate=False``); default
+        :func:`otspec_gpu.graphs.default_graphs` (on with ``OTSPEC_CUDA_GRAPHS=1``).
     """
 
-    def __init__(self, mode: str, rule: str, B: int, k: int):
+    def __init__(self, mode: str, rule: str, B: int, k: int, graphs=None):
+        from otspec_gpu.graphs import default_graphs
+
         self.mode, self.rule, self.B, self.k = mode, rule, B, k
+        self.graphs = default_graphs() if graphs is None else graphs
 
     def rule_for(self, n: int) -> str:
         """The rule that verifies ``n`` real drafts (the mode's rule unless it cannot take ``n``).
@@ -93,6 +99,8 @@ class VerifierStep:
         if self.mode == "chain":
             from otspec_gpu.verifiers import VERIFIERS
 
+            if self.graphs is not None and P.is_cuda:  # captured once per shape, then replayed
+                return self.graphs(self.rule, VERIFIERS[self.rule].chain.sample, P, Q, X, generator=verify)
             return VERIFIERS[self.rule].chain.sample(P, Q, X, generator=verify)
         B, k, V = self.B, self.k, P.shape[-1]
         g = X.shape[1]

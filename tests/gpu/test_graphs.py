@@ -98,3 +98,29 @@ def test_default_graphs_is_opt_in(monkeypatch):
     assert default_graphs() is None
     monkeypatch.setenv("OTSPEC_CUDA_GRAPHS", "1")
     assert isinstance(default_graphs(), VerifyGraphs)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+@pytest.mark.parametrize("rule", ["token", "block"])
+def test_decode_verifier_step_with_graphs_equals_eager(device, rule, monkeypatch):
+    """decode's chain verify step (VerifierStep) replayed from graphs (opt-in: OTSPEC_CUDA_GRAPHS=1)
+    gives the eager step's tokens round after round for the same generator state (CPU: no graphs)."""
+    from otspec_gpu.verifying import VerifierStep
+
+    monkeypatch.setenv("OTSPEC_CUDA_GRAPHS", "1")
+    graphed_step = VerifierStep("chain", rule, 4, 1)
+    assert isinstance(graphed_step.graphs, VerifyGraphs)
+    monkeypatch.delenv("OTSPEC_CUDA_GRAPHS")
+    eager_step = VerifierStep("chain", rule, 4, 1)
+    assert eager_step.graphs is None
+    g1, g2 = torch.Generator(device).manual_seed(3), torch.Generator(device).manual_seed(3)
+    bonus = torch.Generator(device).manual_seed(4)
+    for s in range(3):
+        P, Q, X = _chain(4, 3, 500, device, s)
+        P = P / P.sum(-1, keepdim=True)
+        Q = Q / Q.sum(-1, keepdim=True)
+        n = torch.ones(4, dtype=torch.long, device=device)
+        a, b = graphed_step(P, Q, X, n, g1, bonus), eager_step(P, Q, X, n, g2, bonus)
+        for x, y in zip(a, b, strict=True):
+            assert torch.equal(x, y), (rule, s)
+    assert len(graphed_step.graphs.steps) == (1 if device == "cuda" else 0)
