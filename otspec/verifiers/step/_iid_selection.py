@@ -51,15 +51,25 @@ def solve_selection(p: np.ndarray, q: np.ndarray, k: int) -> Selection:
     with np.errstate(over="ignore"):  # a denormal q gives p/q = +inf, the right limit
         pi = pp / qq
     o = np.argsort(pi)  # ascending p/q (tie order is irrelevant: ties are merged)
-    pis, ps, qs = pi[o], pp[o], qq[o]
     n = pos.size
+    # one gather of (p, q) pairs instead of three gathers; p/q recomputed is the same division
+    pair = np.empty((n, 2))
+    pair[:, 0], pair[:, 1] = pp, qq
+    pair = pair[o]
+    ps, qs = pair[:, 0].copy(), pair[:, 1].copy()
+    with np.errstate(over="ignore"):
+        pis = ps / qs
+    if n == V:  # every token has q > 0: pos is the identity
+        pos_o = o
+    else:
+        pos_o = pos[o]
     r_sorted = np.empty(n)
     if k == 1:  # Phi(t) = t: the base polytope is {q}
         r = np.zeros(V)
         r[pos] = qq
         alpha = float(np.minimum(p, q).sum())
-        desc = pos[o[::-1]]
-        return Selection(r, alpha, desc, np.ones(n), pos[o[pis < 1.0]], 1.0, 1.0, qs[::-1].copy(), qs[::-1].copy())
+        desc = pos_o[::-1].copy()
+        return Selection(r, alpha, desc, np.ones(n), pos_o[pis < 1.0], 1.0, 1.0, qs[::-1].copy(), qs[::-1].copy())
     cp = np.concatenate([[0.0], np.cumsum(ps)])
     cq = np.minimum(np.concatenate([[0.0], np.cumsum(qs)]), 1.0)
     g = cp - cq**k
@@ -103,11 +113,11 @@ def solve_selection(p: np.ndarray, q: np.ndarray, k: int) -> Selection:
         idx = np.arange(nH)
         r_sorted[:nH] = np.where(idx < j, c_prime * qH, pH)
     r = np.zeros(V)
-    r[pos[o]] = r_sorted
+    r[pos_o] = r_sorted
     dens = _densities(r_sorted, ps, qs, pis, nH, c, c_prime)
     alpha = float(min(1.0, 1.0 + cp[nH] - hk))
-    desc = pos[o[::-1]]
-    return Selection(r, alpha, desc, dens[::-1].copy(), pos[o[:nH]], float(c), float(c_prime), qs[::-1].copy(), r_sorted[::-1].copy())
+    desc = pos_o[::-1].copy()
+    return Selection(r, alpha, desc, dens[::-1].copy(), pos_o[:nH].copy(), float(c), float(c_prime), qs[::-1].copy(), r_sorted[::-1].copy())
 
 
 def _densities(r_sorted, ps, qs, pis, nH, c, c_prime) -> np.ndarray:
