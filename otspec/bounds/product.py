@@ -22,7 +22,7 @@ The upper bound is the best cut found (each node tries the bound's own minimiser
 half-space steps :math:`H = \{p_y < w \cdot q_y\}`, :math:`w = \nabla \prod Q(H)`); the lower bound
 is the minimum over the closed leaves. The result carries a :class:`ProductCertificate`: the tree
 of boxes, re-checked by :func:`recheck`, which re-derives every node from its cell alone over the
-whole vocabulary (contraction, bound or enumeration: O(V) per node) and returns the certified
+replayed tree (contraction, bound or enumeration: O(V) per node) and returns the certified
 lower bound. Every rounding step is on the safe side (relative margins on the gains and the sums,
 an absolute bound on each leaf's sum).
 
@@ -55,6 +55,11 @@ _GAIN_MARGIN = 16 * 2.0**-53
 
 #: Relative slack on the sums q(F), q(U) that move a box's faces.
 _SUM_SLACK = 1e-12
+
+#: Contraction stops early once a pass decides fewer than 1/this of the tokens it looked at
+#: (while more than :data:`_SLOW_CONTRACTION_MIN` are undecided).
+_SLOW_CONTRACTION = 64
+_SLOW_CONTRACTION_MIN = 4096
 
 #: A node closes when its certified lower bound is within this of the best cut (absolute).
 _CLOSE_TOL = 1e-13
@@ -165,7 +170,8 @@ def _contract(st: _State, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, n
         out = (st.pR > dn * (1.0 + _GAIN_MARGIN)) | np.any(hi[:, None] < st.QR, axis=0)
         if np.any(force & out):
             return None
-        if not (force.any() or out.any()):
+        decided = int(np.count_nonzero(force | out))
+        if decided == 0:
             return lo, hi
         if force.any():
             st.pF += float(st.pR[force].sum())
@@ -173,6 +179,12 @@ def _contract(st: _State, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, n
             st.F.append(st.idx[force])
         keep = ~(force | out)
         st.idx, st.pR, st.QR = st.idx[keep], st.pR[keep], st.QR[:, keep]
+        if decided * _SLOW_CONTRACTION < keep.size and st.pR.size > _SLOW_CONTRACTION_MIN:
+            # the fixed point's tail decides a few tokens per O(n) pass: stop (sound at every
+            # step) and let the bound or a bisection do the rest; the faces still take q(F), q(U)
+            np.maximum(lo, st.qF * (1.0 - _SUM_SLACK), out=lo)
+            np.minimum(hi, (st.qF + st.QR.sum(axis=1)) * (1.0 + _SUM_SLACK), out=hi)
+            return (lo, hi) if not np.any(lo > hi) else None
 
 
 def _planes(lo: np.ndarray, hi: np.ndarray) -> list:
@@ -192,9 +204,20 @@ def _planes(lo: np.ndarray, hi: np.ndarray) -> list:
     return out
 
 
+def _lin(a: np.ndarray, QR: np.ndarray) -> np.ndarray:
+    """``a @ QR`` for a short ``a``, as k elementwise passes (a BLAS matrix-vector product spins
+    its threads on a loaded machine: 20x slower here)."""
+    out = a[0] * QR[0]
+    for i in range(1, a.size):
+        out += a[i] * QR[i]
+    return out
+
+
 def _h(st: _State, take: np.ndarray) -> float:
-    """h of F plus the undecided tokens flagged by ``take``."""
-    return st.pF + float(st.pR[take].sum()) - float(np.prod(st.qF + st.QR[:, take].sum(axis=1)))
+    """h of F plus the undecided tokens flagged by ``take`` (a candidate's value only steers the
+    search; the reported cut's value is recomputed from the law)."""
+    t = take.astype(np.float64)
+    return st.pF + float((st.pR * t).sum()) - float(np.prod(st.qF + (st.QR * t).sum(axis=1)))
 
 
 def _bound(st: _State, lo: np.ndarray, hi: np.ndarray, V: int) -> tuple[float, list]:
@@ -203,7 +226,7 @@ def _bound(st: _State, lo: np.ndarray, hi: np.ndarray, V: int) -> tuple[float, l
     best, cands = -math.inf, []
     err = ROUNDING_PER_TERM * (4 * V + 64 * (lo.size + 2))
     for a, c in _planes(lo, hi):
-        red = st.pR - a @ st.QR
+        red = st.pR - _lin(a, st.QR)
         take = red < 0
         lb = st.pF - c - float(a @ st.qF) + float(red[take].sum()) - err
         best = max(best, lb)
@@ -216,9 +239,9 @@ def _improve(st: _State, take: np.ndarray, steps: int = 3) -> tuple[float, np.nd
     best_h, best = _h(st, take), take
     k = st.qF.size
     for _ in range(steps):
-        Q = st.qF + st.QR[:, take].sum(axis=1)
+        Q = st.qF + (st.QR * take.astype(np.float64)).sum(axis=1)
         w = np.array([np.prod(np.delete(Q, i)) for i in range(k)]) if k > 1 else np.ones(1)
-        nxt = st.pR < w @ st.QR
+        nxt = st.pR < _lin(w, st.QR)
         if np.array_equal(nxt, take):
             break
         take = nxt
@@ -294,10 +317,10 @@ def branch_and_bound(p: np.ndarray, qs, *, leaf_size: int = LEAF_SIZE, max_boxes
             continue
         clo, chi = box
         lb, cands = _bound(st, clo, chi, V)
-        for take in cands:
-            h, take = _improve(st, take)
-            if h < best_h:
-                best_h, best_cut = h, np.sort(np.concatenate([*st.F, st.idx[take]]).astype(np.int64))
+        take = min(cands, key=lambda t: _h(st, t))  # the best of the bound's minimisers, improved
+        h, take = _improve(st, take)
+        if h < best_h:
+            best_h, best_cut = h, np.sort(np.concatenate([*st.F, st.idx[take]]).astype(np.int64))
         if lb >= best_h - _CLOSE_TOL or n_boxes >= max_boxes:
             nodes[nid] = BoxNode(lo, hi, "bound", lb)
             lowers.append(lb)
@@ -331,10 +354,12 @@ def branch_and_bound(p: np.ndarray, qs, *, leaf_size: int = LEAF_SIZE, max_boxes
 def recheck(p: np.ndarray, qs, certificate: ProductCertificate, *, leaf_size: int = LEAF_SIZE) -> float:
     r"""Re-derive the certificate's lower bound on :math:`\min_H h(H)` from the tree of boxes alone.
 
-    Every node is processed from its cell over the whole vocabulary (contraction to a fixed point,
-    then the separable bound or the enumeration of a closed leaf; a split node's contracted box is
-    bisected at the stored axis and value), with this function's own arithmetic: nothing the search
-    computed is trusted except the tree's shape. O(V) per node.
+    The tree is replayed from the root cell with this function's own arithmetic: every node is
+    contracted to a fixed point from its cell (starting from the tokens its parent's replay left
+    undecided: a child's cell lies inside the parent's contracted box, where the parent's decisions
+    hold), then closed by the separable bound or the enumeration of its undecided tokens, or its
+    contracted box is bisected at the stored axis and value. Nothing the search computed is
+    trusted except the tree's shape. O(V) per node.
 
     Parameters
     ----------
@@ -358,11 +383,11 @@ def recheck(p: np.ndarray, qs, certificate: ProductCertificate, *, leaf_size: in
     k, V = Q.shape
     nodes = certificate.nodes
     lower = math.inf
-    stack = [(0, np.zeros(k), np.full(k, math.inf))]
+    stack = [(0, np.zeros(k), np.full(k, math.inf), _root_state(p, Q))]
     while stack:
-        nid, lo, hi = stack.pop()
+        nid, lo, hi, st = stack.pop()
         node = nodes[nid]
-        st = _root_state(p, Q)
+        st = st.copy()
         box = _contract(st, lo, hi)
         if box is None:
             continue
@@ -372,8 +397,8 @@ def recheck(p: np.ndarray, qs, certificate: ProductCertificate, *, leaf_size: in
             left_hi, right_lo = chi.copy(), clo.copy()
             left_hi[node.axis] = at
             right_lo[node.axis] = at
-            stack.append((node.children[0], clo, left_hi))
-            stack.append((node.children[1], right_lo, chi))
+            stack.append((node.children[0], clo, left_hi, st))
+            stack.append((node.children[1], right_lo, chi, st))
             continue
         if node.kind == "empty":  # the search found it empty; here it is not: bound it instead
             node_lb = _bound(st, clo, chi, V)[0]
