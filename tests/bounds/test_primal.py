@@ -43,10 +43,10 @@ def test_lorenz_test_catches_a_non_member():
 
 
 def test_a_wrong_primal_fails_the_certificate(monkeypatch):
-    """If the closed form's selection law were wrong (r = p, which overstates the acceptance), the
-    membership check fails and so does the status."""
+    """If the closed form's selection law were wrong (r = p off the cut instead of the cap, which
+    overstates the acceptance), the membership check fails and so does the status."""
     p, q = np.array([0.9, 0.05, 0.05]), np.array([0.1, 0.45, 0.45])
-    monkeypatch.setattr(primal, "cap_floor_law", lambda p, q, in_cut, g, order=None: p.copy())
+    monkeypatch.setattr(primal, "_cap", lambda p, q, target, presorted=False: p.copy())
     r = otspec.optimal_acceptance(p, otspec.iid(q, 2), method="prefix")
     assert r.status == "check_failed" and r.checks["selection_law_membership"] >= CLEAR_DIFFERENCE
 
@@ -82,3 +82,21 @@ def test_subsets_is_dual_only_and_plans_carry_their_value():
     assert s.gap is None and "dual only" in s.gap_reason and s.status == "optimal"
     f = otspec.optimal_acceptance(p, law, method="flow")
     assert f.lower_bound == f.value and f.gap_reason == ""
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sorted_iid_primal_equals_the_generic_one(seed):
+    """The fast path (p/q order of the prefix scan, no gathers) gives the generic primal's
+    acceptance and the same verdict of the Lorenz test, exact zeros and ties included."""
+    rng = np.random.default_rng(seed)
+    V, k = 3000, int(rng.integers(2, 9))
+    p, q = random_simplex(rng, V, zeros=V // 10, alpha=0.3), random_simplex(rng, V, zeros=V // 10 * (seed % 2), alpha=0.3)
+    q[:20] = q[20:40] = q[:20].mean() if seed == 3 else q[:20]  # ties
+    q = q / q.sum()
+    law = otspec.iid(q, k)
+    r = otspec.optimal_acceptance(p, law, method="prefix")
+    in_cut = np.zeros(V, dtype=bool)
+    in_cut[r.cut] = True
+    generic = primal.cap_floor_law(p, q, in_cut, law.prob_all_in(in_cut))
+    assert abs(r.lower_bound - np.minimum(p, generic).sum()) <= 1e-13
+    assert primal.lorenz_violation(generic, q, k) <= 1e-12 and r.checks["selection_law_membership"] <= 2e-12
