@@ -326,7 +326,8 @@ class OptimalIIDState:
     # -- sampling ------------------------------------------------------------------------------
     def sample_rows(self, drafts: np.ndarray, streams: list) -> np.ndarray:
         """One output per row of validated ``drafts`` ``(n, k)``; ``streams`` = [level, choice,
-        coin, residual] generators (independent).
+        coin, residual] generators (independent). The block is found by bridges or by the tree as
+        :attr:`draw` says (same outputs).
 
         Parameters
         ----------
@@ -334,8 +335,6 @@ class OptimalIIDState:
             Validated draft tuples.
         streams : list of numpy.random.Generator
             Four independent streams: level, choice, accept coin, residual draw.
-
-        The block is found by bridges or by the tree as :attr:`draw` says (same outputs).
 
         Returns
         -------
