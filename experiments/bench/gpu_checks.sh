@@ -32,7 +32,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 } > "$OUT/env.txt"
 cat "$OUT/env.txt"
 rc=0
-timeout 70 "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
+timeout "${TEST_TIMEOUT:-70}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
 tail -25 "$OUT/tests.txt"
 # optimal_iid / khisti build their state on the host (not a target of these rows): left out
 RULES="token kseq rrs rrs_wor greedy_optimal spechub nss naive approximate"
