@@ -71,4 +71,5 @@ def single_draft(p: Any, q: Any) -> AcceptanceResult:
         plan=plan,
         law=f"iid(V={p.size}, k=1)",
         checks={"cut_value_minus_value": check},
+        lower_bound=value,
     )
