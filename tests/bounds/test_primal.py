@@ -100,3 +100,34 @@ def test_sorted_iid_primal_equals_the_generic_one(seed):
     generic = primal.cap_floor_law(p, q, in_cut, law.prob_all_in(in_cut))
     assert abs(r.lower_bound - np.minimum(p, generic).sum()) <= 1e-13
     assert primal.lorenz_violation(generic, q, k) <= 1e-12 and r.checks["selection_law_membership"] <= 2e-12
+
+
+# Draft laws with masses near the smallest float (denormals): the race integral behind the
+# without-replacement prefix value goes wrong here, and before the primal check the result still
+# said status="optimal". The checked selection law catches it: the status is optimal only if the
+# value is the LP's.
+_DENORMAL_WOR = [
+    (
+        [1.6659391457547371e-09, 4.1162362362149506e-07, 5.387380573216072e-11, 3.9499767940447353e-10, 0.9562792455506356,
+         0.011572441412718935, 3.8984725062578415e-11, 0.009140146941554385, 0.0, 0.0024842982725418305, 6.1020687594027685e-21,
+         0.0018416560070794244, 6.90359613199616e-06, 0.018674894441918794, 0.0, 0.0],
+        [9.085112254e-314, 4.1382089720574195e-13, 2.72549905e-316, 8.869413135737681e-20, 3.5189784124785996e-19, 0.0,
+         2.8829864956905952e-33, 0.0, 6.245298352307491e-15, 0.0, 0.0, 0.9999999999995798, 8.662733279154104e-17,
+         4.88684676696e-313, 3.68404034581655e-20, 4.104176883758816e-18],
+        4,
+    ),
+    (
+        [0.10770032779833523, 0.2569633578400967, 0.1697755781085028, 0.1308445141056218, 0.1618285033954197, 0.1728877187520237],
+        [0.0, 0.9999999999995538, 2.62289713323e-313, 2.9148588514e-313, 2.506217328242101e-13, 1.956026687104422e-13],
+        5,
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("p, q, k", _DENORMAL_WOR)
+def test_a_wrong_closed_form_value_is_never_optimal(p, q, k):
+    p, q = np.array(p), np.array(q)
+    law = otspec.without_replacement(q / q.sum(), k)
+    r = otspec.optimal_acceptance(p / p.sum(), law, method="prefix")
+    exact = otspec.optimal_acceptance(p / p.sum(), law, method="lp").value
+    assert r.status != "optimal" or abs(r.value - exact) <= EXACT_ATOL, (r, exact)
