@@ -25,6 +25,7 @@ __all__ = [
     "ThresholdTree",
     "build_tree",
     "geometry",
+    "resolve_method",
     "threshold_tree",
 ]
 
@@ -388,7 +389,9 @@ def _build_flip(geo: Geometry, jit, order: str = "brio"):
     return None if out[4] < 0 else out
 
 
-def _resolve_method(method: str) -> tuple[str, Any]:
+def resolve_method(method: str) -> tuple[str, Any]:
+    """``(builder, kernels module or None)`` for a :data:`TREE_METHODS` name; raises
+    ``UnsupportedMethodError`` for an unknown name or a compiled builder without numba."""
     if method not in TREE_METHODS:
         raise UnsupportedMethodError(f"tree method must be one of {TREE_METHODS} (got {method!r}); pick one of those")
     if method == "auto":
@@ -408,7 +411,7 @@ def _resolve_method(method: str) -> tuple[str, Any]:
 
 
 def build_tree(geo: Geometry, method: str) -> ThresholdTree:
-    method, jit = _resolve_method(method)
+    method, jit = resolve_method(method)
     if geo.m <= 1 or geo.k == 1:
         z = np.full(geo.m + 1, -1, dtype=np.int64)
         return ThresholdTree(G=np.ones(geo.m + 1), left=z, right=z.copy(), order=np.zeros(0, dtype=np.int64), method=method, max_clamp=0.0)

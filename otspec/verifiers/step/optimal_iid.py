@@ -42,9 +42,10 @@ from otspec.errors import UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.step import _iid_bridge
+from otspec.verifiers.step._iid_bridge import BridgeGeometry, bridge_geometry
+from otspec.verifiers.step._iid_bridge import block_end as bridge_block_end
 from otspec.verifiers.step._iid_selection import Selection, check_pqk, selection_law, solve_selection
-from otspec.verifiers.step._iid_tree import TREE_METHODS, Geometry, ThresholdTree, _resolve_method, build_tree, geometry, threshold_tree
+from otspec.verifiers.step._iid_tree import TREE_METHODS, Geometry, ThresholdTree, build_tree, geometry, resolve_method, threshold_tree
 from otspec.verifiers.tuples import membership_mask
 
 __all__ = [
@@ -65,7 +66,7 @@ __all__ = [
 # Prepared state: everything a draw needs
 
 #: How a draw finds the block of the first drafted super-token. ``"bridge"``: one hull edge per
-#: draw, :math:`O(m)` with no per-pair build (see :mod:`otspec.verifiers.step._iid_bridge`);
+#: draw, :math:`O(m)` with no per-pair build (see ``otspec.verifiers.step._iid_bridge``);
 #: ``"tree"``: the threshold tree, built once per (p, q) (:math:`O(m \log m)`, 0.1-0.8 s at
 #: V = 262 144), then :math:`O(\log m)` per draw; ``"auto"`` (the default): bridges for the first
 #: :data:`BRIDGE_DRAWS` draws on a prepared pair (decoding makes one), the tree after that or once
@@ -163,9 +164,9 @@ class OptimalIIDState:
         return _sparse_table(self.tree.kappa)
 
     @cached_property
-    def bridge_geometry(self) -> _iid_bridge.BridgeGeometry:
+    def bridge_geometry(self) -> BridgeGeometry:
         """Compensated suffix sums the bridge draws read (:math:`O(m)`, built on first use)."""
-        return _iid_bridge.bridge_geometry(self.geometry.w, self.geometry.rho, self.k)
+        return bridge_geometry(self.geometry.w, self.geometry.rho, self.k)
 
     @property
     def tree_built(self) -> bool:
@@ -206,7 +207,7 @@ class OptimalIIDState:
         if method == "bridge":
             first = np.asarray(first, dtype=np.int64)
             s = np.broadcast_to(np.asarray(s, dtype=np.float64), first.shape)
-            return _iid_bridge.block_end(self.bridge_geometry, first.ravel(), s.ravel()).reshape(first.shape)
+            return bridge_block_end(self.bridge_geometry, first.ravel(), s.ravel()).reshape(first.shape)
         pos = np.asarray(first, dtype=np.int64).copy()
         m = self.geometry.m
         for b in range(len(self.table) - 1, -1, -1):
@@ -396,7 +397,7 @@ def _build_state(
 ) -> OptimalIIDState:
     if draw not in DRAW_METHODS:
         raise UnsupportedMethodError(f"draw must be one of {DRAW_METHODS} (got {draw!r}); pick one of those")
-    _resolve_method(method)  # refuse an unknown or unavailable builder now, not at the first draw
+    resolve_method(method)  # refuse an unknown or unavailable builder now, not at the first draw
     sel = solve_selection(p, q, k) if sel is None else sel
     geo, st = geometry(sel, q, k)
     state = OptimalIIDState(p=p, r=sel.r, k=k, alpha=sel.alpha, super_token=st, geometry=geo, tree_method=method, draw=draw)
