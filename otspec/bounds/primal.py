@@ -96,8 +96,18 @@ def _cap(p: np.ndarray, q: np.ndarray, target: float, presorted: bool = False) -
         return p.copy()
     P_lt = P_le[j - 1] if j > 0 else 0.0
     Q_ge = Q_gt[j] + qs[j]
-    c = (target - P_lt) / Q_ge
-    return np.minimum(p, c * q)
+    with np.errstate(over="ignore"):
+        c = (target - P_lt) / Q_ge
+    if np.isfinite(c):
+        return np.minimum(p, c * q)
+    # Q_ge subnormal: c overflows although every c q it scales is finite. The ranks >= j (exactly the
+    # tokens with p/q >= p_j/q_j, since c lies strictly above the previous ratio) take c q, computed
+    # as (target - P_lt) (q / Q_ge) with q / Q_ge <= 1; the others keep p.
+    with np.errstate(over="ignore", invalid="ignore"):
+        hi = p / q >= pis[j]
+    r = p.copy()
+    r[hi] = np.minimum(p[hi], (target - P_lt) * (q[hi] / Q_ge))
+    return r
 
 
 def _floor(p: np.ndarray, q: np.ndarray, target: float, presorted: bool = False) -> np.ndarray:
@@ -111,8 +121,17 @@ def _floor(p: np.ndarray, q: np.ndarray, target: float, presorted: bool = False)
         S = P_ge + np.where(Q_lt > 0, pis * Q_lt, 0.0)
     j = max(int(np.searchsorted(S, target, side="right")) - 1, 0)
     P_gt = P_ge[j + 1] if j + 1 < p.size else 0.0
-    c = (target - P_gt) / (Q_lt[j] + qs[j])
-    return np.maximum(p, c * q)
+    Q_le = Q_lt[j] + qs[j]
+    with np.errstate(over="ignore"):
+        c = (target - P_gt) / Q_le
+    if np.isfinite(c):
+        return np.maximum(p, c * q)
+    # Q_le subnormal (as in _cap): the ranks <= j take c q = (target - P_gt) (q / Q_le), the others p.
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo = p / q <= pis[j]
+    r = p.copy()
+    r[lo] = np.maximum(p[lo], (target - P_gt) * (q[lo] / Q_le))
+    return r
 
 
 def cap_floor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, g: float, order: np.ndarray | None = None) -> np.ndarray:
