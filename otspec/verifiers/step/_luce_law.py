@@ -328,10 +328,10 @@ def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, 
     g = quadrature_grid(q, b, in_A, k, h)
     if isinstance(g, LuceLaw):
         return g
-    from otspec.verifiers.step import _luce_kernels as kernels  # lazily: numba is slow to import
+    from otspec.verifiers.step._luce_kernels import integrate, num_threads  # lazily: numba is slow to import
 
-    nchunks = max(1, min(kernels.num_threads(), g.taus.size))
+    nchunks = max(1, min(num_threads(), g.taus.size))
     acc = np.zeros((nchunks, 4, g.pos.size))
-    kernels.integrate(g.q, g.b, g.in_A, k, g.taus, h, g.sigmas, h, g.coarse_t, g.coarse_s, g.mult, nchunks, acc)
+    integrate(g.q, g.b, g.in_A, k, g.taus, h, g.sigmas, h, g.coarse_t, g.coarse_s, g.mult, nchunks, acc)
     out, out2, out4, m2 = acc.sum(axis=0)
     return law_from_sums(g, out, out2, out4, m2)
