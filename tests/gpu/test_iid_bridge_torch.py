@@ -137,3 +137,28 @@ def test_timing_cuda(B):
     ms = (time.perf_counter() - t0) / reps * 1e3
     print(f"\nbridge_step cuda V={V} k={k} B={B}: {ms:.3f} ms per step; settled={bool(out['settled'].all())}")
     assert bool(out["settled"].all())
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_sample_bridge_and_tree_give_the_same_tokens(shared, device):
+    """The verifier's ``sample``: ``method="bridge"`` and ``"tree"`` consume the generator alike
+    and return the same tokens (per-row laws, and one law shared by the rows)."""
+    from otspec_gpu.verifiers.step import optimal_iid as mod
+
+    V, k, B = 3_000, 4, 48
+    laws = [_lm_pair(V, 40 + (0 if shared else i)) for i in range(1 if shared else B)]
+    P = torch.tensor(np.stack([a for a, _ in laws]), device=device)
+    Q = torch.tensor(np.stack([b for _, b in laws]), device=device)
+    rng = np.random.default_rng(7)
+    qn = Q.cpu().numpy()
+    drafts = torch.tensor(
+        np.stack([rng.choice(V, size=k, p=qn[0 if shared else i] / qn[0 if shared else i].sum()) for i in range(B)]), device=device
+    )
+    out = {}
+    for method in ("bridge", "tree", "auto"):
+        g = torch.Generator(device).manual_seed(3)
+        out[method] = mod.sample(P, Q, drafts, generator=g, method=method).token.cpu()
+    assert torch.equal(out["bridge"], out["tree"])
+    assert torch.equal(out["auto"], out["bridge"])
+    with pytest.raises(ValueError, match="method must be"):
+        mod.sample(P, Q, drafts, generator=torch.Generator(device).manual_seed(3), method="hull")

@@ -255,7 +255,8 @@ def bridge_step(
     Parameters
     ----------
     p, q : torch.Tensor
-        ``[B, V]`` probability rows (renormalised in float64 here).
+        ``[B, V]`` probability rows, or ``[1, V]`` shared by every row (renormalised in float64
+        here).
     drafts : torch.Tensor
         ``[B, k]`` long draft tokens (i.i.d. from q).
     s, u, coin, residual_uniform : torch.Tensor
@@ -278,7 +279,8 @@ def bridge_step(
     q64 = q64 / q64.sum(-1, keepdim=True)
     B, k = drafts.shape
     if k == 1:  # token verification: r* = q, the single draft is selected
-        r = q64
+        r = q64.expand(B, -1)
+        p64 = p64.expand(B, -1)
         y = drafts[:, 0]
         end = torch.zeros_like(y)
         settled = torch.ones_like(y, dtype=torch.bool)
@@ -286,6 +288,9 @@ def bridge_step(
         sel = selection(p64, q64, k)
         geo = super_tokens(sel, k)
         r = sel["r"]
+        if p64.shape[0] == 1 and B > 1:  # one shared law: prepared once, read by every row
+            geo = {name: x.expand(B, *x.shape[1:]) for name, x in geo.items()}
+            r, p64 = r.expand(B, -1), p64.expand(B, -1)
         stt = geo["st"].gather(1, drafts)
         j0 = stt.min(dim=1).values
         _, end, settled = _edge(geo, j0, 1.0 - s.to(torch.float64), k)

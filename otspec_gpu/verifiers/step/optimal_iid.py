@@ -48,11 +48,28 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from otspec.errors import UnsupportedMethodError
 from otspec_gpu.sampling import categorical
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.step._iid_bridge import bridge_step
 
-__all__ = ["OptimalState", "conditional", "named", "optimal_iid", "prepare", "sample", "sample_with_uniforms", "selection_rows"]
+__all__ = [
+    "BRIDGE_ROWS",
+    "OptimalState",
+    "conditional",
+    "named",
+    "optimal_iid",
+    "prepare",
+    "sample",
+    "sample_with_uniforms",
+    "selection_rows",
+]
+
+
+#: With ``method="auto"``, one law shared by more rows than this is sampled with the threshold
+#: tree (built once on the host); otherwise every row takes the tree-free device step.
+BRIDGE_ROWS = 64
 
 
 class OptimalState(NamedTuple):
@@ -284,9 +301,24 @@ def sample_with_uniforms(
 
 @fill_doc
 def sample(
-    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True, _name: str = "optimal_iid"
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    validate: bool = True,
+    _name: str = "optimal_iid",
+    method: str = "auto",
 ) -> StepOutput:
     """One output token per row: level, choice, accept coin and residual draw from four separate ``rand`` calls.
+
+    ``method="bridge"`` runs the whole step on ``p.device`` with no threshold tree and no host
+    round trip (:mod:`otspec_gpu.verifiers.step._iid_bridge`; O(V) per row); ``method="tree"``
+    builds the numpy state and its threshold tree on the host once per distinct law, then
+    O(log V) per row. ``"auto"`` (the default): the tree for one law shared by more than
+    :data:`BRIDGE_ROWS` rows (Monte Carlo on one pair), else bridges (decoding: a fresh law per
+    row). Both give the same tokens for the same generator state (up to rounding at a block
+    boundary).
 
     {params_iid_sample}
 
@@ -296,11 +328,16 @@ def sample(
     B = drafts.shape[0]
     if B == 0:  # no rows: no uniforms drawn, nothing to prepare
         return step_output(drafts.new_zeros(0), drafts)
-    state = prepare(p, q, drafts.shape[1])
 
     def rand():
         return torch.rand(B, dtype=torch.float64, device=drafts.device, generator=generator)
 
+    if method not in ("auto", "bridge", "tree"):
+        raise UnsupportedMethodError(f"optimal_iid sample: method must be 'auto', 'bridge' or 'tree' (got {method!r}); pick one of those")
+    if method == "bridge" or (method == "auto" and not (p.shape[0] == 1 and B > BRIDGE_ROWS)):
+        s, u, coin, v = rand(), rand(), rand(), rand()  # the tree path's four calls, in its order
+        return step_output(bridge_step(p, q, drafts, s, u, coin, v)["tokens"], drafts)
+    state = prepare(p, q, drafts.shape[1])
     s, u, coin = rand(), rand(), rand()
     res_tok = categorical(state.residual, generator, n=B) if state.row is None else categorical(state.residual[state.row], generator)
     return step_output(sample_with_uniforms(state, drafts, s, u, coin, res_tok), drafts)
