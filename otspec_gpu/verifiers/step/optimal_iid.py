@@ -30,6 +30,10 @@ drafts with :math:`M_{j+1} \le s < M_j`, so with :math:`\bar M_j = \mathrm{clip}
 and :math:`\pi = \beta \cdot a + (1 - \sum_y \beta(y) a(y))\, \mathrm{norm}((p - r^*)_+)` with
 :math:`a = \min(1, p/r^*)`.
 
+**Sampling without the host.** By default (``sample(method="auto")``) per-row laws and small
+batches take the tree-free step of :mod:`otspec_gpu.verifiers.step._iid_bridge`, entirely on
+``p.device``; the host build below serves ``conditional`` and one law shared by many rows.
+
 **The one Python loop.** The per-law state (:math:`r^*`, super-tokens, the threshold tree,
 accept ratios, the residual) is built by :func:`otspec.verifiers.step.optimal_iid.prepare` in numpy,
 once per *distinct* (p, q) row: the threshold-tree build is a sequential algorithm with no batched
