@@ -66,9 +66,9 @@ class _Scorer:
     def __init__(self, target: Any, draft: Any, processing: Any):
         import torch
 
-        from otspec_gpu.corpus.run import _load
+        from otspec_gpu.corpus.scoring import load_model
 
-        self.target, self.draft, self.processing = _load(target), _load(draft), processing
+        self.target, self.draft, self.processing = load_model(target), load_model(draft), processing
         if torch.cuda.is_available():  # the actor was given a GPU
             for lm in (self.target, self.draft):
                 try:

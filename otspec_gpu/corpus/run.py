@@ -19,7 +19,7 @@ import numpy as np
 
 from otspec.errors import CorpusInputError, InvalidOptionError
 from otspec_gpu.corpus.inputs import Document, read_logged, read_sources
-from otspec_gpu.corpus.scoring import Processing, check_pair, tokenize
+from otspec_gpu.corpus.scoring import Processing, check_pair, load_model, tokenize
 from otspec_gpu.corpus.shards import prepare_output, require_pyarrow, write_shard
 from otspec_gpu.corpus.solvers import SolverSpec, solve_logged
 
@@ -144,14 +144,6 @@ def _fingerprint(items: Sequence[Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def _load(model: Any) -> Any:
-    if isinstance(model, str):
-        from otspec_gpu.models import load
-
-        return load(model)
-    return model
-
-
 def _spec_config(spec: SolverSpec) -> dict:
     return dict(laws=list(spec.laws), ks=list(spec.ks), verifiers=list(spec.verifiers), mc_samples=spec.mc_samples, seed=spec.seed)
 
@@ -238,7 +230,7 @@ def run_corpus(
     spec = spec or SolverSpec()
     processing = processing or Processing()
     docs = list(sources) if sources and isinstance(sources[0], Document) else read_sources(list(sources), field=field)
-    tgt, drf = _load(target), _load(draft)
+    tgt, drf = load_model(target), load_model(draft)
     check_pair(tgt, drf)
     ids = [tokenize(d, tgt)[: max_tokens or None] for d in docs]
     config = dict(

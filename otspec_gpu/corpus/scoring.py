@@ -17,7 +17,7 @@ import numpy as np
 
 from otspec.errors import CorpusInputError, IncompatibleModelsError, InvalidOptionError
 
-__all__ = ["Processing", "check_pair", "tokenize", "score_document"]
+__all__ = ["Processing", "check_pair", "load_model", "tokenize", "score_document"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,26 @@ class Processing:
     def __post_init__(self) -> None:
         if not (float(self.temperature) > 0):
             raise InvalidOptionError(f"temperature must be > 0 (got {self.temperature!r}); at T = 0 every draft is the argmax")
+
+
+def load_model(model: Any) -> Any:
+    """A model by name (:func:`otspec_gpu.models.load`), or the loaded model itself.
+
+    Parameters
+    ----------
+    model : str or otspec_gpu.models.LM
+        A name such as ``"smollm2"`` or a loaded model.
+
+    Returns
+    -------
+    otspec_gpu.models.LM
+        The model.
+    """
+    if isinstance(model, str):
+        from otspec_gpu.models import load
+
+        return load(model)
+    return model
 
 
 def check_pair(target: Any, draft: Any) -> None:
