@@ -38,13 +38,13 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------------------------------------
-# Kernels: torch conditional laws against the numpy oracles (issue #9's requirements).
+# Kernels: torch conditional laws against the numpy oracles (the torch twins' requirements).
 
-#: A torch float64 conditional law against the numpy float64 kernel row (issue #9: 1e-12); the
+#: A torch float64 conditional law against the numpy float64 kernel row (required: 1e-12); the
 #: same slack as the library's agreement of two float64 evaluations of one small formula.
 FLOAT64_KERNEL_ATOL = FLOAT64_ATOL
 
-#: A torch float32 conditional law against the numpy float64 kernel row (issue #9: 1e-5): a law
+#: A torch float32 conditional law against the numpy float64 kernel row (required: 1e-5): a law
 #: built from a few dozen float32 operations on probabilities (relative rounding 2**-24 ~ 6e-8 each).
 FLOAT32_KERNEL_ATOL = 1e-5
 
@@ -90,10 +90,22 @@ SMOLLM2_LOGITS_TOL = 1e-4
 
 #: Two-sided normal quantile of :data:`FALSE_ALARM` (about 4.89 standard errors).
 Z_FALSE_ALARM = float(stats.norm.isf(FALSE_ALARM / 2))
-#: Total-variation error every sampler test must detect (issue #9: 0.02) ...
+#: Total-variation error every sampler test must detect (0.02, the torch twins' design target) ...
 TV_DETECT = 0.02
 #: ... with at least this probability.
 DESIGN_POWER = 0.999
 #: A sampled acceptance rate against its exact value at N = 1e5 rows: 0.01 is >= 6 standard errors
 #: (a Bernoulli's standard error is <= 0.5 / sqrt(N) ~ 1.6e-3).
 ACCEPT_RATE_ATOL = 0.01
+
+#: Residual mass :math:`\sum (p - r^*)_+` below which the optimum is 1 up to rounding: the residual
+#: vector is then rounding noise of ~V ulps (CUDA's reduction order can make it exactly 0 where the
+#: CPU leaves ~1e-16), and a rejection has probability of the same order, so two devices' residual
+#: vectors are not compared there (V <= 262 144 terms of float64 rounding: < 262 144 * 2.2e-16 ~ 6e-11;
+#: 1e-10 leaves room).
+ROUNDING_RESIDUAL = 1e-10
+
+#: A torch r* entry against numpy's: r* is built from prefix sums of masses up to 1, so another
+#: reduction order (CUDA's) moves an entry by a few ulps *of 1* whatever its size (4.6e-16 on an
+#: entry of 3.1e-6 seen on an H200): absolute 1e-14 = 45 ulps of 1, beside the relative 1e-13.
+R_STAR_ATOL = 1e-14

@@ -4,6 +4,8 @@ What is proved here (each check is an assertion that can fail):
 
 * given the same uniforms, the torch draw equals the numpy draw: the same r* (to 1e-13 relative;
   bit for bit on the LM pairs on CPU), the same super-tokens, the same block end, the same selected draft, the same accept decision,
+  the same residual (unless the optimum is 1 up to rounding, where the residual is rounding noise
+  that differs between CPU and CUDA: every row then keeps its draft on both sides),
   and the same output token, row by row (300-600 rows per pair), on LM-shaped pairs at
   V in {50, 2 000, 49 152} and on pairs with pools, ties, zeros in q and p = q, for k in {1, 2, 4, 8};
   every row's edge search has converged (``settled``);
@@ -24,6 +26,7 @@ import torch
 from otspec.synthetic import synthetic_pair
 from otspec.verifiers.step.optimal_iid import prepare
 from otspec_gpu.verifiers.step import _iid_bridge as tb
+from tests.gpu._tolerances import R_STAR_ATOL, ROUNDING_RESIDUAL
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -73,13 +76,15 @@ def _compare(p, q, k, n, seed, device):
     np.testing.assert_array_equal(out["keep"].cpu().numpy(), keep)
     np.testing.assert_array_equal(out["tokens"].cpu().numpy()[keep], y[keep])
     res = np.maximum(p64 - st.r, 0.0)
-    res = res if res.sum() > 0 else p64
-    np.testing.assert_allclose(out["residual"][0].cpu().numpy(), res, rtol=0, atol=1e-15)
-    cdf = np.cumsum(res)
-    x = np.minimum(np.searchsorted(cdf, v * cdf[-1], side="right"), np.flatnonzero(res > 0)[-1])
-    np.testing.assert_array_equal(out["tokens"].cpu().numpy()[~keep], x[~keep])
+    if res.sum() > ROUNDING_RESIDUAL:
+        np.testing.assert_allclose(out["residual"][0].cpu().numpy(), res, rtol=0, atol=1e-15)
+        cdf = np.cumsum(res)
+        x = np.minimum(np.searchsorted(cdf, v * cdf[-1], side="right"), np.flatnonzero(res > 0)[-1])
+        np.testing.assert_array_equal(out["tokens"].cpu().numpy()[~keep], x[~keep])
+    else:  # the optimum is 1 up to rounding: every row keeps its draft on both sides
+        assert keep.all() and bool(out["keep"].all())
     if k > 1:  # the same formulas; a power may round differently in torch (1 ulp seen)
-        np.testing.assert_allclose(out["r"][0].cpu().numpy(), st.r, rtol=1e-13, atol=0)
+        np.testing.assert_allclose(out["r"][0].cpu().numpy(), st.r, rtol=1e-13, atol=R_STAR_ATOL)
         geo = tb.super_tokens(tb.selection(T(p64)[None], T(q64)[None], k), k)
         np.testing.assert_array_equal(geo["st"][0].cpu().numpy(), st.super_token)
         first = st.super_token[drafts].min(axis=1)
