@@ -325,8 +325,12 @@ def sample(
     boundary).
 
     {params_iid_sample}
+    method : str
+        ``"auto"``, ``"bridge"`` or ``"tree"`` (above).
 
     {returns_step_raises}
+    UnsupportedMethodError
+        If ``method`` is not one of those three.
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name=_name)
     B = drafts.shape[0]
