@@ -103,6 +103,17 @@ gamma : int
     Target distribution.
 law : DraftLaw
     An enumerable draft law.""",
+    # the methods of the verifiers of drafts sampled without replacement (optimal_wor, wor_iid)
+    "p_wor_law_args": """p : array_like, shape (V,)
+    Target distribution.
+law : DraftLaw
+    A without-replacement draft law.""",
+    "wor_law_raises": """NotADraftLawError
+    If ``law`` is not a draft law.
+InvalidDistributionError, ShapeMismatchError
+    If ``p`` is not a distribution over the law's vocabulary.
+UnsupportedMethodError
+    If ``law`` is not a without-replacement law.""",
     "k1_raises": """InvalidDistributionError, ShapeMismatchError
     If ``p`` is not a distribution over the law's vocabulary.
 UnsupportedMethodError

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec._tolerances import SAMPLE_CHUNK_ENTRIES
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
@@ -153,15 +154,13 @@ class WorIIDVerifier(Verifier):
     def applies_to(self, law: DraftLaw) -> bool:
         return law.kind == "without_replacement"
 
+    @fill_doc
     def state(self, p: Any, law: DraftLaw) -> OptimalIIDState:
         """The optimal i.i.d. state for ``(p, q, k)`` the rule runs on the hits (cached on the law).
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            A without-replacement draft law.
+        {p_wor_law_args}
 
         Returns
         -------
@@ -171,16 +170,12 @@ class WorIIDVerifier(Verifier):
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
-        UnsupportedMethodError
-            If ``law`` is not a without-replacement law.
+        {wor_law_raises}
         """
         p = self._check(p, law)
         return self._state(p, law)
 
+    @fill_doc
     def certified_lower_bound(self, p: Any, law: DraftLaw) -> float:
         r"""A certified lower bound on the acceptance: :math:`\alpha^*_{iid}`, the kept selections' share.
 
@@ -190,10 +185,7 @@ class WorIIDVerifier(Verifier):
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            A without-replacement draft law.
+        {p_wor_law_args}
 
         Returns
         -------
@@ -202,12 +194,7 @@ class WorIIDVerifier(Verifier):
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
-        UnsupportedMethodError
-            If ``law`` is not a without-replacement law.
+        {wor_law_raises}
         """
         return float(self.state(p, law).alpha)
 
@@ -276,6 +263,7 @@ class WorIIDVerifier(Verifier):
         streams = spawn_streams(rng, 5)
         return self._state(p, law).sample_rows(self._hits(law, d, streams[0]), streams[1:])
 
+    @fill_doc
     def sample(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> int:
         """One output token for one ordered draft tuple.
 
@@ -284,10 +272,7 @@ class WorIIDVerifier(Verifier):
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            A without-replacement draft law.
+        {p_wor_law_args}
         drafts : array_like of int, shape (k,)
             One ordered draft tuple (distinct tokens, in drafting order).
         rng : numpy.random.Generator
@@ -300,12 +285,7 @@ class WorIIDVerifier(Verifier):
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
-        UnsupportedMethodError
-            If ``law`` is not a without-replacement law.
+        {wor_law_raises}
         InvalidDraftsError
             If ``drafts`` is not a tuple the law can produce.
         OtspecTypeError
@@ -315,16 +295,14 @@ class WorIIDVerifier(Verifier):
         d = law.validate_drafts(drafts)
         return int(self._sample(p, law, d[None, :], rng)[0])
 
+    @fill_doc
     def sample_batch(self, p: Any, law: DraftLaw, drafts: Any, *, rng: np.random.Generator) -> np.ndarray:
         """One output token per row of ``drafts`` ``(N, k)``, with the streams of :meth:`sample`
         (``sample(d) == sample_batch([d])[0]`` for the same generator state).
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            A without-replacement draft law.
+        {p_wor_law_args}
         drafts : array_like of int, shape (N, k) or (k,)
             Ordered draft tuples, one per row.
         rng : numpy.random.Generator
@@ -337,12 +315,7 @@ class WorIIDVerifier(Verifier):
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
-        UnsupportedMethodError
-            If ``law`` is not a without-replacement law.
+        {wor_law_raises}
         InvalidDraftsError
             If a row is not a tuple the law can produce.
         OtspecTypeError

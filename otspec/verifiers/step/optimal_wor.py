@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual
@@ -211,15 +212,13 @@ class OptimalWORVerifier(Verifier):
         if not self._cached(p, law):
             self._cache = (self._key(p, law), self._solve(p, law))
 
+    @fill_doc
     def state(self, p, law: DraftLaw) -> OptimalWORState:
         """The selection law, weights, oracle law and certified gap for ``(p, law)``.
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            A without-replacement draft law.
+        {p_wor_law_args}
 
         Returns
         -------
@@ -228,17 +227,13 @@ class OptimalWORVerifier(Verifier):
 
         Raises
         ------
-        NotADraftLawError
-            If ``law`` is not a draft law.
-        InvalidDistributionError, ShapeMismatchError
-            If ``p`` is not a distribution over the law's vocabulary.
-        UnsupportedMethodError
-            If ``law`` is not a without-replacement law.
+        {wor_law_raises}
         """
         p = self._check(p, law)
         self._prepare(p, law)
         return self._cache[1]
 
+    @fill_doc
     def acceptance(self, p, law, *, method: str = "auto", n_samples: int = 2000, rng=None):
         r"""Membership acceptance; ``method="auto"`` on a large law fits the weights first and returns
         the closed form :math:`\sum_y \tilde r(y)\min(1, p(y)/\tilde r(y))` (within the oracle's
@@ -249,10 +244,7 @@ class OptimalWORVerifier(Verifier):
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            A without-replacement draft law.
+        {p_wor_law_args}
         method : {"auto", "closed_form", "kernel", "monte_carlo"}
             How to compute it.
         n_samples : int
