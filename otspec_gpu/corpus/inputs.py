@@ -33,7 +33,7 @@ Every bad input raises :class:`otspec.errors.CorpusInputError` naming the file a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,27 @@ def _fail(where: str, msg: str) -> CorpusInputError:
     return CorpusInputError(f"{where}: {msg}")
 
 
+def _json_objects(path: Path, read_fix: str, unit: str) -> Iterator[tuple[int, str, dict]]:
+    """``(line number, "<path>:<line>", object)`` of each non-blank line of a JSON-lines file, or
+    :class:`CorpusInputError` (``read_fix``: what to pass instead of an unreadable file; ``unit``: what one
+    line holds, "line" or "step")."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(str(path), f"cannot read the file ({type(exc).__name__}: {exc}); {read_fix}") from None
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise _fail(where, f"not valid JSON ({exc.msg}); write one JSON object per {unit}") from None
+        if not isinstance(obj, dict):
+            raise _fail(where, f"a line must be a JSON object (got {type(obj).__name__}); write one object per {unit}")
+        yield n, where, obj
+
+
 def read_text_file(path: str | Path, *, domain: str | None = None) -> list[Document]:
     """One document: the whole text file.
 
@@ -174,21 +195,8 @@ def read_jsonl(path: str | Path, *, field: str = "text", domain: str | None = No
         neither a string nor a list of non-negative integers there (the message names the line).
     """
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(str(path), f"cannot read the file ({type(exc).__name__}: {exc}); pass a UTF-8 JSON-lines file") from None
     docs = []
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise _fail(where, f"not valid JSON ({exc.msg}); write one JSON object per line") from None
-        if not isinstance(obj, dict):
-            raise _fail(where, f"a line must be a JSON object (got {type(obj).__name__}); write one object per line")
+    for n, where, obj in _json_objects(path, "pass a UTF-8 JSON-lines file", "line"):
         if field not in obj:
             raise _fail(where, f"no {field!r} field (keys: {sorted(obj)[:8]}); pass --field NAME for the key that holds the text")
         val = obj[field]
@@ -359,22 +367,9 @@ def read_logged(path: str | Path, *, V: int | None = None) -> list[LoggedStep]:
     path = Path(path)
     if path.suffix == ".safetensors":
         return _read_otspec_trace(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(str(path), f"cannot read the file ({type(exc).__name__}: {exc}); pass a JSON-lines file of logged steps") from None
     steps: list[LoggedStep] = []
     counters: dict[str, int] = {}
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise _fail(where, f"not valid JSON ({exc.msg}); write one JSON object per step") from None
-        if not isinstance(obj, dict):
-            raise _fail(where, f"a line must be a JSON object (got {type(obj).__name__}); write one object per step")
+    for _n, where, obj in _json_objects(path, "pass a JSON-lines file of logged steps", "step"):
         for key in ("doc", "target", "draft"):
             if key not in obj:
                 raise _fail(where, f"no {key!r} field; every step needs 'doc', 'target' and 'draft' (see the logged-trace schema)")
