@@ -118,6 +118,15 @@ UnsupportedMethodError
     If ``p`` is not a distribution over the law's vocabulary.
 UnsupportedMethodError
     If ``law.k != 1``.""",
+    # the options of the cluster bootstraps (otspec.stats)
+    "bootstrap_args": """confidence : float
+    Confidence level in (0, 1).
+n_resamples : int
+    Bootstrap resamples (>= 100).
+method : {"BCa", "percentile", "basic"}
+    Interval method.
+seed : int or numpy.random.Generator, optional
+    Seed of the resampling.""",
     # the one argument of every CLI command's register()
     "register_args": """sub : argparse._SubParsersAction
     The subparsers of the ``otspec`` parser (:func:`otspec.cli.build_parser`); the new

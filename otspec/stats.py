@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.errors import InvalidOptionError, ShapeMismatchError
 
 __all__ = ["BootstrapInterval", "cluster_totals", "clustered_mean", "clustered_difference", "clustered_ratio", "DEFAULT_RESAMPLES"]
@@ -162,11 +163,38 @@ def _check_options(confidence: float, n_resamples: int, method: str) -> None:
         raise InvalidOptionError(f"method must be 'BCa', 'percentile' or 'basic' (got {method!r}); pick one of those")
 
 
+def _scipy_interval(
+    data: tuple,
+    statistic: Callable,
+    paired: bool,
+    value: float,
+    n: int,
+    C: int,
+    confidence: float,
+    n_resamples: int,
+    method: str,
+    seed: Any,
+) -> BootstrapInterval:
+    """The interval of :func:`scipy.stats.bootstrap` around ``value`` (options already checked)."""
+    from scipy.stats import bootstrap
+
+    res = bootstrap(
+        data,
+        statistic,
+        paired=paired,
+        vectorized=True,
+        confidence_level=float(confidence),
+        n_resamples=int(n_resamples),
+        method=method,
+        rng=np.random.default_rng(seed),
+    )
+    ci = res.confidence_interval
+    return BootstrapInterval(value, float(ci.low), float(ci.high), float(confidence), n, C, method)
+
+
 def _bootstrap(
     data: tuple[np.ndarray, ...], statistic: Callable, n: int, confidence: float, n_resamples: int, method: str, seed: Any
 ) -> BootstrapInterval:
-    from scipy.stats import bootstrap
-
     _check_options(confidence, n_resamples, method)
     value = float(statistic(*data, axis=-1))
     C = data[0].shape[-1]
@@ -176,18 +204,7 @@ def _bootstrap(
     singles = statistic(*(d[..., None] for d in data), axis=-1)
     if np.all(np.isfinite(singles)) and np.ptp(singles) == 0.0:
         return BootstrapInterval(value, value, value, float(confidence), n, C, method)
-    res = bootstrap(
-        data,
-        statistic,
-        paired=True,
-        vectorized=True,
-        confidence_level=float(confidence),
-        n_resamples=int(n_resamples),
-        method=method,
-        rng=np.random.default_rng(seed),
-    )
-    ci = res.confidence_interval
-    return BootstrapInterval(value, float(ci.low), float(ci.high), float(confidence), n, C, method)
+    return _scipy_interval(data, statistic, True, value, n, C, confidence, n_resamples, method, seed)
 
 
 def _mean_stat(s, c, axis=-1):
@@ -246,6 +263,7 @@ def clustered_mean(
     return _bootstrap((s, c.astype(np.float64)), _mean_stat, int(c.sum()), confidence, n_resamples, method, seed)
 
 
+@fill_doc
 def clustered_difference(
     a: Any,
     b: Any,
@@ -274,14 +292,7 @@ def clustered_difference(
         The cluster (document) of each value of ``a`` (and of ``b`` when paired).
     clusters_b : array_like, optional
         The cluster of each value of ``b``: makes the samples independent.
-    confidence : float
-        Confidence level in (0, 1).
-    n_resamples : int
-        Bootstrap resamples (>= 100).
-    method : {"BCa", "percentile", "basic"}
-        Interval method.
-    seed : int or numpy.random.Generator, optional
-        Seed of the resampling.
+    {bootstrap_args}
 
     Returns
     -------
@@ -317,8 +328,6 @@ def clustered_difference(
 def _independent_difference(a, ga, b, gb, confidence, n_resamples, method, seed) -> BootstrapInterval:
     """Two samples, each resampled by its own clusters: scipy resamples cluster *indices* of each
     sample independently, and the statistic reads the clusters' totals through them."""
-    from scipy.stats import bootstrap
-
     _check_options(confidence, n_resamples, method)
     sa, ca = cluster_totals(a, ga)
     sb, cb = cluster_totals(b, gb)
@@ -335,20 +344,10 @@ def _independent_difference(a, ga, b, gb, confidence, n_resamples, method, seed)
         return BootstrapInterval(value, math.nan, math.nan, float(confidence), n, C, method)
     if np.ptp(sa / ca) == 0.0 and np.ptp(sb / cb) == 0.0:
         return BootstrapInterval(value, value, value, float(confidence), n, C, method)
-    res = bootstrap(
-        (ia, ib),
-        stat,
-        paired=False,
-        vectorized=True,
-        confidence_level=float(confidence),
-        n_resamples=int(n_resamples),
-        method=method,
-        rng=np.random.default_rng(seed),
-    )
-    ci = res.confidence_interval
-    return BootstrapInterval(value, float(ci.low), float(ci.high), float(confidence), n, C, method)
+    return _scipy_interval((ia, ib), stat, False, value, n, C, confidence, n_resamples, method, seed)
 
 
+@fill_doc
 def clustered_ratio(
     numerator: Any,
     denominator: Any,
@@ -372,14 +371,7 @@ def clustered_ratio(
         Finite values per position; the denominator's total must be non-zero.
     clusters : array_like, shape (n,)
         The cluster (document) of each position.
-    confidence : float
-        Confidence level in (0, 1).
-    n_resamples : int
-        Bootstrap resamples (>= 100).
-    method : {"BCa", "percentile", "basic"}
-        Interval method.
-    seed : int or numpy.random.Generator, optional
-        Seed of the resampling.
+    {bootstrap_args}
 
     Returns
     -------
