@@ -57,6 +57,13 @@ def _hsum3(x: np.ndarray, y: np.ndarray, z: np.ndarray, n: int) -> np.ndarray:
     return h3
 
 
+def _cumulative(x: np.ndarray) -> np.ndarray:
+    """(m+1,) cumulative sums of ``x`` from 0, the last pinned to 1 (``x`` sums to 1 up to rounding)."""
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    c[-1] = 1.0
+    return c
+
+
 @dataclass(frozen=True, eq=False)
 class Geometry:
     w: np.ndarray  # (m,) q-mass of each super-token
@@ -67,9 +74,7 @@ class Geometry:
     @cached_property
     def T(self) -> np.ndarray:
         """(m+1,) cumulative q-mass of super-tokens, T[0] = 0, T[m] = 1."""
-        T = np.concatenate([[0.0], np.cumsum(self.w)])
-        T[-1] = 1.0
-        return T
+        return _cumulative(self.w)
 
     @cached_property
     def Y(self) -> np.ndarray:
@@ -81,9 +86,7 @@ class Geometry:
     @cached_property
     def L(self) -> np.ndarray:
         """(m+1,) cumulative r*-mass."""
-        L = np.concatenate([[0.0], np.cumsum(self.rho)])
-        L[-1] = 1.0
-        return L
+        return _cumulative(self.rho)
 
     @property
     def m(self) -> int:
