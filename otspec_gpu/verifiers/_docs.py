@@ -46,6 +46,15 @@ InvalidDraftCountError
     If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
     with ``q = 0``, or cannot be greedy drafts of ``q``: the first ``k - 1`` are not its top tokens,
     or the last repeats one of them.""",
+    "raises_distinct": """InvalidDraftsError
+    If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
+    with ``q = 0``, or a row repeats a token.""",
+    "pass_prob": r"""pass_prob : array_like, callable or None
+    Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).""",
+    "naive_law": """law : {"iid", "without_replacement", "greedy"}
+    How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).""",
+    "raises_law": """UnsupportedMethodError
+    If ``law`` is unknown.""",
     # chain rules: p [B, gamma + 1, V], q [B, gamma, V], drafts [B, gamma]
     "chain_inputs": """p : torch.Tensor
     ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).
@@ -135,6 +144,10 @@ u : torch.Tensor
     ``[B]`` float64 residual uniforms, from the module's ``uniforms``."""
 BLOCKS["step_head"] = _section("Parameters", "p_q", "drafts_any")
 BLOCKS["step_returns"] = _section("Returns", "returns_step")
+BLOCKS["pure_step"] = """No generator, no validation, no host synchronisation on CUDA: :func:`sample` is the checks,
+:func:`uniforms`, then this."""
+# the whole numpydoc part of a ``step`` with only ``coins`` and ``u`` after the inputs
+BLOCKS["step_doc"] = BLOCKS["step_head"] + "\n" + BLOCKS["coins_u"] + "\n\n" + BLOCKS["step_returns"]
 
 BLOCKS["chain_law"] = """torch.Tensor
     ``[B, gamma + 1, V]``: ``law[b, t, y]`` :math:`= P(\\tau = t, Y = y \\mid \\text{row } b)`, in ``p``'s dtype."""

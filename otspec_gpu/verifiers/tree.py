@@ -275,6 +275,17 @@ def expected_accepted_given_drafts(
     return reach[:, :, 1:].sum(dim=(1, 2))
 
 
+def _walk_start(B: int, k: int, g: int, dev: torch.device) -> tuple[torch.Tensor, ...]:
+    """The state of a sampled tree walk before depth 0: ``alive`` ``[B, k]`` (every sequence), ``done``
+    ``[B]`` (no row stopped), ``tau`` ``[B]`` (``g``: all accepted), then ``y`` and ``path`` ``[B]`` (0)."""
+    alive = torch.ones((B, k), dtype=torch.bool, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    tau = torch.full((B,), g, dtype=torch.long, device=dev)
+    y = torch.zeros(B, dtype=torch.long, device=dev)
+    path = torch.zeros(B, dtype=torch.long, device=dev)
+    return alive, done, tau, y, path
+
+
 def _node_sample(ver: TorchVerifier, p: torch.Tensor, q: torch.Tensor, toks: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One output token per node row (the node verifier's sampler, fresh uniforms from ``generator``)."""
     return ver.sample(p, q, toks, generator=generator, validate=False).token
@@ -319,11 +330,7 @@ def sample(
     B, k, g = drafts.shape
     dev = p.device
     shared = p.shape[0] == 1 and B > 1
-    alive = torch.ones((B, k), dtype=torch.bool, device=dev)
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
-    tau = torch.full((B,), g, dtype=torch.long, device=dev)
-    y = torch.zeros(B, dtype=torch.long, device=dev)
-    path = torch.zeros(B, dtype=torch.long, device=dev)
+    alive, done, tau, y, path = _walk_start(B, k, g, dev)
     for t in range(g):  # loop over depth
         j = torch.argmax(alive.to(torch.uint8), dim=1)  # lowest alive sequence: the node's rows
         count = alive.sum(1)
@@ -418,11 +425,7 @@ def step(
     p, q = p.expand(B, -1, -1, -1), q.expand(B, -1, -1, -1)
     rows = torch.arange(B, device=dev)
     slots = torch.arange(k, device=dev)[None, :]
-    alive = torch.ones((B, k), dtype=torch.bool, device=dev)
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
-    tau = torch.full((B,), g, dtype=torch.long, device=dev)
-    y = torch.zeros(B, dtype=torch.long, device=dev)
-    path = torch.zeros(B, dtype=torch.long, device=dev)
+    alive, done, tau, y, path = _walk_start(B, k, g, dev)
     for t in range(g):  # loop over depth
         j = torch.argmax(alive.to(torch.uint8), dim=1)  # lowest alive sequence: the node's rows
         order = torch.sort((~alive).to(torch.uint8), dim=1, stable=True).indices  # alive first, in index order

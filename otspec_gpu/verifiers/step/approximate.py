@@ -43,8 +43,7 @@ def pass_probabilities(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None, 
     Parameters
     ----------
     {p_q}
-    pass_prob : array_like, callable or None
-        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    {pass_prob}
     validate : bool
         Check that the values lie in ``[0, 1]``.
 
@@ -89,8 +88,7 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, pass_prob: 
     ----------
     {p_q}
     {drafts_one}
-    pass_prob : array_like, callable or None
-        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    {pass_prob}
     validate : bool
         Check the pass probabilities.
 
@@ -120,8 +118,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, pass_
     ----------
     {p_q}
     {drafts_one}
-    pass_prob : array_like, callable or None
-        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    {pass_prob}
     {validate}
 
     {returns_law_raises}
@@ -148,8 +145,7 @@ def sample(
     {p_q}
     {drafts_one}
     {generator}
-    pass_prob : array_like, callable or None
-        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    {pass_prob}
     {validate}
 
     {returns_step_raises}
@@ -172,8 +168,9 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
 def step(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, *, pass_prob: Any = None
 ) -> StepOutput:
-    r"""The approximate rule (``pass_prob`` as in :func:`sample`, not validated here) as a pure step of its uniforms (no generator, no validation, no host synchronisation
-    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+    r"""The approximate rule (``pass_prob`` as in :func:`sample`, not validated here) as a pure step of its uniforms.
+
+    {pure_step}
 
     {step_head}
     {coins_u}
@@ -200,8 +197,7 @@ def tv_to_target(p: torch.Tensor, q: torch.Tensor, pass_prob: Any = None) -> tor
     Parameters
     ----------
     {p_q}
-    pass_prob : array_like, callable or None
-        Per-token pass probabilities :math:`a(x)` ``[V]`` or ``[B, V]`` (``None``: :math:`1\{p \ge q\}`, lossless).
+    {pass_prob}
 
     Returns
     -------

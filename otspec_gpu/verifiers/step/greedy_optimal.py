@@ -105,13 +105,11 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
 
 @fill_doc
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """The greedy optimal rule (:func:`schedule` then its run, in scratch buffers) as a pure step of its uniforms (no generator, no validation, no host synchronisation
-    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+    """The greedy optimal rule (:func:`schedule` then its run, in scratch buffers) as a pure step of its uniforms.
 
-    {step_head}
-    {coins_u}
+    {pure_step}
 
-    {step_returns}
+    {step_doc}
     """
     return step_output(_run(p, q, drafts, coins, u), drafts)
 

@@ -47,8 +47,7 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, law: str = 
     ----------
     {p_q}
     {drafts_any}
-    law : {"iid", "without_replacement", "greedy"}
-        How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
+    {naive_law}
 
     Returns
     -------
@@ -69,13 +68,11 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, law: 
     ----------
     {p_q}
     {drafts_any}
-    law : {"iid", "without_replacement", "greedy"}
-        How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
+    {naive_law}
     {validate}
 
     {returns_law_raises}
-    UnsupportedMethodError
-        If ``law`` is unknown.
+    {raises_law}
 
     Examples
     --------
@@ -101,13 +98,11 @@ def sample(
     {p_q}
     {drafts_any}
     {generator}
-    law : {"iid", "without_replacement", "greedy"}
-        How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).
+    {naive_law}
     {validate}
 
     {returns_step_raises}
-    UnsupportedMethodError
-        If ``law`` is unknown.
+    {raises_law}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="naive")
     if validate and law == "greedy":
@@ -126,8 +121,9 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
 
 @fill_doc
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, *, law: str = "iid") -> StepOutput:
-    """NaiveTree (``law``: how the drafts were drawn) as a pure step of its uniforms (no generator, no validation, no host synchronisation
-    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+    """NaiveTree (``law``: how the drafts were drawn) as a pure step of its uniforms.
+
+    {pure_step}
 
     {step_head}
     {coins_u}

@@ -62,8 +62,9 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
 
 @fill_doc
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """NSS (one inverse-CDF draw from ``p`` per row) as a pure step of its uniforms (no generator, no validation, no host synchronisation
-    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+    """NSS (one inverse-CDF draw from ``p`` per row) as a pure step of its uniforms.
+
+    {pure_step}
 
     {step_head}
     u : torch.Tensor

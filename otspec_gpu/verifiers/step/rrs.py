@@ -88,13 +88,11 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
 
 @fill_doc
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """RRS (with replacement) as a pure step of its uniforms (no generator, no validation, no host synchronisation
-    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+    """RRS (with replacement) as a pure step of its uniforms.
 
-    {step_head}
-    {coins_u}
+    {pure_step}
 
-    {step_returns}
+    {step_doc}
     """
     if use_kernels(p):  # one fused launch (otspec_gpu.kernels.chain.rrs_single_step)
         from otspec_gpu.kernels.chain import rrs_single_step

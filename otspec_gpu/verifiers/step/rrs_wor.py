@@ -153,9 +153,7 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     {params_distinct}
 
     {returns_law_raises_inputs}
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``, or a row repeats a token.
+    {raises_distinct}
     {raises_count}
 
     Examples
@@ -181,9 +179,7 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     {params_distinct_sample}
 
     {returns_step_raises_inputs}
-    InvalidDraftsError
-        If ``drafts`` is not a long tensor, or (``validate``) holds an id outside ``[0, V)`` or a draft
-        with ``q = 0``, or a row repeats a token.
+    {raises_distinct}
     {raises_count}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
@@ -203,13 +199,11 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
 
 @fill_doc
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """RSD (drafts without replacement) as a pure step of its uniforms (no generator, no validation, no host synchronisation
-    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+    """RSD (drafts without replacement) as a pure step of its uniforms.
 
-    {step_head}
-    {coins_u}
+    {pure_step}
 
-    {step_returns}
+    {step_doc}
     """
     if p.shape[0] == 1 and drafts.shape[0] > 1:  # shared law: O(B k log V) after one sort
         sw = shared_wor(p, q, drafts)

@@ -122,8 +122,9 @@ def uniforms(
 
 @fill_doc
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, order: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """SpecHub (order coin ``order``, accept ``coins``, residual ``u``) as a pure step of its uniforms (no generator, no validation, no host synchronisation
-    on CUDA): :func:`sample` is the checks, :func:`uniforms`, then this.
+    """SpecHub (order coin ``order``, accept ``coins``, residual ``u``) as a pure step of its uniforms.
+
+    {pure_step}
 
     {step_head}
     order : torch.Tensor
