@@ -99,6 +99,13 @@ k : int
     Number of drafted sequences.
 gamma : int
     Length of each sequence.""",
+    # the options of Verifier.acceptance (and of the overrides that keep its signature)
+    "acceptance_method_args": """method : {"auto", "closed_form", "kernel", "monte_carlo"}
+    How to compute it.
+n_samples : int
+    Draft tuples for Monte Carlo (``>= 2``).
+rng : numpy.random.Generator, optional
+    Generator of the Monte Carlo tuples.""",
     "p_enum_law_args": """p : array_like, shape (V,)
     Target distribution.
 law : DraftLaw

@@ -238,12 +238,7 @@ class Verifier:
             Target distribution.
         law : DraftLaw
             A draft law the verifier applies to.
-        method : {"auto", "closed_form", "kernel", "monte_carlo"}
-            How to compute it.
-        n_samples : int
-            Draft tuples for Monte Carlo (``>= 2``).
-        rng : numpy.random.Generator, optional
-            Generator of the Monte Carlo tuples.
+        {acceptance_method_args}
 
         Returns
         -------

@@ -245,12 +245,7 @@ class OptimalWORVerifier(Verifier):
         Parameters
         ----------
         {p_wor_law_args}
-        method : {"auto", "closed_form", "kernel", "monte_carlo"}
-            How to compute it.
-        n_samples : int
-            Draft tuples for Monte Carlo (``>= 2``).
-        rng : numpy.random.Generator, optional
-            Generator of the Monte Carlo tuples.
+        {acceptance_method_args}
 
         Returns
         -------
