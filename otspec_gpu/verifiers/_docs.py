@@ -55,6 +55,18 @@ InvalidDraftCountError
     How the drafts were drawn (fixes the first draft's marginal :math:`q_1`).""",
     "raises_law": """UnsupportedMethodError
     If ``law`` is unknown.""",
+    # accept-schedule runs (schedule.sample_rounds / rounds_step): tokens, accept [B, R]
+    "rounds_inputs": """tokens : torch.Tensor
+    ``[B, R]`` long drafted tokens, in visiting order.
+accept : torch.Tensor
+    ``[B, R]`` float64 accept probabilities.
+residual : torch.Tensor or callable
+    ``[B, V]`` / ``[1, V]`` float64 weights of positive row mass, or a function returning a fresh
+    such tensor (which this function may overwrite).""",
+    "rounds_returns": """Returns
+-------
+torch.Tensor
+    ``[B]`` long: the token of the first accepted round, else the residual draw.""",
     # chain rules: p [B, gamma + 1, V], q [B, gamma, V], drafts [B, gamma]
     "chain_inputs": """p : torch.Tensor
     ``[B, gamma + 1, V]`` target conditionals along each drafted block (row ``gamma``: the bonus law).

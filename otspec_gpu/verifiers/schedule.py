@@ -29,6 +29,7 @@ import torch
 
 from otspec_gpu._scratch import host_shortcuts, to_float64
 from otspec_gpu.sampling import sample_weights, search_cdf
+from otspec_gpu.verifiers._docs import fill_doc
 
 __all__ = [
     "AcceptSchedule",
@@ -239,6 +240,7 @@ def schedule_conditional(schedule: AcceptSchedule, dtype: torch.dtype) -> torch.
     return pi.to(dtype)
 
 
+@fill_doc
 def schedule_sample(schedule: AcceptSchedule, generator: torch.Generator, *, accept: torch.Tensor | None = None) -> torch.Tensor:
     """Run a schedule once per row: accept coins from one ``torch.rand`` call (accept iff ``U < a_j``),
     residual draws from a second, separate call. ``accept`` overrides ``schedule.accept``.
@@ -252,15 +254,13 @@ def schedule_sample(schedule: AcceptSchedule, generator: torch.Generator, *, acc
     accept : torch.Tensor, optional
         ``[B, R]`` accept probabilities replacing ``schedule.accept`` (e.g. a rule's coin schedule).
 
-    Returns
-    -------
-    torch.Tensor
-        ``[B]`` long: the token of the first accepted round, else the residual draw.
+    {rounds_returns}
     """
     acc = schedule.accept if accept is None else accept
     return sample_rounds(schedule.tokens, acc, schedule.residual, generator)
 
 
+@fill_doc
 def sample_rounds(
     tokens: torch.Tensor,
     accept: torch.Tensor,
@@ -275,20 +275,11 @@ def sample_rounds(
 
     Parameters
     ----------
-    tokens : torch.Tensor
-        ``[B, R]`` long drafted tokens, in visiting order.
-    accept : torch.Tensor
-        ``[B, R]`` float64 accept probabilities.
-    residual : torch.Tensor or callable
-        ``[B, V]`` / ``[1, V]`` float64 weights of positive row mass, or a function returning a fresh
-        such tensor (which this function may overwrite).
+    {rounds_inputs}
     generator : torch.Generator
         Source of the coins and of the residual draws (two separate calls).
 
-    Returns
-    -------
-    torch.Tensor
-        ``[B]`` long: the token of the first accepted round, else the residual draw.
+    {rounds_returns}
     """
     return rounds_step(tokens, accept, residual, *round_uniforms(tokens.shape[0], tokens.shape[1], tokens.device, generator))
 
@@ -318,6 +309,7 @@ def round_uniforms(B: int, R: int, device: torch.device, generator: torch.Genera
     return coins, u
 
 
+@fill_doc
 def rounds_step(
     tokens: torch.Tensor,
     accept: torch.Tensor,
@@ -332,22 +324,13 @@ def rounds_step(
 
     Parameters
     ----------
-    tokens : torch.Tensor
-        ``[B, R]`` long drafted tokens, in visiting order.
-    accept : torch.Tensor
-        ``[B, R]`` float64 accept probabilities.
-    residual : torch.Tensor or callable
-        ``[B, V]`` / ``[1, V]`` float64 weights of positive row mass, or a function returning a fresh
-        such tensor (which this function may overwrite).
+    {rounds_inputs}
     coins : torch.Tensor
         ``[B, R]`` float64 accept coins.
     u : torch.Tensor
         ``[B]`` float64 residual uniforms.
 
-    Returns
-    -------
-    torch.Tensor
-        ``[B]`` long: the token of the first accepted round, else the residual draw.
+    {rounds_returns}
     """
     R = tokens.shape[1]
     if R:
