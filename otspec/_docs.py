@@ -38,6 +38,10 @@ weights : ndarray, shape (S,)
     Target :math:`M_b` and draft :math:`M_s` models over one vocabulary (:mod:`otspec.models`).
 gamma : int
     Draft block length, ``>= 1``.""",
+    "chain_pq_gamma_args": """p_model, q_model : Model or callable
+    Target and draft models.
+gamma : int
+    Draft block length.""",
     "path_raises": """ShapeMismatchError
     If the shapes of ``p_conds``, ``q_conds`` and ``drafts`` do not agree.
 InvalidDistributionError, InvalidDraftsError
@@ -106,6 +110,10 @@ n_samples : int
     Draft tuples for Monte Carlo (``>= 2``).
 rng : numpy.random.Generator, optional
     Generator of the Monte Carlo tuples.""",
+    "p_law_args": """p : array_like, shape (V,)
+    Target distribution.
+law : DraftLaw
+    The draft law.""",
     "p_enum_law_args": """p : array_like, shape (V,)
     Target distribution.
 law : DraftLaw

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.errors import InvalidVerifierError
 from otspec.testing.forms import VerifierOutputError
 from otspec.verifiers.chain import ChainKernel
@@ -147,15 +148,13 @@ class ChainVerifier:
             laws.append(law)
         return ChainLaw(np.array(paths, dtype=np.int64).reshape(-1, g), np.array(weights), np.array(laws).reshape(-1, g + 1, V), self.name)
 
+    @fill_doc
     def expected_accepted(self, p_model: Any, q_model: Any, gamma: int) -> float:
         r"""Exact :math:`E[\tau]` by enumeration.
 
         Parameters
         ----------
-        p_model, q_model : Model or callable
-            Target and draft models.
-        gamma : int
-            Draft block length.
+        {chain_pq_gamma_args}
 
         Returns
         -------

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.errors import InvalidVerifierError, OtspecInputError, UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.verifiers import Verifier
@@ -261,6 +262,7 @@ class SamplerVerifier(_FunctionVerifier):
             out[m] = int(y)
         return out
 
+    @fill_doc
     def acceptance(
         self, p: Any, law: DraftLaw, *, method: str = "auto", n_samples: int = 20_000, rng: np.random.Generator | None = None
     ) -> AcceptanceEstimate:
@@ -271,10 +273,7 @@ class SamplerVerifier(_FunctionVerifier):
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            The draft law.
+        {p_law_args}
         method : {"auto", "monte_carlo"}
             Only Monte Carlo exists for a sampler.
         n_samples : int

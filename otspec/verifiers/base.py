@@ -100,10 +100,7 @@ class Verifier:
 
         Parameters
         ----------
-        p : array_like, shape (V,)
-            Target distribution.
-        law : DraftLaw
-            The draft law.
+        {p_law_args}
 
         Returns
         -------

@@ -12,6 +12,7 @@ import numpy as np
 
 from otspec import models as _models
 from otspec import prefixes
+from otspec._docs import fill_doc
 from otspec._tolerances import PATH_ROW_SUM_ATOL
 from otspec._validation import as_generator, as_int_in_range, as_supported_drafts, as_token_tuples
 from otspec.errors import InvalidDistributionError, ShapeMismatchError
@@ -354,15 +355,13 @@ def path_conditionals(p_model: Any, q_model: Any, drafts: Any) -> tuple[np.ndarr
     return check_path_arrays(P, Qc, drafts, validate=True)
 
 
+@fill_doc
 def kernel_table(p_model: Any, q_model: Any, gamma: int, memory_cap: float | None) -> prefixes.PrefixTable:
     """Enumerate the prefixes, budgeting for the (N, gamma + 1, V) kernel on top.
 
     Parameters
     ----------
-    p_model, q_model : Model or callable
-        Target and draft models.
-    gamma : int
-        Draft block length.
+    {chain_pq_gamma_args}
     memory_cap : float or None
         Bytes for the table plus the kernel; ``None``: the library default.
 
