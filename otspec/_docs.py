@@ -114,6 +114,13 @@ rng : numpy.random.Generator, optional
     Target distribution.
 law : DraftLaw
     The draft law.""",
+    # the weight fits over enumerated draft sets (otspec.verifiers.step._luce_weights)
+    "luce_sets_args": """r_star : ndarray, shape (V,)
+    Target selection law.
+sets, weights : ndarray
+    Draft sets (``-1`` padded) and their probabilities.
+in_A : ndarray of bool, shape (V,)
+    The upper level.""",
     "p_enum_law_args": """p : array_like, shape (V,)
     Target distribution.
 law : DraftLaw

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from otspec._docs import fill_doc
 from otspec.verifiers.step._luce_law import LuceLaw
 
 __all__ = ["LuceFit", "STEP_SCALE_MAX", "fit_luce_weights", "fit_luce_weights_exact", "fit_luce_weights_sets"]
@@ -204,6 +205,7 @@ def _psi(theta, T, level, weights, r_star, active):
     return psi, sig, r
 
 
+@fill_doc
 def fit_luce_weights_exact(
     r_star: np.ndarray,
     sets: np.ndarray,
@@ -225,12 +227,7 @@ def fit_luce_weights_exact(
 
     Parameters
     ----------
-    r_star : ndarray, shape (V,)
-        Target selection law.
-    sets, weights : ndarray
-        Draft sets (``-1`` padded) and their probabilities.
-    in_A : ndarray of bool, shape (V,)
-        The upper level.
+    {luce_sets_args}
     tol : float
         Stop when :math:`\\|r_b - r^*\\|_1 \\le` tol.
     max_iter : int
@@ -288,6 +285,7 @@ def fit_luce_weights_exact(
     return _normalise(theta, active, in_A), res, it
 
 
+@fill_doc
 def fit_luce_weights_sets(
     r_star: np.ndarray, sets: np.ndarray, weights: np.ndarray, in_A: np.ndarray, *, tol: float, max_iter: int = 300
 ) -> tuple[np.ndarray, float, int]:
@@ -300,12 +298,7 @@ def fit_luce_weights_sets(
 
     Parameters
     ----------
-    r_star : ndarray, shape (V,)
-        Target selection law.
-    sets, weights : ndarray
-        Draft sets (``-1`` padded) and their probabilities.
-    in_A : ndarray of bool, shape (V,)
-        The upper level.
+    {luce_sets_args}
     tol : float
         Target :math:`\\|r_b - r^*\\|_1`.
     max_iter : int
