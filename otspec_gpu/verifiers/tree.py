@@ -286,6 +286,30 @@ def _walk_start(B: int, k: int, g: int, dev: torch.device) -> tuple[torch.Tensor
     return alive, done, tau, y, path
 
 
+def _walk_advance(
+    t: int,
+    tok: torch.Tensor,
+    drafts: torch.Tensor,
+    j: torch.Tensor,
+    alive: torch.Tensor,
+    done: torch.Tensor,
+    tau: torch.Tensor,
+    y: torch.Tensor,
+    path: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """The walk state after depth ``t`` emitted ``tok`` ``[B]`` at the node of lowest alive sequence
+    ``j``: rows whose alive sequences all miss ``tok`` stop there (``tau = t``, ``y = tok``,
+    ``path = j``); the others keep the sequences that match."""
+    match = alive & (drafts[:, :, t] == tok[:, None])
+    stop = ~done & ~match.any(1)
+    tau = torch.where(stop, t, tau)
+    y = torch.where(stop, tok, y)
+    path = torch.where(stop, j, path)
+    alive = torch.where(done[:, None], alive, match)
+    done = done | stop
+    return alive, done, tau, y, path
+
+
 def _node_sample(ver: TorchVerifier, p: torch.Tensor, q: torch.Tensor, toks: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One output token per node row (the node verifier's sampler, fresh uniforms from ``generator``)."""
     return ver.sample(p, q, toks, generator=generator, validate=False).token
@@ -345,13 +369,7 @@ def sample(
                 continue
             for jj, sel in _by_sequence(j[rows], k):  # one shared [1, V] node law per lowest alive sequence
                 tok[rows[sel]] = _node_sample(ver, p[0, jj, t][None], q[0, jj, t][None], toks[sel], generator)
-        match = alive & (drafts[:, :, t] == tok[:, None])
-        stop = ~done & ~match.any(1)
-        tau = torch.where(stop, t, tau)
-        y = torch.where(stop, tok, y)
-        path = torch.where(stop, j, path)
-        alive = torch.where(done[:, None], alive, match)
-        done = done | stop
+        alive, done, tau, y, path = _walk_advance(t, tok, drafts, j, alive, done, tau, y, path)
     rows = torch.nonzero(~done, as_tuple=True)[0]
     if rows.numel():
         jr = torch.argmax(alive[rows].to(torch.uint8), dim=1)
@@ -439,13 +457,7 @@ def step(
         if tok is None:
             valid = slots < count[:, None]
             tok = sample_recursive(p[rows, j, t], q[rows, j, t], toks, coins[t], u[t], wor=rule == "rrs_wor", valid=valid)
-        match = alive & (drafts[:, :, t] == tok[:, None])
-        stop = ~done & ~match.any(1)
-        tau = torch.where(stop, t, tau)
-        y = torch.where(stop, tok, y)
-        path = torch.where(stop, j, path)
-        alive = torch.where(done[:, None], alive, match)
-        done = done | stop
+        alive, done, tau, y, path = _walk_advance(t, tok, drafts, j, alive, done, tau, y, path)
     jr = torch.argmax(alive.to(torch.uint8), dim=1)
     bonus = sample_weights(p[rows, jr, g], u_bonus)
     return StepOutput(accepted=tau, token=torch.where(done, y, bonus), index=torch.where(done, path, jr))
