@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["git_revision", "command_line", "median_time", "write_report", "markdown_table"]
+__all__ = ["git_revision", "command_line", "median_time", "run_cells", "write_report", "markdown_table"]
 
 
 def git_revision() -> str:
@@ -35,6 +35,18 @@ def median_time(fn: Callable[[], object], repeats: int = 5) -> tuple[float, obje
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
+
+
+def run_cells(cells: Sequence[tuple], cell: Callable[..., dict]) -> tuple[list[dict], tuple, tuple]:
+    """``cell(*c)`` for each ``c`` of ``cells``, printing each row as it comes: ``(rows, load average
+    before, load average after)``."""
+    load0 = os.getloadavg()
+    rows = []
+    for c in cells:
+        r = cell(*c)
+        rows.append(r)
+        print(r, flush=True)
+    return rows, load0, os.getloadavg()
 
 
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, write_report
+from _report import markdown_table, run_cells, write_report
 
 import otspec
 from otspec.synthetic import synthetic_pair
@@ -90,15 +90,13 @@ def main(argv=None) -> int:
     # compile the numba kernels (or load them from numba's cache) outside the timings
     pw, qw = synthetic_pair(50, family="zipf", seed=1)
     OptimalWORVerifier(exact_max_sets=0, max_iter=2).state(pw, otspec.without_replacement(qw, 4))
-    load0 = os.getloadavg()
-    rows = []
-    for fam, V, k in cells:
+
+    def cell(fam: str, V: int, k: int) -> dict:
         large = V > 5000
         mi = args.max_iter_large if large else args.max_iter
-        r = _cell(fam, V, k, args.seed, mi, args.tol_large if large else 1e-9, args.draws)
-        rows.append(r)
-        print(r, flush=True)
-    load1 = os.getloadavg()
+        return _cell(fam, V, k, args.seed, mi, args.tol_large if large else 1e-9, args.draws)
+
+    rows, load0, load1 = run_cells(cells, cell)
     cols = [
         "family",
         "V",

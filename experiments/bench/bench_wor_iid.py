@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, write_report
+from _report import markdown_table, run_cells, write_report
 
 import otspec
 from otspec.synthetic import synthetic_pair
@@ -67,13 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", default="all", help="'all' or a comma list of indices into CELLS")
     args = ap.parse_args(argv)
     cells = CELLS if args.cells == "all" else [CELLS[int(i)] for i in args.cells.split(",")]
-    load0 = os.getloadavg()
-    rows = []
-    for fam, V, k in cells:
-        r = _cell(fam, V, k, args.seed, args.draws)
-        rows.append(r)
-        print(r, flush=True)
-    load1 = os.getloadavg()
+    rows, load0, load1 = run_cells(cells, lambda fam, V, k: _cell(fam, V, k, args.seed, args.draws))
     cols = [
         "family",
         "V",
