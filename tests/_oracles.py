@@ -1,12 +1,14 @@
 """Test-only oracles and instance builders shared by the block / tree test files.
 
 Written independently of the library: they restate docs/block.rst, definitions directly; the
-reference quadrature of the without-replacement dual (:func:`reference_prefix_values`); and the
-coupling check of an optimal plan (:func:`check_plan_is_coupling`).
+reference quadrature of the without-replacement dual (:func:`reference_prefix_values`); the
+coupling check of an optimal plan (:func:`check_plan_is_coupling`); and the awkward random pairs
+and kernel check of the optimal i.i.d. rule (:func:`awkward_pair`, :func:`check_iid_rule_kernel`).
 """
 
 import numpy as np
 
+import otspec
 from otspec import models
 from otspec._tolerances import EXACT_ATOL
 
@@ -95,3 +97,42 @@ def check_plan_is_coupling(p, law, result, atol: float = EXACT_ATOL) -> None:
     np.testing.assert_allclose(w @ K, p, atol=atol)
     member = np.array([K[i, np.unique(t)].sum() for i, t in enumerate(tuples)])
     assert abs(w @ member - result.value) <= atol
+
+
+def awkward_pair(rng, V):
+    """A random (p, q) over ``V`` tokens drawn from ``rng``, often awkward: a zero in each, a ratio
+    tie ``p/q`` between two tokens, ``q = p``, or a one-token ``q`` (the edge cases of the optimal
+    i.i.d. rule)."""
+    p = rng.dirichlet(np.full(V, 0.7))
+    q = rng.dirichlet(np.full(V, 0.7))
+    u = rng.random()
+    if u < 0.25:
+        p[rng.integers(V)] = 0.0
+        q[rng.integers(V)] = 0.0
+    elif u < 0.45:
+        i, j = rng.choice(V, 2, replace=False)
+        p[j] = p[i] * q[j] / q[i]
+    elif u < 0.55:
+        q = p.copy()
+    elif u < 0.62:
+        q = np.eye(V)[rng.integers(V)]
+    return p / p.sum(), q / q.sum()
+
+
+def check_iid_rule_kernel(p, q, k, st, tuples, beta, atol: float) -> None:
+    """Assert that the optimal i.i.d. rule of state ``st`` with selection rows ``beta`` (one per row
+    of ``tuples``, every drafted k-tuple of ``q``) is a kernel (rows sum to 1), lossless (output law
+    ``p``) and attains the subsets optimum of ``iid(q, k)``, all within ``atol``: the accept step
+    keeps y with ``st.accept[y]`` and otherwise draws from ``norm((p - st.r)_+)``."""
+    Q = np.prod(q[tuples], axis=1)
+    np.testing.assert_allclose(beta.sum(axis=1), 1.0, rtol=0, atol=atol)
+    acc = beta * st.accept[None, :]
+    res = np.maximum(p - st.r, 0.0)
+    res = res / res.sum() if res.sum() > 0 else p
+    pi = acc + (1.0 - acc.sum(axis=1))[:, None] * res[None, :]
+    np.testing.assert_allclose(Q @ pi, p, rtol=0, atol=atol)
+    drafted = np.zeros_like(pi, dtype=bool)
+    drafted[np.repeat(np.arange(len(tuples)), k), tuples.ravel()] = True
+    acceptance = float(Q @ np.where(drafted, pi, 0.0).sum(axis=1))
+    oracle = otspec.optimal_acceptance(p, otspec.iid(q, k), method="subsets").value
+    assert abs(acceptance - oracle) <= atol, (p, q, k)

@@ -30,6 +30,7 @@ from otspec.synthetic import synthetic_pair
 from otspec.verifiers.step import _iid_bridge as ib
 from otspec.verifiers.step import _iid_selection as isel
 from otspec.verifiers.step import optimal_iid as oi
+from tests._oracles import awkward_pair, check_iid_rule_kernel
 
 ATOL = 1e-12
 
@@ -37,23 +38,6 @@ ATOL = 1e-12
 def _state(p, q, k, draw="auto"):
     p, q, k = isel.check_pqk(p, q, k)
     return oi._build_state(p, q, k, draw=draw)
-
-
-def _random_pair(rng, V):
-    p = rng.dirichlet(np.full(V, 0.7))
-    q = rng.dirichlet(np.full(V, 0.7))
-    u = rng.random()
-    if u < 0.25:
-        p[rng.integers(V)] = 0.0
-        q[rng.integers(V)] = 0.0
-    elif u < 0.45:
-        i, j = rng.choice(V, 2, replace=False)
-        p[j] = p[i] * q[j] / q[i]
-    elif u < 0.55:
-        q = p.copy()
-    elif u < 0.62:
-        q = np.eye(V)[rng.integers(V)]
-    return p / p.sum(), q / q.sum()
 
 
 def _bridge_selection_rows(st, tuples):
@@ -84,25 +68,12 @@ def test_exact_kernel_from_bridge_draws_only_is_lossless_and_optimal():
     for _ in range(40):
         V = int(rng.integers(2, 7))
         k = int(rng.integers(1, 4))
-        p, q = _random_pair(rng, V)
-        law = otspec.iid(q, k)
+        p, q = awkward_pair(rng, V)
         st = _state(p, q, k, draw="bridge")
         tuples = np.array(np.meshgrid(*[np.arange(V)] * k, indexing="ij")).reshape(k, -1).T
-        Q = np.prod(q[tuples], axis=1)
-        keep = Q > 0  # tuples that are never drafted carry no mass
-        tuples, Q = tuples[keep], Q[keep]
+        tuples = tuples[np.prod(q[tuples], axis=1) > 0]  # tuples that are never drafted carry no mass
         beta = _bridge_selection_rows(st, tuples)
-        np.testing.assert_allclose(beta.sum(axis=1), 1.0, rtol=0, atol=ATOL)
-        acc = beta * st.accept[None, :]
-        res = np.maximum(p - st.r, 0.0)
-        res = res / res.sum() if res.sum() > 0 else p
-        pi = acc + (1.0 - acc.sum(axis=1))[:, None] * res[None, :]
-        np.testing.assert_allclose(Q @ pi, p, rtol=0, atol=ATOL)
-        drafted = np.zeros_like(pi, dtype=bool)
-        drafted[np.repeat(np.arange(len(tuples)), k), tuples.ravel()] = True
-        acceptance = float(Q @ np.where(drafted, pi, 0.0).sum(axis=1))
-        oracle = otspec.optimal_acceptance(p, law, method="subsets").value
-        assert abs(acceptance - oracle) <= ATOL, (p, q, k)
+        check_iid_rule_kernel(p, q, k, st, tuples, beta, ATOL)
         assert not st.tree_built  # the tree was never needed
 
 
