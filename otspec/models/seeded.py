@@ -121,14 +121,20 @@ class CloseDraftModel(Model):
         return f"close_draft({self.target!r}, temperature={self.temperature:g}, noise={self.noise:g}, seed={self.seed})"
 
 
-def _as_concentration(a: Any, name: str = "concentration") -> float:
+def _as_positive(a: Any, name: str, type_fix: str, value_fix: str) -> float:
+    """``a`` as a finite float > 0, else ``InvalidDistributionError`` (``type_fix`` / ``value_fix`` end
+    the message when ``a`` is not a number / not finite and > 0)."""
     try:
         a = float(a)
     except (TypeError, ValueError):
-        raise InvalidDistributionError(f"{name} must be a positive number (got {a!r}); pass e.g. 1.0") from None
+        raise InvalidDistributionError(f"{name} must be a positive number (got {a!r}){type_fix}") from None
     if not np.isfinite(a) or a <= 0:
-        raise InvalidDistributionError(f"{name} must be finite and > 0 (got {a}); smaller values give peakier conditionals")
+        raise InvalidDistributionError(f"{name} must be finite and > 0 (got {a}){value_fix}")
     return a
+
+
+def _as_concentration(a: Any, name: str = "concentration") -> float:
+    return _as_positive(a, name, "; pass e.g. 1.0", "; smaller values give peakier conditionals")
 
 
 def _as_unit(x: Any, name: str, *, closed_right: bool = True) -> float:
@@ -309,12 +315,7 @@ def close_draft(target: Any, *, temperature: float = 1.0, noise: float = 0.3, se
     True
     """
     target = as_model(target, name="target")
-    try:
-        temperature = float(temperature)
-    except (TypeError, ValueError):
-        raise InvalidDistributionError(f"temperature must be a positive number (got {temperature!r})") from None
-    if not np.isfinite(temperature) or temperature <= 0:
-        raise InvalidDistributionError(f"temperature must be finite and > 0 (got {temperature}); 1 leaves the target unchanged")
+    temperature = _as_positive(temperature, "temperature", "", "; 1 leaves the target unchanged")
     return CloseDraftModel(
         V=target.V,
         target=target,
