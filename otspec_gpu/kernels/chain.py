@@ -40,6 +40,7 @@ def _verify_emit_src(
     G, V, sp_b, sp_t, sq_b, sq_t,
     MODE: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_V: tl.constexpr,
 ):  # fmt: skip
+    # One Triton program per row, kept whole on purpose (over 80 lines): splitting it would add launches.
     b = tl.program_id(0).to(tl.int64)
     gi = tl.arange(0, BLOCK_G)
     gm = gi < G
@@ -146,6 +147,7 @@ def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, m_ptr, tok_ptr, V, sp_b, sq_b, K
     # RRS / RSD of one row, round by round on the closed form p_j = a_j (d - D_j q)_+, d = p - q
     # (otspec_gpu.verifiers.step._recursive.sample_recursive, same arithmetic, float64); the row has
     # m <= K drafts (left-aligned): rounds j >= m are padding (no accept, no residual update)
+    # One Triton program per row, kept whole on purpose (over 80 lines): splitting it would add launches.
     b = tl.program_id(0).to(tl.int64)
     m_row = tl.load(m_ptr + b)
     prow = p_ptr + b * sp_b

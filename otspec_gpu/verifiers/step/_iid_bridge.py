@@ -52,6 +52,7 @@ def selection(p: torch.Tensor, q: torch.Tensor, k: int) -> dict:
         ``dens`` (:math:`r^*/q` in that order, non-decreasing, +inf past n) and ``r`` ``[B, V]``
         (:math:`r^*` by token).
     """
+    # Over 80 lines only through this docstring: the code is the numpy closed form, step for step.
     B, V = p.shape
     dev = p.device
     valid_tok = q > 0

@@ -65,6 +65,7 @@ def sample_recursive(
     torch.Tensor
         ``[B]`` long output tokens.
     """
+    # Over 80 lines only through this docstring: the code is the round loop of the closed-form chain.
     B, k = drafts.shape
     dev = p.device
     cpu = host_shortcuts(p)
