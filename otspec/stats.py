@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,17 @@ import numpy as np
 from otspec._docs import fill_doc
 from otspec.errors import InvalidOptionError, ShapeMismatchError
 
-__all__ = ["BootstrapInterval", "cluster_totals", "clustered_mean", "clustered_difference", "clustered_ratio", "DEFAULT_RESAMPLES"]
+__all__ = [
+    "BootstrapInterval",
+    "cluster_totals",
+    "clustered_mean",
+    "clustered_difference",
+    "clustered_ratio",
+    "clustered_relative_change",
+    "holm",
+    "benjamini_hochberg",
+    "DEFAULT_RESAMPLES",
+]
 
 #: Bootstrap resamples per interval: the Monte Carlo error of a 95% percentile end at 2000
 #: resamples is about 0.5% of the interval's width.
@@ -71,6 +81,9 @@ class BootstrapInterval:
         Clusters (documents) they fall in.
     method : str
         The bootstrap method (``"BCa"``, ``"percentile"`` or ``"basic"``).
+    distribution : numpy.ndarray or None
+        The statistic on every resample (``None`` when no resampling was needed); it gives
+        :meth:`pvalue`.
     """
 
     value: float
@@ -80,6 +93,46 @@ class BootstrapInterval:
     n: int
     n_clusters: int
     method: str
+    distribution: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def pvalue(self, reference: float) -> float:
+        r"""Two-sided bootstrap p-value of the hypothesis "the estimand equals ``reference``".
+
+        The test that inverts the percentile interval: with :math:`B` resamples :math:`\theta^*_b`,
+
+        .. math:: p = \min\Bigl(1,\ 2 \min\bigl(\tfrac{1 + \#\{\theta^*_b \le r\}}{B + 1},
+                  \tfrac{1 + \#\{\theta^*_b \ge r\}}{B + 1}\bigr)\Bigr),
+
+        so ``reference`` lies outside the :math:`1 - a` percentile interval roughly when
+        :math:`p < a`. Feed these to :func:`holm` when several references are compared.
+
+        Parameters
+        ----------
+        reference : float
+            The value tested (e.g. a paper's number).
+
+        Returns
+        -------
+        float
+            The p-value in (0, 1]; ``nan`` without a bootstrap distribution (fewer than two
+            clusters), and 1.0 or :math:`2/(B+1)` style extremes when every cluster agrees.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> r = clustered_mean(np.arange(40.0), np.arange(40), n_resamples=999)
+        >>> r.pvalue(19.5) > 0.5, r.pvalue(40.0) < 0.01
+        (True, True)
+        """
+        if self.distribution is None:
+            if math.isnan(self.low):
+                return math.nan
+            return 1.0 if reference == self.value else 0.0
+        d = self.distribution[np.isfinite(self.distribution)]
+        B = d.size
+        lo = (1 + np.count_nonzero(d <= reference)) / (B + 1)
+        hi = (1 + np.count_nonzero(d >= reference)) / (B + 1)
+        return float(min(1.0, 2 * min(lo, hi)))
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (JSON-ready).
@@ -189,7 +242,7 @@ def _scipy_interval(
         rng=np.random.default_rng(seed),
     )
     ci = res.confidence_interval
-    return BootstrapInterval(value, float(ci.low), float(ci.high), float(confidence), n, C, method)
+    return BootstrapInterval(value, float(ci.low), float(ci.high), float(confidence), n, C, method, np.asarray(res.bootstrap_distribution))
 
 
 def _bootstrap(
@@ -399,3 +452,182 @@ def clustered_ratio(
     if s[1].sum() == 0.0:
         raise InvalidOptionError("the denominator sums to 0, so the ratio is undefined; drop those positions or use clustered_difference")
     return _bootstrap((s[0], s[1]), _ratio_stat, int(c.sum()), confidence, n_resamples, method, seed)
+
+
+@fill_doc
+def clustered_relative_change(
+    numerator_a: Any,
+    denominator_a: Any,
+    clusters_a: Any,
+    numerator_b: Any,
+    denominator_b: Any,
+    clusters_b: Any,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    method: str = "BCa",
+    seed: Any = 0,
+) -> BootstrapInterval:
+    r"""Relative change of one ratio of totals over another, from two runs on the same clusters.
+
+    .. math:: \hat g = \frac{\sum a_{\mathrm{num}} / \sum a_{\mathrm{den}}}
+                             {\sum b_{\mathrm{num}} / \sum b_{\mathrm{den}}} - 1,
+
+    e.g. block verification's block efficiency (tokens over target calls, in its own runs) against
+    token verification's (in its own runs). The two runs decode the same prompts with independent
+    randomness, so a prompt is one cluster holding both runs' values: resampling prompts moves
+    both ratios together (their covariance through the prompt's difficulty enters the interval) and
+    each ratio's denominator varies too. Clusters are matched by id; a cluster present in one run
+    only adds zero totals to the other.
+
+    Parameters
+    ----------
+    numerator_a, denominator_a : array_like, shape (n_a,)
+        Run a's values per unit (e.g. tokens and target calls per round).
+    clusters_a : array_like, shape (n_a,)
+        Run a's cluster (prompt) ids.
+    numerator_b, denominator_b, clusters_b : array_like, shape (n_b,)
+        The same for run b (the reference).
+    {bootstrap_args}
+
+    Returns
+    -------
+    BootstrapInterval
+        :math:`\hat g` and its interval (``n`` counts both runs' units).
+
+    Raises
+    ------
+    ShapeMismatchError
+        If a run's arrays differ in length or are empty.
+    InvalidOptionError
+        If a value is not finite, an option is out of range, or a denominator sums to 0.
+
+    Examples
+    --------
+    >>> r = clustered_relative_change([3, 5], [1, 1], [0, 1], [2, 4], [1, 1], [0, 1], n_resamples=200)
+    >>> round(r.value, 12)
+    0.333333333333
+    """
+    ids: dict[Any, int] = {}
+    cols = []
+    for num, den, cl in ((numerator_a, denominator_a, clusters_a), (numerator_b, denominator_b, clusters_b)):
+        n_ = np.asarray(num, dtype=np.float64)
+        d_ = np.asarray(den, dtype=np.float64)
+        if n_.shape != d_.shape:
+            raise ShapeMismatchError(
+                f"numerator and denominator must have the same shape (got {n_.shape} and {d_.shape}); pass paired values"
+            )
+        s, c = cluster_totals(np.stack([n_, d_]), cl)
+        keys = list(dict.fromkeys(np.asarray(cl).tolist()))
+        for k in keys:
+            ids.setdefault(k, len(ids))
+        cols.append((s, c, np.array([ids[k] for k in keys], dtype=np.intp)))
+    C = len(ids)
+    tot = np.zeros((4, C))
+    for r, (s, _, at) in enumerate(cols):
+        tot[2 * r, at], tot[2 * r + 1, at] = s[0], s[1]
+    if tot[1].sum() == 0.0 or tot[3].sum() == 0.0:
+        raise InvalidOptionError("a denominator sums to 0, so the ratio is undefined; drop those units")
+    if tot[2].sum() == 0.0:
+        raise InvalidOptionError("the reference run's numerator sums to 0, so the relative change is undefined")
+
+    def stat(na, da, nb, db, axis=-1):
+        return (np.sum(na, axis=axis) / np.sum(da, axis=axis)) / (np.sum(nb, axis=axis) / np.sum(db, axis=axis)) - 1.0
+
+    n = int(cols[0][1].sum() + cols[1][1].sum())
+    return _bootstrap(tuple(tot), stat, n, confidence, n_resamples, method, seed)
+
+
+def holm(pvalues: Any, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    r"""Holm's step-down correction of a family of p-values (family-wise error rate ``alpha``).
+
+    Sort :math:`p_{(1)} \le \dots \le p_{(m)}`; the adjusted values are
+    :math:`\tilde p_{(i)} = \max_{j \le i} \min(1, (m - j + 1)\, p_{(j)})` and hypothesis
+    :math:`(i)` is rejected when :math:`\tilde p_{(i)} \le \alpha` (Holm 1979). The probability of
+    any false rejection in the family is at most ``alpha`` whatever the dependence.
+
+    Parameters
+    ----------
+    pvalues : array_like, shape (m,)
+        p-values in [0, 1]; ``nan`` entries (comparisons not made) are kept out of the family and
+        stay ``nan`` / not rejected.
+    alpha : float
+        Family-wise error rate in (0, 1).
+
+    Returns
+    -------
+    adjusted : numpy.ndarray
+        Holm-adjusted p-values, in the input order.
+    rejected : numpy.ndarray of bool
+        ``adjusted <= alpha``.
+
+    Raises
+    ------
+    InvalidOptionError
+        If a p-value is outside [0, 1] or ``alpha`` is outside (0, 1).
+
+    Examples
+    --------
+    >>> adj, rej = holm([0.01, 0.04, 0.03, 0.5])
+    >>> adj.round(2).tolist(), rej.tolist()
+    ([0.04, 0.09, 0.09, 0.5], [True, False, False, False])
+    """
+    p = _check_pvalues(pvalues, alpha)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    m = int(ok.sum())
+    if m:
+        order = np.argsort(p[ok], kind="stable")
+        scaled = np.minimum(1.0, (m - np.arange(m)) * p[ok][order])
+        adj = np.empty(m)
+        adj[order] = np.maximum.accumulate(scaled)
+        out[ok] = adj
+    return out, np.where(ok, out <= alpha, False)
+
+
+def benjamini_hochberg(pvalues: Any, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    r"""Benjamini-Hochberg adjusted p-values (false discovery rate ``alpha``), by
+    :func:`scipy.stats.false_discovery_control`.
+
+    Parameters
+    ----------
+    pvalues : array_like, shape (m,)
+        p-values in [0, 1]; ``nan`` entries are kept out of the family.
+    alpha : float
+        False discovery rate in (0, 1).
+
+    Returns
+    -------
+    adjusted : numpy.ndarray
+        Adjusted p-values, in the input order.
+    rejected : numpy.ndarray of bool
+        ``adjusted <= alpha``.
+
+    Raises
+    ------
+    InvalidOptionError
+        If a p-value is outside [0, 1] or ``alpha`` is outside (0, 1).
+
+    Examples
+    --------
+    >>> adj, rej = benjamini_hochberg([0.01, 0.04, 0.03, 0.5])
+    >>> adj.round(4).tolist(), rej.tolist()
+    ([0.04, 0.0533, 0.0533, 0.5], [True, False, False, False])
+    """
+    from scipy.stats import false_discovery_control
+
+    p = _check_pvalues(pvalues, alpha)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        out[ok] = false_discovery_control(p[ok], method="bh")
+    return out, np.where(ok, out <= alpha, False)
+
+
+def _check_pvalues(pvalues: Any, alpha: float) -> np.ndarray:
+    p = np.asarray(pvalues, dtype=np.float64).reshape(-1)
+    if np.any((p[~np.isnan(p)] < 0) | (p[~np.isnan(p)] > 1)):
+        raise InvalidOptionError(f"p-values must lie in [0, 1] (got {p.tolist()}); pass probabilities")
+    if not 0.0 < float(alpha) < 1.0:
+        raise InvalidOptionError(f"alpha must lie in (0, 1) (got {alpha!r}); e.g. 0.05")
+    return p
