@@ -215,18 +215,33 @@ class _Outputs:
         return n_emit
 
 
+def _lookup(draft: Any):
+    """The prompt-lookup settings when ``draft`` asks for prompt-lookup drafts, else ``None``."""
+    from otspec_gpu.prompt_lookup import PromptLookup
+
+    if isinstance(draft, PromptLookup):
+        return draft
+    return PromptLookup() if isinstance(draft, str) and draft == "prompt-lookup" else None
+
+
 def _settings(target, draft, prompt, verifier, drafts, gamma, temperature, max_new_tokens, seed, top_k_trace, chat):
-    """Checked arguments of :func:`decode`: (mode, prompts, V, temperature, n_new, seed, top_k_trace)."""
+    """Checked arguments of :func:`decode`: (mode, prompts, V, temperature, n_new, seed, top_k_trace, lookup)."""
     from otspec_gpu import inputs
 
-    V = inputs.check_models(target, draft)
+    lookup = _lookup(draft)
+    V = inputs.check_models(target, target if lookup is not None else draft)
     mode = mode_for(verifier, drafts, gamma)
+    if lookup is not None and mode.mode != "chain":
+        raise UnsupportedMethodError(
+            f"prompt-lookup drafts propose one sequence, verified by a chain rule (got verifier {verifier!r} with drafts = {mode.k}, "
+            f"gamma = {mode.gamma}); use verifier='token' or 'block' with drafts=1"
+        )
     n_new = inputs.whole(max_new_tokens, "max_new_tokens")
     seed = inputs.whole(seed, "seed", minimum=0)
     top_k_trace = inputs.whole(top_k_trace, "top_k_trace")
     temperature = inputs.check_sampling(temperature)
     prompts = inputs.as_prompts(target, prompt, chat=chat)
-    return mode, prompts, V, temperature, n_new, seed, top_k_trace
+    return mode, prompts, V, temperature, n_new, seed, top_k_trace, lookup
 
 
 def _config(target, draft, mode: DecodeMode, sampling: dict, n_new: int, seed: int, prompts: list, V: int) -> dict:
@@ -271,8 +286,13 @@ def decode(
 
     Parameters
     ----------
-    target, draft : otspec_gpu.models.LM
-        Models sharing a vocabulary (:func:`otspec_gpu.models.load` / ``wrap``).
+    target : otspec_gpu.models.LM
+        The target model (:func:`otspec_gpu.models.load` / ``wrap``).
+    draft : otspec_gpu.models.LM, otspec_gpu.prompt_lookup.PromptLookup or "prompt-lookup"
+        A draft model sharing the target's vocabulary, or prompt-lookup drafts (no draft model: the
+        continuation of the most recent earlier match of the context's last n-gram, with one-hot
+        draft rows; ``"prompt-lookup"`` is ``PromptLookup()``, ``max_ngram = 3``), which run with
+        the chain verifiers ``token`` and ``block`` (:mod:`otspec_gpu.prompt_lookup`).
     prompt : str, list of str, list of int or list of list of int
         One prompt or a batch (token ids need no tokenizer). A batch of ``B`` prompts runs as
         ``B`` independent decodings in one batched forward per round.
@@ -318,7 +338,8 @@ def decode(
     IncompatibleModelsError
         If the two models' vocabularies differ.
     UnsupportedMethodError
-        If ``verifier``, ``drafts`` and ``gamma`` do not combine (:func:`mode_for`).
+        If ``verifier``, ``drafts`` and ``gamma`` do not combine (:func:`mode_for`), or
+        prompt-lookup drafts go to a verifier other than a chain rule.
     NotAnIntegerError, InvalidDraftCountError
         If ``drafts``, ``gamma``, ``max_new_tokens`` or ``top_k_trace`` is not a positive integer,
         or ``seed`` is not an integer ``>= 0``.
@@ -331,7 +352,7 @@ def decode(
     from otspec_gpu.scoring import DecodeCaches
     from otspec_gpu.verifying import VerifierStep
 
-    mode, prompts, V, temperature, n_new, seed, top_k_trace = _settings(
+    mode, prompts, V, temperature, n_new, seed, top_k_trace, lookup = _settings(
         target, draft, prompt, verifier, drafts, gamma, temperature, max_new_tokens, seed, top_k_trace, chat
     )
     device = next(target.model.parameters()).device
@@ -345,9 +366,15 @@ def decode(
 
     clock = PhaseClock(device)
     t_start = clock.now()
-    caches = DecodeCaches(target, draft, prompts, k, transform, device)
+    caches = DecodeCaches(target, None if lookup is not None else draft, prompts, k, transform, device)
     t_prefill = clock.now() - t_start
-    drafter, step = Drafter(mode.mode, B, k, mode.gamma, mode.draft_law), VerifierStep(mode.mode, mode.rule, B, k)
+    if lookup is None:
+        drafter = Drafter(mode.mode, B, k, mode.gamma, mode.draft_law)
+    else:
+        from otspec_gpu.prompt_lookup import PromptLookupDrafter
+
+        drafter = PromptLookupDrafter(prompts, mode.gamma, lookup.max_ngram, V, device)
+    step = VerifierStep(mode.mode, mode.rule, B, k)
     recorder = Recorder(mode, B, V, top_k_trace, theory, step.rule_for)
     out = _Outputs(B, n_new, target.eos_token_id if stop_at_eos else None)
     rows0 = torch.arange(B, device=device) * k  # first row of each prompt
@@ -364,13 +391,17 @@ def decode(
         caches.rollback(chosen, outcome.accepted, outcome.token, X)
         Xc, tau_l, y_l = X[chosen].tolist(), outcome.accepted.tolist(), outcome.token.tolist()  # one conversion per round
         live = out.live()
-        n_emit = out.add([Xc[b][: tau_l[b]] + [y_l[b]] for b in range(B)])
+        emitted = [Xc[b][: tau_l[b]] + [y_l[b]] for b in range(B)]
+        drafter.observe(emitted)
+        n_emit = out.add(emitted)
         clock.lap("rollback")
         recorder.add(rnd, live, clock, P=P, Q=Q, X=X, n_drafts=n_drafts, outcome=outcome, chosen=chosen, n_emit=n_emit)
         rnd += 1
         if progress is not None:
             progress(min(len(o) for o in out.tokens))
-    config = _config(target, draft, mode, sampling, n_new, seed, prompts, V)
+    config = _config(target, lookup if lookup is not None else draft, mode, sampling, n_new, seed, prompts, V)
+    if lookup is not None:  # per prompt, the matched suffix length of each round (0: no match)
+        config["lookup_matched"] = drafter.matched
     t_calls, d_calls = caches.calls()
     config.update(prefill_s=t_prefill, wall_s=time.perf_counter() - t_start, timer=clock.timer, target_calls=t_calls, draft_calls=d_calls)
     config["prompt_tokens"] = [len(p) for p in prompts]

@@ -247,6 +247,16 @@ class Drafter:
             xs.append(x_t)
         return torch.stack(xs, 1), torch.stack(qs, 1), n_drafts  # [R, gamma], [R, gamma, V], [B]
 
+    def observe(self, emitted) -> None:
+        """Take note of the tokens a round emitted (nothing to do: the draft model's cache already
+        follows them; :class:`otspec_gpu.prompt_lookup.PromptLookupDrafter` keeps its contexts here).
+
+        Parameters
+        ----------
+        emitted : sequence of sequence of int
+            Per prompt, the round's emitted tokens.
+        """
+
     def first_tokens(self, q: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The drafts at the first position from the draft conditionals ``q`` ``[R, V]``.
 

@@ -234,8 +234,11 @@ class DecodeCaches:
 
     Parameters
     ----------
-    target, draft : otspec_gpu.models.LM
-        The two models.
+    target : otspec_gpu.models.LM
+        The target model.
+    draft : otspec_gpu.models.LM or None
+        The draft model (``None``: drafts that need no model, such as prompt lookup; then
+        :meth:`next_q` must not be called).
     prompts : list of list of int
         Token ids per prompt.
     k : int
@@ -256,11 +259,13 @@ class DecodeCaches:
         ids = torch.from_numpy(ids_np).repeat_interleave(k, 0).to(device)
         valid = torch.from_numpy(valid_np).repeat_interleave(k, 0).to(device)
         self.k, self.transform = k, transform
-        self.target, self.draft = RowCache(target, B * k, device), RowCache(draft, B * k, device)
+        self.target = RowCache(target, B * k, device)
+        self.draft = RowCache(draft, B * k, device) if draft is not None else None
         self.prefilled = width > 1
         if self.prefilled:
             self.target.feed(ids[:, :-1], valid[:, :-1])
-            self.draft.feed(ids[:, :-1], valid[:, :-1])
+            if self.draft is not None:
+                self.draft.feed(ids[:, :-1], valid[:, :-1])
         self.last = ids[:, -1]  # [R] the last emitted token, not yet fed to the target
         self.pend = self.last.unsqueeze(1)  # [R, w] tokens not yet fed to the draft
         self.pend_valid = torch.ones_like(self.pend, dtype=torch.bool)
@@ -335,10 +340,12 @@ class DecodeCaches:
         sel = chosen.repeat_interleave(k)
         if k > 1:
             self.target.select(sel)
-            self.draft.select(sel)
+            if self.draft is not None:
+                self.draft.select(sel)
         tau_r = tau.repeat_interleave(k)
         self.target.keep(g + 1, self.target_keep(tau_r, g))
-        self.draft.keep(self.draft_fed, self.pend.shape[1] + torch.clamp(tau_r, max=g - 1))
+        if self.draft is not None:
+            self.draft.keep(self.draft_fed, self.pend.shape[1] + torch.clamp(tau_r, max=g - 1))
         y_r = next_token.repeat_interleave(k)
         full = tau_r == g
         if bool(full.any()):
@@ -359,4 +366,4 @@ class DecodeCaches:
             ``(target_calls, draft_calls)``.
         """
         pre = 1 if self.prefilled else 0
-        return self.target.calls - pre, self.draft.calls - pre
+        return self.target.calls - pre, (self.draft.calls - pre if self.draft is not None else 0)

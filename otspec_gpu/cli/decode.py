@@ -14,6 +14,7 @@ import sys
 from otspec._docs import fill_doc
 from otspec.cli._common import CliError, number_flag, print_json, print_table, progress
 from otspec_gpu.cli import check_writable, prompt_arg, require_decode_stack, sampling_flags
+from otspec_gpu.prompt_lookup import DEFAULT_MAX_NGRAM
 
 __all__ = ["DEFAULTS", "register", "run"]
 
@@ -51,7 +52,16 @@ def _model_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--draft",
         default="smollm2-int8",
-        help="draft model: smollm2-int8, smollm2-t<T> (self-draft at temperature T), gemma3-270m-t<T>, tiny-draft (default smollm2-int8)",
+        help=(
+            "draft model: smollm2-int8, smollm2-t<T> (self-draft at temperature T), gemma3-270m-t<T>, tiny-draft, or prompt-lookup "
+            "(no draft model: the continuation of the context's most recent earlier n-gram match; chains only) (default smollm2-int8)"
+        ),
+    )
+    ap.add_argument(
+        "--ngram",
+        default=None,
+        metavar="N",
+        help=f"with --draft prompt-lookup: the longest n-gram matched, tried from N down to 1 (default {DEFAULT_MAX_NGRAM})",
     )
     ap.add_argument("--verifier", default=DEFAULTS["verifier"], help=f"verifier name (default {DEFAULTS['verifier']})")
     ap.add_argument(
@@ -137,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     Raises
     ------
     CliError
-        If a flag is out of range, the ``--trace`` path cannot be written (checked before decoding;
+        If a flag is out of range (``--ngram`` without ``--draft prompt-lookup`` included), the ``--trace`` path cannot be written (checked before decoding;
         a write that still fails afterwards is reported after the text is printed), a text prompt
         goes to a model without a tokenizer, or transformers is not installed.
     OtspecInputError
@@ -149,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         return run_sprinter(args)
     drafts = number_flag(args.drafts, "--drafts", int, minimum=1)
     gamma = number_flag(args.gamma, "--gamma", int, minimum=1)
+    lookup = _lookup_flag(args)
     sampling = sampling_flags(args)
     prompt, labels = prompt_arg(args)
     check_writable(args.trace)
@@ -156,8 +167,13 @@ def run(args: argparse.Namespace) -> int:
     from otspec_gpu import models
     from otspec_gpu.decoding import decode, mode_for
 
-    mode_for(args.verifier, drafts, gamma)  # reject a bad combination before loading models
-    target, draft = models.load(args.target), models.load(args.draft)
+    mode = mode_for(args.verifier, drafts, gamma)  # reject a bad combination before loading models
+    if lookup is not None and mode.mode != "chain":
+        raise CliError(
+            f"--draft prompt-lookup proposes one sequence: use --verifier token or block with --drafts 1 (got --verifier {args.verifier})"
+        )
+    target = models.load(args.target)
+    draft = lookup if lookup is not None else models.load(args.draft)
     if args.prompt and target.tokenizer is None:
         raise CliError(f"model {target.name!r} has no tokenizer; pass the prompt as token ids with --prompt-ids, e.g. --prompt-ids 1,2,3")
     with progress(not args.json and sys.stderr.isatty()) as bar:
@@ -175,6 +191,18 @@ def run(args: argparse.Namespace) -> int:
             progress=lambda n: bar.update(task, completed=n),
         )
     return _show(args, res, labels, target, draft)
+
+
+def _lookup_flag(args: argparse.Namespace):
+    """The prompt-lookup settings of ``--draft prompt-lookup [--ngram N]``, else ``None``."""
+    from otspec_gpu.prompt_lookup import PromptLookup
+
+    ngram = getattr(args, "ngram", None)
+    if args.draft != "prompt-lookup":
+        if ngram is not None:
+            raise CliError(f"--ngram {ngram} applies to --draft prompt-lookup only (got --draft {args.draft}); drop --ngram")
+        return None
+    return PromptLookup(number_flag(ngram if ngram is not None else str(DEFAULT_MAX_NGRAM), "--ngram", int, minimum=1))
 
 
 def _save_trace(res, path: str | None) -> str | None:
