@@ -1,4 +1,10 @@
-"""Sphinx configuration for the otspec documentation (built with -W in the test suite)."""
+"""Sphinx configuration for the otspec documentation (built with -W in the test suite).
+
+Everything renders offline: the theme (pydata-sphinx-theme) ships its own assets, MathJax comes from
+the ``sphinx-mathjax-offline`` package (copied into ``_static/mathjax``, no CDN), Markdown tables are
+parsed locally by ``.. mdinclude::`` (docs/_ext/mdinclude.py), and the tutorial notebook is executed
+by myst-nb at every build (so a broken example fails the build, and the test suite builds it).
+"""
 
 import os
 import sys
@@ -15,8 +21,11 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
+    "myst_nb",
     "clihelp",
+    "mdinclude",
 ]
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
@@ -26,7 +35,27 @@ autodoc_default_options = {"members": True, "undoc-members": False, "show-inheri
 autodoc_typehints = "none"
 autodoc_member_order = "bysource"
 nitpicky = False
-exclude_patterns = ["_build"]
-html_theme = "alabaster"
-html_static_path = []
+# Pages are .rst and one notebook; the .md files beside them are tables that pages include.
+source_suffix = {".rst": "restructuredtext", ".ipynb": "myst-nb"}
+exclude_patterns = ["_build", "_generated/**", "_static/**", "tutorial/**", "**.ipynb_checkpoints", "jupyter_execute"]
 suppress_warnings = ["toc.not_included", "ref.python"]
+
+# The notebook runs at every build (a few seconds); an exception in a cell fails the build.
+nb_execution_mode = "force"
+nb_execution_timeout = 120
+nb_execution_raise_on_error = True
+nb_merge_streams = True
+myst_enable_extensions = ["dollarmath"]
+
+html_theme = "pydata_sphinx_theme"
+html_title = "otspec"
+html_static_path = []
+html_theme_options = {
+    "navigation_depth": 2,
+    "show_toc_level": 2,
+    "header_links_before_dropdown": 6,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": [],
+}
+html_sidebars = {"index": []}
