@@ -1,149 +1,277 @@
-r"""Triton kernels of the token chain, the block chain's emission and look-ahead masses, and the
-single-step token rule: one program per row, reading only the rows the step needs.
+r"""Triton kernels of the token chain, the block chain and the single-step token rule (the draw
+spread over many programs per row), and of the single-step RRS / RSD rounds (one program per row).
 
-``verify_emit`` (one launch) does for row ``b``:
+The chain and single-step token steps run in two or three launches, with no host synchronisation
+and no Python branch on a tensor value:
 
-* token chain (``MODE = 0``): the ``gamma`` accept tests :math:`\eta_i < \min(1, p(x_i)/q(x_i))`
-  (in ``p``'s dtype, as :func:`otspec_gpu.verifiers.chain.token_step`), :math:`\tau` the first
-  rejection, then one inverse-CDF draw from :math:`(p_\tau - q_\tau)_+` (or the bonus row
-  :math:`p_\gamma`; a residual of mass 0 falls back to :math:`p_\tau`);
-* block chain emission (``MODE = 1``): :math:`\tau` and the weight :math:`p_\tau` are given (the
-  ``[B, gamma]`` scalar work stays in torch), the draw is from :math:`(p_\tau\, p_\tau(\cdot) - q_\tau)_+`;
-* single-step token (``MODE = 2``): the float64 accept ratio of
-  :func:`otspec_gpu.verifiers.schedule.accept_ratio`, the draft when accepted, else a draw from the
-  float64 residual :math:`(p - q)_+` (fallback ``p``).
+1. ``_masses`` (block chain only), one program per ``(row, chunk of V)``: the chunk's share of the
+   look-ahead masses :math:`Z_{i+1} = \sum_y (p_i\, p[:, i](y) - q[:, i](y))_+`, ``i = 1..gamma-1``
+   (float64 partial sums), after recomputing the row's log running ratio :math:`\log p_i` from its
+   ``gamma`` drafted probabilities (the formula of :func:`otspec_gpu.verifiers.chain._log_running_ratio`);
+2. ``_partials``, one program per ``(row, chunk)``: the row's scalar work (cheap, repeated by every
+   program of the row) -- the accept tests and :math:`\tau` (token chain, ``MODE = 0``; the first
+   rejection), :math:`h_i` from the summed masses and :math:`\tau` (block chain, ``MODE = 1``; the
+   last index that passes, weight :math:`p_\tau`), or the float64 accept ratio (single-step token,
+   ``MODE = 2``) -- then the chunk's float64 sums of the emission weights (the residual
+   :math:`(p_\tau\, p_\tau(\cdot) - q_\tau(\cdot))_+`, :math:`p_\tau = 1` for the token rules) and of
+   the fallback row :math:`p_\tau` (also the bonus row when :math:`\tau = \gamma`);
+3. ``_search``, one program per row: the chunk sums' running sum (float64) gives the total
+   :math:`S` and the chunk holding :math:`\min(uS, S^-)` (the rule of
+   :func:`otspec_gpu.sampling.search_cdf`); one float64 block scan of that chunk finds the first
+   index whose running sum exceeds it. The index found always carries positive weight: only indices
+   of positive weight are candidates, and if rounding leaves none in the chosen chunk (the chunk's
+   scan and its partial sum add in different orders), the chunk's last index of positive weight is
+   taken.
 
-The draw makes two passes over one ``[V]`` row: a float64 block scan for the total :math:`S`, then the
-same scan again to find the first index whose cumulative weight exceeds :math:`\min(uS, S^-)` (the
-rule of :func:`otspec_gpu.sampling.search_cdf`; both passes use the same summation order, so the
-index found always carries positive weight). ``block_masses`` computes the look-ahead masses
-:math:`Z_{i+1} = \sum_y (p_i\, p[:, i](y) - q[:, i](y))_+` of block verification, one program per
-``(row, position)``.
+Compared with the pure-torch steps (the reference and the CPU path), for the same uniforms:
 
-Kernels are jitted on first use (so ``TRITON_INTERPRET`` is read then, not at import).
+* token chain and single-step token: the same accept decisions (same arithmetic: IEEE division,
+  no fused multiply-add) and the same emission weights elementwise; the cumulative sums add in a
+  different order (chunk sums, block scans) than torch's running sum, so a token can differ only
+  when a uniform falls within rounding (a few ulps of the running sum) of a cumulative boundary;
+* block chain: the running ratio, :math:`1 - p_i` and :math:`h_i` are the same formulas computed
+  with the kernel's ``log`` / ``exp`` (``log1p`` and ``expm1`` by the Goldberg / Kahan identities:
+  a few ulps), the masses in float64 then rounded to the input dtype (torch sums them in the input
+  dtype). A decision can differ only when a coin lies within a few ulps of :math:`h_i`, and a token
+  only when the uniform falls within a few ulps of a boundary.
+
+Neither changes the law beyond the input dtype's rounding; ``tests/gpu/test_kernels.py`` checks
+equality with the torch steps for fixed uniforms and a chi-square of the drawn outputs against the
+exact conditional laws. ``_BLOCK_V`` (elements per block scan) and ``_MAX_CHUNKS`` (chunks per row
+at most) set the split: a chunk is a power-of-two multiple of the block, at most ``_MAX_CHUNKS`` per
+row (V 49 152: 48 chunks of 1 024; V 262 144: 128 chunks of 2 048).
+
+Triton reads ``TRITON_INTERPRET`` when this module is imported (the kernels are jitted then); under
+``TRITON_INTERPRET=1`` they also run on CPU tensors (the tests use that; it is slow, for checking only).
 """
 
-import functools
 import os
 
 import torch
 import triton
 import triton.language as tl
 
-__all__ = ["block_masses", "block_step", "rrs_single_step", "token_chain_step", "token_single_step"]
+__all__ = ["block_chain_step", "rrs_single_step", "token_chain_step", "token_single_step"]
 
 _BLOCK_V = 1024
+_MAX_CHUNKS = 128
 
 
-def _verify_emit_src(
-    p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, w_ptr, tin_ptr, tau_ptr, tok_ptr,
-    G, V, sp_b, sp_t, sq_b, sq_t,
-    MODE: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_V: tl.constexpr,
-):  # fmt: skip
-    # One Triton program per row, kept whole on purpose (over 80 lines): splitting it would add launches.
-    b = tl.program_id(0).to(tl.int64)
+@triton.jit
+def _div(a, b):
+    """``a / b`` rounded as IEEE division (Triton's float32 ``/`` is approximate)."""
+    if a.dtype == tl.float32:
+        return tl.math.div_rn(a, b)
+    else:
+        return a / b
+
+
+@triton.jit
+def _token_tau(p_ptr, q_ptr, d_ptr, c_ptr, b, G, sp_b, sp_t, sq_b, sq_t, BLOCK_G: tl.constexpr):
+    """Token chain: the first rejection of row ``b`` (``G`` if none), the accept tests of ``token_step``."""
     gi = tl.arange(0, BLOCK_G)
     gm = gi < G
-    if MODE == 1:
-        tau = tl.load(tin_ptr + b).to(tl.int32)
-        scale = tl.load(w_ptr + b)
-        accepted_draft = tau < 0  # never
-        x0 = tau
-        t_row = tau
-    else:
-        x = tl.load(d_ptr + b * G + gi, mask=gm, other=0)
-        px = tl.load(p_ptr + b * sp_b + gi * sp_t + x, mask=gm, other=1.0)
-        qx = tl.load(q_ptr + b * sq_b + gi * sq_t + x, mask=gm, other=1.0)
-        coin = tl.load(c_ptr + b * G + gi, mask=gm, other=0.0)
-        if MODE == 2:
-            px = px.to(tl.float64)
-            qx = qx.to(tl.float64)
-            a = tl.where(qx > 0, tl.minimum(px / tl.where(qx > 0, qx, 1.0), 1.0), 1.0)
-        else:
-            ok = px >= qx
-            den = tl.where(ok, 1.0, qx).to(px.dtype)
-            if px.dtype == tl.float32:  # IEEE division, as torch (Triton's float32 "/" is approximate)
-                a = tl.where(ok, 1.0, tl.math.div_rn(px, den))
-            else:
-                a = tl.where(ok, 1.0, px / den)
-        rej = (coin >= a) & gm
-        tau = tl.min(tl.where(rej, gi, G), axis=0)
-        x0 = tl.sum(tl.where(gi == 0, x, 0), axis=0).to(tl.int32)
-        scale = 1.0
-        if MODE == 2:
-            accepted_draft = tau == G
-            t_row = 0
-        else:
-            accepted_draft = tau < 0  # never: a chain emits the correction or the bonus
-            t_row = tau
-    is_res = tau < G
-    prow = p_ptr + b * sp_b + t_row * sp_t
-    qrow = q_ptr + b * sq_b + tl.minimum(tau, G - 1) * sq_t
-    offs = tl.arange(0, BLOCK_V)
-    # pass 1: residual total (float64 block scan) and the fallback row's total
-    s_res = tl.zeros([], tl.float64)
-    s_p = tl.zeros([], tl.float64)
-    for start in range(0, V, BLOCK_V):
-        m = start + offs < V
-        pv = tl.load(prow + start + offs, mask=m, other=0.0)
-        qv = tl.load(qrow + start + offs, mask=m, other=0.0)
-        if MODE == 2:
-            r = tl.maximum(pv.to(tl.float64) - qv.to(tl.float64), 0.0)
-        elif MODE == 1:
-            r = tl.maximum(pv * scale - qv, 0.0).to(tl.float64)
-        else:
-            r = tl.maximum(pv - qv, 0.0).to(tl.float64)
-        s_res = tl.max(tl.where(m, s_res + tl.cumsum(r, axis=0), s_res), axis=0)
-        s_p = tl.max(tl.where(m, s_p + tl.cumsum(pv.to(tl.float64), axis=0), s_p), axis=0)
-    use_res = is_res & (s_res > 0)
-    S = tl.where(use_res, s_res, s_p)
-    u = tl.load(u_ptr + b)
-    prev = tl.where(S > 0, (S.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True), 0.0)
-    xq = tl.minimum(u * S, prev)
-    # pass 2: the same scan, the first index whose running sum exceeds xq
-    run = tl.zeros([], tl.float64)
-    res = tl.zeros([], tl.int32) + (V - 1)
-    found = tl.zeros([], tl.int1)
-    for start in range(0, V, BLOCK_V):
-        m = start + offs < V
-        pv = tl.load(prow + start + offs, mask=m, other=0.0)
-        qv = tl.load(qrow + start + offs, mask=m, other=0.0)
-        if MODE == 2:
-            r = tl.maximum(pv.to(tl.float64) - qv.to(tl.float64), 0.0)
-        elif MODE == 1:
-            r = tl.maximum(pv * scale - qv, 0.0).to(tl.float64)
-        else:
-            r = tl.maximum(pv - qv, 0.0).to(tl.float64)
-        w = tl.where(use_res, r, pv.to(tl.float64))
-        c = run + tl.cumsum(w, axis=0)
-        below = tl.sum(((c <= xq) & m).to(tl.int32), axis=0)
-        n_in = tl.minimum(V - start, BLOCK_V)
-        hit = (below < n_in) & (found == 0)
-        res = tl.where(hit, start + below, res)
-        found = found | hit
-        run = tl.max(tl.where(m, c, run), axis=0)
-    tok = tl.where(accepted_draft, x0, res)
+    x = tl.load(d_ptr + b * G + gi, mask=gm, other=0)
+    px = tl.load(p_ptr + b * sp_b + gi * sp_t + x, mask=gm, other=1.0)
+    qx = tl.load(q_ptr + b * sq_b + gi * sq_t + x, mask=gm, other=1.0)
+    coin = tl.load(c_ptr + b * G + gi, mask=gm, other=0.0)
+    ok = px >= qx
+    a = tl.where(ok, 1.0, _div(px, tl.where(ok, 1.0, qx).to(px.dtype)))
+    rej = (coin >= a) & gm
+    return tl.min(tl.where(rej, gi, G), axis=0)
+
+
+@triton.jit
+def _block_logp(p_ptr, q_ptr, d_ptr, b, G, sp_b, sp_t, sq_b, sq_t, BLOCK_G: tl.constexpr):
+    """Block chain: ``log p_i``, ``i = 1..G``, of row ``b`` (vector index ``i - 1``), as ``_log_running_ratio``."""
+    gi = tl.arange(0, BLOCK_G)
+    gm = gi < G
+    x = tl.load(d_ptr + b * G + gi, mask=gm, other=0)
+    px = tl.load(p_ptr + b * sp_b + gi * sp_t + x, mask=gm, other=1.0)
+    qx = tl.load(q_ptr + b * sq_b + gi * sq_t + x, mask=gm, other=1.0)
+    pos = qx > 0
+    safe_q = tl.where(pos, qx, 1.0).to(px.dtype)
+    d = _div(px - qx, safe_q)  # r - 1
+    near = tl.abs(d) < 0.5
+    dn = tl.where(near, d, 0.0).to(px.dtype)
+    w = (1.0 + dn).to(px.dtype)
+    one = w == 1.0
+    l1p = tl.where(one, dn, tl.log(w) * _div(dn, tl.where(one, 1.0, w - 1.0).to(px.dtype)))  # log1p(dn), Goldberg
+    logr = tl.where(near, l1p, tl.log(px) - tl.log(safe_q))
+    logr = tl.where(pos & gm, logr, 0.0).to(px.dtype)
+    L = tl.cumsum(logr, axis=0)
+    top = tl.max(tl.where(gi[None, :] <= gi[:, None], tl.maximum(L, 0.0)[None, :], 0.0), axis=1)  # max(0, max_{j <= i} L_j)
+    return L - top.to(px.dtype)
+
+
+@triton.jit
+def _block_tau(logp, coin_ptr, z_ptr, b, G, NCH, BLOCK_G: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Block chain: ``(tau, p_tau)`` of row ``b`` from its ``log p_i``, coins and the masses' chunk sums, as ``block_step``."""
+    gi = tl.arange(0, BLOCK_G)
+    gm = gi < G
+    ci = tl.arange(0, BLOCK_C)
+    zm = (gi[:, None] < G - 1) & (ci[None, :] < NCH)
+    Z = tl.sum(tl.load(z_ptr + (b * (G - 1) + gi[:, None]) * NCH + ci[None, :], mask=zm, other=0.0), axis=1).to(logp.dtype)
+    pr = tl.exp(logp)
+    em1 = tl.where(pr == 1.0, logp, _div((pr - 1.0) * logp, tl.where(pr == 1.0, 1.0, tl.log(pr)).to(logp.dtype)))  # expm1, Kahan
+    onem = tl.where(pr == 0.0, 1.0, -em1).to(logp.dtype)  # 1 - p_i
+    denom = Z + onem
+    ok = denom > 0
+    h = tl.where(gi < G - 1, tl.where(ok, _div(Z, tl.where(ok, denom, 1.0).to(logp.dtype)), 1.0), pr)
+    h = tl.minimum(tl.maximum(h, 0.0), 1.0)
+    coin = tl.load(coin_ptr + b * G + gi, mask=gm, other=1.0)
+    tau = tl.max(tl.where((coin < h) & gm, gi + 1, 0), axis=0)  # the last index that passes, 0 if none
+    w = tl.where(tau == 0, 1.0, tl.sum(tl.where(gi == tau - 1, pr, 0.0), axis=0)).to(logp.dtype)
+    return tau, w
+
+
+@triton.jit
+def _weights(pv, qv, w, MODE: tl.constexpr):
+    """Float64 emission weights of a block: ``(p - q)_+`` (token chain), ``(w p - q)_+`` (block chain,
+    two roundings), or the float64 difference (single-step token)."""
     if MODE == 2:
-        tau = tl.where(accepted_draft, 1, 0)
-    tl.store(tau_ptr + b, tau.to(tl.int64))
-    tl.store(tok_ptr + b, tok.to(tl.int64))
+        r = tl.maximum(pv.to(tl.float64) - qv.to(tl.float64), 0.0)
+    elif MODE == 1:
+        r = tl.maximum(pv * w - qv, 0.0).to(tl.float64)
+    else:
+        r = tl.maximum(pv - qv, 0.0).to(tl.float64)
+    return r
 
 
-def _block_masses_src(p_ptr, q_ptr, pr_ptr, z_ptr, G, V, sp_b, sp_t, sq_b, sq_t, BLOCK_V: tl.constexpr):
+@triton.jit
+def _masses(
+    p_ptr, q_ptr, d_ptr, z_ptr, G, V, NCH, sp_b, sp_t, sq_b, sq_t,
+    BLOCK_G: tl.constexpr, BLOCK_V: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """Block chain, program ``(b, c)``: chunk ``c``'s float64 share of ``Z_{i+1}``, ``i = 1..G-1``."""
     b = tl.program_id(0).to(tl.int64)
-    i = tl.program_id(1) + 1  # positions 1..G-1: Z_{i+1} = sum (p_i p[:, i] - q[:, i])_+
-    w = tl.load(pr_ptr + b * G + i - 1)
+    c = tl.program_id(1)
+    gi = tl.arange(0, BLOCK_G)
+    rm = gi < G - 1
+    pr = tl.exp(_block_logp(p_ptr, q_ptr, d_ptr, b, G, sp_b, sp_t, sq_b, sq_t, BLOCK_G))  # p_i at vector index i - 1
     offs = tl.arange(0, BLOCK_V)
-    acc = tl.zeros([BLOCK_V], tl.float64)
-    for start in range(0, V, BLOCK_V):
-        m = start + offs < V
-        pv = tl.load(p_ptr + b * sp_b + i * sp_t + start + offs, mask=m, other=0.0)
-        qv = tl.load(q_ptr + b * sq_b + i * sq_t + start + offs, mask=m, other=0.0)
-        acc += tl.maximum(pv * w - qv, 0.0).to(tl.float64)
-    tl.store(z_ptr + b * (G - 1) + i - 1, tl.sum(acc, axis=0).to(z_ptr.dtype.element_ty))
+    acc = tl.zeros([BLOCK_G, BLOCK_V], tl.float64)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = rm[:, None] & (idx < V)[None, :]
+        pv = tl.load(p_ptr + b * sp_b + (gi[:, None] + 1) * sp_t + idx[None, :], mask=m, other=0.0)
+        qv = tl.load(q_ptr + b * sq_b + (gi[:, None] + 1) * sq_t + idx[None, :], mask=m, other=0.0)
+        acc += tl.maximum(pv * pr[:, None] - qv, 0.0).to(tl.float64)
+    tl.store(z_ptr + (b * (G - 1) + gi) * NCH + c, tl.sum(acc, axis=1), mask=rm)
 
 
-def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, m_ptr, tok_ptr, V, sp_b, sq_b, K: tl.constexpr, WOR: tl.constexpr, BLOCK_V: tl.constexpr):
+@triton.jit
+def _partials(
+    p_ptr, q_ptr, d_ptr, c_ptr, z_ptr, part_ptr, tau_ptr, w_ptr, G, V, NCH, sp_b, sp_t, sq_b, sq_t,
+    MODE: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """Program ``(b, c)``: row ``b``'s accept decisions, then chunk ``c``'s float64 sums of the emission
+    weights and of the fallback row (``part[b, 0, c]``, ``part[b, 1, c]``); chunk 0 stores ``tau``
+    (single step: 1 if the draft is accepted) and, for the block chain, the weight ``p_tau``."""
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    if MODE == 2:
+        x = tl.load(d_ptr + b)
+        px = tl.load(p_ptr + b * sp_b + x).to(tl.float64)
+        qx = tl.load(q_ptr + b * sq_b + x).to(tl.float64)
+        a = tl.where(qx > 0, tl.minimum(px / tl.where(qx > 0, qx, 1.0), 1.0), 1.0)
+        tau = (tl.load(c_ptr + b) < a).to(tl.int32)  # accepted
+        need = tau == 0
+        is_res = need
+        w = 1.0
+        prow = p_ptr + b * sp_b
+        qrow = q_ptr + b * sq_b
+    else:
+        if MODE == 1:
+            logp = _block_logp(p_ptr, q_ptr, d_ptr, b, G, sp_b, sp_t, sq_b, sq_t, BLOCK_G)
+            tau, w = _block_tau(logp, c_ptr, z_ptr, b, G, NCH, BLOCK_G, BLOCK_C)
+        else:
+            tau = _token_tau(p_ptr, q_ptr, d_ptr, c_ptr, b, G, sp_b, sp_t, sq_b, sq_t, BLOCK_G)
+            w = 1.0
+        need = tau >= 0  # a chain always draws
+        is_res = tau < G
+        prow = p_ptr + b * sp_b + tau * sp_t
+        qrow = q_ptr + b * sq_b + tl.minimum(tau, G - 1) * sq_t
+    offs = tl.arange(0, BLOCK_V)
+    acc_r = tl.zeros([BLOCK_V], tl.float64)
+    acc_p = tl.zeros([BLOCK_V], tl.float64)
+    lim = tl.where(need, V, 0)  # loads below lim only (a bound rather than a scalar mask: the interpreter needs vector masks)
+    lim_q = tl.where(need & is_res, V, 0)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        pv = tl.load(prow + idx, mask=idx < lim, other=0.0)
+        qv = tl.load(qrow + idx, mask=idx < lim_q, other=0.0)
+        acc_r += _weights(pv, qv, w, MODE)
+        acc_p += pv.to(tl.float64)
+    tl.store(part_ptr + b * 2 * NCH + c, tl.sum(acc_r, axis=0))
+    tl.store(part_ptr + (b * 2 + 1) * NCH + c, tl.sum(acc_p, axis=0))
+    if c == 0:
+        tl.store(tau_ptr + b, tau.to(tl.int64))
+        if MODE == 1:
+            tl.store(w_ptr + b, w)
+
+
+@triton.jit
+def _search(
+    p_ptr, q_ptr, d_ptr, u_ptr, part_ptr, tau_ptr, w_ptr, tok_ptr, G, V, NCH, sp_b, sp_t, sq_b, sq_t,
+    MODE: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """Program ``b``: the inverse-CDF draw of row ``b`` from its chunk sums and one scan of the chunk found."""
+    b = tl.program_id(0).to(tl.int64)
+    tau = tl.load(tau_ptr + b)
+    if MODE == 2:
+        is_res = tau == 0
+        prow = p_ptr + b * sp_b
+        qrow = q_ptr + b * sq_b
+    else:
+        is_res = tau < G
+        prow = p_ptr + b * sp_b + tau * sp_t
+        qrow = q_ptr + b * sq_b + tl.minimum(tau, G - 1) * sq_t
+    if MODE == 1:
+        w = tl.load(w_ptr + b)
+    else:
+        w = 1.0
+    ci = tl.arange(0, BLOCK_C)
+    cm = ci < NCH
+    part_r = tl.load(part_ptr + b * 2 * NCH + ci, mask=cm, other=0.0)
+    part_p = tl.load(part_ptr + (b * 2 + 1) * NCH + ci, mask=cm, other=0.0)
+    cum_r = tl.cumsum(part_r, axis=0)
+    cum_p = tl.cumsum(part_p, axis=0)
+    s_r = tl.max(tl.where(cm, cum_r, 0.0), axis=0)
+    use_res = is_res & (s_r > 0)
+    S = tl.where(use_res, s_r, tl.max(tl.where(cm, cum_p, 0.0), axis=0))
+    cum = tl.where(use_res, cum_r, cum_p)
+    part = tl.where(use_res, part_r, part_p)
+    prev = tl.where(S > 0, (S.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True), 0.0)  # S^-
+    xq = tl.minimum(tl.load(u_ptr + b) * S, prev)
+    c = tl.min(tl.where((cum > xq) & (part > 0) & cm, ci, BLOCK_C), axis=0)  # the chunk holding xq
+    has = c < NCH
+    c = tl.minimum(c, NCH - 1)
+    run = tl.sum(tl.where(ci == c - 1, cum, 0.0), axis=0)  # the running sum before chunk c
+    offs = tl.arange(0, BLOCK_V)
+    first = tl.zeros([], tl.int32) + V
+    last = tl.zeros([], tl.int32) - 1
+    lim = tl.where(has, V, 0)
+    lim_q = tl.where(has & use_res, V, 0)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = idx < lim
+        pv = tl.load(prow + idx, mask=m, other=0.0)
+        qv = tl.load(qrow + idx, mask=idx < lim_q, other=0.0)
+        wv = tl.where(use_res, _weights(pv, qv, w, MODE), pv.to(tl.float64))
+        cc = run + tl.cumsum(wv, axis=0)
+        pos = m & (wv > 0)
+        first = tl.minimum(first, tl.min(tl.where(pos & (cc > xq), idx, V), axis=0))
+        last = tl.maximum(last, tl.max(tl.where(pos, idx, -1), axis=0))
+        run = tl.max(tl.where(m, cc, run), axis=0)
+    tok = tl.where(first < V, first, tl.where(last >= 0, last, V - 1)).to(tl.int64)
+    if MODE == 2:
+        tok = tl.where(tau == 1, tl.load(d_ptr + b), tok)
+    tl.store(tok_ptr + b, tok)
+
+
+@triton.jit
+def _rrs(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, m_ptr, tok_ptr, V, sp_b, sq_b, K: tl.constexpr, WOR: tl.constexpr, BLOCK_V: tl.constexpr):
     # RRS / RSD of one row, round by round on the closed form p_j = a_j (d - D_j q)_+, d = p - q
     # (otspec_gpu.verifiers.step._recursive.sample_recursive, same arithmetic, float64); the row has
     # m <= K drafts (left-aligned): rounds j >= m are padding (no accept, no residual update)
@@ -236,17 +364,6 @@ def _rrs_src(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, m_ptr, tok_ptr, V, sp_b, sq_b, K
     tl.store(tok_ptr + b, tl.where(done, out, res.to(tl.int64)))
 
 
-@functools.cache
-def _jit(name: str, interpret: bool):
-    """The jitted kernel ``name`` (cached per ``TRITON_INTERPRET`` setting)."""
-    del interpret  # part of the cache key only: triton.jit reads TRITON_INTERPRET when it wraps
-    return triton.jit({"emit": _verify_emit_src, "masses": _block_masses_src, "rrs": _rrs_src}[name])
-
-
-def _kernel(name: str):
-    return _jit(name, os.environ.get("TRITON_INTERPRET", "0") == "1")
-
-
 def _no_fma() -> dict:
     """Launch options that keep ``a * b - c`` two roundings, as torch computes it (the compiler
     would otherwise contract it into one fused multiply-add); the interpreter takes none."""
@@ -257,36 +374,53 @@ def _pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-def _emit(p, q, drafts, coins, u, w, tau_in, mode: int, single: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    B = drafts.shape[0]
-    V = p.shape[-1]
-    G = drafts.shape[1] if mode != 1 else q.shape[1]
-    if single:  # [B or 1, V] rows: position stride 0, row stride 0 when shared
-        sp_b, sp_t = (p.stride(0) if p.shape[0] > 1 else 0), 0
-        sq_b, sq_t = (q.stride(0) if q.shape[0] > 1 else 0), 0
-    else:
-        sp_b, sp_t, sq_b, sq_t = p.stride(0), p.stride(1), q.stride(0), q.stride(1)
-    tau = torch.empty(B, dtype=torch.long, device=p.device)
-    tok = torch.empty(B, dtype=torch.long, device=p.device)
-    dummy = u
-    _kernel("emit")[(B,)](
-        p, q,
-        drafts if drafts is not None else dummy, coins if coins is not None else dummy, u,
-        w if w is not None else dummy, tau_in if tau_in is not None else tau,
-        tau, tok, G, V, sp_b, sp_t, sq_b, sq_t,
-        MODE=mode, BLOCK_G=_pow2(max(G, 1)), BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma(),
-    )  # fmt: skip
-    return tau, tok
+def _layout(V: int) -> tuple[int, int, int]:
+    """``(block, chunk, n_chunks)`` of a row of ``V``: the chunk a power-of-two multiple of the block,
+    at most ``_MAX_CHUNKS`` chunks."""
+    block = min(_BLOCK_V, _pow2(V))
+    chunk = max(block, _pow2(-(-V // _MAX_CHUNKS)))
+    return block, chunk, -(-V // chunk)
 
 
 def _contig(*xs):
     return [x if x is None or x.stride(-1) == 1 else x.contiguous() for x in xs]
 
 
+def _draw(p, q, drafts, coins, u, mode: int, strides: tuple[int, int, int, int], G: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the (masses,) partials and search kernels of one step; ``(tau, token)``, both ``[B]`` long."""
+    B, V = drafts.shape[0], p.shape[-1]
+    block, chunk, nch = _layout(V)
+    dev = p.device
+    tau = torch.empty(B, dtype=torch.long, device=dev)
+    tok = torch.empty(B, dtype=torch.long, device=dev)
+    if B == 0:
+        return tau, tok
+    part = torch.empty((B, 2, nch), dtype=torch.float64, device=dev)
+    w = torch.empty(B, dtype=p.dtype, device=dev) if mode == 1 else part
+    z = part
+    opts = _no_fma()
+    bg = _pow2(max(G, 1))
+    if mode == 1 and G > 1:
+        z = torch.empty((B, G - 1, nch), dtype=torch.float64, device=dev)
+        _masses[(B, nch)](p, q, drafts, z, G, V, nch, *strides, BLOCK_G=bg, BLOCK_V=block, CHUNK=chunk, **opts)
+    bc = _pow2(nch)
+    _partials[(B, nch)](
+        p, q, drafts, coins, z, part, tau, w, G, V, nch, *strides,
+        MODE=mode, BLOCK_G=bg, BLOCK_V=block, BLOCK_C=bc, CHUNK=chunk, **opts,
+    )  # fmt: skip
+    _search[(B,)](p, q, drafts, u, part, tau, w, tok, G, V, nch, *strides, MODE=mode, BLOCK_V=block, BLOCK_C=bc, CHUNK=chunk, **opts)
+    return tau, tok
+
+
+def _chain_strides(p: torch.Tensor, q: torch.Tensor) -> tuple[int, int, int, int]:
+    return p.stride(0), p.stride(1), q.stride(0), q.stride(1)
+
+
 def token_chain_step(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fused twin of :func:`otspec_gpu.verifiers.chain.token_step`: one launch, one program per row.
+    """Fused twin of :func:`otspec_gpu.verifiers.chain.token_step`: two launches, the draw spread
+    over the chunks of ``V``.
 
     Parameters
     ----------
@@ -305,13 +439,42 @@ def token_chain_step(
         ``(tau, token)``, both ``[B]`` long.
     """
     p, q = _contig(p, q)
-    return _emit(p, q, drafts.contiguous(), coins.contiguous(), u.to(torch.float64).contiguous(), None, None, 0, False)
+    d = drafts.contiguous()
+    return _draw(p, q, d, coins.contiguous(), u.to(torch.float64).contiguous(), 0, _chain_strides(p, q), d.shape[1])
+
+
+def block_chain_step(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused twin of :func:`otspec_gpu.verifiers.chain.block_step`: three launches (the look-ahead
+    masses, then the decisions and the emission weights' chunk sums, then the draw).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, gamma + 1, V]`` and ``[B, gamma, V]`` probabilities (last dimension contiguous).
+    drafts : torch.Tensor
+        ``[B, gamma]`` long drafted tokens.
+    coins : torch.Tensor
+        ``[B, gamma]`` uniforms, one per position (dtype of ``p``).
+    u : torch.Tensor
+        ``[B]`` float64 uniforms of the residual / bonus draw.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(tau, token)``, both ``[B]`` long.
+    """
+    p, q = _contig(p, q)
+    d = drafts.contiguous()
+    return _draw(p, q, d, coins.contiguous(), u.to(torch.float64).contiguous(), 1, _chain_strides(p, q), d.shape[1])
 
 
 def token_single_step(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fused twin of :func:`otspec_gpu.verifiers.step.token.step`: one launch, one program per row.
+    """Fused twin of :func:`otspec_gpu.verifiers.step.token.step`: two launches; a row that accepts
+    its draft reads nothing of its ``[V]`` rows.
 
     Parameters
     ----------
@@ -330,60 +493,8 @@ def token_single_step(
         ``(accepted, token)``, both ``[B]`` long (accepted 1 where the draft is the output).
     """
     p, q = _contig(p, q)
-    return _emit(p, q, drafts[:, :1].contiguous(), coins[:, :1].contiguous(), u.contiguous(), None, None, 2, True)
-
-
-def block_masses(p: torch.Tensor, q: torch.Tensor, pr: torch.Tensor) -> torch.Tensor:
-    r"""Block verification's look-ahead masses :math:`Z_{i+1} = \sum_y (p_i\, p[:, i](y) - q[:, i](y))_+`,
-    ``i = 1..gamma-1``, one program per ``(row, position)`` (float64 accumulation).
-
-    Parameters
-    ----------
-    p, q : torch.Tensor
-        ``[B, gamma + 1, V]`` and ``[B, gamma, V]`` probabilities.
-    pr : torch.Tensor
-        ``[B, gamma]`` running ratios :math:`p_i` (dtype of ``p``).
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B, gamma - 1]`` masses, dtype of ``p``.
-    """
-    p, q = _contig(p, q)
-    B, G = pr.shape
-    Z = torch.empty((B, max(G - 1, 0)), dtype=p.dtype, device=p.device)
-    if B and G > 1:
-        V = p.shape[-1]
-        _kernel("masses")[(B, G - 1)](
-            p, q, pr.contiguous(), Z, G, V, p.stride(0), p.stride(1), q.stride(0), q.stride(1), BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma()
-        )
-    return Z
-
-
-def block_step(p: torch.Tensor, q: torch.Tensor, tau: torch.Tensor, weight: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    r"""Block verification's emission: one draw per row from :math:`(w\, p_\tau(\cdot) - q_\tau(\cdot))_+`
-    (``tau < gamma``) or the bonus row :math:`p_\gamma`, a residual of mass 0 falling back to :math:`p_\tau`.
-
-    Parameters
-    ----------
-    p, q : torch.Tensor
-        ``[B, gamma + 1, V]`` and ``[B, gamma, V]`` probabilities.
-    tau : torch.Tensor
-        ``[B]`` long accepted lengths.
-    weight : torch.Tensor
-        ``[B]`` running ratio :math:`p_\tau` (dtype of ``p``).
-    u : torch.Tensor
-        ``[B]`` float64 uniforms.
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B]`` long emitted tokens.
-    """
-    p, q = _contig(p, q)
-    B = tau.shape[0]
-    stub = torch.zeros((B, q.shape[1]), dtype=torch.long, device=p.device)  # only its shape is read (gamma)
-    return _emit(p, q, stub, None, u.to(torch.float64).contiguous(), weight.contiguous(), tau.contiguous(), 1, False)[1]
+    strides = (p.stride(0) if p.shape[0] > 1 else 0, 0, q.stride(0) if q.shape[0] > 1 else 0, 0)  # a shared row: stride 0
+    return _draw(p, q, drafts[:, :1].contiguous(), coins[:, :1].contiguous(), u.contiguous(), 2, strides, 1)
 
 
 def rrs_single_step(
@@ -425,7 +536,7 @@ def rrs_single_step(
     tok = torch.empty(B, dtype=torch.long, device=p.device)
     m = torch.full((B,), k, dtype=torch.long, device=p.device) if count is None else count.to(torch.long).contiguous()
     if B:
-        _kernel("rrs")[(B,)](
+        _rrs[(B,)](
             p, q, drafts.contiguous(), coins.contiguous(), u.contiguous(), m, tok, V,
             p.stride(0) if p.shape[0] > 1 else 0, q.stride(0) if q.shape[0] > 1 else 0,
             K=k, WOR=wor, BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma(),

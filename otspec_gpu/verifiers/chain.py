@@ -212,7 +212,7 @@ def token_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     -------
     {chain_step}
     """
-    if use_kernels(p):  # one fused launch (otspec_gpu.kernels.chain)
+    if use_kernels(p):  # two fused launches (otspec_gpu.kernels.chain)
         from otspec_gpu.kernels.chain import token_chain_step
 
         out = try_kernel(token_chain_step, p, q, drafts, coins, u)
@@ -344,10 +344,12 @@ def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     -------
     {chain_step}
     """
-    if use_kernels(p):
-        out = try_kernel(_block_step_fused, p, q, drafts, coins, u)
+    if use_kernels(p):  # three fused launches (otspec_gpu.kernels.chain)
+        from otspec_gpu.kernels.chain import block_chain_step
+
+        out = try_kernel(block_chain_step, p, q, drafts, coins, u)
         if out is not None:
-            return out
+            return _output(*out)
     B, g = drafts.shape
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)
@@ -369,22 +371,6 @@ def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
     tau = (passed * pos).amax(dim=1)  # last index that passes, 0 if none
     wt = torch.cat([torch.ones_like(pr[:, :1]), pr], dim=1).gather(1, tau.unsqueeze(-1))  # [B, 1] p_tau
     return _output(tau, sample_weights(_emission_weights(p, q, tau, wt), u))
-
-
-def _block_step_fused(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
-    """:func:`block_step` with its two passes over ``[B, V]`` rows in Triton (the look-ahead masses,
-    one program per row and position, and the emission draw); the ``[B, gamma]`` scalar work in torch."""
-    from otspec_gpu.kernels.chain import block_masses
-    from otspec_gpu.kernels.chain import block_step as emit
-
-    g = drafts.shape[1]
-    logp = _log_running_ratio(p, q, drafts)  # [B, g]
-    pr = torch.exp(logp)
-    h, _ = _block_h(logp, block_masses(p, q, pr))
-    pos = torch.arange(1, g + 1, device=p.device)
-    tau = ((coins < h) * pos).amax(dim=1)  # last index that passes, 0 if none
-    wt = torch.cat([torch.ones_like(pr[:, :1]), pr], dim=1).gather(1, tau.unsqueeze(-1)).squeeze(1)
-    return _output(tau, emit(p, q, tau, wt, u))
 
 
 @fill_doc

@@ -102,14 +102,106 @@ def test_token_chain_kernel_equals_torch_step(kdevice, dtype, coins_kind):
 def test_block_chain_kernels_equal_torch_step(kdevice, dtype):
     p, q, drafts = _chain(5, 3, 1100, dtype, kdevice, seed=3)
     coins, u = _uniforms(5, 3, dtype, kdevice, seed=4)
-    out = chain._block_step_fused(p, q, drafts, coins, u)
+    tau, tok = K.block_chain_step(p, q, drafts, coins, u)
     ref = chain.block_step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
-    assert torch.equal(out.accepted.cpu(), ref.accepted)
-    assert torch.equal(out.token.cpu(), ref.token)
+    assert torch.equal(tau.cpu(), ref.accepted)
+    assert torch.equal(tok.cpu(), ref.token)
 
 
+@pytest.fixture
+def small_layout(monkeypatch):
+    """Blocks of 64 and at most 4 chunks per row: V = 1 100 is 3 chunks of 8 blocks, so the draw
+    crosses chunks and the blocks inside one (the CUDA layout needs V in the tens of thousands for that)."""
+    monkeypatch.setattr(K, "_BLOCK_V", 64)
+    monkeypatch.setattr(K, "_MAX_CHUNKS", 4)
+    assert K._layout(1100) == (64, 512, 3)
+
+
+def test_layout_spreads_a_row_over_many_programs():
+    assert K._layout(49_152) == (1024, 1024, 48)
+    assert K._layout(128_256) == (1024, 1024, 126)
+    assert K._layout(262_144) == (1024, 2048, 128)
+    assert K._layout(3) == (4, 4, 1)
+
+
+@pytest.mark.parametrize("rule", ["token", "block"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_chain_kernels_across_chunks_equal_torch_step(kdevice, small_layout, rule, dtype):
+    """Row 0 has coins 0 (accepts where the rule can), row 1 coins near 1 (rejects where it can)."""
+    p, q, drafts = _chain(6, 4, 1100, dtype, kdevice, seed=21)
+    coins, u = _uniforms(6, 4, dtype, kdevice, seed=22)
+    coins[0] = 0.0
+    coins[1] = 1.0 - 1e-7
+    fused, ref_step = (K.token_chain_step, chain.token_step) if rule == "token" else (K.block_chain_step, chain.block_step)
+    tau, tok = fused(p, q, drafts, coins, u)
+    ref = ref_step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
+    assert torch.equal(tau.cpu(), ref.accepted)
+    assert torch.equal(tok.cpu(), ref.token)
+    assert len(set(ref.accepted.tolist())) > 1  # rows stop at different positions
+
+
+def test_block_chain_kernel_of_one_draft_equals_torch_step(kdevice):
+    """gamma = 1: no look-ahead mass (the masses launch is skipped), h_1 = p_1."""
+    p, q, drafts = _chain(6, 1, 300, torch.float64, kdevice, seed=23)
+    coins, u = _uniforms(6, 1, torch.float64, kdevice, seed=24)
+    tau, tok = K.block_chain_step(p, q, drafts, coins, u)
+    ref = chain.block_step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
+    assert torch.equal(tau.cpu(), ref.accepted)
+    assert torch.equal(tok.cpu(), ref.token)
+
+
+def test_draw_never_returns_a_token_of_weight_zero(kdevice, small_layout):
+    """The chunk sums say chunk 1 holds twice its mass (as rounding could, by a few ulps): the uniform
+    falls past the chunk's real running sum, and the draw takes the chunk's last index of positive
+    weight -- never one of the zero-weight indices at the chunk's end, never another chunk."""
+    V = 1100
+    block, chunk, nch = K._layout(V)
+    rng = np.random.default_rng(25)
+    p = torch.tensor(rng.dirichlet(np.full(V, 0.5))[None], device=kdevice)
+    q = torch.tensor(rng.dirichlet(np.full(V, 0.5))[None], device=kdevice)
+    p[0, 2 * chunk - 40 : 2 * chunk] = q[0, 2 * chunk - 40 : 2 * chunk]  # residual 0 on the last 40 of chunk 1
+    r = (p - q).clamp_min(0.0)[0].cpu()
+    sums = torch.stack([r[c * chunk : (c + 1) * chunk].sum() for c in range(nch)])
+    part = torch.zeros((1, 2, nch), dtype=torch.float64)
+    part[0, 0] = sums
+    part[0, 0, 1] *= 2.0
+    part[0, 1] = torch.stack([p[0, c * chunk : (c + 1) * chunk].cpu().sum() for c in range(nch)])
+    u = ((sums[0] + 1.5 * sums[1]) / part[0, 0].sum()).reshape(1)
+    tau = torch.zeros(1, dtype=torch.long, device=kdevice)  # single step, draft rejected
+    tok = torch.empty(1, dtype=torch.long, device=kdevice)
+    drafts = torch.zeros((1, 1), dtype=torch.long, device=kdevice)
+    part, u = part.to(kdevice), u.to(kdevice)
+    K._search[(1,)](
+        p,
+        q,
+        drafts,
+        u,
+        part,
+        tau,
+        part,
+        tok,
+        1,
+        V,
+        nch,
+        0,
+        0,
+        0,
+        0,
+        MODE=2,
+        BLOCK_V=block,
+        BLOCK_C=K._pow2(nch),
+        CHUNK=chunk,
+        **K._no_fma(),
+    )
+    positive = torch.nonzero(r[chunk : 2 * chunk] > 0).flatten()
+    assert int(tok) == chunk + int(positive[-1]) < 2 * chunk - 40
+
+
+@pytest.mark.parametrize("layout", ["default", "small"])
 @pytest.mark.parametrize("shared", [False, True], ids=["rows", "shared"])
-def test_single_step_token_kernel_equals_torch_step(kdevice, shared):
+def test_single_step_token_kernel_equals_torch_step(kdevice, shared, layout, request):
+    if layout == "small":
+        request.getfixturevalue("small_layout")
     rng = np.random.default_rng(5)
     n = 1 if shared else 6
     p = torch.tensor(rng.dirichlet(np.full(1030, 0.5), size=n), device=kdevice)
@@ -178,8 +270,7 @@ def test_chain_kernels_draw_the_exact_conditional_law(kdevice, rule):
         tau, tok = K.token_chain_step(p, q, drafts, coins, u)
         law = chain.token_conditional(p[:1].cpu(), q[:1].cpu(), drafts[:1].cpu())[0]
     else:
-        out = chain._block_step_fused(p, q, drafts, coins, u)
-        tau, tok = out.accepted, out.token
+        tau, tok = K.block_chain_step(p, q, drafts, coins, u)
         law = chain.block_conditional(p[:1].cpu(), q[:1].cpu(), drafts[:1].cpu())[0]
     counts = np.bincount((tau * V + tok).cpu().numpy(), minlength=(g + 1) * V)
     _check_counts(counts, law.reshape(-1).numpy(), n)
