@@ -158,6 +158,20 @@ class CalibrationBins:
     def __repr__(self) -> str:
         return f"CalibrationBins(bins={self.count.size}, N={int(self.count.sum())}, z_overall={self.z_overall:.3g}, binary={self.binary})"
 
+    def _repr_html_(self) -> str:
+        """The bins as an HTML table (Jupyter shows it in place of the ``repr``)."""
+        from otspec._display import html_table
+
+        level = f"{100 * self.confidence:g}%"
+        header = ("bin", "count", "mean expected", "mean realized", f"{level} low", f"{level} high")
+        cols = (self.mean_expected, self.mean_realized, self.ci_low, self.ci_high)
+        rows = [
+            (f"[{self.edges[b]:.4g}, {self.edges[b + 1]:.4g}]", int(self.count[b]), *(f"{c[b]:.4g}" for c in cols))
+            for b in range(self.count.size)
+        ]
+        caption = f"CalibrationBins: N = {int(self.count.sum())}, z_overall = {self.z_overall:.3g}"
+        return html_table(header, rows, caption=caption)
+
 
 def _wilson(successes: float, n: int, z: float) -> tuple[float, float]:
     phat = successes / n

@@ -24,7 +24,7 @@ from otspec.verifiers import block as _block
 from otspec.verifiers import token_chain as _token_chain
 from otspec.verifiers import tree as _tree
 
-__all__ = ["ComparisonRow", "compare", "BlockReport", "block_report", "LP_AUTO_MAX_NONZEROS"]
+__all__ = ["ComparisonRow", "ComparisonTable", "compare", "BlockReport", "block_report", "LP_AUTO_MAX_NONZEROS"]
 
 #: ``block_report(lp="auto")`` solves an LP only below this many constraint-matrix nonzeros (a
 #: few seconds on the project machine).
@@ -73,7 +73,22 @@ class ComparisonRow:
     reason: str = ""
 
 
-def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None) -> list[ComparisonRow]:
+class ComparisonTable(list):
+    """What :func:`compare` returns: a plain ``list`` of :class:`ComparisonRow`, shown as an HTML
+    table in Jupyter (``_repr_html_``); its ``repr``, equality and indexing are the list's.
+    """
+
+    def _repr_html_(self) -> str:
+        """The rows as an HTML table (Jupyter shows it in place of the ``repr``)."""
+        from otspec._display import html_table
+
+        header = ("verifier", "acceptance", "how", "CI low", "CI high", "optimum", "shortfall", "% of optimum", "lossless")
+        rows = [(r.name, r.acceptance, r.how, r.ci_low, r.ci_high, r.optimum, r.shortfall, r.percent_of_optimum, r.lossless) for r in self]
+        notes = [f"{r.name}: {r.reason}" for r in self if r.reason]
+        return html_table(header, rows, notes=notes)
+
+
+def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None) -> ComparisonTable:
     r"""Acceptance of every verifier in :data:`ALL` that applies to ``law``, against the optimum.
 
     ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``. Each verifier's
@@ -96,8 +111,9 @@ def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 
 
     Returns
     -------
-    list of ComparisonRow
-        One row per applicable verifier of :data:`otspec.verifiers.ALL`, in table order.
+    ComparisonTable
+        A list of :class:`ComparisonRow`, one per applicable verifier of
+        :data:`otspec.verifiers.ALL`, in table order (an HTML table in Jupyter).
 
     Raises
     ------
@@ -116,7 +132,7 @@ def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 
     if optimum is None:
         optimum = float(optimal_acceptance(p, law).value)
     optimum = float(optimum)
-    rows = []
+    rows = ComparisonTable()
     for v in ALL:
         if not v.applies_to(law):
             continue
@@ -149,6 +165,16 @@ class BlockReport:
 
     rows: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        """The rows as an HTML table, the skipped computations under it (Jupyter shows it in
+        place of the ``repr``)."""
+        from otspec._display import html_table
+
+        header = ("verifier", "how", "E[tau]", "block efficiency", "status", "seconds")
+        keys = ("verifier", "how", "expected_accepted", "block_efficiency", "status", "seconds")
+        rows = [tuple(r.get(k) for k in keys) for r in self.rows]
+        return html_table(header, rows, notes=[f"skipped: {s}" for s in self.skipped])
 
 
 def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str = "auto", memory_cap: float | None = None) -> BlockReport:

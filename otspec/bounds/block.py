@@ -109,6 +109,21 @@ class BlockOptimumResult:
             f"joint_coupling_bound={self.joint_coupling_bound:.12g}, gamma={self.gamma}, V={self.V}, k={self.k}, gap={self.gap:.2e})"
         )
 
+    def _repr_html_(self) -> str:
+        """The result as an HTML table (Jupyter shows it in place of the ``repr``)."""
+        from otspec._display import fields_table
+
+        fields = [("E[tau] (value)", f"{self.value:.12g}"), ("block efficiency", f"{self.block_efficiency:.12g}")]
+        fields += [("method", self.method), ("status", self.status), ("joint coupling bound", f"{self.joint_coupling_bound:.12g}")]
+        fields += [
+            ("gamma", self.gamma),
+            ("V", self.V),
+            ("k", self.k),
+            ("gap", f"{self.gap:.2e}"),
+            ("error bound", f"{self.error_bound:.2e}"),
+        ]
+        return fields_table("BlockOptimumResult", fields)
+
     def to_dict(self) -> dict:
         """JSON-ready summary (the plan is left out, as in :meth:`otspec.AcceptanceResult.to_dict`).
 

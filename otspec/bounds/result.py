@@ -306,6 +306,18 @@ class AcceptanceResult:
             f"gap={gap}, error_bound={self.error_bound:.2e}, cut={cut}, plan={plan}, law={self.law!r})"
         )
 
+    def _repr_html_(self) -> str:
+        """The result as an HTML table (Jupyter shows it in place of the ``repr``)."""
+        from otspec._display import fields_table
+
+        cut = self.cut.tolist() if self.cut.size <= 8 else f"{self.cut.size} tokens"
+        gap = f"{self.gap:.2e}" if self.gap is not None else f"none ({self.gap_reason})" if self.gap_reason else None
+        lower = None if self.lower_bound is None else f"{self.lower_bound:.12g}"
+        fields = [("value", f"{self.value:.12g}"), ("method", self.method), ("status", self.status), ("gap", gap)]
+        fields += [("error bound", f"{self.error_bound:.2e}"), ("lower bound", lower), ("cut", cut)]
+        fields += [("plan", self.plan is not None), ("law", self.law)]
+        return fields_table("AcceptanceResult", fields)
+
     def to_dict(self) -> dict:
         """JSON-ready summary (the plan is left out).
 

@@ -118,3 +118,14 @@ class AuditReport:
     def __repr__(self) -> str:
         rows = ", ".join(f"{r.name}={r.verdict}" for r in self.properties)
         return f"AuditReport({self.verifier!r}, {rows})"
+
+    def _repr_html_(self) -> str:
+        """The report as an HTML table, one row per property (Jupyter shows it in place of the ``repr``)."""
+        from otspec._display import html_table
+
+        rows = [(r.name, r.verdict, r.checked, r.summary) for r in self.properties]
+        claim = "lossless" if self.lossless_claim else "approximate"
+        verdict = "ok" if self.ok else "FAILED"
+        caption = f"audit of {self.verifier} ({self.form}, claims {claim}, seed {self.seed}): {verdict}"
+        notes = [f"{r.name}: smallest counterexample {r.counterexample.problem}" for r in self.properties if r.counterexample is not None]
+        return html_table(("property", "verdict", "checked", "summary"), rows, caption=caption, notes=notes)

@@ -21,7 +21,7 @@ GPU_ROOT = ROOT.parent / "otspec_gpu"
 
 #: Lowest layer first. A module imports only from layers with an index <= its own.
 LAYERS = [
-    ("otspec._tolerances", "otspec.errors", "otspec._docs"),
+    ("otspec._tolerances", "otspec.errors", "otspec._docs", "otspec._display"),
     ("otspec._validation", "otspec.sampling"),
     ("otspec._race", "otspec.stats"),
     ("otspec.laws", "otspec.models", "otspec.prefixes", "otspec.synthetic", "otspec.io"),
