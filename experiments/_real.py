@@ -161,3 +161,33 @@ def draft_paths(target, draft, contexts, gamma: int, temperature: float, seed: i
         lt = target.logits(torch.tensor([list(ids) + path]))[0, len(ids) - 1 :]
         out.append((softmax64(lt.numpy(), temperature), np.stack(q_rows), np.array(path, dtype=np.int64)))
     return out
+
+
+def prompt_token_ids(target, prompts, seed: int, *, quick: bool = False) -> list[list[int]]:
+    """Token ids of :class:`_prompts.Prompt` objects for the decoder (chat template where the prompt
+    asks for it); 4 random ids each for the tokenizer-less tiny models of ``--quick`` runs."""
+    import _prompts
+
+    rng = np.random.default_rng(seed)
+    if quick or target.tokenizer is None:
+        return [[int(x) for x in rng.integers(0, target.vocab_size, 4)] for _ in prompts]
+    return [_prompts.encode(target, p) for p in prompts]
+
+
+def select_prompts(name: str, n: int | None = None, n_humaneval: int | None = None, seed: int = 0):
+    """The prompt set ``name`` (``own`` / ``humaneval`` / ``all``) of ``experiments/_prompts.py``;
+    with ``n``, a seeded subset of ``n`` prompts stratified by domain (each domain keeps its share,
+    prompts in their original order)."""
+    import _prompts
+
+    allp = _prompts.prompt_set(name, n_humaneval)
+    if n is None or n >= len(allp):
+        return allp
+    rng = np.random.default_rng(seed)
+    domains = list(dict.fromkeys(p.domain for p in allp))
+    keep = set()
+    for i, d in enumerate(domains):
+        idx = [j for j, p in enumerate(allp) if p.domain == d]
+        share = n * (i + 1) // len(domains) - n * i // len(domains)
+        keep.update(rng.choice(idx, size=min(share, len(idx)), replace=False).tolist())
+    return [p for j, p in enumerate(allp) if j in keep]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
@@ -110,11 +111,26 @@ def test_exp2_block_vs_token(tmp_path):
 def test_exp3_multidraft_sequences(tmp_path):
     _needs_harness()
     d = run_in_process("exp3_multidraft_sequences.py", tmp_path)
-    runs = {(r["verifier"], r["k"]): r for r in d["runs"]}
-    one = runs[("kseq", 1)]
-    assert abs(one["be_exact_kseq"] - one["be_exact_rrs"]) < FLOAT64_ATOL  # one sequence: both rules are token verification
-    assert all(r["be_exact_kseq"] >= 1 and r["records"] > 0 for r in d["runs"])
-    assert len(list(tmp_path.glob("trace_tree_*.safetensors"))) == len(d["runs"])
+    runs = {(r["rule"], r["k"], r["gamma"], r["tokens"]): r for r in d["runs"]}
+    one = runs[("kseq", 1, 2, 8)]
+    assert one["kseq_minus_rrs_same_trees"]["value"] == 0.0  # one sequence: both rules are token verification
+    assert all(r["be_exact_own"]["value"] >= 1 and r["records"] > 0 for r in d["runs"])
+    assert len(list(tmp_path.glob("trace_tree_*.safetensors"))) == len({(r["rule"], r["k"], r["gamma"]) for r in d["runs"]})
+    ids = [p["id"] for p in d["prompts"]]
+    for r in d["runs"]:  # every round carries its prompt; intervals are over those prompts
+        s = r["samples"]
+        assert len(s["prompt"]) == len(s["tau"]) == r["records"] and set(s["prompt"]) == set(range(len(ids)))
+        assert r["be_exact_own"]["n_clusters"] == len(ids) and r["be_exact_own"]["n"] == r["records"]
+        own = np.asarray(s["e_kseq"] if r["rule"] == "kseq" else s["e_rrs"])
+        assert abs(r["be_exact_own"]["value"] - (1 + own.mean())) < 1e-5  # the run's own rule, its own rounds
+        lo, hi = r["be_exact_own"]["low"], r["be_exact_own"]["high"]
+        assert lo <= r["be_exact_own"]["value"] <= hi
+    comps = {c["comparison"]: c for c in d["comparisons"]}
+    c = comps["K-SEQ / RRS, k=2, L=2"]
+    ratio = runs[("kseq", 2, 2, 8)]["be_exact_own"]["value"] / runs[("rrs", 2, 2, 8)]["be_exact_own"]["value"]
+    assert abs(c["exact"]["value"] - ratio) < 1e-5 and c["exact"]["low"] <= ratio <= c["exact"]["high"]
+    # runs on independent seeds: K-SEQ and RRS at the same (k, L) draft different trees
+    assert runs[("kseq", 2, 2, 8)]["samples"]["e_kseq"] != runs[("rrs", 2, 2, 8)]["samples"]["e_kseq"]
 
 
 def test_exp4_calibration(tmp_path):
