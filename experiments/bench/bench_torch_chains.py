@@ -19,7 +19,9 @@ Every time is the median of ``--repeats`` runs.
 
 CUDA rows (``--devices cuda``; default: added when a GPU is present): chains and trees at gamma 4
 (and 8), V in {49 152, 128 256, 262 144}, B in {1, 64}, float32, ``sample(..., validate=False)``
-timed with CUDA events around back-to-back calls; beside each, in the same run, ``graph`` (the same
+timed with CUDA events around back-to-back calls; beside each, in the same run, ``step`` (the chains'
+pure step ``token_step`` / ``block_step`` on uniforms drawn once: the kernels and the Python around
+them, without the checks and the two ``torch.rand`` draws), ``graph`` (the same
 call replayed from a captured CUDA graph, :mod:`otspec_gpu.graphs`; chains and the masked rrs /
 rrs_wor trees), ``formula`` (a
 minimal no-sync token chain written from the formula, ``_gpu_baselines.py``) and ``formula graph``
@@ -188,11 +190,14 @@ def cuda_rows(V, g, B, gen, trees: bool) -> list[dict]:
     t_f = 1e3 * cuda_time(lambda: formula_token_chain(p, q, x, generator=gen), dev)
     f_graph = _graph_ms(formula_token_chain, (p, q, x), gen)
     out = []
-    for rule, samp in (("token", chain.token_sample), ("block", chain.block_sample)):
+    coins = torch.rand((B, g), generator=gen, device=dev)
+    u = torch.rand(B, generator=gen, dtype=torch.float64, device=dev)
+    for rule, samp, step in (("token", chain.token_sample, chain.token_step), ("block", chain.block_sample, chain.block_step)):
         t = 1e3 * cuda_time(lambda samp=samp: samp(p, q, x, generator=gen, validate=False), dev)
+        t_step = 1e3 * cuda_time(lambda step=step: step(p, q, x, coins, u), dev)
         gr = _graph_ms(samp, (p, q, x), gen, validate=False)
         out.append(
-            {"device": dev, "kind": "chain", "rule": rule, "B": B, "V": V, "gamma": g, "k": 1, "torch_ms": t,
+            {"device": dev, "kind": "chain", "rule": rule, "B": B, "V": V, "gamma": g, "k": 1, "torch_ms": t, "step_ms": t_step,
              "graph_ms": gr, "formula_ms": t_f, "formula_graph_ms": f_graph, "x_formula": t / t_f}
         )  # fmt: skip
     if trees:
@@ -226,10 +231,10 @@ def cuda_table(rows: list[dict]) -> str:
         return "-" if x is None else (x if isinstance(x, str) else f"{1e3 * x:.0f}")
 
     return markdown_table(
-        ["verifier", "k", "gamma", "V", "B", "torch (us)", "graph (us)", "formula (us)", "formula graph (us)", "x formula"],
+        ["verifier", "k", "gamma", "V", "B", "torch (us)", "step (us)", "graph (us)", "formula (us)", "formula graph (us)", "x formula"],
         [
-            [f"{r['kind']}:{r['rule']}", r["k"], r["gamma"], r["V"], r["B"], us(r["torch_ms"]), us(r["graph_ms"]), us(r["formula_ms"]),
-             us(r["formula_graph_ms"]), f"{r['x_formula']:.1f}x"]
+            [f"{r['kind']}:{r['rule']}", r["k"], r["gamma"], r["V"], r["B"], us(r["torch_ms"]), us(r.get("step_ms")), us(r["graph_ms"]),
+             us(r["formula_ms"]), us(r["formula_graph_ms"]), f"{r['x_formula']:.1f}x"]
             for r in rows
         ],
     )  # fmt: skip

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# GPU checks of the torch verifiers, from the repository root: the CUDA tests of tests/gpu
-# (pytest -k cuda), then the CUDA rows of bench_torch_verifiers.py and bench_torch_chains.py, each
-# writing JSON + markdown under $OUT. About 2-3 minutes on one H100/H200; every phase has its own
-# timeout (70 + 2 x 45 + 3 x 25 = 235 s at most) so one slow phase cannot starve the others. Without CUDA it prints
-# why and exits 0 (nothing to check).
+# GPU checks of the torch verifiers, from the repository root: the CUDA rows of bench_torch_chains.py
+# (token / block chain, gamma 4, V 49 152 / 128 256 / 262 144, B 1 / 64, beside the same-run
+# formula step and its CUDA-graph replay) and of bench_torch_verifiers.py (single-step rules, B 1 /
+# 64), each writing JSON + markdown under $OUT, then the CUDA tests of tests/gpu (pytest -k cuda;
+# the corpus tests are left out: they need pyarrow / ray). Every phase has its own timeout
+# (3 x 40 + 2 x 45 + 150 = 360 s at most; about 3-4 minutes on one H100/H200, Triton compiling
+# the kernels on first use) so one slow phase cannot starve the others. Without CUDA it prints why
+# and exits 0 (nothing to check).
 #
 #   OUT=/tmp/gpu_out bash experiments/bench/gpu_checks.sh      (PYTHON defaults to python3; a venv's python for a CPU dry run)
 set -uo pipefail
@@ -32,8 +35,10 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 } > "$OUT/env.txt"
 cat "$OUT/env.txt"
 rc=0
-timeout "${TEST_TIMEOUT:-70}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
-tail -25 "$OUT/tests.txt"
+for V in 49152 128256 262144; do
+    timeout "${CHAIN_TIMEOUT:-40}" "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
+        --out "$OUT/chains_V$V" > "$OUT/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$OUT/chains_V$V.log"; }
+done
 # optimal_iid / khisti build their state on the host (not a target of these rows): left out
 RULES="token kseq rrs rrs_wor greedy_optimal spechub nss naive approximate"
 for B in 1 64; do
@@ -41,9 +46,8 @@ for B in 1 64; do
     timeout 45 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" --verifiers $RULES \
         --out "$OUT/verifiers_B$B" > "$OUT/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$OUT/verifiers_B$B.log"; }
 done
-for V in 49152 128256 262144; do
-    timeout 25 "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
-        --out "$OUT/chains_V$V" > "$OUT/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$OUT/chains_V$V.log"; }
-done
-for f in "$OUT"/verifiers_B*/*.md "$OUT"/chains_V*/*.md; do [ -f "$f" ] && cat "$f"; done
+for f in "$OUT"/chains_V*/*.md "$OUT"/verifiers_B*/*.md; do [ -f "$f" ] && cat "$f"; done
+timeout "${TEST_TIMEOUT:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" \
+    --ignore=tests/gpu/test_corpus.py --ignore=tests/gpu/test_corpus_ray.py tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
+tail -25 "$OUT/tests.txt"
 exit $rc

@@ -124,6 +124,47 @@ def test_layout_spreads_a_row_over_many_programs():
     assert K._layout(3) == (4, 4, 1)
 
 
+def _ptxas_available() -> bool:
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        return get_ptxas(90).path is not None
+    except Exception:  # noqa: BLE001 - no NVIDIA backend in this Triton build
+        return False
+
+
+@pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["token-chain", "block-chain", "single-token"])
+def test_chain_kernels_compile_for_a_gpu_target(mode):
+    """The interpreter does not lower the kernels: compile them ahead of time for sm_90 (Triton's
+    bundled ptxas, no GPU needed), float32 chains / float64 single step, the CUDA layout of V 49 152."""
+    if not _ptxas_available():
+        pytest.skip("Triton's NVIDIA backend (ptxas) is not available")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    P = "*fp32" if mode != 2 else "*fp64"
+    strides = dict.fromkeys(("sp_b", "sp_t", "sq_b", "sq_t"), "i32")
+    ptrs = {"p_ptr": P, "q_ptr": P, "d_ptr": "*i64"}
+    w = {"w_ptr": P if mode == 1 else "*fp64"}
+    block, chunk, nch = K._layout(49_152)
+    kernels = [
+        (K._partials, {**ptrs, "c_ptr": P, "z_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w},
+         {"MODE": mode, "BLOCK_G": 4, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
+        (K._search, {**ptrs, "u_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w, "tok_ptr": "*i64"},
+         {"MODE": mode, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
+    ]  # fmt: skip
+    if mode == 1:
+        kernels.append((K._masses, {**ptrs, "z_ptr": "*fp64"}, {"BLOCK_G": 4, "BLOCK_V": block, "CHUNK": chunk}))
+    for fn, sig, consts in kernels:
+        sig = {**sig, "G": "i32", "V": "i32", "NCH": "i32", **strides, **dict.fromkeys(consts, "constexpr")}
+        compiled = triton.compile(
+            ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": False}
+        )
+        assert "cubin" in compiled.asm
+
+
 @pytest.mark.parametrize("rule", ["token", "block"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 def test_chain_kernels_across_chunks_equal_torch_step(kdevice, small_layout, rule, dtype):
