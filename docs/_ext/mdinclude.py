@@ -1,4 +1,4 @@
-"""``.. mdinclude:: PATH`` renders a Markdown file (or the directive's own Markdown content) in an
+r"""``.. mdinclude:: PATH`` renders a Markdown file (or the directive's own Markdown content) in an
 reStructuredText page: pipe tables become real tables, ``code`` and **bold** render, and headings
 become rubrics so that an included report never adds sections to the page that includes it.
 
