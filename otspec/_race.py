@@ -56,6 +56,8 @@ exact and leaves :math:`Q(H^k)` unchanged (:func:`_rescale_exponent`).
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -151,6 +153,51 @@ def _prefix_sums(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return Q, lam
 
 
+def _blocked_prefix(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(X, units)``: the prefix sums ``X[i] = sum(x[:i])``, i = 0..V, of nonnegative ``x`` in
+    float64 by two levels (within blocks of B, then the block totals), and their rounding in units
+    of u: every ``X[i]`` is within ``units * u * X[i]`` of the exact sum (B + nb instead of V for
+    one sequential sum; an extended-precision cumsum costs ~20x more)."""
+    V = x.size
+    B = 1 << max(3, math.ceil(0.5 * math.log2(max(V, 1))))
+    nf = V // B  # full blocks; the rest (< B entries) is one more block
+    out = np.empty(V + 1)  # the only array of size V (fresh pages cost more than the sums)
+    out[0] = 0.0
+    full = out[1 : 1 + nf * B].reshape(nf, B)
+    np.cumsum(x[: nf * B].reshape(nf, B), axis=1, out=full)
+    np.cumsum(x[nf * B :], out=out[1 + nf * B :])
+    if nf:
+        off = np.cumsum(out[B : nf * B + 1 : B])  # totals of the full blocks
+        full[1:] += off[:-1, None]
+        out[1 + nf * B :] += off[-1]
+    return out, B + nf + 3
+
+
+def _pairwise_units(n: int) -> int:
+    """Rounding of numpy's pairwise float64 sum of n nonnegative terms, in units of u (blocks of 8
+    summed in order up to 128 terms, then halving)."""
+    return 16 + max(0, math.ceil(math.log2(max(n, 1) / 128))) + 2
+
+
+def _top_values(x: np.ndarray, k: int) -> np.ndarray:
+    """The k largest entries of ``x`` (nonnegative) in descending order, zero padded: the k-th
+    largest block maximum is a threshold every one of them reaches, so only the entries above it
+    are sorted (two passes over x instead of a partition)."""
+    out = np.zeros(k)
+    if x.size <= 8 * k + 64:
+        v = -np.sort(-x)[:k]
+        out[: v.size] = v
+        return out
+    nb = max(k, min(1024, x.size // 64))
+    blk = x.size // nb
+    bm = x[: nb * blk].reshape(nb, blk).max(axis=1)
+    thr = float(np.partition(bm, nb - k)[nb - k])
+    v = x[x >= thr]
+    v = -np.sort(-v)[:k]
+    out[: v.size] = v
+    return out
+
+
 def _top_block(n: int) -> int:
     """Block length for :func:`_block_top`: about 1024 blocks (a Python loop over blocks), exact
     (length 1) for small n."""
@@ -167,16 +214,208 @@ def _block_top(q: np.ndarray, k: int, block: int) -> np.ndarray:
     pad = np.zeros(nb * block)
     pad[:V] = q
     blocks = pad.reshape(nb, block)
+    # A block whose maximum is at most the k-th largest of the earlier blocks' maxima (a lower
+    # bound on the running k-th largest entry) leaves the running top-k as it is: only the others
+    # are merged.
+    bm = blocks.max(axis=1)
+    heap: list[float] = []
+    flagged = []
+    for b, m in enumerate(bm.tolist()):
+        if len(heap) < k or m > heap[0]:
+            flagged.append(b)
+        if len(heap) < k:
+            heapq.heappush(heap, m)
+        elif m > heap[0]:
+            heapq.heapreplace(heap, m)
     kk = min(k, block)
-    part = -np.partition(-blocks, kk - 1, axis=1)[:, :kk] if kk < block else blocks.copy()
+    sel = blocks[flagged]
+    part = -np.partition(-sel, kk - 1, axis=1)[:, :kk] if kk < block else sel.copy()
     part = -np.sort(-part, axis=1)
-    top = np.zeros((nb + 1, k))
+    rows = np.zeros((len(flagged) + 1, k))
     cur = np.zeros(k)
-    for b in range(nb):
-        merged = np.concatenate([cur, part[b]])
+    for n in range(len(flagged)):
+        merged = np.concatenate([cur, part[n]])
         cur = -np.sort(-merged)[:k]
-        top[b + 1] = cur
-    return top
+        rows[n + 1] = cur
+    # row b + 1 of the result is the state after the last flagged block <= b
+    last = np.zeros(nb + 1, dtype=np.int64)
+    last[np.asarray(flagged, dtype=np.int64) + 1] = np.arange(1, len(flagged) + 1)
+    return rows[np.maximum.accumulate(last)]
+
+
+# ----------------------------------------------------------------------------------------------
+# The base: every token before the first requested prefix, summarised once per node
+# ----------------------------------------------------------------------------------------------
+#: A token of the base whose exponent q t stays <= this on a chunk's nodes enters through the
+#: moments of q (:class:`_Base`); the others through the Poisson-binomial step.
+_BASE_DELTA = 0.25
+#: Moments of the base's small tokens over all of them up to this power (then only the tokens
+#: whose power is still >= _MOMENT_DROP).
+_DENSE_POWERS = 4
+#: Relative truncation error of the moment series (``_moment_plan``), far below the target.
+_BASE_SERIES_RTOL = 1e-20
+#: The base is split off when it holds at least this many tokens ...
+_BASE_MIN_TOKENS = 512
+#: ... k is at most this (the moment series then needs <= ~100 moments) ...
+_BASE_MAX_K = 32
+#: ... and at most this many of its tokens take the Poisson-binomial step (a loop over them).
+_BASE_MAX_BIG = 1024
+#: Powers of the scaled rates below this are dropped from the higher moments (each dropped token
+#: moves a moment by less than this, against a moment >= 1; counted in the error).
+_MOMENT_DROP = 1e-30
+
+
+@lru_cache(maxsize=64)
+def _moment_plan(k: int) -> tuple[int, np.ndarray, float]:
+    r"""Series length S, coefficients ``a[m, s]`` of :math:`((e^z - 1)/z)^m = \sum_s a_{m,s} z^s`
+    (m = 0..k-1, s = 0..S) and the relative truncation bound rho.
+
+    Coefficientwise :math:`(e^z - 1)/z \le e^z`, so :math:`a_{m,s} \le m^s / s!` and, for
+    :math:`0 \le z \le \delta`, the omitted terms are at most :math:`z^m \rho` with
+    :math:`\rho = (m\delta)^{S+1} / (S+1)! \,/\, (1 - m\delta/(S+2))`."""
+    md = (k - 1) * _BASE_DELTA
+    S, term = 0, md
+    while True:  # term = (m delta)^(S+1) / (S+1)!
+        rho = term / (1.0 - md / (S + 2))
+        if md / (S + 2) < 0.5 and rho <= _BASE_SERIES_RTOL:
+            break
+        S += 1
+        term *= md / (S + 1)
+    g = np.array([1.0 / math.factorial(s + 1) for s in range(S + 1)])  # (e^z - 1)/z
+    a = np.zeros((k, S + 1))
+    a[0, 0] = 1.0
+    for m in range(1, k):
+        a[m] = np.convolve(a[m - 1], g)[: S + 1]
+    return S, a, rho
+
+
+def _exp_series(L: np.ndarray) -> np.ndarray:
+    r"""Coefficients 0..k-1 of :math:`\exp(\sum_{m \ge 1} L_m w^m)`, rows of ``L`` (k, T) (row 0
+    unused): :math:`E_j = \frac1j \sum_{m=1}^{j} m L_m E_{j-m}`."""
+    k = L.shape[0]
+    E = np.zeros_like(L)
+    E[0] = 1.0
+    for j in range(1, k):
+        acc = np.zeros(L.shape[1])
+        for m in range(1, j + 1):
+            acc += (m * L[m]) * E[j - m]
+        E[j] = acc / j
+    return E
+
+
+class _Base:
+    r"""The law of :math:`N_B(t)`, the arrivals among a fixed token set B (the tokens before the
+    first requested prefix), truncated to 0..k-1, at a chunk of nodes: O(|B|) work per chunk
+    instead of O(k |B|) per node.
+
+    At a chunk whose largest node is :math:`t_{max}`, a token with :math:`q t_{max} \le \delta`
+    (``_BASE_DELTA``) is *small*. For the small tokens, with :math:`c_x = e^{q_x t} - 1`,
+
+    .. math:: \sum_j P(N = j) w^j = e^{-q t} \prod_x (1 + c_x w)
+              = e^{-q t} \exp\Big(\sum_{m \ge 1} \frac{(-1)^{m+1}}{m} \sum_x c_x^m w^m\Big),
+
+    and :math:`\sum_x c_x^m = \sum_s a_{m,s} t^{m+s} \sum_x q_x^{m+s}` (:func:`_moment_plan`): the
+    power sums of q, computed once, give every node. The few other tokens take the
+    Poisson-binomial step (convex combinations). Error per node (``state``'s second result, an
+    absolute bound on :math:`\sum_j |P_j - \text{exact}|`): the series truncation (rigorous,
+    relative rho on each :math:`\sum_x c_x^m`) and the dropped powers, propagated to first order
+    through the exponential by the same recurrence on :math:`|L_m|`
+    (:math:`|\delta E_j| \le j \eta\, E^{|L|}_j`), plus a first-order rounding estimate.
+    """
+
+    def __init__(self, q: np.ndarray, k: int):
+        self.q = q if q.size and q.min() > 0 else q[q > 0]
+        self.k = k
+        self.S, self.a, self.rho = _moment_plan(k)
+        self.R = k - 1 + self.S
+        self.theta = -1.0  # the split in use (none yet)
+
+    def _split(self, t_max: float) -> None:
+        """Small/big split for a chunk reaching ``t_max`` and the small tokens' scaled moments.
+        The split is made with room for t up to ``e * t_max`` (the a-posteriori tail check often
+        adds a few nodes), so a later chunk within that range reuses it."""
+        if self.theta >= 0 and self.theta * t_max <= _BASE_DELTA:
+            return
+        self.theta = _BASE_DELTA / (math.e * t_max)
+        big = self.q > self.theta
+        nbig = int(np.count_nonzero(big))
+        self.big = self.q[big] if nbig else self.q[:0]
+        small = self.q[~big] if nbig else self.q
+        self.n_small = small.size
+        if not small.size:
+            return
+        self.qsum = float(small.sum())
+        self.qsum_units = _pairwise_units(small.size)
+        self.th = float(small.max())
+        M = np.zeros(self.R + 1)
+        x = small * (1.0 / self.th)  # in (0, 1] up to rounding, max 1: every moment >= 1
+        M[0] = small.size
+        M[1] = x.sum()
+        # Powers over every token up to _DENSE_POWERS; from there on only the tokens with
+        # x^_DENSE_POWERS >= _MOMENT_DROP count (the others add < _MOMENT_DROP each to a moment
+        # >= 1: counted in eta), and so on at every doubling.
+        pw = x * x
+        r, n_drop = 2, 0
+        while r <= self.R:
+            M[r] = pw.sum()
+            if r == self.R:
+                break
+            if r & (r - 1) == 0 and r >= _DENSE_POWERS:
+                keep = pw >= _MOMENT_DROP
+                n_drop += int(keep.size - np.count_nonzero(keep))
+                pw, x = pw[keep], x[keep]
+            pw *= x
+            r += 1
+        self.M = M
+        self.eta = self.rho + n_drop * _MOMENT_DROP + (2 * self.R + math.log2(small.size + 1) + 10) * _U
+
+    def state(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(P, err)``: P[j, n] = P(N_B(t_n) = j), j < k, and the error bound per node."""
+        k, T = self.k, t.size
+        self._split(float(t.max()))
+        P = np.zeros((k, T))
+        err = np.zeros(T)
+        if self.n_small:
+            u = self.th * t  # <= delta at every node of the chunk (see _split)
+            W = np.empty((self.R + 1, T))
+            W[0] = 1.0
+            for r in range(1, self.R + 1):
+                np.multiply(W[r - 1], u, out=W[r])
+            W *= self.M[:, None]  # W[r] = t^r sum_x q_x^r
+            Lab = np.zeros((k, T))
+            for m in range(1, k):
+                Lab[m] = (self.a[m] @ W[m : m + self.S + 1]) / m
+            sign = np.where(np.arange(k) % 2 == 1, 1.0, -1.0)[:, None]
+            E = _exp_series(Lab * sign)
+            Eab = _exp_series(Lab)
+            Z = t * self.qsum
+            ez = np.exp(-Z)
+            np.multiply(np.maximum(E, 0.0), ez, out=P)  # the exact coefficients are >= 0
+            j = np.arange(k)[:, None]
+            rel = j * self.eta + (j * (j + 5) / 2 + 4 + (self.qsum_units + 3) * Z) * _U
+            err = (Eab * rel).sum(axis=0) * ez
+        else:
+            P[0] = 1.0
+        mass = P.sum(axis=0) + err
+        for x in self.big:  # the Poisson-binomial step: convex combinations, no overflow
+            z = x * t
+            a = np.exp(-z)
+            b = -np.expm1(-z)
+            P[1:] = P[1:] * a + P[:-1] * b
+            P[0] *= a
+        err = err + 4 * _U * self.big.size * mass
+        return P, err
+
+
+def _base_split(q: np.ndarray, k: int, idx: np.ndarray, grid) -> int:
+    """How many leading tokens to summarise by :class:`_Base` (0: none)."""
+    i0 = int(idx[0]) - 1  # every requested prefix keeps >= 1 token of the window
+    if i0 < _BASE_MIN_TOKENS or k > _BASE_MAX_K:
+        return 0
+    theta = _BASE_DELTA / (math.e * math.exp(grid.s_hi_est))  # as _Base._split's first split
+    if int(np.count_nonzero(q[:i0] > theta)) > _BASE_MAX_BIG:
+        return 0
+    return i0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -219,12 +458,16 @@ def _next_chunk(n_done: int, n_est: int, Tc_max: int, G_prev, G_last, t_prev: fl
     return int(min(Tc_max, max(1, math.ceil((s_need - math.log(t_last)) / h) + 1)))
 
 
-def _dp_loop(q: np.ndarray, k: int, t: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def _dp_loop(q: np.ndarray, k: int, t: np.ndarray, idx: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
     """P(N_{H_i}(t) < k) at the prefixes ``idx`` (sorted) and nodes ``t``: the Poisson-binomial DP
-    over tokens (no overflow for any k), shape (len(idx), len(t))."""
+    over tokens (no overflow for any k), shape (len(idx), len(t)). ``base`` (k, len(t)): the law of
+    the arrivals among tokens before ``q[0]`` (:class:`_Base`), else none."""
     out = np.empty((idx.size, t.size))
-    P = np.zeros((k, t.size))
-    P[0] = 1.0
+    if base is None:
+        P = np.zeros((k, t.size))
+        P[0] = 1.0
+    else:
+        P = base.copy()
     want = np.zeros(int(idx.max()) + 1, dtype=bool)
     want[idx] = True
     row = 0
@@ -293,6 +536,15 @@ class _Layout:
         return x if self.gather else x.T.reshape(-1)[self.pos]
 
 
+def _rate_cap(k: int, n_tok: int) -> tuple[float, bool]:
+    """Rate cap tau for sums over ``n_tok`` tokens, and whether to take the token loop instead."""
+    # With tau the product of k - 1 sums of <= n_tok terms below e^tau stays < e^650. Below
+    # tau = 36 the capping error (up to e^-tau per capped token) would matter: large k then takes
+    # the stable token loop instead (k >= 15 at V = 262 144).
+    tau = min(50.0, 650.0 / max(k - 1, 1) - math.log(n_tok + 1.0))
+    return tau, tau < 36.0
+
+
 def _grid(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Grid:
     """Step, rate cap and node range of the sweep for the prefixes ``idx``."""
     n_tok = int(idx.max())
@@ -300,11 +552,7 @@ def _grid(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np
     h, beta = _step(k, 0.25 * target)
     gam = _gamma_excess(h)
     tol_tail = 0.01 * target
-    # Rate cap: with tau the product of k - 1 sums of <= n_tok terms below e^tau stays < e^650.
-    # Below tau = 36 the capping error (up to e^-tau per capped token) would matter: large k then
-    # takes the stable token loop instead (k >= 15 at V = 262 144).
-    tau = min(50.0, 650.0 / max(k - 1, 1) - math.log(n_tok + 1.0))
-    loop = tau < 36.0
+    tau, loop = _rate_cap(k, n_tok)
     lqk, geo, s_lo = _left_end(k, h, lam_idx, Q_idx, S, tol_tail)
     s_hi_est, s_hi_need = _right_end(q, k, idx, lam_idx, S, tol_tail, h, s_lo)
     return _Grid(
@@ -340,13 +588,18 @@ def _right_end(
     The tail :math:`e^{-\\lambda t} P(N_H(t) < k)` decays at least like :math:`k e^{-(\\lambda + m_k) t}`
     and, up to a polynomial factor, like :math:`e^{-(S - M_{k-1}) t}`, :math:`M_{k-1}` the mass of
     the k - 1 largest rates of H; we plan with the faster of the two (bounds from block ends
-    around i)."""
+    around i, or the two ends of a narrow window of prefixes)."""
     n_tok = int(idx.max())
-    blk = _top_block(n_tok)
-    top = _block_top(q[:n_tok], k, blk)
-    mk_lo = top[idx // blk, k - 1]  # k-th largest of a subset of H_i: a lower bound on m_k(H_i)
-    big = np.cumsum(top[:, : k - 1], axis=1)[:, -1] if k > 1 else np.zeros(top.shape[0])
-    m_hi = big[np.minimum(-(-idx // blk), top.shape[0] - 1)]  # top-(k-1) mass of a superset
+    i_lo = int(idx.min())
+    if 4 * (n_tok - i_lo) <= n_tok:  # a narrow window: H_{min idx} and H_{max idx} bound every H_i
+        mk_lo = _top_values(q[:i_lo], k)[k - 1]
+        m_hi = float(_top_values(q[:n_tok], k)[: k - 1].sum())
+    else:
+        blk = _top_block(n_tok)
+        top = _block_top(q[:n_tok], k, blk)
+        mk_lo = top[idx // blk, k - 1]  # k-th largest of a subset of H_i: a lower bound on m_k(H_i)
+        big = np.cumsum(top[:, : k - 1], axis=1)[:, -1] if k > 1 else np.zeros(top.shape[0])
+        m_hi = big[np.minimum(-(-idx // blk), top.shape[0] - 1)]  # top-(k-1) mass of a superset
     mu = float(np.min(np.maximum(lam_idx + mk_lo, S - m_hi)))
     s_hi_est = math.log(max(math.log(k / tol_tail), 1.0) / mu) if mu > 0 else _S_CAP
     # mu = 0 gives no plan to bring into range: -inf never asks for a rescaling
@@ -378,12 +631,14 @@ def _layout(q: np.ndarray, idx: np.ndarray, lam_idx: np.ndarray, loop: bool) -> 
     return _Layout(B=B, nb=nb, q3=q3, pos=pos, ri=ri, bi=bi, gather=gather, lam_g=lam_g, q_desc=q_desc)
 
 
-def _chunk_dp(q: np.ndarray, k: int, idx: np.ndarray, lay: _Layout, t: np.ndarray, ht: np.ndarray, acc1: np.ndarray, acc2: np.ndarray):
+def _chunk_dp(
+    q: np.ndarray, k: int, idx: np.ndarray, lay: _Layout, t: np.ndarray, ht: np.ndarray, acc1: np.ndarray, acc2: np.ndarray, base=None
+):
     """One chunk of nodes by the stable fallback for large k (the cumulative-sum form would
     overflow): the Poisson-binomial DP over tokens, vectorised over the chunk's nodes, giving
     :math:`G = e^{-\\lambda t} P(N < k)` exactly. Adds the chunk to ``acc1``, ``acc2``; returns
     ``(G at the last node, G at the node before it or None)``."""
-    Pg = _dp_loop(q, k, t, idx)
+    Pg = _dp_loop(q, k, t, idx, base)
     arg = lay.lam_g * t
     G = np.exp(-arg) * Pg
     acc1 += G @ ht
@@ -391,12 +646,14 @@ def _chunk_dp(q: np.ndarray, k: int, idx: np.ndarray, lay: _Layout, t: np.ndarra
     return G[:, -1], (G[:, -2] if t.size > 1 else None)
 
 
-def _esym_chunk(lay: _Layout, k: int, tau: float, t: np.ndarray, bufs: list):
+def _esym_chunk(lay: _Layout, k: int, tau: float, t: np.ndarray, bufs: list, base=None):
     """Capped exponents and elementary symmetric sums of one chunk, for every token up to max(idx).
 
     Returns ``(Y, R, c, Xc)``: ``Y`` the prefix sums of the capped exponents
     :math:`\\min(q t, \\tau)` (the :math:`e^{-q(H) t}` factor), ``R`` :math:`= \\sum_{j<k} e_j(c)`
-    per prefix, and two work arrays free for reuse."""
+    per prefix, and two work arrays free for reuse. With ``base`` (k, nodes), the law of the
+    arrivals among the tokens before the window, the sums start from it:
+    :math:`X_j = \\sum_a \\mathrm{base}_a\\, e_{j-a}(c)` (the same recursion, other initial values)."""
     c, Y, Xp, Xc, R = bufs
     with np.errstate(over="ignore"):  # q t beyond the float range is capped at tau next
         np.multiply(lay.q3, t, out=Y)
@@ -404,28 +661,38 @@ def _esym_chunk(lay: _Layout, k: int, tau: float, t: np.ndarray, bufs: list):
     np.expm1(Y, out=c)
     _cumsum_blocked(Y)
     # elementary symmetric sums: X_1 = cumsum(c), X_j = cumsum(c * shift(X_{j-1}))
-    R.fill(1.0)
+    if base is None:
+        R.fill(1.0)
+    else:
+        R[...] = base[0]  # X_0; X_j (j >= 1) add base[j] below
     if k >= 2:
-        Xp[...] = c
+        if base is None:
+            Xp[...] = c
+        else:
+            np.multiply(c, base[0], out=Xp)
         _cumsum_blocked(Xp)
+        if base is not None:
+            Xp += base[1]
         R += Xp
-        for _ in range(2, k):
+        for j in range(2, k):
             # term at token l is c_l * X_{j-1}(tokens < l): shift by one token in the layout
             np.multiply(c[1:], Xp[:-1], out=Xc[1:])
             np.multiply(c[0, 1:], Xp[lay.B - 1, :-1], out=Xc[0, 1:])
-            Xc[0, 0] = 0.0
+            Xc[0, 0] = 0.0 if base is None else c[0, 0] * base[j - 1]
             _cumsum_blocked(Xc)
+            if base is not None:
+                Xc += base[j]
             R += Xc
             Xp, Xc = Xc, Xp
     return Y, R, c, Xc
 
 
-def _chunk_sums(lay: _Layout, k: int, tau: float, t: np.ndarray, ht: np.ndarray, bufs: list, acc1: np.ndarray, acc2: np.ndarray):
+def _chunk_sums(lay: _Layout, k: int, tau: float, t: np.ndarray, ht: np.ndarray, bufs: list, acc1: np.ndarray, acc2: np.ndarray, base=None):
     """One chunk of nodes by the cumulative-sum form: :math:`G = e^{-\\lambda t} P(N' < k)` with
     capped rates, at the requested prefixes (gathered) or at every token (in place, in the work
     arrays). Adds the chunk to ``acc1``, ``acc2``; returns ``(G at the last node, G at the node
     before it or None)``."""
-    Y, R, c, Xc = _esym_chunk(lay, k, tau, t, bufs)
+    Y, R, c, Xc = _esym_chunk(lay, k, tau, t, bufs, base)
     last2 = t.size > 1
     if lay.gather:
         Yg = Y[lay.ri, lay.bi]  # (n, Tc)
@@ -468,11 +735,12 @@ def _right_tail(lay: _Layout, G_last: np.ndarray, t_last: float, gam: float) -> 
     return G_last * np.where(lt >= 1.0, 1.0, np.exp(np.minimum(lt, 1.0)) * (1.0 + gam)) * (1.0 + WOR_TAIL_ROUNDING_RTOL)
 
 
-def _integrate(q: np.ndarray, k: int, idx: np.ndarray, grid: _Grid, lay: _Layout):
+def _integrate(q: np.ndarray, k: int, idx: np.ndarray, grid: _Grid, lay: _Layout, base: _Base | None = None):
     """The trapezoidal sums over node chunks until the right tail is below ``grid.tol_tail`` (or
-    the node cap). Returns ``(acc1, acc2, tail, eps_max, n_nodes)`` at the requested prefixes:
-    ``acc1`` :math:`= \\sum_n h t_n G_n` (times lambda: 1 - Q minus the left part), ``acc2``
-    :math:`= \\sum_n h t_n G_n (Y + \\lambda t)` (rounding of the exponent)."""
+    the node cap). Returns ``(acc1, acc2, tail, eps_max, n_nodes, base_err)`` at the requested
+    prefixes: ``acc1`` :math:`= \\sum_n h t_n G_n` (times lambda: 1 - Q minus the left part),
+    ``acc2`` :math:`= \\sum_n h t_n G_n (Y + \\lambda t)` (rounding of the exponent), ``base_err``
+    the largest error of the base's law over the nodes (0 without a base)."""
     h, loop = grid.h, grid.loop
     acc1 = np.zeros(lay.shape_acc)
     acc2 = np.zeros(lay.shape_acc)
@@ -487,16 +755,21 @@ def _integrate(q: np.ndarray, k: int, idx: np.ndarray, grid: _Grid, lay: _Layout
     # of 8 elements)
     bufs_full = [] if loop else [np.empty(lay.Vp * Tc_max) for _ in range(5)]
     n_done = 0
+    base_err = 0.0
     G_last_old, t_last_old = None, 0.0  # last node of the previous chunk (decay-rate guess)
     while True:
         s = grid.s_lo + h * np.arange(n_done, n_done + Tc)
         t = np.exp(s)
         ht = h * t
+        bstate = None
+        if base is not None:
+            bstate, berr = base.state(t)
+            base_err = max(base_err, float(berr.max()))
         if loop:
-            G_last, G_prev = _chunk_dp(q, k, idx, lay, t, ht, acc1, acc2)
+            G_last, G_prev = _chunk_dp(q, k, idx, lay, t, ht, acc1, acc2, bstate)
         else:
             bufs = [b[: lay.Vp * Tc].reshape(lay.B, lay.nb, Tc) for b in bufs_full]
-            G_last, G_prev = _chunk_sums(lay, k, grid.tau, t, ht, bufs, acc1, acc2)
+            G_last, G_prev = _chunk_sums(lay, k, grid.tau, t, ht, bufs, acc1, acc2, bstate)
             eps_max = _cap_error(lay, grid.tau, t, eps_max)
         if G_prev is None:
             G_prev = G_last_old
@@ -508,7 +781,7 @@ def _integrate(q: np.ndarray, k: int, idx: np.ndarray, grid: _Grid, lay: _Layout
         t_prev = float(t[-2]) if Tc > 1 else t_last_old
         Tc = _next_chunk(n_done, n_est, Tc_max, G_prev, G_last, t_prev, t_last, grid.tol_tail, h, None if lay.gather else lay.pos)
         G_last_old, t_last_old = G_last, t_last
-    return lay.pick(acc1), lay.pick(acc2), lay.pick(tail), eps_max, n_done
+    return lay.pick(acc1), lay.pick(acc2), lay.pick(tail), eps_max, n_done, base_err
 
 
 def _assemble(
@@ -522,8 +795,10 @@ def _assemble(
     tail: np.ndarray,
     eps_max: float,
     n_nodes: int,
+    base_err: float = 0.0,
 ) -> _Sweep:
-    """Values and per-prefix error bounds (left series, tails, rate cap, rounding, discretisation)."""
+    """Values and per-prefix error bounds (left series, tails, rate cap, rounding, the base's law,
+    discretisation)."""
     h, gam, beta = grid.h, grid.gam, grid.beta
     x_lo = lam_idx * math.exp(grid.s_lo)
     left = _left_series(x_lo, h)
@@ -537,7 +812,11 @@ def _assemble(
     else:
         rel = (k - 1) * (grid.tau + 3 + lay.B + lay.nb) + k + n_nodes + 8
         rounding = _U * (lam_idx * acc1 * rel + lam_idx * acc2 * (lay.B + lay.nb + 3) + 30.0)
-    other = f_left + tail + eps_max * (1.0 + gam) + rounding
+    # An error e in the base's law moves P(N_H(t) < k) by at most e (the window's law of < k - a
+    # arrivals is <= 1 for each a): once in the node sum (weights <= 1 + gam) and once in the right
+    # tail's bound (its factor is <= e (1 + gam)).
+    base = base_err * (1.0 + gam) * (1.0 + math.e)
+    other = f_left + tail + eps_max * (1.0 + gam) + rounding + base
     # discretisation: 2 sec^k(a) (1 - Q) / (e^{2 pi a / h} - 1) with 1 - Q <= computed + other
     disc = beta * np.minimum(1.0, (np.maximum(one_minus, 0.0) + other) / (1.0 - beta))
     errors = disc + other
@@ -547,6 +826,7 @@ def _assemble(
         "right_tail": float(tail.max()),
         "rate_cap": eps_max * (1.0 + gam),
         "rounding": float(rounding.max()),
+        "base": base,
         "h": h,
         "s_lo": grid.s_lo,
         "s_hi": grid.s_lo + h * (n_nodes - 1),
@@ -573,53 +853,93 @@ def _rescale_exponent(grid: _Grid, k: int, S: float) -> int:
     return max(0, min(e, e_max))
 
 
-def _sweep(q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float) -> _Sweep:
-    r"""Q(H_i^k) at the prefixes ``idx`` (all with lambda_i > 0 and >= k positive tokens).
+def _sweep(
+    q: np.ndarray, k: int, idx: np.ndarray, lam_idx: np.ndarray, Q_idx: np.ndarray, S: float, target: float, eps_lam: float = 0.0
+) -> _Sweep:
+    r"""Q(H_i^k) at the prefixes ``idx`` (all with lambda_i > 0 and >= k positive tokens), given
+    lambda_i to a relative error ``eps_lam`` (it moves Q by at most ``2 eps_lam``:
+    :math:`|\lambda\, \partial_\lambda \int \lambda e^{-\lambda t} G(t) dt| \le
+    \int \lambda e^{-\lambda t} (1 + \lambda t) dt = 2` for :math:`0 \le G \le 1`).
 
     One sweep of the trapezoidal rule in s = log t over node chunks; for each chunk the
-    elementary symmetric sums are computed for all tokens up to ``max(idx)``: plan the grid
-    (:func:`_grid`), lay out the tokens (:func:`_layout`), integrate (:func:`_integrate`) and
-    bound the errors (:func:`_assemble`).
+    elementary symmetric sums are computed for the tokens from ``min(idx) - 1`` to ``max(idx)``
+    (the window), starting from the law of the arrivals among the tokens before it (the base,
+    :class:`_Base`, when it is large enough to pay): plan the grid (:func:`_grid`), lay out the
+    window (:func:`_layout`), integrate (:func:`_integrate`) and bound the errors
+    (:func:`_assemble`).
     """
     grid = _grid(q, k, idx, lam_idx, Q_idx, S, target)
     e = _rescale_exponent(grid, k, S)
     if e:  # the same race on rates 2^e q: exact scaling, t = e^s shifted back into float range
         q, lam_idx, Q_idx, S = np.ldexp(q, e), np.ldexp(lam_idx, e), np.ldexp(Q_idx, e), math.ldexp(S, e)
         grid = _grid(q, k, idx, lam_idx, Q_idx, S, target)
+    i0 = _base_split(q, k, idx, grid)
+    base = None
+    if i0:  # the window's sums start from the base's law; its rate cap is set by its own length
+        base = _Base(q[:i0], k)
+        q, idx = q[i0:], idx - i0
+        tau, loop = _rate_cap(k, int(idx.max()))
+        grid = dataclasses.replace(grid, tau=tau, loop=loop)
     lay = _layout(q, idx, lam_idx, grid.loop)
-    acc1, acc2, tail, eps_max, n_nodes = _integrate(q, k, idx, grid, lay)
-    return _assemble(k, int(idx.max()), lam_idx, grid, lay, acc1, acc2, tail, eps_max, n_nodes)
+    acc1, acc2, tail, eps_max, n_nodes, base_err = _integrate(q, k, idx, grid, lay, base)
+    sw = _assemble(k, int(idx.max()), lam_idx, grid, lay, acc1, acc2, tail, eps_max, n_nodes, base_err)
+    if eps_lam:
+        sw.errors[...] += 2.0 * eps_lam
+        sw.parts["lambda_sums"] = 2.0 * eps_lam
+    return sw
 
 
 # ----------------------------------------------------------------------------------------------
 # Public functions
 # ----------------------------------------------------------------------------------------------
-def _exact_parts(q: np.ndarray, k: int, idx: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _exact_parts(q: np.ndarray, k: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Masks over ``idx``: prefixes with Q = 0 exactly (fewer than k positive rates) and with Q = 1
     exactly (lambda = 0: the prefix holds the whole support)."""
-    npos = np.concatenate([[0], np.cumsum(q > 0)])
-    zero = npos[idx] < k
-    one = (lam[idx] == 0.0) & ~zero
+    kth, last = _support_ends(q, k)
+    # fewer than k positive rates among the first i tokens iff i <= (position of the k-th one)
+    zero = idx <= kth
+    one = (idx > last) & ~zero  # lambda = 0: nothing positive after
     return zero, one
+
+
+def _support_ends(q: np.ndarray, k: int) -> tuple[int, int]:
+    """Positions of the k-th positive rate (V when there are fewer) and of the last one (-1 when
+    none)."""
+    V = q.size
+    if V and q.min() > 0:
+        return (k - 1 if k <= V else V), V - 1
+    positive = np.flatnonzero(q > 0)
+    return (int(positive[k - 1]) if positive.size >= k else V), (int(positive[-1]) if positive.size else -1)
+
+
+#: Up to this many prefixes, :func:`_prefix_at` sums each side directly (no prefix-sum arrays).
+_FEW_PREFIXES = 16
 
 
 def _prefix_at(q: np.ndarray, k: int, idx: np.ndarray, target: float) -> tuple[np.ndarray, float]:
     """Engine behind :func:`wor_prefix_at` with the error target exposed (tests use a 1000x
     smaller target as a high-accuracy reference)."""
-    Q, lam = _prefix_sums(q)
-    S = float(Q[-1])
     out = np.empty(idx.size)
     if k == 1:
-        out[:] = Q[idx] / S
+        Q, _ = _prefix_sums(q)
+        out[:] = Q[idx] / Q[-1]
         return out, float(4 * _U)
-    zero, one = _exact_parts(q, k, idx, lam)
+    zero, one = _exact_parts(q, k, idx)
     out[zero] = 0.0
     out[one] = 1.0
     rest = ~(zero | one)
     err = 0.0
     if rest.any():
         uniq, inv = np.unique(idx[rest], return_inverse=True)
-        sw = _sweep(q, k, uniq, lam[uniq], Q[uniq], S, target)
+        if uniq.size <= _FEW_PREFIXES:  # one pairwise sum per side (a cut's re-check: one prefix)
+            Qu = np.array([q[:i].sum() for i in uniq.tolist()])
+            lam_u = np.array([q[i:].sum() for i in uniq.tolist()])
+            S, eps_lam = float(q.sum()), _pairwise_units(q.size) * _U
+        else:
+            Q, lam = _prefix_sums(q)
+            S, Qu, lam_u = float(Q[-1]), Q[uniq], lam[uniq]
+            eps_lam = q.size * float(np.finfo(np.longdouble).eps)
+        sw = _sweep(q, k, uniq, lam_u, Qu, S, target, eps_lam)
         out[rest] = sw.values[inv]
         err = float(sw.errors.max())
     return out, err
@@ -707,6 +1027,49 @@ def wor_prefix_all_in(q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, float]:
     return vals, err
 
 
+def _power(x: np.ndarray, k: int) -> np.ndarray:
+    """``x ** k`` (integer k >= 1) by repeated squaring, overwriting ``x`` (a few ulps from
+    ``np.power``, which is ~40x slower): only used to bound, with the rounding in the slack."""
+    acc = None
+    while True:
+        if k & 1:
+            if k == 1:
+                return x if acc is None else np.multiply(acc, x, out=acc)
+            acc = x.copy() if acc is None else np.multiply(acc, x, out=acc)
+        k >>= 1
+        np.multiply(x, x, out=x)
+
+
+def _lower_bound(q: np.ndarray, k: int, Q: np.ndarray, S: float, idx: np.ndarray) -> np.ndarray:
+    """The rigorous lower bound on :math:`Q_{WOR}(H_i^k)` of :func:`wor_dual_minimum` at the
+    prefixes ``idx``: :math:`(q(H)/S) \\prod_{j<k} (q(H) - \\bar m_j)/(S - \\bar m_j)`, capped by
+    :math:`(q(H)/S)^k`."""
+    blk = _top_block(q.size)
+    top = _block_top(q, k - 1, blk)  # (nb + 1, k - 1)
+    msum = np.cumsum(top, axis=1)  # msum[b, j - 1] = top-j mass of the first b * blk tokens
+    block_end = -(-idx // blk)  # superset of H_i: its top-j mass bounds m_j(H_i) from above
+    Qi = Q[idx]
+    r = np.minimum(Qi / S, 1.0)
+    lower = r.copy()
+    for j in range(1, k):
+        mbar = msum[block_end, j - 1]
+        # (q(H) - m)/(S - m) decreases in m; a zero or negative factor (m >= q(H)) gives 0
+        lower *= np.clip((Qi - mbar) / np.maximum(S - mbar, np.finfo(np.float64).tiny), 0.0, 1.0)
+    return np.minimum(lower, r**k)
+
+
+def _suffix_at(q: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(lambda, eps)``: ``lambda[j] = sum(q[idx[j]:])`` at sorted ``idx`` to a relative error
+    ``eps``: the tail after ``max(idx)`` by a pairwise sum, the window between by a suffix sum in
+    extended precision (only the window pays for it)."""
+    lo, hi = int(idx[0]), int(idx[-1])
+    tail = q[hi:].sum()
+    win = np.cumsum(q[lo:hi][::-1].astype(np.longdouble))[::-1]
+    suf = np.concatenate([win + tail, [np.longdouble(tail)]]).astype(np.float64)
+    eps = (_pairwise_units(q.size - hi) + 2) * _U + (hi - lo + 1) * float(np.finfo(np.longdouble).eps)
+    return suf[idx - lo], eps
+
+
 @dataclass(frozen=True)
 class WorMinimum:
     r"""Result of :func:`wor_dual_minimum`.
@@ -773,40 +1136,46 @@ def wor_dual_minimum(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> WorM
     p = np.asarray(p_sorted, dtype=np.float64)
     q = np.asarray(q_sorted, dtype=np.float64)
     V = q.size
-    P = np.concatenate([[0.0], np.cumsum(p.astype(np.longdouble))]).astype(np.float64)
-    Q, lam = _prefix_sums(q)
+    P, p_units = _blocked_prefix(p)
+    Q, q_units = _blocked_prefix(q)
     S = float(Q[-1])
-    p_round = 4 * _U + V * float(np.finfo(np.longdouble).eps)
-    allidx = np.arange(V + 1)
+    p_round = (4 + p_units) * _U
     if k == 1:
         D = P - Q / S
         i = int(np.argmin(D))
-        return WorMinimum(value=1.0 + float(D[i]), index=i, error_bound=p_round + 4 * _U, evaluated=0)
-    zero, one = _exact_parts(q, k, allidx, lam)
-    exact = zero | one
-    # -- cheap bounds ----------------------------------------------------------------------------
-    r = np.minimum(Q / S, 1.0)
-    upper = r**k
-    blk = _top_block(V)
-    top = _block_top(q, k - 1, blk)  # (nb + 1, k - 1)
-    msum = np.cumsum(top, axis=1)  # msum[b, j - 1] = top-j mass of the first b * blk tokens
-    block_end = -(-allidx // blk)  # superset of H_i: its top-j mass bounds m_j(H_i) from above
-    lower = r.copy()
-    for j in range(1, k):  # one (V + 1,) vector at a time: memory O(V) for any k
-        mbar = msum[block_end, j - 1]
-        # (q(H) - m)/(S - m) decreases in m; a zero or negative factor (m >= q(H)) gives 0
-        lower *= np.clip((Q - mbar) / np.maximum(S - mbar, np.finfo(np.float64).tiny), 0.0, 1.0)
-    lower = np.minimum(lower, upper)
-    D_exact = P - np.where(one, 1.0, 0.0)
-    D_hi = np.where(exact, D_exact, P - lower)
-    D_lo = np.where(exact, D_exact, P - upper)
-    U = float(D_hi.min())
-    cand = np.flatnonzero(~exact & (D_lo <= U + WOR_PRUNE_MARGIN))
-    best_i = int(np.argmin(np.where(exact, D_exact, np.inf)))
-    best = float(D_exact[best_i]) if exact[best_i] else np.inf
+        return WorMinimum(value=1.0 + float(D[i]), index=i, error_bound=p_round + (4 + 2 * q_units) * _U, evaluated=0)
+    # -- exact prefixes: i <= kth has Q = 0 (D = P_i, least at i = 0), i > last has Q = 1 --------
+    kth, last = _support_ends(q, k)
+    best_i, best = 0, 0.0
+    if last + 1 <= V:
+        j = last + 1 + int(np.argmin(P[last + 1 :]))
+        if P[j] - 1.0 < best:
+            best_i, best = j, float(P[j] - 1.0)
+    lo, hi = kth + 1, last  # the prefixes that need the integral (or a bound)
     err = p_round
+    if lo > hi:
+        return WorMinimum(value=1.0 + best, index=best_i, error_bound=err, evaluated=0)
+    # -- cheap bounds ----------------------------------------------------------------------------
+    # D_lo = P - (Q/S)^k at every candidate prefix (in one buffer); the upper bound U on the
+    # minimum from D_hi = P - lower at the least D_lo of each block of prefixes and at the exact
+    # prefixes (any set of prefixes gives a valid U; these are where D is least).
+    d_lo = np.multiply(Q[lo : hi + 1], 1.0 / S)
+    np.minimum(d_lo, 1.0, out=d_lo)
+    d_lo = _power(d_lo, k)
+    np.subtract(P[lo : hi + 1], d_lo, out=d_lo)
+    n = d_lo.size
+    nbk = max(1, min(1024, n // 64))
+    wb = n // nbk
+    pick = lo + np.arange(nbk) * wb + np.argmin(d_lo[: nbk * wb].reshape(nbk, wb), axis=1)
+    pick = np.concatenate([pick, [lo + int(np.argmin(d_lo))], np.arange(lo + nbk * wb, hi + 1)])
+    U = min(best, float(np.min(P[pick] - _lower_bound(q, k, Q, S, pick))))
+    # the bounds' own rounding (the sums P, Q in two levels; a power moves by <= k times its base's)
+    slack = (p_units + 2 * (k + 2) * q_units + 8 * k) * _U
+    cand = lo + np.flatnonzero(d_lo <= U + WOR_PRUNE_MARGIN + slack)
+    del d_lo
     if cand.size:
-        sw = _sweep(q, k, cand, lam[cand], Q[cand], S, WOR_TARGET_ERROR)
+        lam_c, eps_lam = _suffix_at(q, cand)
+        sw = _sweep(q, k, cand, lam_c, Q[cand] * (1.0 + q_units * _U), S, WOR_TARGET_ERROR, eps_lam)
         Dc = P[cand] - sw.values
         j = int(np.argmin(Dc))
         if Dc[j] < best or (Dc[j] == best and cand[j] < best_i):

@@ -328,6 +328,14 @@ def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarra
         top, qt = law.top, law.q_rest
         routed = min(float(p[top].sum()), float(np.maximum(qt - p, 0.0).sum()))
         return routed + float(np.minimum(p, qt).sum()), "", {}
+    if law.kind != "iid" and not (law.V <= WOR_CHECK_MAX_V and law.num_tuples() <= _WOR_CHECK_MAX_TUPLES):
+        # decided before Q(H*^k) is computed: at full vocabulary that is a race integral over V
+        return (
+            None,
+            f"dual only: the membership of the closed-form selection law in the base polytope is checked "
+            f"by enumeration up to V = {WOR_CHECK_MAX_V} (got V = {law.V}) for drafts without replacement",
+            {},
+        )
     in_cut = np.zeros(law.V, dtype=bool)
     in_cut[cut] = True
     g = float(law.prob_all_in(in_cut))
@@ -338,15 +346,5 @@ def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarra
         if viol == viol:  # not nan: the order was a valid Lorenz order
             return lower, "", {"selection_law_membership": viol}
     r = cap_floor_law(p, law.q, in_cut, g, order)
-    if law.kind == "iid":
-        viol = lorenz_violation(r, law.q, law.k, order[::-1])
-    elif law.V <= WOR_CHECK_MAX_V and law.num_tuples() <= _WOR_CHECK_MAX_TUPLES:
-        viol = membership_violation_by_sets(r, law)
-    else:
-        return (
-            None,
-            f"dual only: the membership of the closed-form selection law in the base polytope is checked "
-            f"by enumeration up to V = {WOR_CHECK_MAX_V} (got V = {law.V}) for drafts without replacement",
-            {},
-        )
+    viol = lorenz_violation(r, law.q, law.k, order[::-1]) if law.kind == "iid" else membership_violation_by_sets(r, law)
     return float(np.minimum(p, r).sum()), "", {"selection_law_membership": viol}
