@@ -3,12 +3,19 @@
 On CPU the kernels run under ``TRITON_INTERPRET=1`` (slow: about 20 ms per program, so few
 programs). Triton reads that variable when it is imported, so a normal run checks the CPU cases in
 one child pytest process of this file with the variable set (:func:`test_kernels_under_the_interpreter`);
-on CUDA they run compiled, in this process. Two kinds of checks:
+on CUDA they run compiled, in this process. The checks:
 
-* exact equality with the torch step given the same uniforms (token chain, block chain, single-step
+* equality with the torch step given the same uniforms (token chain, block chain, single-step
   token, RRS and RSD; V not a multiple of the kernel's block, so the scan crosses blocks; forced all-accept and
-  all-reject coins);
-* Pearson chi-square of the drawn ``(tau, Y)`` (chain) or ``Y`` (single step) against the exact
+  all-reject coins; with the default layout and with blocks of 64 and at most 4 chunks). The accept
+  decisions of the token rules use the torch step's arithmetic; the block kernels use their own
+  ``log`` / ``exp`` (a few ulps), so a decision could differ only for a coin within a few ulps of
+  :math:`h_i`, and a token only for a uniform within rounding of a cumulative boundary (the draw's
+  sums add in another order): with fixed seeds, a chance of about 1e-4 per checked row at V = 1 100;
+* the kernels compiled ahead of time for sm_90 (the interpreter does not lower them), and the draw's
+  guarantee of a positive-weight token when a chunk's sum and its scan disagree (forced);
+* Pearson chi-square of the drawn ``(tau, Y)`` (chain, V = 5) or ``Y`` (single step, V = 3; both
+  with blocks of 2 and two chunks per row, so every draw goes through the chunk search) against the exact
   conditional law of the torch module (``token_conditional``, ``block_conditional``,
   ``step.token.conditional``, ``step.rrs(_wor).conditional``) for one fixed drafted path repeated
   ``N`` times: N = 120 on CPU, 20 000 on CUDA, cells of expected count < 10 pooled, false-alarm rate
@@ -301,10 +308,20 @@ def _check_counts(counts: np.ndarray, law: np.ndarray, n: int) -> None:
     assert stat <= thr, f"chi-square {stat:.2f} > {thr:.2f} (df {df}, N {n}, alpha {ALPHA})"
 
 
+@pytest.fixture
+def tiny_layout(monkeypatch):
+    """Blocks of 2 and at most 2 chunks per row: V = 5 is 2 chunks of 2 blocks, V = 3 two chunks of one
+    block, so the chi-square tests' draws cross chunks and blocks with few programs."""
+    monkeypatch.setattr(K, "_BLOCK_V", 2)
+    monkeypatch.setattr(K, "_MAX_CHUNKS", 2)
+    assert K._layout(5) == (2, 4, 2)
+    assert K._layout(3) == (2, 2, 2)
+
+
 @pytest.mark.parametrize("rule", ["token", "block"])
-def test_chain_kernels_draw_the_exact_conditional_law(kdevice, rule):
+def test_chain_kernels_draw_the_exact_conditional_law(kdevice, tiny_layout, rule):
     n = _n(kdevice)
-    g, V = 2, 3
+    g, V = 2, 5
     p, q, drafts = _chain(n, g, V, torch.float64, kdevice, seed=7, same=True)
     coins, u = _uniforms(n, g, torch.float64, kdevice, seed=8)
     if rule == "token":
@@ -317,7 +334,7 @@ def test_chain_kernels_draw_the_exact_conditional_law(kdevice, rule):
     _check_counts(counts, law.reshape(-1).numpy(), n)
 
 
-def test_single_step_token_kernel_draws_the_exact_conditional_law(kdevice):
+def test_single_step_token_kernel_draws_the_exact_conditional_law(kdevice, tiny_layout):
     n = _n(kdevice)
     p = torch.tensor([[0.5, 0.1, 0.4]], dtype=torch.float64, device=kdevice)
     q = torch.tensor([[0.2, 0.6, 0.2]], dtype=torch.float64, device=kdevice)
