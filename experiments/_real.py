@@ -191,3 +191,29 @@ def select_prompts(name: str, n: int | None = None, n_humaneval: int | None = No
         share = n * (i + 1) // len(domains) - n * i // len(domains)
         keep.update(rng.choice(idx, size=min(share, len(idx)), replace=False).tolist())
     return [p for j, p in enumerate(allp) if j in keep]
+
+
+def real_steps_ids(target, draft, ids: list[list[int]], n_new: int, temperature: float, seed: int) -> Steps:
+    """:func:`real_steps` from token-id prompts (e.g. :func:`prompt_token_ids`, chat template included):
+    full p and q rows at ``n_new`` generated positions after each prompt; ``Steps.prompt`` holds the
+    prompt's index in ``ids``."""
+    import torch
+    from transformers import DynamicCache
+
+    gen = torch.Generator().manual_seed(seed)
+    ps, qs, pr = [], [], []
+    for j, prompt in enumerate(ids):
+        seq, n_prompt = list(prompt), len(prompt)
+        cache = DynamicCache()
+        logits = target.logits(torch.tensor([seq]), cache=cache)[0, -1]
+        for _ in range(n_new):
+            tok = int(torch.multinomial(torch.softmax(logits.double() / temperature, -1), 1, generator=gen))
+            seq.append(tok)
+            logits = target.logits(torch.tensor([[tok]]), cache=cache)[0, -1]
+        x = torch.tensor([seq[:-1]])
+        lt = target.logits(x)[0, n_prompt - 1 :]  # predicts seq[n_prompt:]
+        ld = draft.logits(x)[0, n_prompt - 1 :]
+        ps.append(softmax64(lt.numpy(), temperature))
+        qs.append(softmax64(ld.numpy(), temperature))
+        pr.append(np.full(lt.shape[0], j))
+    return Steps(np.concatenate(ps), np.concatenate(qs), np.concatenate(pr), float(temperature), target.name, draft.name)

@@ -6,14 +6,19 @@ verifier attains that law's optimum; K-SEQ accepts at least (1 - (1 - 1/k)^k) al
 above it is in practice); RRS and K-SEQ leave a gap to alpha* -- where do they lose most?
 
 Data: SmolLM2-135M-Instruct target with its int8 draft (``--draft int8``, default) or a
-temperature self-draft (``--draft t0.7``); the target samples continuations of varied prompts at
+temperature self-draft (``--draft t0.7``), or Gemma 3 270M with a temperature self-draft; prompts
+from the standard set (``experiments/_prompts.py``: otspec's own chat / maths / summarising / code
+prompts and HumanEval, a domain-stratified seeded subset); the target samples continuations at
 T = 1 and, at every generated position, the full target and draft distributions are taken at each
 temperature of the sweep (float64 softmax of the same logits). Per step and k the script computes
 alpha* for i.i.d., without-replacement and greedy draft laws, and each verifier's exact acceptance
 (closed forms; RRS without replacement and ``wor_iid`` -- drafts without replacement verified at the
 i.i.d. optimum -- by Rao-Blackwellised Monte Carlo over draft tuples at full vocabulary).
 
-    python experiments/exp1_verifiers_vs_optimum.py              # ~10-15 min on 2 busy cores
+Every interval is a 95% cluster bootstrap over prompts (:mod:`otspec.stats`, BCa): the positions of
+one prompt are one cluster. The JSON records the prompt of every step.
+
+    python experiments/exp1_verifiers_vs_optimum.py              # 48 prompts x 2 positions, T 0.6 and 1.0
     python experiments/exp1_verifiers_vs_optimum.py --quick      # tiny random models (V = 6), CI
 """
 
@@ -23,7 +28,6 @@ import math
 import os
 import sys
 import time
-import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,6 +39,7 @@ import numpy as np
 import otspec
 from otspec import plot
 from otspec import verifiers as vs
+from otspec.stats import clustered_difference, clustered_mean, clustered_ratio
 
 NAME = "exp1_verifiers_vs_optimum"
 LAWS = {"iid": otspec.iid, "wor": otspec.without_replacement, "greedy": otspec.greedy}
@@ -84,19 +89,69 @@ def step_metrics(p: np.ndarray, q: np.ndarray, ks: list[int], n_mc: int, rng: np
     return m
 
 
+def interval(a: np.ndarray, g: np.ndarray, seed: int, b: np.ndarray | None = None, how: str = "mean", sel=None) -> dict[str, list[float]]:
+    """Per column of ``a`` (one per k): the mean, difference ``a - b`` or ratio ``a / b`` over steps with
+    its prompt-clustered bootstrap interval (``g``: the prompt of every step); NaN where the verifier
+    does not apply."""
+    out = {"mean": [], "low": [], "high": []}
+    sel = np.ones(a.shape[0], bool) if sel is None else sel
+    for j in range(a.shape[1]):
+        ok = sel & np.isfinite(a[:, j]) & (np.isfinite(b[:, j]) if b is not None else True)
+        if not ok.any():
+            iv = {"value": math.nan, "low": math.nan, "high": math.nan}
+        elif how == "mean":
+            iv = clustered_mean(a[ok, j], g[ok], seed=seed).as_dict()
+        elif how == "difference":
+            iv = clustered_difference(a[ok, j], b[ok, j], g[ok], seed=seed).as_dict()
+        else:
+            iv = clustered_ratio(a[ok, j], b[ok, j], g[ok], seed=seed).as_dict()
+        out["mean"].append(iv["value"])
+        out["low"].append(iv["low"])
+        out["high"].append(iv["high"])
+    return out
+
+
+def aggregate(per_t: dict, tv: dict, g: np.ndarray, dom: np.ndarray, seed: int) -> tuple[dict, dict]:
+    """Summary per temperature (every quantity, gaps, K-SEQ / alpha*) and, at the largest k, per domain."""
+    summary = {}
+    for T, d in per_t.items():
+        summary[str(T)] = {key: interval(a, g, seed) for key, a in d.items()}
+        for v, lawname in VERIFIERS:
+            summary[str(T)][f"gap_{v}"] = interval(d[f"opt_{lawname}"], g, seed, d[v], "difference")
+        summary[str(T)]["kseq_over_opt_iid"] = interval(d["kseq"], g, seed, d["opt_iid"], "ratio")
+        summary[str(T)]["tv_mean"] = float(tv[T].mean())
+    per_domain = {}
+    for T, d in per_t.items():
+        for dname in dict.fromkeys(dom.tolist()):
+            sel = dom == dname
+            gaps = {
+                f"gap_{v}": interval(d[f"opt_{law}"][:, -1:], g, seed, d[v][:, -1:], "difference", sel=sel)
+                for v, law in (("kseq", "iid"), ("rrs", "iid"), ("rrs_wor", "wor"))
+            }
+            per_domain.setdefault(str(T), {})[dname] = {
+                "prompts": int(len(set(g[sel].tolist()))),
+                "opt_iid": interval(d["opt_iid"][:, -1:], g, seed, sel=sel),
+                **gaps,
+            }
+    return summary, per_domain
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--target", default="smollm2", choices=_real.TARGETS, help="target model (default smollm2)")
     ap.add_argument("--draft", default="int8", help="'int8' (default; smollm2 only) or a temperature self-draft 't<T>', e.g. t0.7")
-    ap.add_argument("--prompts", type=int, default=4, help="number of prompts (default 4)")
-    ap.add_argument("--tokens", type=int, default=16, help="generated positions per prompt (default 16)")
+    ap.add_argument("--prompt-set", default="all", choices=("own", "humaneval", "all"), help="experiments/_prompts.py set (default all)")
+    ap.add_argument("--prompts", type=int, default=48, help="a seeded, domain-stratified subset of this many prompts (default 48)")
+    ap.add_argument("--tokens", type=int, default=2, help="generated positions per prompt (default 2)")
     ap.add_argument("--mc", type=int, default=16, help="Monte Carlo draft tuples per step for RRS w/o replacement")
     ap.add_argument("--ks", default="1,2,3,4,6,8", help="numbers of drafts (default 1,2,3,4,6,8)")
-    ap.add_argument("--temperatures", default="0.6,0.8,1.0,1.2", help="sampling temperatures (default 0.6,0.8,1.0,1.2)")
+    ap.add_argument("--temperatures", default="0.6,1.0", help="sampling temperatures (default 0.6,1.0)")
     args = _output.parse(ap, argv)
     ks = [1, 2, 3] if args.quick else [int(k) for k in args.ks.split(",")]
     temps = [0.8, 1.0] if args.quick else [float(t) for t in args.temperatures.split(",")]
-    n_prompts, n_tok = (2, 4) if args.quick else (args.prompts, args.tokens)
+    n_tok = 4 if args.quick else args.tokens
+    prompts = _real.select_prompts("own")[::16][:3] if args.quick else _real.select_prompts(args.prompt_set, args.prompts, seed=args.seed)
+    n_prompts = len(prompts)
     t0 = time.perf_counter()
     # outputs of a non-default pair get their own file names (same folder): exp1_..._t0.7, exp1_..._gemma3-270m_t0.7
     tag = [] if args.quick else ([args.target] if args.target != "smollm2" else []) + ([args.draft] if args.draft != "int8" else [])
@@ -104,7 +159,10 @@ def main(argv: list[str] | None = None) -> dict:
     target, draft = _real.load_pair(args.draft, quick=args.quick, target=args.target)
     t_load = time.perf_counter() - t0
     # contexts sampled once from the target at T = 1; logits kept, softmaxed at every temperature
-    base = _real.real_steps(target, draft, _real.PROMPTS[:n_prompts], n_tok, 1.0, args.seed, quick=args.quick)
+    ids = _real.prompt_token_ids(target, prompts, args.seed, quick=args.quick)
+    base = _real.real_steps_ids(target, draft, ids, n_tok, 1.0, args.seed)
+    g = np.array([prompts[j].id for j in base.prompt])  # the cluster of every step
+    dom = np.array([prompts[j].domain for j in base.prompt])
     t_models = time.perf_counter() - t0
     # logits are recovered as log-probabilities at T = 1 (softmax is shift-invariant)
     with np.errstate(divide="ignore"):
@@ -119,22 +177,7 @@ def main(argv: list[str] | None = None) -> dict:
         tv[T] = 0.5 * np.abs(P - Q).sum(1)
     t_total = time.perf_counter() - t0
 
-    # ---- aggregates
-    def mean_se(a: np.ndarray) -> tuple[list[float], list[float]]:
-        n = np.sum(np.isfinite(a), 0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # columns where a verifier does not apply are all NaN
-            mu = np.nanmean(a, 0)
-            sd = np.nanstd(a, 0, ddof=1) if a.shape[0] > 1 else np.zeros(a.shape[1])
-        return mu.tolist(), (sd / np.sqrt(np.maximum(n, 1))).tolist()
-
-    summary = {}
-    for T, d in per_t.items():
-        summary[str(T)] = {key: dict(zip(("mean", "se"), mean_se(a), strict=False)) for key, a in d.items()}
-        for v, lawname in VERIFIERS:
-            gap = d[f"opt_{lawname}"] - d[v]
-            summary[str(T)][f"gap_{v}"] = dict(zip(("mean", "se"), mean_se(gap), strict=False))
-        summary[str(T)]["tv_mean"] = float(tv[T].mean())
+    summary, per_domain = aggregate(per_t, tv, g, dom, args.seed)
     all_d = {key: np.concatenate([per_t[T][key] for T in temps]) for key in per_t[temps[0]]}
     guarantee = plot.kseq_guarantee(ks)
     ratio = all_d["kseq_phase1"] / all_d["opt_iid"]
@@ -169,12 +212,12 @@ def main(argv: list[str] | None = None) -> dict:
     for ax, T in zip(np.atleast_1d(axes), temps, strict=False):
         s = summary[str(T)]
         curves = {LABELS[v]: s[v]["mean"] for v, _ in VERIFIERS if v not in ("spechub",)}
-        rw = np.array(s["rrs_wor"]["mean"]), 1.96 * np.array(s["rrs_wor"]["se"])
+        rw = np.array(s["rrs_wor"]["low"]), np.array(s["rrs_wor"]["high"])
         plot.acceptance_vs_k(
             ks,
             curves,
             optimum={"i.i.d.": s["opt_iid"]["mean"], "w/o repl.": s["opt_wor"]["mean"], "greedy": s["opt_greedy"]["mean"]},
-            ci={LABELS["rrs_wor"]: (rw[0] - rw[1], rw[0] + rw[1])},
+            ci={LABELS["rrs_wor"]: rw},
             e_line="i.i.d.",
             ax=ax,
             title=f"T = {T}  (mean TV {s['tv_mean']:.2f})",
@@ -187,15 +230,9 @@ def main(argv: list[str] | None = None) -> dict:
     Tref = 1.0 if 1.0 in temps else temps[-1]
     s = summary[str(Tref)]
     gaps = {LABELS[v]: s[f"gap_{v}"]["mean"] for v, _ in VERIFIERS if v not in ("khisti", "spechub")}
-    ci = {
-        LABELS[v]: (
-            np.array(s[f"gap_{v}"]["mean"]) - 1.96 * np.array(s[f"gap_{v}"]["se"]),
-            np.array(s[f"gap_{v}"]["mean"]) + 1.96 * np.array(s[f"gap_{v}"]["se"]),
-        )
-        for v in ("kseq", "rrs", "rrs_wor")
-    }
+    ci = {LABELS[v]: (np.array(s[f"gap_{v}"]["low"]), np.array(s[f"gap_{v}"]["high"])) for v in ("kseq", "rrs", "rrs_wor")}
     plot.verifier_gaps(
-        gaps, groups=[f"k={k}" for k in ks], ci=ci, ax=a1, title=f"mean gap to the law's optimum, T = {Tref} (95% CI over steps)"
+        gaps, groups=[f"k={k}" for k in ks], ci=ci, ax=a1, title=f"mean gap to the law's optimum, T = {Tref} (95% CI, prompts resampled)"
     )
     kk = len(ks) - 1
     plot.verifier_gaps(
@@ -244,6 +281,10 @@ def main(argv: list[str] | None = None) -> dict:
                 ]
             )
     table_acc = _output.markdown_table(cols, rows)
+
+    def cell(d: dict, i: int, digits: int) -> str:
+        return _output.ci({"value": d["mean"][i], "low": d["low"][i], "high": d["high"][i]}, digits)
+
     gcols = [
         "T",
         "k",
@@ -252,6 +293,7 @@ def main(argv: list[str] | None = None) -> dict:
         "RRS w/o gap",
         "w/o at i.i.d. opt. gap",
         "greedy gap",
+        "K-SEQ / alpha* iid",
         "K-SEQ phase-1 / alpha* (min)",
         "guarantee",
     ]
@@ -262,11 +304,8 @@ def main(argv: list[str] | None = None) -> dict:
         for i, k in enumerate(ks):
             grows.append(
                 [T, k]
-                + [
-                    f"{s[f'gap_{v}']['mean'][i]:.4f} ± {1.96 * s[f'gap_{v}']['se'][i]:.4f}"
-                    for v in ("kseq", "rrs", "rrs_wor", "wor_iid", "greedy_optimal")
-                ]
-                + [_output.fmt(rmin[i], 3), _output.fmt(guarantee[i], 3)]
+                + [cell(s[f"gap_{v}"], i, 4) for v in ("kseq", "rrs", "rrs_wor", "wor_iid", "greedy_optimal")]
+                + [cell(s["kseq_over_opt_iid"], i, 3), _output.fmt(rmin[i], 3), _output.fmt(guarantee[i], 3)]
             )
     table_gap = _output.markdown_table(gcols, grows)
     tv_rows = [
@@ -275,6 +314,15 @@ def main(argv: list[str] | None = None) -> dict:
     ]
     table_tv = _output.markdown_table(
         ["step TV", "steps", f"K-SEQ gap k={ks[kk]}", f"RRS gap k={ks[kk]}", f"RRS w/o gap k={ks[kk]}"], tv_rows
+    )
+    dnames = list(per_domain[str(temps[0])])
+    table_dom = _output.markdown_table(
+        ["T", f"quantity (k = {ks[-1]})", *[f"{dn} ({per_domain[str(temps[0])][dn]['prompts']} prompts)" for dn in dnames]],
+        [
+            [T, label] + [cell(per_domain[str(T)][dn][key], 0, 4) for dn in dnames]
+            for T in temps
+            for key, label in (("opt_iid", "alpha* iid"), ("gap_kseq", "K-SEQ gap"), ("gap_rrs", "RRS gap"), ("gap_rrs_wor", "RRS w/o gap"))
+        ],
     )
     payload = {
         "target": base.target,
@@ -286,12 +334,22 @@ def main(argv: list[str] | None = None) -> dict:
         "summary": summary,
         "checks": checks,
         "gap_by_tv": by_tv,
+        "per_domain": per_domain,
+        "prompts": [{"id": p.id, "domain": p.domain} for p in prompts],
+        "steps": {
+            "prompt": [int(j) for j in base.prompt],  # index into "prompts": the cluster of every step
+            "values": {str(T): {key: [_output.rounded(row) for row in a] for key, a in per_t[T].items()} for T in temps},
+        },
         "seconds": {"load": t_load, "models": t_models, "total": t_total},
         "png": [os.path.basename(png1), os.path.basename(png2)],
     }
     notes = [
-        f"{base.n} steps per temperature: {n_prompts} prompts x {n_tok} positions, contexts sampled from the target at T = 1; V = {base.p.shape[1]}.",
-        "Gaps are optimum minus acceptance, mean over steps +- 1.96 standard errors over steps (exact per step except RRS w/o replacement: Monte Carlo).",
+        f"{base.n} steps per temperature: {n_prompts} prompts x {n_tok} positions ("
+        + ", ".join(f"{dn} {len({p.id for p in prompts if p.domain == dn})}" for dn in dict.fromkeys(p.domain for p in prompts))
+        + f" prompts), contexts sampled from the target at T = 1; V = {base.p.shape[1]}.",
+        "Gaps are optimum minus acceptance, mean over steps (exact per step except RRS w/o replacement and w/o at i.i.d. opt.: Monte Carlo); "
+        "[low, high]: 95% BCa cluster-bootstrap interval over prompts (otspec.stats, 2000 resamples); K-SEQ / alpha* is a ratio of "
+        "means with the denominator resampled with it.",
         f"Checks over all steps: min(alpha*_wor - alpha*_iid) = {checks['min_wor_minus_iid']:.3g}; "
         f"max |greedy verifier - alpha*_greedy| = {checks['max_abs_greedy_verifier_minus_optimum']:.3g}; "
         f"min(K-SEQ phase-1 / alpha*_iid - (1-(1-1/k)^k)) = {checks['min_kseq_phase1_ratio_minus_guarantee']:.3g}; "
@@ -303,7 +361,12 @@ def main(argv: list[str] | None = None) -> dict:
         name,
         args,
         payload,
-        {"Acceptance (mean over steps)": table_acc, "Gap to the optimum": table_gap, "Where the gap is largest": table_tv},
+        {
+            "Acceptance (mean over steps)": table_acc,
+            "Gap to the optimum": table_gap,
+            "Gap per domain (largest k)": table_dom,
+            "Where the gap is largest": table_tv,
+        },
         notes,
     )
     return payload

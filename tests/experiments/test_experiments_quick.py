@@ -84,6 +84,14 @@ def test_exp1_verifiers_vs_optimum(tmp_path):
     assert c["min_wor_iid_minus_opt_iid"] >= -EXACT_ATOL  # wor_iid accepts at least alpha*_iid
     s = d["summary"]["1.0"]
     assert abs(s["opt_iid"]["mean"][0] - s["kseq"]["mean"][0]) < FLOAT64_ATOL  # k = 1: every rule is 1 - TV
+    # every step carries its prompt; the intervals resample those prompts and contain their estimate
+    steps, ids = d["steps"], [p["id"] for p in d["prompts"]]
+    assert len(steps["prompt"]) == d["steps_per_temperature"] and set(steps["prompt"]) == set(range(len(ids)))
+    kseq = np.asarray(steps["values"]["1.0"]["kseq"])
+    assert np.allclose(kseq.mean(0), s["kseq"]["mean"], atol=1e-6)
+    for key in ("kseq", "gap_rrs", "kseq_over_opt_iid"):
+        lo, mu, hi = (np.asarray(s[key][x]) for x in ("low", "mean", "high"))
+        assert np.all((lo <= mu + 1e-12) & (mu <= hi + 1e-12)), key
 
 
 def test_exp2_block_vs_token(tmp_path):
@@ -106,6 +114,15 @@ def test_exp2_block_vs_token(tmp_path):
     assert len(seeds) == 2 * len(d["cells"])
     assert d["wallclock"]["prompts"] > 0 and d["wallclock"]["block_speedup_over_token"]["n_clusters"] == d["wallclock"]["prompts"]
     assert len(list(tmp_path.glob("trace_chain_*.safetensors"))) == 2 * len(d["cells"])  # exp4's input
+    # runs made in separate processes merge into one report (no models): the same cells and Holm
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_exp2_merge", ROOT / "experiments" / "exp2_block_vs_token.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m = mod.main(["--quick", "--out", str(tmp_path / "merged"), "--merge", str(tmp_path / "exp2_block_vs_token.json")])
+    assert [c["gain_exact"] for c in m["cells"]] == [c["gain_exact"] for c in d["cells"]]
+    assert [c["holm_pvalue"] for c in m["cells"]] == [c["holm_pvalue"] for c in d["cells"]]
 
 
 def test_exp3_multidraft_sequences(tmp_path):
