@@ -42,6 +42,7 @@ import json
 import os
 import sys
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -94,17 +95,18 @@ def gain(block: dict, token: dict, key_b: str, key_t: str, ids: list[str], seed:
     return stats.clustered_relative_change(block[key_b], block["rounds"], ids, token[key_t], token["rounds"], ids, seed=seed)
 
 
-def run_grid(args, target, draft, dname: str, di: int, prompts: list, ids_of: list[str], log) -> list[dict]:
+def run_grid(args, target, draft, dname: str, prompts: list, ids_of: list[str], log) -> list[dict]:
     """Every (T, gamma, rule) decoding run of one draft; returns one record per (T, gamma)."""
     from otspec_gpu.decoding import decode
 
     cells = []
     ids = [_prompts.encode(target, p) if not args.quick else p for p in prompts]
-    for ti, T in enumerate(args.temperatures):
+    for T in args.temperatures:
         for g in args.gammas:
             runs = {}
             for ri, rule in enumerate(RULES):
-                seed = run_seed(args.seed, di, ti, g, ri)
+                # keyed by the run's coordinates (not loop positions): runs made in separate processes never share a seed
+                seed = run_seed(args.seed, zlib.crc32(dname.encode()), round(1000 * T), g, ri)
                 t0 = time.perf_counter()
                 outs = []
                 for s in range(0, len(ids), args.batch):
@@ -127,6 +129,8 @@ def run_grid(args, target, draft, dname: str, di: int, prompts: list, ids_of: li
                 runs[rule] = run
                 log(f"{dname} T={T:g} gamma={g} {rule}: {sum(run['rounds'])} rounds, {run['seconds']:.0f} s")
             cells.append(summarise(dname, target.name, draft.name, T, g, runs, ids_of, args.seed))
+            with open(os.path.join(args.out, f"{args.name}.partial.json"), "w") as f:
+                json.dump(cells, f)  # a crash later keeps the finished cells
     return cells
 
 
@@ -339,6 +343,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--batch", type=int, default=32, help="prompts decoded together (default 32)")
     ap.add_argument("--wallclock-prompts", type=int, default=0, help="prompts of the B = 1 wall-clock run (0 skips it)")
     ap.add_argument("--replot", metavar="JSON", help="only redraw the PNG and tables from a finished run's JSON")
+    ap.add_argument(
+        "--merge", nargs="+", metavar="JSON", help="combine finished runs' JSON (e.g. one per draft) into one report, no models"
+    )
     args = _output.parse(ap, argv)
     if args.replot:
         with open(args.replot) as f:
@@ -356,18 +363,37 @@ def main(argv: list[str] | None = None) -> dict:
         prompts = _prompts.own_prompts()[: args.prompts]
         ids_of = [p.id for p in prompts]
     name = NAME if (args.quick or args.target == "smollm2") else f"{NAME}_{args.target}"
+    args.name = name
+    if args.merge:
+        cells, wall, seconds = _merged(args.merge)
+        return finish(args, name, cells, ids_of, wall, time.perf_counter() - seconds, prompts)
     t0 = time.perf_counter()
     log = lambda s: print(f"[{time.perf_counter() - t0:7.0f} s] {s}", flush=True)  # noqa: E731
     cells, wall = [], None
     for di, dname in enumerate(drafts):
         target, draft = _real.load_pair(dname, quick=args.quick, target=args.target)
-        cells += run_grid(args, target, draft, dname, di, prompts, ids_of, log)
-        with open(os.path.join(args.out, f"{name}.partial.json"), "w") as f:
-            json.dump(cells, f)  # a crash later keeps the finished cells
+        cells += run_grid(args, target, draft, dname, prompts, ids_of, log)
         if args.wallclock_prompts and di == 0 or (args.quick and di == 0):
             n_w = 3 if args.quick else args.wallclock_prompts
             wp = prompts[:n_w] if args.quick else _spread(prompts, n_w)
             wall = wallclock(args, target, draft, wp, log)
+    return finish(args, name, cells, ids_of, wall, t0, prompts)
+
+
+def _merged(paths: list[str]) -> tuple[list[dict], dict | None, float]:
+    """Cells, the wall-clock part (if one input has it) and the summed run time of finished runs."""
+    cells, wall, seconds = [], None, 0.0
+    for path in paths:
+        with open(path) as f:
+            d = json.load(f)
+        cells += d["cells"]
+        wall = wall or d.get("wallclock")
+        seconds += d.get("seconds", 0.0)
+    return cells, wall, seconds
+
+
+def finish(args, name, cells, ids_of, wall, t0, prompts) -> dict:
+    """Holm over the paper comparisons, then the JSON, the tables and the plot."""
     # Holm over the family of comparisons with the paper's gains on this page's run
     pv = [c["pvalue_vs_paper"] if c["pvalue_vs_paper"] is not None else np.nan for c in cells]
     adj, rej = stats.holm(pv)
@@ -379,8 +405,8 @@ def main(argv: list[str] | None = None) -> dict:
         "target": args.target,
         "tokens": args.tokens,
         "prompts": ids_of,
-        "gammas": args.gammas,
-        "temperatures": args.temperatures,
+        "gammas": sorted({c["gamma"] for c in cells}),
+        "temperatures": sorted({c["temperature"] for c in cells}),
         "cells": cells,
         "wallclock": wall,
         "paper": {str(g): v for g, v in PAPER.items()},
