@@ -198,6 +198,12 @@ class Report:
         ]
         return rows
 
+    def _repr_html_(self) -> str:
+        """The :meth:`table` rows as an HTML table (Jupyter shows it in place of the ``repr``)."""
+        from otspec._display import html_table
+
+        return html_table(("quantity", "value"), self.table(), caption="decode report")
+
 
 def summarize(trace: Trace) -> Report:
     """The :class:`Report` of a trace (in memory or reloaded with :func:`otspec.io.load_trace`).

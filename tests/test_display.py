@@ -123,3 +123,13 @@ def test_calibration_bins_table_has_a_row_per_bin():
     assert len(t.rows) == 1 + bins.count.size
     assert [int(r[1]) for r in t.rows[1:]] == bins.count.tolist()
     assert [float(r[3]) for r in t.rows[1:]] == pytest.approx(bins.mean_realized, rel=1e-3)
+
+
+def test_decode_report_table_is_its_text_table():
+    report = pytest.importorskip("otspec_gpu.report", reason="otspec_gpu needs torch")
+    agree = report.Agreement("acceptance", 0.8, 0.79, 0.01, -0.02, 0.04, 100)
+    config = {"verifier": "token", "mode": "chain", "drafts": 1, "gamma": 4}
+    rep = report.Report(config, 100, 50, 320, 0.31, 3.2, 12.5, 0.05, {"verify": 0.1}, (agree,), {"exp_block": 2.3}, 0.9, "mean")
+    t = _Table(rep._repr_html_())
+    assert t.caption == "decode report"
+    assert [tuple(r) for r in t.rows[1:]] == rep.table()
