@@ -1,7 +1,7 @@
 """Contract suite over every single-step verifier in ``otspec.verifiers.ALL``.
 
 Each check is the one implementation in :mod:`otspec.testing` (the same code ``otspec audit`` and
-users run); this file chooses the instances and the strictness. What is proved here (every check is
+users run); this file chooses the instances and the strictness. What is checked here (every check is
 an assertion that can fail):
 
 * the kernel of every verifier is a well-formed transport plan (the law's tuples and weights, rows

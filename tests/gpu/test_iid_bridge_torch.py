@@ -1,6 +1,6 @@
 """The tree-free torch draw of ``optimal_iid`` (``otspec_gpu.verifiers.step._iid_bridge``).
 
-What is proved here (each check is an assertion that can fail):
+What is checked here (each check is an assertion that can fail):
 
 * given the same uniforms, the torch draw equals the numpy draw: the same r* (to 1e-13 relative;
   bit for bit on the LM pairs on CPU), the same super-tokens, the same block end, the same selected draft, the same accept decision,

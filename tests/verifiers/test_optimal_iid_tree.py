@@ -1,6 +1,6 @@
 """Threshold-tree builders of ``otspec.verifiers.step.optimal_iid`` (``TREE_METHODS``).
 
-What is proved here (each check is an assertion that can fail):
+What is checked here (each check is an assertion that can fail):
 
 * ``"heap_compiled"`` (numba) returns the bit-identical tree of the pure-Python ``"heap"``, and the
   kernels run without numba (plain Python) return the same arrays as compiled;

@@ -1,6 +1,6 @@
 """The optimal verifier for i.i.d. drafts (``otspec.verifiers.step.optimal_iid``, registered as ``optimal_iid``).
 
-What is proved here (each check is an assertion that can fail):
+What is checked here (each check is an assertion that can fail):
 
 * exact kernel: ``sum_x Q(x) pi(.|x) == p`` to 1e-12 and acceptance == alpha* to 1e-12 against
   the brute-force subsets oracle, on random small laws with zeros, ties in p/q, p == q, k = 1 and

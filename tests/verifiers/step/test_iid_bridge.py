@@ -1,6 +1,6 @@
 """The tree-free ("bridge") draw of ``optimal_iid`` (``otspec.verifiers.step._iid_bridge``).
 
-What is proved here (each check is an assertion that can fail):
+What is checked here (each check is an assertion that can fail):
 
 * the exact kernel built from bridge draws ONLY (the selection law integrated over the level G,
   between the levels where three boundaries are collinear, one bridge per interval; no tree) is
