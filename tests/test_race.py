@@ -392,3 +392,201 @@ def test_worminimum_is_frozen_and_public():
     assert "WorMinimum(" in repr(res)
     for name in _race.__all__:
         assert hasattr(_race, name)
+
+
+# ------------------------------------------------------------------------------------------------
+# the base: the tokens before the first requested prefix, summarised by the moments of q
+# ------------------------------------------------------------------------------------------------
+#: Rounding of the extended-precision Poisson-binomial reference: each step is a convex
+#: combination (<= 4 long-double ulps relative), so n steps stay within 4 n eps_ld of the exact law.
+LD_EPS = float(np.finfo(np.longdouble).eps)
+
+
+def extended_dp(q, k, t):
+    """P(N_B(t) = j), j < k, by the Poisson-binomial DP over the tokens of q in long double."""
+    tl = t.astype(np.longdouble)
+    P = np.zeros((k, t.size), dtype=np.longdouble)
+    P[0] = 1
+    for x in q[q > 0].astype(np.longdouble):
+        z = x * tl
+        a, b = np.exp(-z), -np.expm1(-z)
+        P[1:] = P[1:] * a + P[:-1] * b
+        P[0] *= a
+    return P
+
+
+def family_q(rng, family, V):
+    """Draft laws that stress the base: LM-like (a few big rates, a long tail), Dirichlet(0.1)
+    (rates down to 1e-40) and three tokens holding all but 1e-6 of the mass."""
+    if family == "lm":
+        return lm_pair(rng, V)[1]
+    if family == "dirichlet":
+        return rng.dirichlet(np.full(V, 0.1))
+    q = np.full(V, 1e-6 / (V - 3))
+    q[:3] = [0.5, 0.3, 0.2 - 1e-6]
+    return q[rng.permutation(V)]
+
+
+@pytest.mark.parametrize("family", ["lm", "dirichlet", "heavy"])
+@pytest.mark.parametrize("k", [2, 5, 8, 20])
+def test_base_law_matches_extended_precision_dp(family, k):
+    rng = np.random.default_rng({"lm": 1, "dirichlet": 2, "heavy": 3}[family] * 100 + k)
+    q = family_q(rng, family, 3000)
+    base = _race._Base(q, k)
+    # two chunks: the second within e times the first's last node (the split is reused) and a
+    # third beyond it (a new split, more tokens take the Poisson-binomial step)
+    for s_hi in (3.0, 3.9, 7.0):
+        t = np.exp(np.linspace(s_hi - 6.0, s_hi, 25))
+        P, err = base.state(t)
+        gap = np.abs(P - extended_dp(q, k, t)).sum(axis=0).astype(np.float64)
+        assert np.all(gap <= err + 4 * q.size * LD_EPS)
+        assert float(err.max()) <= 1e-12  # the bound is not vacuous
+    assert base.big.size > 0 and base.n_small > 0  # both paths of the base ran
+
+
+def test_base_bound_follows_a_truncated_series(monkeypatch):
+    # Negative control: a moment series cut far earlier is visibly less accurate, and the
+    # reported bound (which carries the truncation rho) still covers the error. Twenty equal rates
+    # with q t up to 0.09 at the last node: every token is small and near the series' radius.
+    monkeypatch.setattr(_race, "_BASE_SERIES_RTOL", 1e-2)
+    _race._moment_plan.cache_clear()
+    try:
+        q = np.full(20, 0.05)
+        t = np.linspace(0.1, 1.8, 25)
+        base = _race._Base(q, 6)
+        P, err = base.state(t)
+        assert base.big.size == 0
+        gap = np.abs(P - extended_dp(q, 6, t)).sum(axis=0).astype(np.float64)
+        assert gap.max() > 1e-12  # 1000x the error of the full series here
+        assert np.all(gap <= err + 4 * q.size * LD_EPS)
+    finally:
+        monkeypatch.undo()
+        _race._moment_plan.cache_clear()
+
+
+def test_moment_plan_coefficients():
+    # a[m, s] are the Taylor coefficients of ((e^z - 1) / z)^m; the omitted tail at z = delta is
+    # below rho relative to z^m
+    k = 8
+    S, a, rho = _race._moment_plan(k)
+    for m in range(1, k):
+        for z in (0.05, _race._BASE_DELTA):
+            series = float(np.polyval(a[m][::-1], z))
+            assert abs(series - (math.expm1(z) / z) ** m) <= rho * 1.01 + 1e-15 * series
+
+
+@pytest.mark.parametrize("family", ["lm", "dirichlet", "heavy"])
+@pytest.mark.parametrize("k", [2, 4, 8, 20])
+def test_sweep_with_base_matches_sweep_without(family, k, monkeypatch):
+    # The same prefixes late in a 20 000-token order, with the base (moments + Poisson-binomial
+    # step for the tokens before the window) and with the window engine over every token.
+    rng = np.random.default_rng({"lm": 5, "dirichlet": 6, "heavy": 7}[family] * 100 + k)
+    V = 20_000
+    q = family_q(rng, family, V)
+    idx = np.concatenate([np.arange(V - 400, V - 100, 7), [V - 3]])
+    with_base, e_with = _race.wor_prefix_at(q, k, idx)
+    assert _race._base_split(q, k, idx, _race._grid(q, k, idx, 1 - np.cumsum(q)[idx - 1], np.cumsum(q)[idx - 1], 1.0, WOR_TARGET_ERROR))
+    monkeypatch.setattr(_race, "_BASE_MIN_TOKENS", 10**9)
+    without, e_without = _race.wor_prefix_at(q, k, idx)
+    assert np.abs(with_base - without).max() <= e_with + e_without
+    assert e_with <= WOR_TARGET_ERROR
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_late_prefixes_against_reference_loop(k):
+    # The base path against the independent reference loop (1600 Gauss-Legendre nodes).
+    rng = np.random.default_rng(200 + k)
+    V = 2500
+    p, q = lm_pair(rng, V)
+    qs = q[ratio_order(p, q)]
+    idx = np.arange(V - 60, V + 1)
+    vals, err = _race.wor_prefix_at(qs, k, idx)
+    ref = reference_prefix_values(qs, k, n_nodes=1600, s_lo=-40.0)[idx]
+    assert np.abs(vals - ref).max() <= err + FLOAT64_ATOL
+    assert err <= WOR_TARGET_ERROR
+
+
+def test_one_late_prefix_sums_only_its_window(monkeypatch):
+    # Regression (speed): a cut's re-check at full vocabulary evaluated the symmetric sums over
+    # every token of the cut at every node; the tokens before the window now enter through the
+    # base, and the window engine sees only the last one.
+    seen = []
+    layout = _race._layout
+
+    def spy(q, idx, lam_idx, loop):
+        seen.append(int(idx.max()))  # the window's token count
+        return layout(q, idx, lam_idx, loop)
+
+    monkeypatch.setattr(_race, "_layout", spy)
+    rng = np.random.default_rng(8)
+    q = family_q(rng, "lm", 200_000)
+    vals, err = _race.wor_prefix_at(q, 8, [199_990])
+    assert seen == [1]
+    assert err <= WOR_TARGET_ERROR
+    assert 0.0 < vals[0] < 1.0
+
+
+@pytest.mark.parametrize("family", ["zipf", "dirichlet"])
+def test_dual_minimum_at_full_vocabulary_against_fine_reference(family, monkeypatch):
+    # V = 262 144, k = 8: the fast path (base, two-level sums, bounds at a few prefixes) against
+    # the window engine over every token with a 1000x smaller error target.
+    p, q = otspec.synthetic.synthetic_pair(262_144, family=family, seed=0)
+    order = ratio_order(p, q)
+    ps, qs = p[order], q[order]
+    fast = _race.wor_dual_minimum(ps, qs, 8)
+    assert fast.error_bound <= 1e-10
+    monkeypatch.setattr(_race, "_BASE_MIN_TOKENS", 10**9)
+    monkeypatch.setattr(_race, "WOR_TARGET_ERROR", WOR_TARGET_ERROR / 1000)
+    fine = _race.wor_dual_minimum(ps, qs, 8)
+    assert abs(fast.value - fine.value) <= fast.error_bound + fine.error_bound
+    assert fine.error_bound < fast.error_bound
+
+
+def naive_block_top(q, k, block):
+    """The running top-k at block ends by merging every block (the definition)."""
+    V = q.size
+    nb = -(-V // block)
+    top = np.zeros((nb + 1, k))
+    cur = np.zeros(k)
+    for b in range(nb):
+        cur = -np.sort(-np.concatenate([cur, q[b * block : (b + 1) * block]]))[:k]
+        top[b + 1] = cur
+    return top
+
+
+@pytest.mark.parametrize("V,k,block", [(100, 3, 1), (5000, 7, 8), (3000, 4, 1), (70_000, 5, 64)])
+def test_block_top_and_top_values_match_definitions(V, k, block):
+    rng = np.random.default_rng(V + k)
+    for q in (rng.dirichlet(np.full(V, 0.3)), np.sort(rng.random(V)), np.round(rng.random(V), 2)):
+        assert np.array_equal(_race._block_top(q, k, block), naive_block_top(q, k, block))
+        assert np.array_equal(_race._top_values(q, k), -np.sort(-q)[:k])
+
+
+@pytest.mark.parametrize("V", [1, 7, 64, 65, 1000, 262_145])
+def test_blocked_prefix_sums_within_their_rounding(V):
+    x = np.random.default_rng(V).dirichlet(np.full(V, 0.2))
+    X, units = _race._blocked_prefix(x)
+    exact = np.concatenate([[0], np.cumsum(x.astype(np.longdouble))])
+    rel = np.abs(X - exact) / np.maximum(exact, np.finfo(np.float64).tiny)
+    assert float(rel.max()) <= units * 2.0**-53 + V * LD_EPS
+    lam, eps = _race._suffix_at(x, np.array([0, V // 2, V]) if V > 1 else np.array([0, 1]))
+    idx = [0, V // 2, V] if V > 1 else [0, 1]
+    ex = np.array([math.fsum(x[i:]) for i in idx])
+    assert np.all(np.abs(lam - ex) <= eps * ex + 1e-300)
+
+
+def test_wor_primal_skips_the_race_integral_when_dual_only(monkeypatch):
+    # Regression (speed): above the enumeration limit the WOR primal is "dual only", yet Q(H*^k) was
+    # computed first, a second race integral over the cut; only the certificate's re-check remains.
+    calls = []
+    prob = otspec.laws.WithoutReplacementLaw.prob_all_in
+
+    def spy(self, H):
+        calls.append(1)
+        return prob(self, H)
+
+    monkeypatch.setattr(otspec.laws.WithoutReplacementLaw, "prob_all_in", spy)
+    p, q = otspec.synthetic.synthetic_pair(2000, family="zipf", seed=3)
+    res = otspec.optimal_acceptance(p, otspec.without_replacement(q, 4))
+    assert res.status == "optimal" and res.lower_bound is None
+    assert len(calls) == 1
