@@ -1,82 +1,68 @@
-"""Real-LLM speculative decoding: otspec's verifiers vs transformers assisted generation, same run.
+"""Speed a user sees on this CPU: plain sampling against speculative decoding, B = 1, same process.
 
-SmolLM2-135M-Instruct target, its int8 dynamic-quantized draft (every Linear except down_proj),
-temperature 1, no top-k/top-p. For each prompt (20 of our own: chat, code, maths, summarising) and
-each configuration -- token (gamma 4), block (gamma 4 and 8), k = 4 single-token drafts with K-SEQ
-and RRS, and k = 4 draft trees of depth 4 with SpecTr and RRS when the tree verifiers are installed
--- we decode ``--max-new-tokens`` tokens and record target forward calls per generated token,
-tokens/s (decoding only; the per-round exact theory is timed apart and excluded), the share of a
-round spent in verification, and realized vs exact expected acceptance. Target calls include the
-prefill forward on both sides (``transformers`` counts it among its calls too).
+SmolLM2-135M-Instruct target, temperature 1, no top-k/top-p, ``--max-new-tokens`` (128) tokens per
+prompt, batch size 1, one torch thread. Methods, interleaved prompt by prompt (a seeded order per
+prompt, so that drifts of the shared machine hit every method alike):
 
-Baselines on the same prompts, same process: ``transformers`` assisted generation
-(``assistant_model`` = the same int8 draft, sampling, ``num_assistant_tokens = gamma`` with the
-constant schedule; its target calls are counted by a forward hook), and plain target sampling.
+* ``plain`` -- ``transformers`` ``generate`` sampling from the target alone (the baseline);
+* ``lookup`` -- otspec :func:`otspec_gpu.decoding.decode` with prompt-lookup drafts
+  (:mod:`otspec_gpu.prompt_lookup`: the continuation of the most recent earlier match of the last
+  ``n <= --ngram`` tokens, one-hot q, no draft model) and token verification, ``gamma`` = ``--gamma``;
+* ``int8`` -- otspec decode with the int8 dynamic-quantised self-draft and token verification;
+* ``hf-int8`` -- ``transformers`` assisted generation with the same int8 draft (sampling, constant
+  ``num_assistant_tokens = gamma``);
+* ``hf-lookup`` -- ``transformers``' own prompt lookup (``prompt_lookup_num_tokens = gamma``,
+  ``max_matching_ngram_size = --ngram``; its earliest match, at most the tokens already in the
+  context, nothing proposed without a match). With sampling it keeps a candidate when a token
+  sampled from p equals it, which is token verification with a one-hot q.
 
-The machine is shared and noisy: tokens/s are medians over prompts of one run each; compare
-configurations within one run only. Target calls per token do not depend on the machine.
+Every method generates exactly ``--max-new-tokens`` tokens (``transformers``: ``min_new_tokens``;
+otspec: ``stop_at_eos=False``). Times are wall-clock seconds of the whole call (prefill included);
+for otspec the exact per-round theory it computes is timed apart and subtracted (the trace's top-k
+summaries stay in). Statistics are over prompts (:mod:`otspec.stats`, cluster = prompt, BCa, 95%):
+tokens/s of a method is ``sum tokens / sum seconds``; its speed relative to plain sampling is the
+ratio of mean seconds per token, plain over method, both summed over the same prompts (the
+interval includes the denominator's variance); block efficiency is generated tokens per
+verification round (target forward after the prefill; for plain sampling 1). For ``lookup`` the
+exact expected accepted tokens per round given the drafts (:mod:`otspec_gpu.theory`) sits next to
+the realized count. HumanEval and our own prompts are reported apart (and our own per domain).
 
 Usage::
 
-    python experiments/bench/bench_decode.py --out experiments/bench/results          # full: 20 prompts x 128 tokens
-    python experiments/bench/bench_decode.py --prompts 4 --max-new-tokens 32 --out ... # quick
+    nice -n 5 python experiments/bench/bench_decode.py --n-humaneval 24 --n-own 24 --out docs/_static/results
+    python experiments/bench/bench_decode.py --quick --out /tmp/bench_decode   # tiny models, seconds (CI)
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, write_report
+_EXP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _EXP not in sys.path:
+    sys.path.insert(0, _EXP)
+
+from _output import fmt, markdown_table, parse, parser, save_figure, write  # noqa: E402 (sets the thread count first)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch
+import numpy as np  # noqa: E402
 
-from otspec_gpu import models
-from otspec_gpu.decoding import decode
-
-PROMPTS = [
-    # chat
-    "Hi! Can you suggest three fun things to do on a rainy weekend?",
-    "What is a good way to start learning to play the guitar?",
-    "My friend is feeling sad after losing a game. What could I say to cheer them up?",
-    "Write a short, friendly email inviting my team to a picnic on Friday.",
-    "Tell me a story about a cat who wants to become a lighthouse keeper.",
-    # code
-    "Write a Python function that returns the n-th Fibonacci number iteratively.",
-    "Explain what a hash map is and give a small example in Python.",
-    "Write a SQL query that returns the ten customers with the highest total order value.",
-    "How do I reverse a linked list in C? Show the code.",
-    "Write a bash one-liner that counts the lines of every .py file in a directory.",
-    # maths
-    "What is the derivative of x^3 * sin(x)? Show the steps.",
-    "A train travels 180 km in 2.5 hours. What is its average speed in km/h?",
-    "Explain why the square root of 2 is irrational.",
-    "Solve for x: 3x + 7 = 22.",
-    "What is the probability of getting at least one six in four rolls of a fair die?",
-    # summarising
-    "Summarise in two sentences: The city council met on Tuesday to discuss the new bike lanes. Residents raised concerns about parking, while cyclists argued the lanes would reduce accidents. The council agreed to a six-month trial.",
-    "Summarise the main idea of photosynthesis for a ten-year-old.",
-    "Give a one-paragraph summary of the causes of the French Revolution.",
-    "Summarise: Regular exercise improves heart health, mood and sleep, and lowers the risk of several chronic diseases, but most adults do not meet the recommended 150 minutes per week.",
-    "Summarise the plot of Romeo and Juliet in three sentences.",
-]
-
-
-def chat(tok, text: str) -> list:
-    """Token ids of a one-turn chat prompt (SmolLM2-Instruct's own template)."""
-    ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return [int(i) for i in ids]
+NAME = "bench_decode"
+METHODS = ("plain", "lookup", "int8", "hf-int8", "hf-lookup")
+LABELS = {
+    "plain": "plain sampling (transformers)",
+    "lookup": "otspec, prompt-lookup drafts",
+    "int8": "otspec, int8 self-draft",
+    "hf-int8": "transformers assisted, int8 draft",
+    "hf-lookup": "transformers prompt lookup",
+}
 
 
 class CallCounter:
+    """Counts the forwards of a module (a forward hook)."""
+
     def __init__(self, module):
         self.n = 0
         self.h = module.register_forward_hook(self._hook)
@@ -88,156 +74,337 @@ class CallCounter:
         self.h.remove()
 
 
-def run_otspec(target, draft, ids, cfg, n_new, seed):
-    res = decode(
-        target,
-        draft,
-        ids,
-        verifier=cfg["verifier"],
-        drafts=cfg["k"],
-        gamma=cfg["gamma"],
-        temperature=1.0,
-        max_new_tokens=n_new,
-        seed=seed,
-        stop_at_eos=False,
+def run_otspec(target, draft, ids, n_new: int, gamma: int, seed: int) -> dict:
+    """otspec decode (token verification); seconds = wall time minus the exact-theory time."""
+    from otspec_gpu.decoding import decode
+
+    t0 = time.perf_counter()
+    res = decode(target, draft, [ids], verifier="token", gamma=gamma, temperature=1.0, max_new_tokens=n_new, seed=seed, stop_at_eos=False)
+    wall = time.perf_counter() - t0
+    c = res.trace.columns
+    theory_s = float(c["round_t_theory"].sum())
+    out = dict(
+        tokens=len(res.tokens[0]),
+        seconds=wall - theory_s,
+        theory_s=theory_s,
+        rounds=int(c["tau"].size),
+        target_forwards=int(res.config["target_calls"]) + 1,  # + the prefill
+        accepted=float(c["tau"].sum()),
+        expected=float(c["th_expected"].sum()),
+        verify_s=float(c["round_t_verify"].sum()),
+        draft_s=float(c["round_t_draft"].sum()),
     )
-    rep = res.report()
-    t = rep.time_s
-    agreement = rep.agreement[0]
-    return dict(
-        # + 1: the prefill forward, which transformers' generate also counts among its target calls
-        tokens=rep.tokens,
-        target_calls=rep.records + 1,
-        decode_s=t["prefill"] + t["draft"] + t["target"] + t["verify"] + t["rollback"],
-        verify_share=rep.verify_share,
-        theory_s=t["theory"],
-        realized=agreement.realized,
-        expected=agreement.expected,
-        diff=agreement.diff,
-        ci=(agreement.ci_low, agreement.ci_high),
-        agrees=agreement.agrees,
-        optimum=rep.optimum,
-    )
+    if "lookup_matched" in res.config:
+        m = np.asarray(res.config["lookup_matched"][0])
+        out["matched_rounds"] = int((m > 0).sum())
+    return out
 
 
-def run_hf(target, draft, ids, gamma, n_new, seed):
-    """transformers generate: assisted (gamma > 0) or plain sampling (gamma = 0)."""
+def run_hf(target, ids, n_new: int, gamma: int, seed: int, *, assistant=None, lookup_ngram: int = 0) -> dict:
+    """transformers generate: plain sampling, assisted by ``assistant``, or prompt lookup."""
+    import torch
+
     torch.manual_seed(seed)
     x = torch.tensor([ids])
     counter = CallCounter(target.model)
     kw = dict(
-        do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=n_new, min_new_tokens=n_new, attention_mask=torch.ones_like(x)
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        max_new_tokens=n_new,
+        min_new_tokens=n_new,
+        attention_mask=torch.ones_like(x),
+        pad_token_id=target.eos_token_id if target.eos_token_id is not None else 0,
     )
-    if gamma:
-        draft.model.generation_config.num_assistant_tokens = gamma
-        draft.model.generation_config.num_assistant_tokens_schedule = "constant"
-        draft.model.generation_config.assistant_confidence_threshold = 0.0
-        kw.update(assistant_model=draft.model)
+    if assistant is not None:
+        assistant.model.generation_config.num_assistant_tokens = gamma
+        assistant.model.generation_config.num_assistant_tokens_schedule = "constant"
+        assistant.model.generation_config.assistant_confidence_threshold = 0.0
+        kw.update(assistant_model=assistant.model)
+    if lookup_ngram:
+        kw.update(prompt_lookup_num_tokens=gamma, max_matching_ngram_size=lookup_ngram)
     t0 = time.perf_counter()
     with torch.no_grad():
         out = target.model.generate(x, **kw)
     dt = time.perf_counter() - t0
     counter.close()
     n = int(out.shape[1] - x.shape[1])
-    return dict(tokens=n, target_calls=counter.n, decode_s=dt)
+    return dict(tokens=n, seconds=dt, rounds=counter.n, target_forwards=counter.n)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--prompts", type=int, default=20, help="how many of the 20 prompts (default 20)")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--configs", default="token4,block4,block8,kseq4,rrs4,tree-kseq4,tree-rrs4,hf4,hf8,plain", help="comma-separated subset"
-    )
-    ap.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch intra-op threads (default 1: on a shared 2-core machine two threads per process stall on every small matmul)",
-    )
-    ap.add_argument("--out", default="experiments/bench/results")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    target, draft = models.smollm2(), models.smollm2_int8()
-    prompts = [chat(target.tokenizer, p) for p in PROMPTS[: args.prompts]]
-    configs = {
-        "token4": dict(verifier="token", k=1, gamma=4),
-        "block4": dict(verifier="block", k=1, gamma=4),
-        "block8": dict(verifier="block", k=1, gamma=8),
-        "kseq4": dict(verifier="kseq", k=4, gamma=1),
-        "rrs4": dict(verifier="rrs", k=4, gamma=1),
-        "tree-kseq4": dict(verifier="kseq", k=4, gamma=4),
-        "tree-rrs4": dict(verifier="rrs", k=4, gamma=4),
-    }
-    wanted = [c.strip() for c in args.configs.split(",") if c.strip()]
-    try:
-        import otspec_gpu.verifiers.tree  # noqa: F401
-    except ImportError:
-        wanted = [c for c in wanted if not c.startswith("tree-")]
-    results: dict = {c: [] for c in wanted}
-    # Interleave configurations prompt by prompt, so that machine noise hits all of them alike.
-    for i, ids in enumerate(prompts):
-        for c in wanted:
-            seed = args.seed * 1000 + i
-            if c in configs:
-                r = run_otspec(target, draft, ids, configs[c], args.max_new_tokens, seed)
-            elif c.startswith("hf"):
-                r = run_hf(target, draft, ids, int(c[2:]), args.max_new_tokens, seed)
+def load(quick: bool):
+    """(target, int8 draft, prompts): SmolLM2 and the standard prompt set, or tiny models and token prompts."""
+    from otspec_gpu import models
+
+    if quick:
+        target, draft = models.load("tiny"), models.load("tiny-draft")
+        rng = np.random.default_rng(0)
+        prompts = []
+        for i in range(4):  # a repeated motif, so that prompt lookup finds matches
+            motif = [int(t) for t in rng.integers(0, target.vocab_size, 3)]
+            prompts.append(dict(id=f"quick/{i}", domain="humaneval" if i < 2 else "code", ids=motif * 3 + motif[:1]))
+        return target, draft, prompts
+    return models.smollm2(), models.smollm2_int8(), None
+
+
+def select_prompts(target, n_humaneval: int, n_own: int, seed: int) -> list[dict]:
+    """A seeded subset: ``n_humaneval`` HumanEval prompts and ``n_own`` of ours, the same number per domain."""
+    from _prompts import DOMAINS, encode, humaneval_prompts, own_prompts
+
+    rng = np.random.default_rng(seed)
+    he = humaneval_prompts()
+    picked = [he[i] for i in sorted(rng.choice(len(he), size=min(n_humaneval, len(he)), replace=False))]
+    own = own_prompts()
+    per = n_own // len(DOMAINS)
+    for d in DOMAINS:
+        mine = [p for p in own if p.domain == d]
+        picked += [mine[i] for i in sorted(rng.choice(len(mine), size=min(per, len(mine)), replace=False))]
+    return [dict(id=p.id, domain=p.domain, ids=encode(target, p)) for p in picked]
+
+
+def forward_cost(target, ids: list, gamma: int, repeats: int = 3) -> dict:
+    """Median seconds of one cached target forward over 1 and over ``gamma + 1`` new positions after the prompt."""
+    import torch
+    from transformers import DynamicCache
+
+    times: dict = {1: [], gamma + 1: []}
+    with torch.no_grad():
+        cache = DynamicCache()
+        target.model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        for _ in range(repeats):
+            for n in times:
+                x = torch.tensor([ids[-n:] if len(ids) >= n else (ids * n)[:n]])
+                t0 = time.perf_counter()
+                target.model(input_ids=x, past_key_values=cache, use_cache=True)
+                times[n].append(time.perf_counter() - t0)
+                cache.crop(-n)
+    return {"forward_1_s": float(np.median(times[1])), "forward_block_s": float(np.median(times[gamma + 1]))}
+
+
+def interleave(prompts: list[dict]) -> list[dict]:
+    """HumanEval and our own prompts alternately (our domains in turn), so that a run stopped by its
+    time budget holds both sets in equal numbers."""
+    he = [p for p in prompts if p["domain"] == "humaneval"]
+    own = [p for p in prompts if p["domain"] != "humaneval"]
+    domains = sorted({p["domain"] for p in own})
+    by = {d: [p for p in own if p["domain"] == d] for d in domains}
+    own_rr = [by[d][i] for i in range(max((len(v) for v in by.values()), default=0)) for d in domains if i < len(by[d])]
+    out = []
+    for i in range(max(len(he), len(own_rr))):
+        out += ([he[i]] if i < len(he) else []) + ([own_rr[i]] if i < len(own_rr) else [])
+    return out
+
+
+def seed_of(seed: int, prompt: int, method: int) -> int:
+    """An independent seed per (run, prompt, method)."""
+    return int(np.random.SeedSequence([seed, prompt, method]).generate_state(1)[0] >> 1)
+
+
+def run_all(
+    target, draft, prompts: list[dict], methods: list[str], n_new: int, gamma: int, ngram: int, seed: int, budget_s: float
+) -> tuple[list[dict], list[dict]]:
+    """Every method on every prompt (a seeded order per prompt) until the time budget is spent: (rows, forward costs)."""
+    from otspec_gpu.prompt_lookup import PromptLookup
+
+    rng = np.random.default_rng(seed)
+    rows, costs, t0 = [], [], time.perf_counter()
+    for i, pr in enumerate(prompts):
+        if time.perf_counter() - t0 > budget_s:
+            print(f"time budget spent after {i} prompts", flush=True)
+            break
+        costs.append(dict(prompt=pr["id"], domain=pr["domain"], **forward_cost(target, pr["ids"], gamma)))
+        order = [methods[j] for j in rng.permutation(len(methods))]
+        for m in order:
+            s = seed_of(seed, i, METHODS.index(m))
+            if m == "plain":
+                r = run_hf(target, pr["ids"], n_new, gamma, s)
+            elif m == "lookup":
+                r = run_otspec(target, PromptLookup(ngram), pr["ids"], n_new, gamma, s)
+            elif m == "int8":
+                r = run_otspec(target, draft, pr["ids"], n_new, gamma, s)
+            elif m == "hf-int8":
+                r = run_hf(target, pr["ids"], n_new, gamma, s, assistant=draft)
             else:
-                r = run_hf(target, draft, ids, 0, args.max_new_tokens, seed)
-            results[c].append(r)
+                r = run_hf(target, pr["ids"], n_new, gamma, s, lookup_ngram=ngram)
+            r.update(prompt=pr["id"], domain=pr["domain"], method=m, prompt_tokens=len(pr["ids"]))
+            rows.append(r)
             print(
-                f"prompt {i} {c}: {r['tokens']} tokens, {r['target_calls']} target calls, {r['tokens'] / r['decode_s']:.2f} tok/s",
+                f"{i + 1}/{len(prompts)} {pr['id']:>16} {m:>9}: {r['tokens']} tokens in {r['seconds']:.2f} s "
+                f"({r['tokens'] / r['seconds']:.2f} tok/s), {r['rounds']} rounds",
                 flush=True,
             )
-    rows, summary = [], {}
-    for c in wanted:
-        rs = results[c]
-        tok = sum(r["tokens"] for r in rs)
-        calls = sum(r["target_calls"] for r in rs)
-        tps = statistics.median(r["tokens"] / r["decode_s"] for r in rs)
-        s = dict(tokens=tok, target_calls=calls, calls_per_token=calls / tok, median_tokens_per_s=tps)
-        if "verify_share" in rs[0]:
-            s.update(
-                verify_share=statistics.mean(r["verify_share"] for r in rs),
-                realized=statistics.mean(r["realized"] for r in rs),
-                expected=statistics.mean(r["expected"] for r in rs),
-                agree_fraction=sum(r["agrees"] for r in rs) / len(rs),
-                optimum=statistics.mean(r["optimum"] for r in rs),
+    return rows, costs
+
+
+def summarise(rows: list[dict], methods: list[str], groups: dict[str, list[str]], seed: int) -> dict:
+    """Per group of prompts and method: tokens/s, speed relative to plain, block efficiency (prompt-clustered)."""
+    from otspec.stats import clustered_ratio as _ratio
+
+    def clustered_ratio(a, b, cl, seed, reference=None):
+        r = _ratio(a, b, cl, seed=seed)
+        d = dict(value=r.value, low=r.low, high=r.high, confidence=r.confidence, n_clusters=r.n_clusters, method=r.method)
+        if reference is not None:  # two-sided bootstrap p-value of "the ratio equals reference"
+            d["pvalue_vs_1"] = r.pvalue(reference) if r.distribution is not None else float("nan")
+        return d
+
+    out: dict = {}
+    for g, ids in groups.items():
+        by = {m: {r["prompt"]: r for r in rows if r["method"] == m and r["prompt"] in ids} for m in methods}
+        common = sorted(set.intersection(*(set(v) for v in by.values())))
+        if not common:
+            continue
+        plain = np.array([by["plain"][p]["seconds"] / by["plain"][p]["tokens"] for p in common]) if "plain" in by else None
+        res = {}
+        for m in methods:
+            rs = [by[m][p] for p in common]
+            tok = np.array([r["tokens"] for r in rs], dtype=float)
+            sec = np.array([r["seconds"] for r in rs])
+            rounds = np.array([r["rounds"] for r in rs], dtype=float)
+            cl = np.arange(len(rs))
+            e = dict(n_prompts=len(rs), tokens_per_s=clustered_ratio(tok, sec, cl, seed=seed))
+            e["block_efficiency"] = clustered_ratio(tok, rounds, cl, seed=seed)
+            if plain is not None and m != "plain":
+                e["speed_vs_plain"] = clustered_ratio(plain, sec / tok, cl, seed=seed, reference=1.0)
+            if "expected" in rs[0]:
+                acc = np.array([r["accepted"] for r in rs])
+                exp = np.array([r["expected"] for r in rs])
+                e["accepted_per_round"] = clustered_ratio(acc, rounds, cl, seed=seed)
+                e["expected_per_round"] = clustered_ratio(exp, rounds, cl, seed=seed)
+                e["verify_share"] = float(sum(r["verify_s"] for r in rs) / sec.sum())
+            if "matched_rounds" in rs[0]:
+                e["match_rate"] = clustered_ratio(np.array([r["matched_rounds"] for r in rs], dtype=float), rounds, cl, seed=seed)
+            res[m] = e
+        out[g] = res
+    return out
+
+
+def ci(d: dict | None, digits: int = 2) -> str:
+    if d is None:
+        return "-"
+    return f"{fmt(d['value'], digits)} [{fmt(d['low'], digits)}, {fmt(d['high'], digits)}]"
+
+
+def tables(summary: dict, methods: list[str]) -> dict[str, str]:
+    out = {}
+    for g, res in summary.items():
+        rows = []
+        for m in methods:
+            e = res[m]
+            rows.append(
+                [
+                    LABELS[m],
+                    e["n_prompts"],
+                    ci(e["tokens_per_s"]),
+                    ci(e.get("speed_vs_plain"), 3),
+                    ci(e["block_efficiency"], 3),
+                    (ci(e["accepted_per_round"], 3) + " / " + fmt(e["expected_per_round"]["value"], 3))
+                    if "expected_per_round" in e
+                    else "-",
+                    ci(e["match_rate"], 3) if "match_rate" in e else "-",
+                ]
             )
-        summary[c] = s
-        rows.append(
+        out[f"{g} (95% cluster-bootstrap intervals over prompts)"] = markdown_table(
             [
-                c,
-                tok,
-                f"{calls / tok:.3f}",
-                f"{tps:.2f}",
-                f"{100 * s['verify_share']:.2f}%" if "verify_share" in s else "-",
-                f"{s['realized']:.3f} / {s['expected']:.3f}" if "realized" in s else "-",
-                f"{s['optimum']:.3f}" if "optimum" in s and s["optimum"] == s["optimum"] else "-",
-                f"{s['agree_fraction']:.2f}" if "agree_fraction" in s else "-",
-            ]
+                "method",
+                "prompts",
+                "tokens/s",
+                "speed / plain",
+                "tokens per round",
+                "accepted per round: realized / exact expected",
+                "rounds with a match",
+            ],
+            rows,
         )
-    table = markdown_table(
-        [
-            "config",
-            "tokens",
-            "target calls / token",
-            "tokens/s (median)",
-            "verify share",
-            "realized / expected accepted per round",
-            "optimum (mean)",
-            "prompts agreeing (99% CI)",
-        ],
-        rows,
+    return out
+
+
+def plot(summary: dict, methods: list[str], out: str) -> None:
+    import matplotlib.pyplot as plt
+
+    groups = [g for g in ("humaneval", "own") if g in summary]
+    ms = [m for m in methods if m != "plain"]
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    w = 0.8 / max(len(groups), 1)
+    for j, g in enumerate(groups):
+        v = [summary[g][m]["speed_vs_plain"] for m in ms]
+        x = np.arange(len(ms)) + (j - (len(groups) - 1) / 2) * w
+        val = np.array([d["value"] for d in v])
+        err = np.array([[d["value"] - d["low"], d["high"] - d["value"]] for d in v]).T
+        ax.bar(x, val, w, yerr=np.nan_to_num(err), capsize=3, label=g)
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(ms)), [LABELS[m].replace(", ", ",\n") for m in ms], fontsize=8)
+    ax.set_ylabel("speed relative to plain sampling")
+    ax.set_title("tokens/s relative to plain sampling (B = 1, CPU; 95% intervals over prompts)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, out, NAME)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(NAME, __doc__.split("\n")[0])
+    ap.add_argument("--n-humaneval", type=int, default=24, help="HumanEval prompts, a seeded subset (default 24)")
+    ap.add_argument("--n-own", type=int, default=24, help="our own prompts, the same number per domain, seeded (default 24)")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--gamma", type=int, default=4)
+    ap.add_argument("--ngram", type=int, default=3, help="longest n-gram of the prompt-lookup drafts (default 3)")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    ap.add_argument(
+        "--budget-min",
+        type=float,
+        default=35.0,
+        help="stop starting new prompts after this many minutes (HumanEval and ours alternate; default 35)",
     )
-    write_report(
-        args.out,
-        "bench_decode",
-        {"args": vars(args), "summary": summary, "per_prompt": results},
-        {"SmolLM2 target + int8 draft, temperature 1": table},
+    args = parse(ap, argv)
+    import torch
+
+    torch.set_num_threads(1)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in METHODS]
+    if bad or "plain" not in methods:
+        ap.error(f"--methods must name methods of {list(METHODS)} and include plain (got {args.methods!r})")
+    t_start = time.perf_counter()
+    target, draft, prompts = load(args.quick)
+    if args.quick:
+        args.max_new_tokens = min(args.max_new_tokens, 12)
+    else:
+        prompts = select_prompts(target, args.n_humaneval, args.n_own, args.seed)
+    prompts = interleave(prompts)
+    rows, costs = run_all(target, draft, prompts, methods, args.max_new_tokens, args.gamma, args.ngram, args.seed, 60 * args.budget_min)
+    done = {r["prompt"] for r in rows}
+    prompts = [p for p in prompts if p["id"] in done]
+    groups = {
+        "humaneval": [p["id"] for p in prompts if p["domain"] == "humaneval"],
+        "own": [p["id"] for p in prompts if p["domain"] != "humaneval"],
+    }
+    for d in sorted({p["domain"] for p in prompts} - {"humaneval"}):
+        groups[f"own: {d}"] = [p["id"] for p in prompts if p["domain"] == d]
+    summary = summarise(rows, methods, {g: v for g, v in groups.items() if v}, args.seed)
+    from otspec.stats import clustered_ratio
+
+    cost = clustered_ratio([c["forward_block_s"] for c in costs], [c["forward_1_s"] for c in costs], np.arange(len(costs)), seed=args.seed)
+    cost_d = dict(value=cost.value, low=cost.low, high=cost.high)
+    run_s = time.perf_counter() - t_start
+    plot(summary, methods, args.out)
+    notes = [
+        f"Run time {run_s / 60:.1f} min on this machine ({os.cpu_count()} shared CPU cores, one torch thread, load average at the end "
+        f"{os.getloadavg()[0]:.1f}); prompts: {len(groups['humaneval'])} HumanEval and {len(groups['own'])} of ours (a seeded subset), "
+        f"{args.max_new_tokens} new tokens each, gamma {args.gamma}, n-gram <= {args.ngram}.",
+        "Seconds are wall-clock of the whole call (prefill included); otspec's exact per-round theory is timed apart and subtracted.",
+        "Tokens per round: generated tokens per verification round (target forward after the prefill); plain sampling: 1.",
+        f"One cached target forward over gamma + 1 = {args.gamma + 1} positions costs {ci(cost_d, 2)} times a forward over one "
+        f"position (median of 3 each per prompt, ratio of sums over {len(costs)} prompts): so, draft and verification cost aside, a "
+        "speculative round must emit more tokens than that ratio to beat plain sampling.",
+    ]
+    payload = dict(
+        args={k: v for k, v in vars(args).items() if k != "revision_at_start"},
+        run_s=run_s,
+        summary=summary,
+        per_prompt=rows,
+        forward_cost=dict(block_over_one=cost_d, per_prompt=costs),
+        models=dict(target=target.name, draft=draft.name),
     )
+    write(args.out, NAME, args, payload, tables(summary, methods), notes)
 
 
 if __name__ == "__main__":
