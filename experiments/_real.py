@@ -217,3 +217,23 @@ def real_steps_ids(target, draft, ids: list[list[int]], n_new: int, temperature:
         qs.append(softmax64(ld.numpy(), temperature))
         pr.append(np.full(lt.shape[0], j))
     return Steps(np.concatenate(ps), np.concatenate(qs), np.concatenate(pr), float(temperature), target.name, draft.name)
+
+
+def continuations_ids(target, ids: list[list[int]], n_new: int, temperature: float, seed: int) -> list[tuple[list[int], int]]:
+    """:func:`sample_continuations` from token-id prompts: ``(sequence, prompt length)`` per prompt,
+    ``n_new`` tokens sampled from the target at ``temperature`` (KV cache)."""
+    import torch
+    from transformers import DynamicCache
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for prompt in ids:
+        seq = list(prompt)
+        cache = DynamicCache()
+        logits = target.logits(torch.tensor([seq]), cache=cache)[0, -1]
+        for _ in range(n_new):
+            tok = int(torch.multinomial(torch.softmax(logits.double() / temperature, -1), 1, generator=gen))
+            seq.append(tok)
+            logits = target.logits(torch.tensor([[tok]]), cache=cache)[0, -1]
+        out.append((seq, len(prompt)))
+    return out

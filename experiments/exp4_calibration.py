@@ -5,7 +5,10 @@ block chains, SpecTr / RRS trees) each round's realized outcome (accepted or not
 tokens) is set against the exact expectation computed from that round's float64 distributions
 (``th_expected_cond`` = P(accept | the drafts proposed) for single-step rounds, E[tau | drafted
 path or tree] otherwise). A correct implementation's bin means lie on the diagonal within their
-95% intervals and the overall z-score of realized - expected is about N(0, 1).
+95% intervals and the overall z-score of realized - expected is about N(0, 1). Each family's mean
+realized - exact also gets a 95% cluster-bootstrap interval over prompts (:mod:`otspec.stats`; the
+rounds of one prompt in one run are one cluster; the JSON records the cluster of every round).
+Prompts come from the standard set (``experiments/_prompts.py``, a domain-stratified subset).
 
 Negative control (the plot that shows a biased implementation at a glance): on real SmolLM2
 steps, K-SEQ with k = 4 is run once correctly and once with drafts sampled from the draft
@@ -35,6 +38,7 @@ import numpy as np
 
 import otspec
 from otspec import plot
+from otspec.stats import clustered_mean
 from otspec.verifiers import kseq
 
 NAME = "exp4_calibration"
@@ -70,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--draft", default="int8")
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--prompts", type=int, default=3)
+    ap.add_argument("--prompts", type=int, default=8, help="a domain-stratified subset of the own prompts (default 8)")
     ap.add_argument("--tokens", type=int, default=40, help="tokens per prompt in each single-step run")
     ap.add_argument("--traces", nargs="*", default=[], help="folders whose *.safetensors decoding traces are added")
     ap.add_argument("--wrong-temperature", type=float, default=1.5, help="temperature of the negative control's draft sampler")
@@ -85,11 +89,13 @@ def main(argv: list[str] | None = None) -> dict:
     from otspec.io import load_trace
     from otspec_gpu.decoding import decode
 
-    n_prompts, n_tok = (2, 6) if args.quick else (args.prompts, args.tokens)
+    n_tok = 6 if args.quick else args.tokens
+    chosen = _real.select_prompts("own")[::32] if args.quick else _real.select_prompts("own", args.prompts, seed=args.seed)
+    n_prompts = len(chosen)
     T = args.temperature
     t0 = time.perf_counter()
     target, draft = _real.load_pair(args.draft, quick=args.quick)
-    prompts = _real.decoder_prompts(target, n_prompts, args.seed)
+    prompts = _real.prompt_token_ids(target, chosen, args.seed, quick=args.quick)
     rng = np.random.default_rng(args.seed)  # the negative control's stream
     traces = []
     for verifier, k in SINGLE:
@@ -149,18 +155,20 @@ def main(argv: list[str] | None = None) -> dict:
     for folder in args.traces:
         for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
             traces.append(load_trace(path))
-    fams = {}
-    for tr in traces:
+    fams, clusters = {}, {}
+    for i, tr in enumerate(traces):
         c, cfg = tr.columns, tr.config
         col = "th_expected_cond" if cfg.get("mode") == "single" else "th_expected"
         e, y = np.asarray(c[col], float), np.asarray(c["tau"], float)
+        g = np.array([f"run{i}/{int(p)}" for p in c["prompt"]])  # one cluster per (run, prompt in its batch)
         name = family(cfg)
         prev = fams.get(name)
         fams[name] = (np.concatenate([prev[0], e]), np.concatenate([prev[1], y]), cfg.get("mode")) if prev else (e, y, cfg.get("mode"))
+        clusters[name] = np.concatenate([clusters[name], g]) if name in clusters else g
     t_decode = time.perf_counter() - t0
 
     # negative control on real steps
-    steps = _real.real_steps(target, draft, _real.PROMPTS[:n_prompts], 4 if args.quick else 12, T, args.seed, quick=args.quick)
+    steps = _real.real_steps_ids(target, draft, prompts, 4 if args.quick else 12, T, args.seed)
     kk = 2 if args.quick else 4
     e_nc, ok_nc, bad_nc = negative_control(steps.p, steps.q, kk, 20 if args.quick else 60, args.wrong_temperature, rng)
     elapsed = time.perf_counter() - t0
@@ -172,32 +180,50 @@ def main(argv: list[str] | None = None) -> dict:
         b = plot.calibration_bins(e, y, n_bins=nb)
         ax = axes[0] if mode == "single" else axes[1]
         plot.calibration(e, y, n_bins=nb, label=name, ax=ax)
+        diff = clustered_mean(y - e, clusters[name], seed=args.seed)
         results[name] = {
             "mode": mode,
             "n": int(e.size),
             "mean_expected": float(e.mean()),
             "mean_realized": float(y.mean()),
             "z_overall": b.z_overall,
+            "realized_minus_exact": diff.as_dict(),
+            "samples": {"cluster": clusters[name].tolist(), "expected": _output.rounded(e), "realized": _output.rounded(y)},
         }
-        rows.append([name, mode, e.size, f"{e.mean():.4f}", f"{y.mean():.4f}", f"{b.z_overall:+.2f}"])
-    # every multi-token round pooled: one z for "is realized tau below its expectation in chains and trees?"
-    d_multi = np.concatenate([y - e for e, y, mode in fams.values() if mode != "single"] or [np.zeros(0)])
-    multi = [r for r in results.values() if r["mode"] != "single"]
-    pooled = {
-        "rounds": int(d_multi.size),
-        "families": len(multi),
-        "families_below": int(sum(r["mean_realized"] < r["mean_expected"] for r in multi)),
-        "mean_realized_minus_exact": float(d_multi.mean()) if d_multi.size else float("nan"),
-        "z": float(d_multi.mean() / (d_multi.std(ddof=1) / np.sqrt(d_multi.size))) if d_multi.size > 1 else float("nan"),
-    }
-    if d_multi.size:
+        rows.append(
+            [
+                name,
+                mode,
+                e.size,
+                diff.n_clusters,
+                f"{e.mean():.4f}",
+                f"{y.mean():.4f}",
+                _output.ci(diff, 4, signed=True),
+                f"{b.z_overall:+.2f}",
+            ]
+        )
+    # every multi-token round pooled: is realized tau below its expectation in chains and trees?
+    multi_names = [n for n, (_, _, mode) in fams.items() if mode != "single"]
+    multi = [results[n] for n in multi_names]
+    pooled = {"rounds": 0, "families": len(multi), "families_below": int(sum(r["mean_realized"] < r["mean_expected"] for r in multi))}
+    if multi_names:
+        d_multi = np.concatenate([fams[n][1] - fams[n][0] for n in multi_names])
+        iv = clustered_mean(d_multi, np.concatenate([clusters[n] for n in multi_names]), seed=args.seed)
+        pooled.update(
+            rounds=int(d_multi.size),
+            mean_realized_minus_exact=iv.value,
+            realized_minus_exact=iv.as_dict(),
+            z=float(d_multi.mean() / (d_multi.std(ddof=1) / np.sqrt(d_multi.size))) if d_multi.size > 1 else float("nan"),
+        )
         rows.append(
             [
                 f"all chain and tree rounds pooled ({pooled['families_below']} of {pooled['families']} families below)",
                 "chain+tree",
                 d_multi.size,
+                iv.n_clusters,
                 "-",
-                f"{pooled['mean_realized_minus_exact']:+.4f} (realized - exact)",
+                "-",
+                _output.ci(iv, 4, signed=True),
                 f"{pooled['z']:+.2f}",
             ]
         )
@@ -224,27 +250,35 @@ def main(argv: list[str] | None = None) -> dict:
         "z_correct": b_ok.z_overall,
         "z_wrong_q": b_bad.z_overall,
     }
-    rows.append(
+    g_nc = np.repeat(np.array([chosen[j].id for j in steps.prompt]), e_nc.size // steps.n)  # draws of a step: its prompt
+    for label, y_nc, b_nc in (("correct", ok_nc, b_ok), ("wrong q", bad_nc, b_bad)):
+        iv = clustered_mean(y_nc - e_nc, g_nc, seed=args.seed)
+        nc[f"realized_minus_promised_{label.replace(' ', '_')}"] = iv.as_dict()
+        rows.append(
+            [
+                f"negative control: K-SEQ k={kk}, {label}",
+                "numpy",
+                e_nc.size,
+                iv.n_clusters,
+                f"{e_nc.mean():.4f}",
+                f"{y_nc.mean():.4f}",
+                _output.ci(iv, 4, signed=True),
+                f"{b_nc.z_overall:+.2f}",
+            ]
+        )
+    table = _output.markdown_table(
         [
-            f"negative control: K-SEQ k={kk}, correct",
-            "numpy",
-            e_nc.size,
-            f"{e_nc.mean():.4f}",
-            f"{ok_nc.mean():.4f}",
-            f"{b_ok.z_overall:+.2f}",
-        ]
+            "family",
+            "mode",
+            "records",
+            "prompt clusters",
+            "mean exact",
+            "mean realized",
+            "realized - exact [95% CI]",
+            "z (realized - exact)",
+        ],
+        rows,
     )
-    rows.append(
-        [
-            f"negative control: K-SEQ k={kk}, wrong q",
-            "numpy",
-            e_nc.size,
-            f"{e_nc.mean():.4f}",
-            f"{bad_nc.mean():.4f}",
-            f"{b_bad.z_overall:+.2f}",
-        ]
-    )
-    table = _output.markdown_table(["family", "mode", "records", "mean exact", "mean realized", "z (realized - exact)"], rows)
     payload = {
         "target": target.name,
         "draft": draft.name,
@@ -257,6 +291,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     notes = [
         "z = sum(realized - exact) / sqrt(sum of variances): exact Bernoulli variances for single-step acceptance, the sample variance for tau; |z| > 3 would flag a bias (false-alarm rate ~0.3% per family under independence).",
+        "[95% CI]: BCa cluster bootstrap over prompts (otspec.stats, 2000 resamples); a cluster is one prompt in one run (negative control: one prompt).",
+        f"Prompts: {n_prompts} of the own set ({', '.join(p.id for p in chosen)}).",
         f"Traces added from: {', '.join(args.traces) if args.traces else 'none'}.",
         f"Own chain / tree runs (--multi, seeds {args.seed + 101}...): {', '.join(args.multi) if args.multi else 'none'}.",
         "Families with the same name (same rule, gamma, k and draft) from several runs are pooled.",

@@ -157,6 +157,12 @@ def test_exp4_calibration(tmp_path):
     assert modes == {"single", "chain", "tree"}
     nc = d["negative_control"]
     assert nc["draws"] > 0 and 0 <= nc["promised"] <= 1
+    for f in d["families"].values():  # every round carries its (run, prompt) cluster; the interval is over those
+        s = f["samples"]
+        assert len(s["cluster"]) == len(s["realized"]) == f["n"]
+        iv = f["realized_minus_exact"]
+        assert iv["n_clusters"] == len(set(s["cluster"])) and iv["n"] == f["n"]
+        assert abs(iv["value"] - (f["mean_realized"] - f["mean_expected"])) < 1e-9
 
 
 def test_exp4b_chain_replay(tmp_path):
@@ -168,3 +174,6 @@ def test_exp4b_chain_replay(tmp_path):
     for r in d["results"]:
         assert r["draws"] > 0 and 0 <= r["mean_exact"] <= r["gamma"]
         assert abs(r["z"]) < 4, r
+        # equal draws per path: the prompt-clustered mean of the per-path biases is the row's bias
+        assert abs(r["bias_clustered"]["value"] - r["bias"]) < 1e-9 and r["bias_clustered"]["n"] == r["paths"]
+        assert len(r["paths_detail"]["prompt"]) == r["paths"]
