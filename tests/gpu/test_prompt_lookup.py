@@ -5,8 +5,8 @@ hidden size 8), N = 100 000 independent decodings of a prompt with repeated toke
 with a 1-, 2- and 3-gram match and rounds without a match all occur) run as one batch; the law of
 the first three generated tokens (216 cells) is compared with the target's exact joint law by
 Pearson chi-square (cells of expected count < 5 pooled), false alarm FALSE_ALARM = 1e-6 per case.
-The negative control gives the verifier a one-hot q on another token than the one proposed; the same
-test must reject it.
+The negative control tells the verifier a q that is not the law the drafts came from (half of the
+point mass moved to another token); the same test must reject it.
 """
 
 import numpy as np
@@ -175,12 +175,14 @@ def test_first_tokens_follow_the_target_law(target, verifier, gamma):
 
 @pytest.mark.slow
 def test_a_q_that_is_not_the_proposal_is_caught(target, monkeypatch):
-    """Negative control: one-hot q on (draft + 1) mod V while the draft is proposed (q(draft) = 0)."""
+    """Negative control: the verifier is told q = (delta_d + delta_{d+1 mod V}) / 2 while d is proposed
+    with probability 1 (a q that is not the law the drafts came from: d is kept with probability
+    min(1, 2 p(d)) instead of p(d))."""
     real = PromptLookupDrafter.draft
 
     def wrong(self, *a, **kw):
         X, Q, n = real(self, *a, **kw)
-        return X, torch.roll(Q, 1, dims=2), n
+        return X, 0.5 * (Q + torch.roll(Q, 1, dims=2)), n
 
     monkeypatch.setattr(PromptLookupDrafter, "draft", wrong)
     res = run(target, "token", 2)
