@@ -49,7 +49,10 @@ myst_enable_extensions = ["dollarmath"]
 
 html_theme = "pydata_sphinx_theme"
 html_title = "otspec"
-html_static_path = []
+# Only the stylesheet folder is copied as static files (results and generated tables are read by
+# the pages that include them).
+html_static_path = ["_static/css"]
+html_css_files = ["otspec.css"]
 html_theme_options = {
     "navigation_depth": 2,
     "show_toc_level": 2,

@@ -18,9 +18,9 @@ from typing import Any
 
 __all__ = ["cell", "html_table", "fields_table"]
 
-#: Significant digits of a float cell (enough for the certified values, which are printed to 12
-#: digits by the plain ``repr``; tables stay narrow).
-DIGITS = 10
+#: Significant digits of a float cell (tables stay narrow; the plain ``repr`` and the result's
+#: fields keep every digit).
+DIGITS = 8
 
 # Jupyter's and the documentation theme's own table styles apply (no inline styling).
 _TABLE = '<table class="otspec-table">'

@@ -73,6 +73,15 @@ class ComparisonRow:
     reason: str = ""
 
 
+def _ci_text(row: ComparisonRow) -> str:
+    """A row's interval as table text: ``exact`` for exact answers, ``-`` when unavailable."""
+    if row.how in ("closed_form", "kernel"):
+        return "exact"
+    if math.isnan(row.ci_low):
+        return "-"
+    return f"[{row.ci_low:.6g}, {row.ci_high:.6g}]"
+
+
 class ComparisonTable(list):
     """What :func:`compare` returns: a plain ``list`` of :class:`ComparisonRow`, shown as an HTML
     table in Jupyter (``_repr_html_``); its ``repr``, equality and indexing are the list's.
@@ -82,8 +91,11 @@ class ComparisonTable(list):
         """The rows as an HTML table (Jupyter shows it in place of the ``repr``)."""
         from otspec._display import html_table
 
-        header = ("verifier", "acceptance", "how", "CI low", "CI high", "optimum", "shortfall", "% of optimum", "lossless")
-        rows = [(r.name, r.acceptance, r.how, r.ci_low, r.ci_high, r.optimum, r.shortfall, r.percent_of_optimum, r.lossless) for r in self]
+        header = ("verifier", "acceptance", "how", "99% CI", "optimum", "shortfall", "% of optimum", "lossless")
+        rows = [
+            (r.name, r.acceptance, r.how, _ci_text(r), r.optimum, f"{r.shortfall:.3g}", f"{r.percent_of_optimum:.4g}", r.lossless)
+            for r in self
+        ]
         notes = [f"{r.name}: {r.reason}" for r in self if r.reason]
         return html_table(header, rows, notes=notes)
 

@@ -50,7 +50,7 @@ Q = np.array([0.2, 0.3, 0.5])
 
 def test_cells_are_formatted_by_type():
     assert [cell(None), cell(True), cell(False), cell(np.int64(7)), cell("x")] == ["-", "yes", "no", "7", "x"]
-    assert cell(1 / 3) == "0.3333333333" and cell(np.float64(2.5)) == "2.5"
+    assert cell(1 / 3) == "0.33333333" and cell(np.float64(2.5)) == "2.5"
     assert [cell(float("nan")), cell(float("inf"))] == ["nan", "inf"]
 
 
@@ -84,6 +84,19 @@ def test_compare_returns_a_list_that_displays_as_a_table():
     assert t.rows[0][:2] == ["verifier", "acceptance"]
     assert [r[0] for r in t.rows[1:]] == [r.name for r in rows]
     assert [r[1] for r in t.rows[1:]] == [cell(r.acceptance) for r in rows]
+    assert [r[3] for r in t.rows[1:]] == ["exact" if r.how in ("closed_form", "kernel") else "-" for r in rows]
+    # without replacement at V = 300: some verifiers need Monte Carlo, some cannot enumerate the law
+    p, q = otspec.synthetic.synthetic_pair(300, seed=0)
+    mc = compare(p, otspec.without_replacement(q, 3), n_samples=200)
+    t = _Table(mc._repr_html_())
+    hows = {r.how for r in mc}
+    assert {"monte_carlo", "unavailable"} <= hows
+    for shown, r in zip(t.rows[1:], mc, strict=True):
+        if r.how == "monte_carlo":
+            assert shown[3] == f"[{r.ci_low:.6g}, {r.ci_high:.6g}]"
+        elif r.how == "unavailable":
+            assert shown[3] == "-" and shown[1] == "nan"
+    assert t.notes == [f"{r.name}: {r.reason}" for r in mc if r.reason]
 
 
 def test_block_report_and_block_optimum_tables():
