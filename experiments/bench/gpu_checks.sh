@@ -3,7 +3,8 @@
 # (token / block chain, gamma 4, V 49 152 / 128 256 / 262 144, B 1 / 64, beside the same-run
 # formula step and its CUDA-graph replay) and of bench_torch_verifiers.py (single-step rules, B 1 /
 # 64), each writing JSON + markdown under $OUT, then the CUDA tests of tests/gpu (pytest -k cuda;
-# the corpus tests are left out: they need pyarrow / ray). Every phase has its own timeout
+# the corpus tests are left out: they need pyarrow / ray), then the targets table of
+# gpu_targets.py (also $OUT/targets.md). Every phase has its own timeout
 # (3 x 40 + 2 x 45 + 150 = 360 s at most; about 3-4 minutes on one H100/H200, Triton compiling
 # the kernels on first use) so one slow phase cannot starve the others. Without CUDA it prints why
 # and exits 0 (nothing to check).
@@ -50,4 +51,5 @@ for f in "$OUT"/chains_V*/*.md "$OUT"/verifiers_B*/*.md; do [ -f "$f" ] && cat "
 timeout "${TEST_TIMEOUT:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" \
     --ignore=tests/gpu/test_corpus.py --ignore=tests/gpu/test_corpus_ray.py tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
 tail -25 "$OUT/tests.txt"
+"$PYTHON" experiments/bench/gpu_targets.py "$OUT" | tee "$OUT/targets.md"
 exit $rc
