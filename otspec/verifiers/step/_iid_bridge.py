@@ -39,24 +39,27 @@ _MAX_ALTERNATIONS = 256
 _NEAR = 1e-9
 
 
-def _two_sum_scan(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Compensated inclusive scan: ``hi + lo`` equals the exact prefix sums of ``x`` to about
-    ``eps**2 * n`` relative (each step's rounding error, found by two-sum, is scanned apart)."""
-    hi = np.cumsum(x)  # numpy's scan is sequential: hi[i] = fl(hi[i-1] + x[i])
-    prev = np.empty_like(hi)
-    prev[0] = 0.0
-    prev[1:] = hi[:-1]
-    bb = hi - prev
-    err = prev - (hi - bb)
-    err += x - bb  # two-sum: hi + err == prev + x exactly
-    return hi, np.cumsum(err)
-
-
 def _suffix(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Compensated suffix sums ``S[j] = sum(x[j:])``, ``j = 0..n`` (``S[n] = 0``)."""
-    hi, lo = _two_sum_scan(x[::-1])
-    z = np.zeros(1)
-    return np.concatenate([hi[::-1], z]), np.concatenate([lo[::-1], z])
+    """Compensated suffix sums ``S[j] = sum(x[j:])``, ``j = 0..n`` (``S[n] = 0``), as ``hi + lo``
+    equal to the exact sums to about ``eps**2 * n`` relative: ``hi`` is the sequential scan from
+    the end, each step's rounding error (found by two-sum) is scanned apart into ``lo``. Three
+    arrays of size n in all (fresh pages cost more than the arithmetic)."""
+    n = x.size
+    hi = np.empty(n + 1)
+    lo = np.empty(n + 1)
+    hi[n] = lo[n] = 0.0
+    np.cumsum(x[::-1], out=hi[n - 1 :: -1] if n else hi[:0])  # hi[j] = fl(hi[j + 1] + x[j])
+    if n == 0:
+        return hi, lo
+    prev, cur = hi[1:], hi[:n]
+    bb = np.subtract(cur, prev)  # two-sum of prev + x[j] = cur + err
+    err = lo[:n]
+    np.subtract(cur, bb, out=err)
+    np.subtract(prev, err, out=err)
+    np.subtract(x, bb, out=bb)
+    err += bb
+    np.cumsum(err[::-1], out=err[::-1])  # lo[j] = sum of the errors of steps j..n-1, from the end
+    return hi, lo
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,12 +105,15 @@ def _anchored(geo: BridgeGeometry, c: int, G: float, idx: np.ndarray | None = No
     the boundaries ``idx``, default all)."""
     Yh, Yl, Sh, Sl = (geo.Yh, geo.Yl, geo.Sh, geo.Sl) if idx is None else (geo.Yh[idx], geo.Yl[idx], geo.Sh[idx], geo.Sl[idx])
     D = np.subtract(geo.Yh[c], Yh)  # exact near c (Sterbenz)
-    D += np.subtract(geo.Yl[c], Yl)
+    tmp = np.subtract(geo.Yl[c], Yl)
+    D += tmp
     E = np.subtract(geo.Sh[c], Sh)
-    E += np.subtract(geo.Sl[c], Sl)  # L_j - L_c
+    np.subtract(geo.Sl[c], Sl, out=tmp)
+    E += tmp  # L_j - L_c
     yc = geo.Yh[c]
     # Phi_j - Phi_c = Y_c^k - Y_j^k = (Y_c - Y_j) h_{k-1}(Y_c, Y_j), all terms of h positive
-    h = np.ones_like(D)
+    h = tmp
+    h.fill(1.0)
     ycp = 1.0
     for _ in range(geo.k - 1):
         ycp *= yc
@@ -164,7 +170,11 @@ def _above(D: np.ndarray, E: np.ndarray, idx: np.ndarray, a: int, b: int) -> np.
     """Points of ``idx`` strictly above the line through a and b (one fused pass)."""
     full = idx.size == D.size  # the first round looks at every point: no gather
     Di, Ei = (D, E) if full else (D[idx], E[idx])
-    viol = (Ei - E[a]) * (D[b] - D[a]) > (E[b] - E[a]) * (Di - D[a])
+    lhs = np.subtract(Ei, E[a])  # (Ei - E[a]) * (D[b] - D[a]) > (E[b] - E[a]) * (Di - D[a])
+    lhs *= D[b] - D[a]
+    rhs = np.subtract(Di, D[a])
+    np.multiply(E[b] - E[a], rhs, out=rhs)
+    viol = np.greater(lhs, rhs)
     return np.flatnonzero(viol) if full else idx[viol]
 
 
@@ -196,7 +206,11 @@ def bridge(geo: BridgeGeometry, j0: int, G: float) -> tuple[int, int]:
     # the points within rounding of the edge (gap-anchored coordinates are accurate to ~1e-15
     # absolute): only these can change the ends once each is compared in its own coordinates
     dD, dE = D[b] - D[a], E[b] - E[a]
-    v = (E - E[a]) * dD - dE * (D - D[a])
+    v = np.subtract(E, E[a])  # v = (E - E[a]) * dD - dE * (D - D[a])
+    v *= dD
+    w = np.subtract(D, D[a])
+    np.multiply(dE, w, out=w)
+    v -= w
     near = np.flatnonzero(v > -_NEAR * (abs(dD) + abs(dE)))
     return _polish(geo, c, float(G), a, b, np.union1d(near, [a, b]))
 

@@ -45,73 +45,52 @@ def _one_minus_pow(x: float, k: int) -> float:
 
 
 def solve_selection(p: np.ndarray, q: np.ndarray, k: int) -> Selection:
+    # Memory-bound passes over V after the sort: every step writes into a buffer it owns (fresh
+    # pages cost more than the arithmetic) and the arithmetic is the same, operation for
+    # operation, as the formulas in the comments (so r* is bit-identical to theirs).
     V = p.shape[0]
-    pos = np.flatnonzero(q > 0)
-    pp, qq = p[pos], q[pos]
+    if V and q.min() > 0:  # every token has q > 0: no gather
+        pos, pp, qq = None, p, q
+    else:
+        pos = np.flatnonzero(q > 0)
+        pp, qq = p[pos], q[pos]
     with np.errstate(over="ignore"):  # a denormal q gives p/q = +inf, the right limit
         pi = pp / qq
     o = np.argsort(pi)  # ascending p/q (tie order is irrelevant: ties are merged)
-    n = pos.size
-    # one gather of (p, q) pairs instead of three gathers; p/q recomputed is the same division
-    pair = np.empty((n, 2))
-    pair[:, 0], pair[:, 1] = pp, qq
-    pair = pair[o]
-    ps, qs = pair[:, 0].copy(), pair[:, 1].copy()
+    n = o.size
+    ps, qs = pp[o], qq[o]  # two gathers (a gather of (p, q) rows is ~5x slower)
     with np.errstate(over="ignore"):
         pis = ps / qs
-    if n == V:  # every token has q > 0: pos is the identity
-        pos_o = o
-    else:
-        pos_o = pos[o]
+    pos_o = o if pos is None else pos[o]
     r_sorted = np.empty(n)
     if k == 1:  # Phi(t) = t: the base polytope is {q}
         r = np.zeros(V)
-        r[pos] = qq
+        if pos is None:
+            r[:] = qq
+        else:
+            r[pos] = qq
         alpha = float(np.minimum(p, q).sum())
         desc = pos_o[::-1].copy()
         return Selection(r, alpha, desc, np.ones(n), pos_o[pis < 1.0], 1.0, 1.0, qs[::-1].copy(), qs[::-1].copy())
-    cp = np.concatenate([[0.0], np.cumsum(ps)])
-    cq = np.minimum(np.concatenate([[0.0], np.cumsum(qs)]), 1.0)
-    g = cp - cq**k
+    cp = np.empty(n + 1)  # cp = [0, cumsum(ps)]
+    cp[0] = 0.0
+    np.cumsum(ps, out=cp[1:])
+    cq_raw = np.empty(n + 1)  # [0, cumsum(qs)]
+    cq_raw[0] = 0.0
+    np.cumsum(qs, out=cq_raw[1:])
+    cq = np.minimum(cq_raw, 1.0)
+    g = np.power(cq, k)  # g = cp - cq**k
+    np.subtract(cp, g, out=g)
     # the optimum is attained at the boundary of a block of tied ratios: only those are candidates
     boundary = np.ones(n + 1, dtype=bool)
-    boundary[1:n] = pis[1:] != pis[:-1]
+    np.not_equal(pis[1:], pis[:-1], out=boundary[1:n])
     g[~boundary] = np.inf
     nH = int(np.argmin(g))  # first minimiser: H* = empty set when alpha* = 1
+    del g, boundary
     h = float(cq[nH])
     hk = h**k
-    # --- A = tokens nH..n-1 (ascending): r = min(p, c q), sum = Phi(q(A)) = 1 - h^k
-    c = math.inf
-    if nH < n:
-        target = 1.0 - hk
-        pA, qA, rA = ps[nH:], qs[nH:], pis[nH:]
-        P_lt = np.concatenate([[0.0], np.cumsum(pA)[:-1]])  # p-mass of A-tokens before j
-        Q_ge = np.cumsum(qA[::-1])[::-1]  # q-mass of A-tokens from j on
-        F = P_lt + rA * Q_ge  # sum_A min(p, pi_j q), non-decreasing in j
-        j = int(np.searchsorted(F, target, side="left"))
-        if j < pA.size:
-            c = (target - P_lt[j]) / Q_ge[j]
-            lo = rA[j - 1] if j > 0 else 0.0
-            c = min(max(c, lo), rA[j])  # rounding only: keep the densities sorted
-            r_sorted[nH:] = np.where(np.arange(pA.size) < j, pA, c * qA)
-        else:  # F never reaches the target (rounding): r = p on A
-            r_sorted[nH:] = pA
-    # --- H* = tokens 0..nH-1: r = max(p, c' q), sum = h^k
-    c_prime = math.nan
-    if nH > 0:
-        pH, qH, rH = ps[:nH], qs[:nH], pis[:nH]
-        Q_le = np.cumsum(qH)  # q-mass of tokens 0..j
-        P_gt = np.concatenate([np.cumsum(pH[::-1])[::-1][1:], [0.0]])  # p-mass after j
-        S = rH * Q_le + P_gt  # sum_H max(p, pi_j q), non-decreasing in j
-        j = int(np.searchsorted(S, hk, side="left"))  # pool = tokens < j, c' in [pi_{j-1}, pi_j]
-        j = max(j, 1)
-        if j <= nH - 1:
-            c_prime = (hk - (P_gt[j - 1])) / Q_le[j - 1]
-            c_prime = min(max(c_prime, rH[j - 1]), rH[j])
-        else:
-            c_prime = max(hk / Q_le[-1], rH[-1])
-        idx = np.arange(nH)
-        r_sorted[:nH] = np.where(idx < j, c_prime * qH, pH)
+    c = _a_side(ps, qs, pis, nH, hk, r_sorted)
+    c_prime = _h_side(ps, qs, pis, nH, hk, cq_raw, r_sorted)
     r = np.zeros(V)
     r[pos_o] = r_sorted
     dens = _densities(r_sorted, ps, qs, pis, nH, c, c_prime)
@@ -120,18 +99,73 @@ def solve_selection(p: np.ndarray, q: np.ndarray, k: int) -> Selection:
     return Selection(r, alpha, desc, dens[::-1].copy(), pos_o[:nH].copy(), float(c), float(c_prime), qs[::-1].copy(), r_sorted[::-1].copy())
 
 
+def _a_side(ps, qs, pis, nH, hk, r_sorted) -> float:
+    """A = tokens nH..n-1 (ascending): r = min(p, c q) with sum Phi(q(A)) = 1 - h^k, written into
+    ``r_sorted[nH:]``; returns c (inf when A is empty or never capped)."""
+    c = math.inf
+    n = ps.size
+    if nH >= n:
+        return c
+    target = 1.0 - hk
+    pA, qA, rA = ps[nH:], qs[nH:], pis[nH:]
+    m = pA.size
+    P_lt = np.empty(m)  # p-mass of A-tokens before j: [0, cumsum(pA)[:-1]]
+    P_lt[0] = 0.0
+    np.cumsum(pA[:-1], out=P_lt[1:])
+    Q_ge = np.cumsum(qA[::-1])[::-1]  # q-mass of A-tokens from j on
+    F = np.multiply(rA, Q_ge)  # F = P_lt + rA * Q_ge: sum_A min(p, pi_j q), non-decreasing in j
+    np.add(P_lt, F, out=F)
+    j = int(np.searchsorted(F, target, side="left"))
+    if j < m:
+        c = (target - P_lt[j]) / Q_ge[j]
+        lo = rA[j - 1] if j > 0 else 0.0
+        c = min(max(c, lo), rA[j])  # rounding only: keep the densities sorted
+        r_sorted[nH : nH + j] = pA[:j]  # r = p before j, c q from j on
+        np.multiply(c, qA[j:], out=r_sorted[nH + j :])
+    else:  # F never reaches the target (rounding): r = p on A
+        r_sorted[nH:] = pA
+    return c
+
+
+def _h_side(ps, qs, pis, nH, hk, cq_raw, r_sorted) -> float:
+    """H* = tokens 0..nH-1: r = max(p, c' q) with sum h^k, written into ``r_sorted[:nH]``;
+    returns c' (nan when H* is empty)."""
+    if nH == 0:
+        return math.nan
+    pH, qH, rH = ps[:nH], qs[:nH], pis[:nH]
+    Q_le = cq_raw[1 : nH + 1]  # q-mass of tokens 0..j: cumsum(qH), the same sequential sums
+    P_gt = np.empty(nH)  # p-mass after j: [cumsum(pH[::-1])[::-1][1:], 0]
+    P_gt[-1] = 0.0
+    if nH > 1:
+        np.cumsum(pH[:0:-1], out=P_gt[-2::-1])
+    S = np.multiply(rH, Q_le)  # S = rH * Q_le + P_gt: sum_H max(p, pi_j q), non-decreasing in j
+    np.add(S, P_gt, out=S)
+    j = int(np.searchsorted(S, hk, side="left"))  # pool = tokens < j, c' in [pi_{j-1}, pi_j]
+    j = max(j, 1)
+    if j <= nH - 1:
+        c_prime = (hk - (P_gt[j - 1])) / Q_le[j - 1]
+        c_prime = min(max(c_prime, rH[j - 1]), rH[j])
+    else:
+        c_prime = max(hk / Q_le[-1], rH[-1])
+    np.multiply(c_prime, qH[:j], out=r_sorted[:j])  # r = c' q before j, p from j on
+    r_sorted[j:nH] = pH[j:]
+    return c_prime
+
+
 def _densities(r_sorted, ps, qs, pis, nH, c, c_prime) -> np.ndarray:
     """Densities r*/q in ascending p/q order, with the pools at exactly their constant (so that
     equal densities are recognised as equal) and p-tokens at exactly p/q."""
     d = pis.copy()
     n = pis.size
-    is_p = r_sorted == ps
+    is_p = np.equal(r_sorted, ps)
     if nH < n and np.isfinite(c):
-        d[nH:] = np.where(is_p[nH:], pis[nH:], c)
+        np.copyto(d[nH:], c, where=~is_p[nH:])  # np.where(is_p, pis, c)
     if nH > 0:
-        d[:nH] = np.where(is_p[:nH] & (pis[:nH] >= c_prime), pis[:nH], c_prime)
+        keep = np.greater_equal(pis[:nH], c_prime)
+        keep &= is_p[:nH]
+        np.copyto(d[:nH], c_prime, where=~keep)  # np.where(is_p & (pis >= c'), pis, c')
     # rounding guard: densities must be non-decreasing in this order
-    return np.maximum.accumulate(d)
+    return np.maximum.accumulate(d, out=d)
 
 
 def selection_law(p: Any, q: Any, k: Any) -> np.ndarray:

@@ -106,13 +106,14 @@ def test_bridge_blocks_equal_the_tree_blocks(V, k, seed, n):
 
 
 def test_compensated_scan_keeps_tiny_terms():
-    x = np.array([0.5, 1e-20, 0.25, 3e-18, 1e-10, 1e-30, 0.125, 7e-21])
-    hi, lo = ib._two_sum_scan(x)
-    exact = list(itertools.accumulate(Fraction(v) for v in x))
+    # suffix sums S[j] = sum(x[j:]), j = 0..n (S[n] = 0), scanned from the end
+    x = np.array([0.5, 1e-20, 0.25, 3e-18, 1e-10, 1e-30, 0.125, 7e-21])[::-1].copy()
+    hi, lo = ib._suffix(x)
+    exact = list(itertools.accumulate(Fraction(v) for v in x[::-1]))[::-1] + [Fraction(0)]
     err = [abs(Fraction(h) + Fraction(lo_) - e) for h, lo_, e in zip(hi, lo, exact, strict=True)]
     assert max(err) < Fraction(1, 2**104)  # double-double: about eps**2 of the sum
-    # a plain cumsum loses the 1e-20 term entirely (the comparison that makes the test meaningful)
-    assert Fraction(np.cumsum(x)[1]) - exact[1] != 0
+    # a plain scan loses the 1e-20 term entirely (the comparison that makes the test meaningful)
+    assert Fraction(np.cumsum(x[::-1])[::-1][-2]) - exact[-3] != 0
 
 
 @pytest.mark.parametrize("draw", ["bridge", "tree"])
