@@ -12,14 +12,28 @@ the table reports what it reached).
 The machine is shared: run it with ``nice -n 10``; the load average before and after is recorded.
 The numba kernels are compiled (or loaded from numba's cache) before the first timing.
 
+``--optimum-only`` times the WOR optimum itself at full vocabulary instead:
+``otspec.optimal_acceptance(p, otspec.without_replacement(q, k))`` (law construction, the prefix
+dual, the certificate's re-check of the cut) against one stable ``np.argsort`` of the p/q ratios,
+interleaved (argsort, optimum, argsort, optimum, ...) for ``--samples`` pairs; medians of the wall
+and CPU (``time.process_time``) times and their ratios, with the value, its certified error bound
+and the status. Target: <= 5x the sort at V = 262 144, k = 8, error bound <= 1e-10. With
+``--baseline REV`` the same cells run in a subprocess on the files of that git revision (its own
+interleaved argsort; written to a temporary directory).
+
     nice -n 10 python experiments/bench/bench_optimal_wor.py --out experiments/bench/out
+    nice -n 5 python experiments/bench/bench_optimal_wor.py --optimum-only --samples 21 --out docs/_generated
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -76,6 +90,139 @@ def _cell(family: str, V: int, k: int, seed: int, max_iter: int, tol: float, dra
     }
 
 
+OPT_CELLS = (
+    ("zipf", 262144, 8),
+    ("dirichlet", 262144, 8),
+    ("zipf", 262144, 4),
+    ("dirichlet", 262144, 4),
+    ("zipf", 262144, 2),
+    ("dirichlet", 262144, 2),
+)
+OPT_TARGET_RATIO = 5.0
+OPT_TARGET_ERROR = 1e-10
+
+
+def _interleaved(fns, samples: int) -> list[dict]:
+    """Wall and CPU time of each function over ``samples`` rounds, calling them in turn within each
+    round (so the machine's load hits every one alike); returns per function the medians and the
+    last output."""
+    wall = [[] for _ in fns]
+    cpu = [[] for _ in fns]
+    out = [None] * len(fns)
+    for _ in range(samples):
+        for i, fn in enumerate(fns):
+            c0, t0 = time.process_time(), time.perf_counter()
+            out[i] = fn()
+            wall[i].append(time.perf_counter() - t0)
+            cpu[i].append(time.process_time() - c0)
+    return [
+        {"wall_s": statistics.median(w), "cpu_s": statistics.median(c), "wall_all": w, "out": o}
+        for w, c, o in zip(wall, cpu, out, strict=True)
+    ]
+
+
+def optimum_cell(family: str, V: int, k: int, seed: int, samples: int) -> dict:
+    """alpha*_WOR at (family, V, k) against one stable argsort of the p/q ratios, interleaved."""
+    p, q = synthetic_pair(V, family=family, seed=seed)
+    ratio = p / q
+
+    def opt():
+        return otspec.optimal_acceptance(p, otspec.without_replacement(q, k))
+
+    opt()  # warm caches (quadrature constants)
+    sort_t, opt_t = _interleaved([lambda: np.argsort(ratio, kind="stable"), opt], samples)
+    res = opt_t["out"]
+    return {
+        "family": family,
+        "V": V,
+        "k": k,
+        "samples": samples,
+        "argsort_wall_s": sort_t["wall_s"],
+        "argsort_cpu_s": sort_t["cpu_s"],
+        "optimum_wall_s": opt_t["wall_s"],
+        "optimum_cpu_s": opt_t["cpu_s"],
+        "ratio_wall": opt_t["wall_s"] / sort_t["wall_s"],
+        "ratio_cpu": opt_t["cpu_s"] / sort_t["cpu_s"],
+        "value": res.value,
+        "error_bound": res.error_bound,
+        "status": res.status,
+        "cut_size": int(res.cut.size),
+        "gap_reason": res.gap_reason,
+        "argsort_wall_all": sort_t["wall_all"],
+        "optimum_wall_all": opt_t["wall_all"],
+    }
+
+
+def _baseline_rows(rev: str, cells, seed: int, samples: int) -> list[dict]:
+    """The same cells on the files of git revision ``rev`` (exported to a temporary directory and
+    imported there first), in a subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", rev, "otspec", "experiments/bench"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        code = (
+            "import json, sys; sys.path.insert(0, 'experiments/bench'); import bench_optimal_wor as b; "
+            f"print(json.dumps([b.optimum_cell(f, V, k, {seed}, {samples}) for f, V, k in {list(cells)!r}], default=float))"
+        )
+        env = {**os.environ, "PYTHONPATH": tmp}
+        # the old revision's script may lack optimum_cell: run this one's against the old package
+        here = os.path.dirname(os.path.abspath(__file__))
+        code = code.replace("sys.path.insert(0, 'experiments/bench')", f"sys.path.insert(0, {here!r})")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=tmp).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def optimum_main(args) -> int:
+    """``--optimum-only``: the WOR optimum against one stable argsort (module docstring)."""
+    cells = OPT_CELLS if args.cells == "all" else [OPT_CELLS[int(i)] for i in args.cells.split(",")]
+    rows, load0, load1 = run_cells(cells, lambda f, V, k: optimum_cell(f, V, k, args.seed, args.samples))
+    base = _baseline_rows(args.baseline, cells, args.seed, args.samples) if args.baseline else []
+    cols = ["code", "family", "V", "k", "argsort ms", "optimum ms", "ratio (wall)", "ratio (CPU)", "alpha*_WOR", "error bound", "status"]
+    table = []
+    for code, rr in (("this revision", rows), (f"baseline {args.baseline}", base)):
+        for r in rr:
+            table.append(
+                [
+                    code,
+                    r["family"],
+                    r["V"],
+                    r["k"],
+                    f"{r['argsort_wall_s'] * 1e3:.1f}",
+                    f"{r['optimum_wall_s'] * 1e3:.1f}",
+                    f"{r['ratio_wall']:.2f}",
+                    f"{r['ratio_cpu']:.2f}",
+                    f"{r['value']:.12f}",
+                    f"{r['error_bound']:.1e}",
+                    r["status"],
+                ]
+            )
+    targets = [
+        [
+            f"{r['family']} V={r['V']} k={r['k']}",
+            f"<= {OPT_TARGET_RATIO:g}x one stable argsort, error bound <= {OPT_TARGET_ERROR:g}",
+            f"{r['ratio_wall']:.2f}x (wall), {r['ratio_cpu']:.2f}x (CPU), {r['error_bound']:.1e}",
+            r["ratio_wall"] <= OPT_TARGET_RATIO
+            and r["ratio_cpu"] <= OPT_TARGET_RATIO
+            and r["error_bound"] <= OPT_TARGET_ERROR
+            and r["status"] == "optimal",
+        ]
+        for r in rows
+        if r["k"] == 8
+    ]
+    payload = {"rows": rows, "baseline": base, "baseline_revision": args.baseline, "load_before": load0, "load_after": load1}
+    title = f"optimal_acceptance(p, without_replacement(q, k)) against one stable argsort (interleaved, {args.samples} pairs; medians)"
+    write_report(
+        args.out,
+        "bench_optimal_wor_optimum",
+        payload,
+        {
+            title: markdown_table(cols, table),
+            "targets": markdown_table(["cell", "target", "reached", "met"], targets),
+            "machine load": f"load average before {load0}, after {load1}",
+        },
+    )
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="experiments/bench/out")
@@ -84,8 +231,13 @@ def main(argv=None) -> int:
     ap.add_argument("--max-iter-large", type=int, default=10, help="oracle evaluations of the fit at V = 49 152")
     ap.add_argument("--tol-large", type=float, default=1e-4, help="fit tolerance ||r_b - r*||_1 at V = 49 152 (the default 1e-9 elsewhere)")
     ap.add_argument("--draws", type=int, default=2000)
-    ap.add_argument("--cells", default="all", help="'all' or a comma list of indices into CELLS")
+    ap.add_argument("--cells", default="all", help="'all' or a comma list of indices into CELLS (OPT_CELLS with --optimum-only)")
+    ap.add_argument("--optimum-only", action="store_true", help="time the WOR optimum at full vocabulary against one stable argsort")
+    ap.add_argument("--samples", type=int, default=21, help="interleaved (argsort, optimum) pairs per cell (--optimum-only)")
+    ap.add_argument("--baseline", default=None, help="also time the optimum at this git revision (--optimum-only)")
     args = ap.parse_args(argv)
+    if args.optimum_only:
+        return optimum_main(args)
     cells = CELLS if args.cells == "all" else [CELLS[int(i)] for i in args.cells.split(",")]
     # compile the numba kernels (or load them from numba's cache) outside the timings
     pw, qw = synthetic_pair(50, family="zipf", seed=1)
