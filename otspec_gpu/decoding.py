@@ -19,6 +19,11 @@ both models' KV caches, the target forward and the rollback), the **verifier ste
 (:class:`otspec_gpu.verifying.VerifierStep`) and the **recorder**
 (:class:`otspec_gpu.recording.Recorder`: trace, theory and phase timings).
 
+**Prompt-lookup drafts.** ``draft=PromptLookup(max_ngram)`` (or ``"prompt-lookup"``) drafts without a
+model: :class:`otspec_gpu.prompt_lookup.PromptLookupDrafter` copies the continuation of the most
+recent earlier match of the context's last n-gram, with one-hot draft rows, for the chain rules; the
+drafter sees every round's emitted tokens through ``observe``.
+
 **KV caches.** Each model keeps one ``transformers`` ``DynamicCache`` with ``B * k`` rows and a
 boolean *validity mask* over cache positions (:mod:`otspec_gpu.scoring`). With one prompt every
 rollback is a plain crop.

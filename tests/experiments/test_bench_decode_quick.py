@@ -36,7 +36,7 @@ def test_bench_decode_quick(tmp_path):
     n_new, gamma = d["args"]["max_new_tokens"], d["args"]["gamma"]
     rows = d["per_prompt"]
     assert {r["method"] for r in rows} == set(mod.METHODS)
-    assert all(r["tokens"] == n_new for r in rows)
+    assert all(r["tokens"] == n_new and r["cpu_seconds"] > 0 for r in rows)
     assert all(r["rounds"] == n_new for r in rows if r["method"] == "plain")
     for r in rows:
         if "expected" in r:  # otspec runs: per round, 0 <= accepted, expected <= gamma
