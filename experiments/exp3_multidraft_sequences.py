@@ -77,8 +77,11 @@ def decode_run(target, draft, ids: list[list[int]], run: dict, temperature: floa
     t0 = time.perf_counter()
     # memory: the round's float64 target and draft rows are ~ 2 * B * k * (L + 1) * V * 8 bytes
     batch = max(1, min(batch, ROW_BUDGET // (run["k"] * (run["gamma"] + 1))))
+    # prompts are left-padded to the batch's longest and prefilled k times: batches of similar lengths
+    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
     for c, start in enumerate(range(0, len(ids), batch)):
-        chunk = ids[start : start + batch]
+        members = order[start : start + batch]
+        chunk = [ids[i] for i in members]
         out = decode(
             target,
             draft,
@@ -94,7 +97,7 @@ def decode_run(target, draft, ids: list[list[int]], run: dict, temperature: floa
         if c == 0:  # input of exp4 (one trace per run)
             out.trace.save(os.path.join(out_dir, f"trace_tree_{run['rule']}_k{run['k']}_g{run['gamma']}{tag}.safetensors"))
         col = out.trace.columns
-        rec["prompt"] += [start + int(p) for p in col["prompt"]]
+        rec["prompt"] += [members[int(p)] for p in col["prompt"]]
         rec["tau"] += np.asarray(col["tau"], float).tolist()
         rec["e_kseq"] += np.asarray(col["th_exp_kseq"], float).tolist()
         rec["e_rrs"] += np.asarray(col["th_exp_rrs"], float).tolist()
@@ -279,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
         help="more runs after the grid: RULE:K:L[:TOKENS] (default --long-tokens), e.g. kseq:2:4,rrs:2:4",
     )
     ap.add_argument("--long-tokens", type=int, default=128, help="tokens per prompt of the --long runs (default 128)")
-    ap.add_argument("--batch", type=int, default=64, help="prompts per batched decoding call (default 64)")
+    ap.add_argument("--batch", type=int, default=16, help="prompts per batched decoding call, grouped by length (default 16)")
     ap.add_argument("--replot", metavar="JSON", help="only redraw the PNG from a finished run's JSON (into --out), no models")
     args = _output.parse(ap, argv)
     if args.replot:
@@ -340,7 +343,8 @@ def report(args, name: str, target, draft, prompts: list, results: list[dict], n
     notes = [
         f"{len(prompts)} prompts ({args.prompt_set if not args.quick else 'quick'} set; domains: "
         + ", ".join(f"{d} {domains.count(d)}" for d in dict.fromkeys(domains))
-        + f"), decoded in batches of at most {args.batch} (and at most {ROW_BUDGET} rows x positions); one record per (round, prompt); "
+        + f"), decoded in batches of at most {args.batch} prompts of similar length (and at most {ROW_BUDGET} rows x positions); "
+        "one record per (round, prompt); "
         f"temperature {T}.",
         "Each (rule, k, L) is its own run on its own seed. BE exact = 1 + mean E[tau | tree] of the run's own rule over its rounds; "
         "BE realized = 1 + mean tau. K-SEQ - RRS on the same trees is paired per round (both rules' exact E[tau] on the run's trees).",
