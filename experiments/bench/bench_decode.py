@@ -380,6 +380,54 @@ def plot(summary: dict, methods: list[str], out: str) -> None:
     save_figure(fig, out, NAME)
 
 
+def report(args, rows: list[dict], costs: list[dict], run_s: float, models: dict, measured: dict | None = None) -> None:
+    """Summaries, tables, plot and the JSON / markdown of a run (``measured``: the stored run's meta when re-summarised)."""
+    from otspec.stats import clustered_ratio
+
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    seen: dict = {}
+    for r in rows:
+        seen.setdefault(r["prompt"], r["domain"])
+    groups = {
+        "all": list(seen),
+        "humaneval": [p for p, d in seen.items() if d == "humaneval"],
+        "own": [p for p, d in seen.items() if d != "humaneval"],
+    }
+    for d in sorted(set(seen.values()) - {"humaneval"}):
+        groups[f"own: {d}"] = [p for p, dd in seen.items() if dd == d]
+    summary = summarise(rows, methods, {g: v for g, v in groups.items() if v}, args.seed)
+    cost = clustered_ratio([c["forward_block_s"] for c in costs], [c["forward_1_s"] for c in costs], np.arange(len(costs)), seed=args.seed)
+    cost_d = dict(value=cost.value, low=cost.low, high=cost.high)
+    plot(summary, methods, args.out)
+    where = (
+        f"Measured by `{measured['command']}` at revision `{measured['git_revision']}`; summarised from its stored per-prompt data. "
+        if measured
+        else ""
+    )
+    notes = [
+        f"{where}Run time {run_s / 60:.1f} min on this machine ({os.cpu_count()} shared CPU cores, one torch thread); prompts: "
+        f"{len(groups['humaneval'])} HumanEval and {len(groups['own'])} of ours (a seeded subset in alternating order, the run stopped "
+        f"by its time budget), {args.max_new_tokens} new tokens each, gamma {args.gamma}, n-gram <= {args.ngram}.",
+        "Speeds are tokens per CPU-second of the whole call (prefill included, one torch thread: the speed on an otherwise idle "
+        "core, robust to the other jobs of this shared machine), and alongside the same ratio in wall-clock time; otspec's exact "
+        "per-round theory is timed apart and subtracted.",
+        "Tokens per round: generated tokens per verification round (target forward after the prefill); plain sampling: 1.",
+        f"One cached target forward over gamma + 1 = {args.gamma + 1} positions costs {ci(cost_d, 2)} times a forward over one "
+        f"position (CPU time, median of 3 each per prompt, ratio of sums over {len(costs)} prompts): so, draft and verification cost "
+        "aside, a speculative round must emit more tokens than that ratio to beat plain sampling.",
+    ]
+    payload = dict(
+        args={k: v for k, v in vars(args).items() if k != "revision_at_start"},
+        run_s=run_s,
+        measured=measured,
+        summary=summary,
+        per_prompt=rows,
+        forward_cost=dict(block_over_one=cost_d, per_prompt=costs),
+        models=models,
+    )
+    write(args.out, NAME, args, payload, tables(summary, methods), notes)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = parser(NAME, __doc__.split("\n")[0])
     ap.add_argument("--n-humaneval", type=int, default=24, help="HumanEval prompts, a seeded subset (default 24)")
@@ -394,7 +442,24 @@ def main(argv: list[str] | None = None) -> None:
         default=35.0,
         help="stop starting new prompts after this many minutes (HumanEval and ours alternate; default 35)",
     )
+    ap.add_argument(
+        "--summarise",
+        default=None,
+        metavar="JSON",
+        help="measure nothing: recompute the summary, tables and plot from a stored bench_decode.json (its settings are used)",
+    )
     args = parse(ap, argv)
+    if args.summarise:
+        import json
+
+        with open(args.summarise) as f:
+            stored = json.load(f)
+        for key in ("max_new_tokens", "gamma", "ngram", "seed"):
+            setattr(args, key, stored["args"][key])
+        measured = stored.get("measured") or dict(command=stored["meta"]["command"], git_revision=stored["meta"]["git_revision"])
+        costs = stored["forward_cost"]["per_prompt"]
+        report(args, stored["per_prompt"], costs, stored["run_s"], stored["models"], measured)
+        return
     import torch
 
     torch.set_num_threads(1)
@@ -410,42 +475,7 @@ def main(argv: list[str] | None = None) -> None:
         prompts = select_prompts(target, args.n_humaneval, args.n_own, args.seed)
     prompts = interleave(prompts)
     rows, costs = run_all(target, draft, prompts, methods, args.max_new_tokens, args.gamma, args.ngram, args.seed, 60 * args.budget_min)
-    done = {r["prompt"] for r in rows}
-    prompts = [p for p in prompts if p["id"] in done]
-    groups = {
-        "humaneval": [p["id"] for p in prompts if p["domain"] == "humaneval"],
-        "own": [p["id"] for p in prompts if p["domain"] != "humaneval"],
-    }
-    for d in sorted({p["domain"] for p in prompts} - {"humaneval"}):
-        groups[f"own: {d}"] = [p["id"] for p in prompts if p["domain"] == d]
-    summary = summarise(rows, methods, {g: v for g, v in groups.items() if v}, args.seed)
-    from otspec.stats import clustered_ratio
-
-    cost = clustered_ratio([c["forward_block_s"] for c in costs], [c["forward_1_s"] for c in costs], np.arange(len(costs)), seed=args.seed)
-    cost_d = dict(value=cost.value, low=cost.low, high=cost.high)
-    run_s = time.perf_counter() - t_start
-    plot(summary, methods, args.out)
-    notes = [
-        f"Run time {run_s / 60:.1f} min on this machine ({os.cpu_count()} shared CPU cores, one torch thread, load average at the end "
-        f"{os.getloadavg()[0]:.1f}); prompts: {len(groups['humaneval'])} HumanEval and {len(groups['own'])} of ours (a seeded subset), "
-        f"{args.max_new_tokens} new tokens each, gamma {args.gamma}, n-gram <= {args.ngram}.",
-        "Speeds are tokens per CPU-second of the whole call (prefill included, one torch thread: the speed on an otherwise idle "
-        "core, robust to the other jobs of this shared machine), and alongside the same ratio in wall-clock time; otspec's exact "
-        "per-round theory is timed apart and subtracted.",
-        "Tokens per round: generated tokens per verification round (target forward after the prefill); plain sampling: 1.",
-        f"One cached target forward over gamma + 1 = {args.gamma + 1} positions costs {ci(cost_d, 2)} times a forward over one "
-        f"position (median of 3 each per prompt, ratio of sums over {len(costs)} prompts): so, draft and verification cost aside, a "
-        "speculative round must emit more tokens than that ratio to beat plain sampling.",
-    ]
-    payload = dict(
-        args={k: v for k, v in vars(args).items() if k != "revision_at_start"},
-        run_s=run_s,
-        summary=summary,
-        per_prompt=rows,
-        forward_cost=dict(block_over_one=cost_d, per_prompt=costs),
-        models=dict(target=target.name, draft=draft.name),
-    )
-    write(args.out, NAME, args, payload, tables(summary, methods), notes)
+    report(args, rows, costs, time.perf_counter() - t_start, dict(target=target.name, draft=draft.name))
 
 
 if __name__ == "__main__":

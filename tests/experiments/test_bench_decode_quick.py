@@ -42,14 +42,25 @@ def test_bench_decode_quick(tmp_path):
         if "expected" in r:  # otspec runs: per round, 0 <= accepted, expected <= gamma
             assert 0 <= r["accepted"] <= gamma * r["rounds"] and 0 <= r["expected"] <= gamma * r["rounds"] + 1e-9
             assert r["rounds"] <= n_new  # every round emits at least one token
-    for group in ("humaneval", "own"):
+    for group in ("all", "humaneval", "own"):
         s = d["summary"][group]
         assert set(s) == set(mod.METHODS)
         for m, e in s.items():
             for key in ("tokens_per_s", "block_efficiency") + (() if m == "plain" else ("speed_vs_plain",)):
                 c = e[key]
-                assert c["n_clusters"] == 2 and (math.isnan(c["low"]) or c["low"] <= c["value"] <= c["high"]), (m, key, c)
+                assert c["n_clusters"] == (4 if group == "all" else 2) and (math.isnan(c["low"]) or c["low"] <= c["value"] <= c["high"]), (
+                    m,
+                    key,
+                    c,
+                )
         assert s["plain"]["block_efficiency"]["value"] == 1.0
         assert 0.0 <= s["lookup"]["match_rate"]["value"] <= 1.0
     assert d["forward_cost"]["block_over_one"]["value"] > 0
+    # re-summarising the stored per-prompt data reproduces the summary (seeded bootstrap) and names the measured run
+    mod.main(["--summarise", str(tmp_path / "bench_decode.json"), "--out", str(tmp_path / "again")])
+    plt.close("all")
+    d2 = json.loads((tmp_path / "again" / "bench_decode.json").read_text())
+    assert json.dumps(d2["summary"]) == json.dumps(d["summary"]) and d2["per_prompt"] == rows  # (NaN-safe)
+    assert d2["measured"]["command"] == d["meta"]["command"]
+    assert "Measured by `python" in (tmp_path / "again" / "bench_decode.md").read_text()
     sys.modules.pop("_bench_decode", None)
