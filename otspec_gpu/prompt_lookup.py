@@ -31,7 +31,9 @@ the same shape ``[R, gamma]`` (one target forward of ``gamma + 1`` positions).
 
 The drafts are a deterministic function of the context: drafting consumes no random numbers. The
 index of each context is kept incrementally (one dictionary per ``n`` mapping an n-gram to its most
-recent start with a continuation), so a round costs O(``max_ngram + gamma``) per prompt.
+recent start with a continuation), so a round costs O(``max_ngram ** 2 + gamma``) host work per prompt
+and new token, independent of the context length. The one-hot rows handed to the verifier are dense
+(``[B, gamma, V]`` float64, as for a draft model).
 """
 
 from __future__ import annotations
