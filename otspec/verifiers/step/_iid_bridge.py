@@ -21,6 +21,7 @@ formulas do.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +40,15 @@ _MAX_ALTERNATIONS = 256
 _NEAR = 1e-9
 
 
+@lru_cache(maxsize=1)
+def _kernels():
+    """The compiled kernels (:mod:`.iid_bridge_kernels`, same results as the numpy code), or
+    None without numba. Imported on first use: ``import otspec`` never imports numba."""
+    from otspec.verifiers.step import iid_bridge_kernels as kb
+
+    return kb if kb.COMPILED else None
+
+
 def _suffix(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compensated suffix sums ``S[j] = sum(x[j:])``, ``j = 0..n`` (``S[n] = 0``), as ``hi + lo``
     equal to the exact sums to about ``eps**2 * n`` relative: ``hi`` is the sequential scan from
@@ -47,6 +57,10 @@ def _suffix(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = x.size
     hi = np.empty(n + 1)
     lo = np.empty(n + 1)
+    kb = _kernels()
+    if kb is not None and n:
+        kb.suffix(np.ascontiguousarray(x), hi, lo)
+        return hi, lo
     hi[n] = lo[n] = 0.0
     np.cumsum(x[::-1], out=hi[n - 1 :: -1] if n else hi[:0])  # hi[j] = fl(hi[j + 1] + x[j])
     if n == 0:
@@ -169,6 +183,9 @@ def _solve(D: np.ndarray, E: np.ndarray, idx: np.ndarray, c: int, rng: np.random
 def _above(D: np.ndarray, E: np.ndarray, idx: np.ndarray, a: int, b: int) -> np.ndarray:
     """Points of ``idx`` strictly above the line through a and b (one fused pass)."""
     full = idx.size == D.size  # the first round looks at every point: no gather
+    if full and (kb := _kernels()) is not None:  # one fused pass, the same operations
+        out = np.empty(D.size, dtype=np.int64)
+        return out[: kb.above_all(D, E, int(a), int(b), out)].copy()
     Di, Ei = (D, E) if full else (D[idx], E[idx])
     lhs = np.subtract(Ei, E[a])  # (Ei - E[a]) * (D[b] - D[a]) > (E[b] - E[a]) * (Di - D[a])
     lhs *= D[b] - D[a]
@@ -206,12 +223,17 @@ def bridge(geo: BridgeGeometry, j0: int, G: float) -> tuple[int, int]:
     # the points within rounding of the edge (gap-anchored coordinates are accurate to ~1e-15
     # absolute): only these can change the ends once each is compared in its own coordinates
     dD, dE = D[b] - D[a], E[b] - E[a]
-    v = np.subtract(E, E[a])  # v = (E - E[a]) * dD - dE * (D - D[a])
-    v *= dD
-    w = np.subtract(D, D[a])
-    np.multiply(dE, w, out=w)
-    v -= w
-    near = np.flatnonzero(v > -_NEAR * (abs(dD) + abs(dE)))
+    tol = _NEAR * (abs(dD) + abs(dE))
+    if (kb := _kernels()) is not None:  # one fused pass, the same operations
+        out = np.empty(D.size, dtype=np.int64)
+        near = out[: kb.near_all(D, E, int(a), int(b), tol, out)]
+    else:
+        v = np.subtract(E, E[a])  # v = (E - E[a]) * dD - dE * (D - D[a])
+        v *= dD
+        w = np.subtract(D, D[a])
+        np.multiply(dE, w, out=w)
+        v -= w
+        near = np.flatnonzero(v > -tol)
     return _polish(geo, c, float(G), a, b, np.union1d(near, [a, b]))
 
 

@@ -26,8 +26,8 @@ __all__ = ["Selection", "check_pqk", "selection_law", "solve_selection"]
 class Selection:
     r: np.ndarray  # (V,) r*
     alpha: float  # 1 + p(H*) - q(H*)^k
-    desc: np.ndarray  # tokens with q > 0 in density-descending order
-    dens: np.ndarray  # r*/q of those tokens (non-increasing)
+    desc: np.ndarray  # tokens with q > 0 in density-descending order (may be a reversed view)
+    dens: np.ndarray  # r*/q of those tokens (non-increasing; may be a reversed view)
     cut: np.ndarray  # token ids of H*
     c: float  # A-side cap constant (inf when the A pool is empty)
     c_prime: float  # H*-side floor constant (nan when H* is empty)
@@ -95,8 +95,8 @@ def solve_selection(p: np.ndarray, q: np.ndarray, k: int) -> Selection:
     r[pos_o] = r_sorted
     dens = _densities(r_sorted, ps, qs, pis, nH, c, c_prime)
     alpha = float(min(1.0, 1.0 + cp[nH] - hk))
-    desc = pos_o[::-1].copy()
-    return Selection(r, alpha, desc, dens[::-1].copy(), pos_o[:nH].copy(), float(c), float(c_prime), qs[::-1].copy(), r_sorted[::-1].copy())
+    # the descending-order arrays are reversed views (read by the super-token geometry only)
+    return Selection(r, alpha, pos_o[::-1], dens[::-1], pos_o[:nH].copy(), float(c), float(c_prime), qs[::-1], r_sorted[::-1])
 
 
 def _a_side(ps, qs, pis, nH, hk, r_sorted) -> float:
