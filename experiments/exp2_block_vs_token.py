@@ -39,6 +39,7 @@ work).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -351,6 +352,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--tokens", type=int, default=128, help="new tokens per prompt (default 128)")
     ap.add_argument("--batch", type=int, default=32, help="prompts decoded together (default 32)")
     ap.add_argument("--wallclock-prompts", type=int, default=0, help="prompts of the B = 1 wall-clock run (0 skips it)")
+    ap.add_argument("--wallclock-only", action="store_true", help="only the B = 1 wall-clock run (first draft, largest gamma)")
     ap.add_argument("--replot", metavar="JSON", help="only redraw the PNG and tables from a finished run's JSON")
     ap.add_argument(
         "--merge", nargs="+", metavar="JSON", help="combine finished runs' JSON (e.g. one per draft) into one report, no models"
@@ -381,7 +383,8 @@ def main(argv: list[str] | None = None) -> dict:
     cells, wall = [], None
     for di, dname in enumerate(drafts):
         target, draft = _real.load_pair(dname, quick=args.quick, target=args.target)
-        cells += run_grid(args, target, draft, dname, prompts, ids_of, log)
+        if not args.wallclock_only:
+            cells += run_grid(args, target, draft, dname, prompts, ids_of, log)
         if args.wallclock_prompts and di == 0 or (args.quick and di == 0):
             n_w = 3 if args.quick else args.wallclock_prompts
             wp = prompts[:n_w] if args.quick else _spread(prompts, n_w)
@@ -395,11 +398,13 @@ def _merged(paths: list[str]) -> tuple[list[dict], dict | None, float]:
     for path in paths:
         with open(path) as f:
             d = json.load(f)
+        if isinstance(d, list):  # a partial file: the cells finished before the run stopped
+            d = {"cells": d}
         cells += d["cells"]
         w = d.get("wallclock")
         if w and "pvalue_vs_paper_range" not in w:  # a run from before the p-value was stored: same numbers, recomputed
             ids_ = [p.id for p in _spread(_prompts.own_prompts(), w["prompts"])]
-            w = summarise_wall(w["rows"], ids_, w["gamma"], d["seed"])
+            w = summarise_wall(w["rows"], ids_, w["gamma"], d.get("seed", 0))
         wall = wall or w
         seconds += d.get("seconds", 0.0)
     return cells, wall, seconds
@@ -425,8 +430,8 @@ def finish(args, name, cells, ids_of, wall, t0, prompts) -> dict:
         "paper": {str(g): v for g, v in PAPER.items()},
         "paper_wallclock_pct": PAPER_WALLCLOCK,
         "checks": {
-            "min_paired_block_minus_token": min(c["min_paired_block_minus_token"] for c in cells),
-            "max_frac_rounds_block_below_token": max(c["frac_rounds_block_below_token"] for c in cells),
+            "min_paired_block_minus_token": min((c["min_paired_block_minus_token"] for c in cells), default=math.nan),
+            "max_frac_rounds_block_below_token": max((c["frac_rounds_block_below_token"] for c in cells), default=math.nan),
         },
         "seconds": elapsed,
         "png": name + ".png",
