@@ -1,5 +1,5 @@
-r"""Triton kernels of the token chain, the block chain and the single-step token rule (the draw
-spread over many programs per row), and of the single-step RRS / RSD rounds (one program per row).
+r"""Triton kernels of the token chain, the block chain, the single-step token rule and the single-step
+RRS / RSD rounds, each spreading a row's passes over ``V`` across many programs.
 
 The chain and single-step token steps run in two or three launches, with no host synchronisation
 and no Python branch on a tensor value:
@@ -34,6 +34,13 @@ Compared with the pure-torch steps (the reference and the CPU path), for the sam
   a few ulps), the masses in float64 then rounded to the input dtype (torch sums them in the input
   dtype). A decision can differ only when a coin lies within a few ulps of :math:`h_i`, and a token
   only when the uniform falls within a few ulps of a boundary.
+
+RRS / RSD (``rrs_single_step``) run ``k + 1`` launches of the same shape: round ``j``'s mass
+:math:`\sum_y (d - D_j q)_+` needs the rounds before it, so each round is one launch over
+``(row, chunk)`` whose programs first replay the earlier rounds' scalar recurrence from their chunk
+sums (a few float64 operations per round), then one launch for the final residual's and the previous
+residual's chunk sums, then one program per row for the ``k`` accept tests and the draw (the same
+search). The arithmetic is that of the torch rounds; the masses add in another order (chunk sums).
 
 Neither changes the law beyond the input dtype's rounding; ``tests/gpu/test_kernels.py`` checks
 equality with the torch steps for fixed uniforms and a chi-square of the drawn outputs against the
@@ -128,13 +135,27 @@ def _block_tau(logp, coin_ptr, z_ptr, b, G, NCH, BLOCK_G: tl.constexpr, BLOCK_C:
 @triton.jit
 def _weights(pv, qv, w, MODE: tl.constexpr):
     """Float64 emission weights of a block: ``(p - q)_+`` (token chain), ``(w p - q)_+`` (block chain,
-    two roundings), or the float64 difference (single-step token)."""
-    if MODE == 2:
+    two roundings), the float64 difference (single-step token), or RRS's residual ``(d + w q)_+``
+    with ``d = p - q`` in float64 and ``w = -D``."""
+    if MODE == 3:
+        r = tl.maximum((pv.to(tl.float64) - qv.to(tl.float64)) + qv.to(tl.float64) * w, 0.0)
+    elif MODE == 2:
         r = tl.maximum(pv.to(tl.float64) - qv.to(tl.float64), 0.0)
     elif MODE == 1:
         r = tl.maximum(pv * w - qv, 0.0).to(tl.float64)
     else:
         r = tl.maximum(pv - qv, 0.0).to(tl.float64)
+    return r
+
+
+@triton.jit
+def _fallback(pv, qv, w2, MODE: tl.constexpr):
+    """Float64 weights of the fallback draw (a residual of mass 0): the row ``p`` itself, or RRS's
+    previous residual ``(d - w2 q)_+``."""
+    if MODE == 3:
+        r = tl.maximum((pv.to(tl.float64) - qv.to(tl.float64)) - w2 * qv.to(tl.float64), 0.0)
+    else:
+        r = pv.to(tl.float64)
     return r
 
 
@@ -212,6 +233,52 @@ def _partials(
 
 
 @triton.jit
+def _draw_row(
+    prow, qrow, part, u, NCH, V, w, w2, is_res, MODE: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr
+):  # fmt: skip
+    """The inverse-CDF draw of one row from its chunk sums ``part`` (residual row, then fallback row,
+    ``NCH`` each) and one float64 scan of the chunk found: the residual weights where ``is_res`` and
+    their total is positive, else the fallback's. A row of total 0 returns ``V - 1``."""
+    ci = tl.arange(0, BLOCK_C)
+    cm = ci < NCH
+    part_r = tl.load(part + ci, mask=cm, other=0.0)
+    part_p = tl.load(part + NCH + ci, mask=cm, other=0.0)
+    cum_r = tl.cumsum(part_r, axis=0)
+    cum_p = tl.cumsum(part_p, axis=0)
+    s_r = tl.max(tl.where(cm, cum_r, 0.0), axis=0)
+    use_res = is_res & (s_r > 0)
+    S = tl.where(use_res, s_r, tl.max(tl.where(cm, cum_p, 0.0), axis=0))
+    cum = tl.where(use_res, cum_r, cum_p)
+    pc = tl.where(use_res, part_r, part_p)
+    prev = tl.where(S > 0, (S.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True), 0.0)  # S^-
+    xq = tl.minimum(u * S, prev)
+    c = tl.min(tl.where((cum > xq) & (pc > 0) & cm, ci, BLOCK_C), axis=0)  # the chunk holding xq
+    has = c < NCH
+    c = tl.minimum(c, NCH - 1)
+    run = tl.sum(tl.where(ci == c - 1, cum, 0.0), axis=0)  # the running sum before chunk c
+    offs = tl.arange(0, BLOCK_V)
+    first = tl.zeros([], tl.int32) + V
+    last = tl.zeros([], tl.int32) - 1
+    lim = tl.where(has, V, 0)  # loads below lim only (a bound rather than a scalar mask: the interpreter needs vector masks)
+    if MODE == 3:
+        lim_q = lim  # both RRS weights read q
+    else:
+        lim_q = tl.where(has & use_res, V, 0)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = idx < lim
+        pv = tl.load(prow + idx, mask=m, other=0.0)
+        qv = tl.load(qrow + idx, mask=idx < lim_q, other=0.0)
+        wv = tl.where(use_res, _weights(pv, qv, w, MODE), _fallback(pv, qv, w2, MODE))
+        cc = run + tl.cumsum(wv, axis=0)
+        pos = m & (wv > 0)
+        first = tl.minimum(first, tl.min(tl.where(pos & (cc > xq), idx, V), axis=0))
+        last = tl.maximum(last, tl.max(tl.where(pos, idx, -1), axis=0))
+        run = tl.max(tl.where(m, cc, run), axis=0)
+    return tl.where(first < V, first, tl.where(last >= 0, last, V - 1)).to(tl.int64)
+
+
+@triton.jit
 def _search(
     p_ptr, q_ptr, d_ptr, u_ptr, part_ptr, tau_ptr, w_ptr, tok_ptr, G, V, NCH, sp_b, sp_t, sq_b, sq_t,
     MODE: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
@@ -231,56 +298,32 @@ def _search(
         w = tl.load(w_ptr + b)
     else:
         w = 1.0
-    ci = tl.arange(0, BLOCK_C)
-    cm = ci < NCH
-    part_r = tl.load(part_ptr + b * 2 * NCH + ci, mask=cm, other=0.0)
-    part_p = tl.load(part_ptr + (b * 2 + 1) * NCH + ci, mask=cm, other=0.0)
-    cum_r = tl.cumsum(part_r, axis=0)
-    cum_p = tl.cumsum(part_p, axis=0)
-    s_r = tl.max(tl.where(cm, cum_r, 0.0), axis=0)
-    use_res = is_res & (s_r > 0)
-    S = tl.where(use_res, s_r, tl.max(tl.where(cm, cum_p, 0.0), axis=0))
-    cum = tl.where(use_res, cum_r, cum_p)
-    part = tl.where(use_res, part_r, part_p)
-    prev = tl.where(S > 0, (S.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True), 0.0)  # S^-
-    xq = tl.minimum(tl.load(u_ptr + b) * S, prev)
-    c = tl.min(tl.where((cum > xq) & (part > 0) & cm, ci, BLOCK_C), axis=0)  # the chunk holding xq
-    has = c < NCH
-    c = tl.minimum(c, NCH - 1)
-    run = tl.sum(tl.where(ci == c - 1, cum, 0.0), axis=0)  # the running sum before chunk c
-    offs = tl.arange(0, BLOCK_V)
-    first = tl.zeros([], tl.int32) + V
-    last = tl.zeros([], tl.int32) - 1
-    lim = tl.where(has, V, 0)
-    lim_q = tl.where(has & use_res, V, 0)
-    for j in range(0, CHUNK, BLOCK_V):
-        idx = c * CHUNK + j + offs
-        m = idx < lim
-        pv = tl.load(prow + idx, mask=m, other=0.0)
-        qv = tl.load(qrow + idx, mask=idx < lim_q, other=0.0)
-        wv = tl.where(use_res, _weights(pv, qv, w, MODE), pv.to(tl.float64))
-        cc = run + tl.cumsum(wv, axis=0)
-        pos = m & (wv > 0)
-        first = tl.minimum(first, tl.min(tl.where(pos & (cc > xq), idx, V), axis=0))
-        last = tl.maximum(last, tl.max(tl.where(pos, idx, -1), axis=0))
-        run = tl.max(tl.where(m, cc, run), axis=0)
-    tok = tl.where(first < V, first, tl.where(last >= 0, last, V - 1)).to(tl.int64)
+    u = tl.load(u_ptr + b)
+    tok = _draw_row(prow, qrow, part_ptr + b * 2 * NCH, u, NCH, V, w, 0.0, is_res, MODE, BLOCK_V, BLOCK_C, CHUNK)
     if MODE == 2:
         tok = tl.where(tau == 1, tl.load(d_ptr + b), tok)
     tl.store(tok_ptr + b, tok)
 
 
 @triton.jit
-def _rrs(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, m_ptr, tok_ptr, V, sp_b, sq_b, K: tl.constexpr, WOR: tl.constexpr, BLOCK_V: tl.constexpr):
-    # RRS / RSD of one row, round by round on the closed form p_j = a_j (d - D_j q)_+, d = p - q
-    # (otspec_gpu.verifiers.step._recursive.sample_recursive, same arithmetic, float64); the row has
-    # m <= K drafts (left-aligned): rounds j >= m are padding (no accept, no residual update)
-    # One Triton program per row, kept whole on purpose (over 80 lines): splitting it would add launches.
-    b = tl.program_id(0).to(tl.int64)
-    m_row = tl.load(m_ptr + b)
-    prow = p_ptr + b * sp_b
-    qrow = q_ptr + b * sq_b
-    offs = tl.arange(0, BLOCK_V)
+def _rrs_replay(
+    p_ptr, q_ptr, d_ptr, c_ptr, s_ptr, b, m_row, R, NCH, sp_b, sq_b,
+    K: tl.constexpr, WOR: tl.constexpr, ACCEPT: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """RRS / RSD rounds ``0..R-1`` of row ``b`` on the closed form ``p_j = a_j (d - D_j q)_+``
+    (:func:`otspec_gpu.verifiers.step._recursive.sample_recursive`, same arithmetic, float64), from the
+    rounds' masses summed over their chunk sums (``s[b, j + 1, :]`` for round ``j``); with ``ACCEPT``
+    also the accept tests. Rounds ``j >= m_row`` are padding (no accept, no update). Returns
+    ``(D, a, c_prev, out, done)``."""
+    kk = tl.arange(0, BLOCK_K)
+    km = kk < K
+    x = tl.load(d_ptr + b * K + kk, mask=km, other=0)
+    pdv = tl.load(p_ptr + b * sp_b + x, mask=km, other=0.0).to(tl.float64)
+    qdv = tl.load(q_ptr + b * sq_b + x, mask=km, other=0.0).to(tl.float64)
+    ci = tl.arange(0, BLOCK_C)
+    sm = (kk[:, None] >= 1) & (kk[:, None] < R) & (ci[None, :] < NCH)
+    Sv = tl.sum(tl.load(s_ptr + (b * (K + 1) + kk[:, None] + 1) * NCH + ci[None, :], mask=sm, other=0.0), axis=1)
+    coinv = tl.load(c_ptr + b * K + kk, mask=km, other=1.0)
     D = tl.full([], -1.0, tl.float64)
     a = tl.full([], 1.0, tl.float64)
     c_prev = tl.full([], 1.0, tl.float64)
@@ -288,80 +331,92 @@ def _rrs(p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, m_ptr, tok_ptr, V, sp_b, sq_b, K: tl
     out = tl.zeros([], tl.int64)
     done = tl.zeros([], tl.int1)
     for j in tl.static_range(K):
-        vj = j < m_row
-        x = tl.load(d_ptr + b * K + j)
-        pd = tl.load(prow + x).to(tl.float64)
-        qd = tl.load(qrow + x).to(tl.float64)
+        act = j < R
+        vj = (j < m_row) & act
+        sel = kk == j
+        pd = tl.sum(tl.where(sel, pdv, 0.0), axis=0)  # one term: exact
+        qd = tl.sum(tl.where(sel, qdv, 0.0), axis=0)
         if WOR:
             c_j = 1.0 / (1.0 - removed)
         else:
             c_j = tl.full([], 1.0, tl.float64)
         if j > 0:
             D_new = D + c_prev / a
-            S = tl.zeros([], tl.float64)
-            for start in range(0, V, BLOCK_V):
-                m = start + offs < V
-                pv = tl.load(prow + start + offs, mask=m, other=0.0).to(tl.float64)
-                qv = tl.load(qrow + start + offs, mask=m, other=0.0).to(tl.float64)
-                S += tl.sum(tl.maximum((pv - qv) + qv * (-D_new), 0.0), axis=0)
+            S = tl.sum(tl.where(sel, Sv, 0.0), axis=0)
             ok = (S > 0) & vj
             D = tl.where(ok, D_new, D)
             a = tl.where(ok, 1.0 / tl.where(ok, S, 1.0), a)
             num = a * tl.maximum(pd - qd - D * qd, 0.0)
         else:
             num = pd
-        if WOR:
-            den = c_j * qd
-        else:
-            den = qd
-        acc = tl.where(den > 0, tl.minimum(num / tl.where(den > 0, den, 1.0), 1.0), 1.0)
-        coin = tl.load(c_ptr + b * K + j)
-        hit = (coin < acc) & (done == 0) & vj
-        out = tl.where(hit, x, out)
-        done = done | hit
+        if ACCEPT:
+            if WOR:
+                den = c_j * qd
+            else:
+                den = qd
+            acc = tl.where(den > 0, tl.minimum(num / tl.where(den > 0, den, 1.0), 1.0), 1.0)
+            hit = (tl.sum(tl.where(sel, coinv, 0.0), axis=0) < acc) & (done == 0) & vj
+            out = tl.where(hit, tl.sum(tl.where(sel, x, 0), axis=0), out)
+            done = done | hit
         if WOR:
             if j == 0:
-                c_prev = c_j
+                c_prev = tl.where(act, c_j, c_prev)
             else:
                 c_prev = tl.where(vj, c_j, c_prev)
             removed = removed + tl.where(vj, qd, 0.0)
         else:
             c_prev = c_j
-    # the final residual (d - D_k q)_+, D_k = D + c_prev / a; rows of mass 0 keep the previous one
+    return D, a, c_prev, out, done
+
+
+@triton.jit
+def _rrs_partials(
+    p_ptr, q_ptr, d_ptr, c_ptr, s_ptr, m_ptr, V, NCH, sp_b, sq_b, R,
+    K: tl.constexpr, WOR: tl.constexpr, FINAL: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+    BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """Program ``(b, c)``: after rounds ``0..R-1``, chunk ``c``'s float64 sum of ``(d - D_new q)_+``,
+    ``D_new = D + c_prev / a``: round ``R``'s mass (``s[b, R + 1, c]``), or with ``FINAL`` (``R = K``)
+    the final residual's and the previous residual's (``s[b, 0, c]``, ``s[b, 1, c]``)."""
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    m_row = tl.load(m_ptr + b)
+    D, a, c_prev, out, done = _rrs_replay(p_ptr, q_ptr, d_ptr, c_ptr, s_ptr, b, m_row, R, NCH, sp_b, sq_b, K, WOR, False, BLOCK_K, BLOCK_C)
     D_new = D + c_prev / a
-    s_new = tl.zeros([], tl.float64)
-    s_old = tl.zeros([], tl.float64)
-    for start in range(0, V, BLOCK_V):
-        m = start + offs < V
-        pv = tl.load(prow + start + offs, mask=m, other=0.0).to(tl.float64)
-        qv = tl.load(qrow + start + offs, mask=m, other=0.0).to(tl.float64)
-        w_new = tl.maximum((pv - qv) + qv * (-D_new), 0.0)
-        w_old = tl.maximum((pv - qv) - D * qv, 0.0)
-        s_new = tl.max(tl.where(m, s_new + tl.cumsum(w_new, axis=0), s_new), axis=0)
-        s_old = tl.max(tl.where(m, s_old + tl.cumsum(w_old, axis=0), s_old), axis=0)
-    use_new = s_new > 0
-    Dr = tl.where(use_new, -D_new, -D)
-    S = tl.where(use_new, s_new, s_old)
+    offs = tl.arange(0, BLOCK_V)
+    acc_new = tl.zeros([BLOCK_V], tl.float64)
+    acc_old = tl.zeros([BLOCK_V], tl.float64)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = idx < V
+        pv = tl.load(p_ptr + b * sp_b + idx, mask=m, other=0.0)
+        qv = tl.load(q_ptr + b * sq_b + idx, mask=m, other=0.0)
+        acc_new += _weights(pv, qv, -D_new, 3)
+        if FINAL:
+            acc_old += _fallback(pv, qv, D, 3)
+    base = s_ptr + b * (K + 1) * NCH + c
+    if FINAL:
+        tl.store(base, tl.sum(acc_new, axis=0))
+        tl.store(base + NCH, tl.sum(acc_old, axis=0))
+    else:
+        tl.store(base + (R + 1) * NCH, tl.sum(acc_new, axis=0))
+
+
+@triton.jit
+def _rrs_search(
+    p_ptr, q_ptr, d_ptr, c_ptr, u_ptr, s_ptr, m_ptr, tok_ptr, V, NCH, sp_b, sq_b,
+    K: tl.constexpr, WOR: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """Program ``b``: the ``K`` accept tests of row ``b``, else the draw from the final residual
+    (rows of mass 0 keep the previous one)."""
+    b = tl.program_id(0).to(tl.int64)
+    m_row = tl.load(m_ptr + b)
+    D, a, c_prev, out, done = _rrs_replay(p_ptr, q_ptr, d_ptr, c_ptr, s_ptr, b, m_row, K, NCH, sp_b, sq_b, K, WOR, True, BLOCK_K, BLOCK_C)
+    D_new = D + c_prev / a
     u = tl.load(u_ptr + b)
-    prev = tl.where(S > 0, (S.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True), 0.0)
-    xq = tl.minimum(u * S, prev)
-    run = tl.zeros([], tl.float64)
-    res = tl.zeros([], tl.int32) + (V - 1)
-    found = tl.zeros([], tl.int1)
-    for start in range(0, V, BLOCK_V):
-        m = start + offs < V
-        pv = tl.load(prow + start + offs, mask=m, other=0.0).to(tl.float64)
-        qv = tl.load(qrow + start + offs, mask=m, other=0.0).to(tl.float64)
-        if_new = tl.maximum((pv - qv) + qv * Dr, 0.0)
-        if_old = tl.maximum((pv - qv) + Dr * qv, 0.0)
-        w = tl.where(use_new, if_new, if_old)
-        c = run + tl.cumsum(w, axis=0)
-        below = tl.sum(((c <= xq) & m).to(tl.int32), axis=0)
-        hit = (below < tl.minimum(V - start, BLOCK_V)) & (found == 0)
-        res = tl.where(hit, start + below, res)
-        found = found | hit
-        run = tl.max(tl.where(m, c, run), axis=0)
-    tl.store(tok_ptr + b, tl.where(done, out, res.to(tl.int64)))
+    part = s_ptr + b * (K + 1) * NCH
+    tok = _draw_row(p_ptr + b * sp_b, q_ptr + b * sq_b, part, u, NCH, V, -D_new, D, done == 0, 3, BLOCK_V, BLOCK_C, CHUNK)
+    tl.store(tok_ptr + b, tl.where(done, out, tok))
 
 
 def _no_fma() -> dict:
@@ -507,7 +562,9 @@ def rrs_single_step(
     count: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Fused twin of :func:`otspec_gpu.verifiers.step._recursive.sample_recursive` (RRS, or RSD with
-    ``wor``): one launch, one program per row making ``k + 2`` passes over its ``[V]`` row.
+    ``wor``): ``k + 1`` launches, each row spread over the chunks of ``V``: one per round ``1..k-1``
+    for its mass (every program replays the earlier rounds from their chunk sums), one for the final
+    residual's chunk sums, then one program per row for the accept tests and the draw.
 
     Parameters
     ----------
@@ -534,11 +591,15 @@ def rrs_single_step(
     B, k = drafts.shape
     V = p.shape[-1]
     tok = torch.empty(B, dtype=torch.long, device=p.device)
+    if B == 0:
+        return tok
     m = torch.full((B,), k, dtype=torch.long, device=p.device) if count is None else count.to(torch.long).contiguous()
-    if B:
-        _rrs[(B,)](
-            p, q, drafts.contiguous(), coins.contiguous(), u.contiguous(), m, tok, V,
-            p.stride(0) if p.shape[0] > 1 else 0, q.stride(0) if q.shape[0] > 1 else 0,
-            K=k, WOR=wor, BLOCK_V=min(_BLOCK_V, _pow2(V)), **_no_fma(),
-        )  # fmt: skip
+    block, chunk, nch = _layout(V)
+    s = torch.empty((B, k + 1, nch), dtype=torch.float64, device=p.device)
+    d, c = drafts.contiguous(), coins.contiguous()
+    rows = (V, nch, p.stride(0) if p.shape[0] > 1 else 0, q.stride(0) if q.shape[0] > 1 else 0)
+    kw = {"K": k, "WOR": wor, "BLOCK_K": _pow2(k), "BLOCK_V": block, "BLOCK_C": _pow2(nch), "CHUNK": chunk, **_no_fma()}
+    for r in range(1, k + 1):  # round r's mass needs rounds < r: one launch per round, then the final residual's
+        _rrs_partials[(B, nch)](p, q, d, c, s, m, *rows, r, FINAL=r == k, **kw)
+    _rrs_search[(B,)](p, q, d, c, u.contiguous(), s, m, tok, *rows, **kw)
     return tok

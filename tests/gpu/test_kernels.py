@@ -141,7 +141,7 @@ def _ptxas_available() -> bool:
 
 
 @pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
-@pytest.mark.parametrize("mode", [0, 1, 2], ids=["token-chain", "block-chain", "single-token"])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3], ids=["token-chain", "block-chain", "single-token", "rrs"])
 def test_chain_kernels_compile_for_a_gpu_target(mode):
     """The interpreter does not lower the kernels: compile them ahead of time for sm_90 (Triton's
     bundled ptxas, no GPU needed), float32 chains / float64 single step, the CUDA layout of V 49 152."""
@@ -156,16 +156,25 @@ def test_chain_kernels_compile_for_a_gpu_target(mode):
     ptrs = {"p_ptr": P, "q_ptr": P, "d_ptr": "*i64"}
     w = {"w_ptr": P if mode == 1 else "*fp64"}
     block, chunk, nch = K._layout(49_152)
-    kernels = [
-        (K._partials, {**ptrs, "c_ptr": P, "z_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w},
-         {"MODE": mode, "BLOCK_G": 4, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
-        (K._search, {**ptrs, "u_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w, "tok_ptr": "*i64"},
-         {"MODE": mode, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
-    ]  # fmt: skip
+    if mode == 3:  # RSD (a superset of RRS's code), k = 8, float32 rows: the final-residual launch and the search
+        rrs = {"p_ptr": "*fp32", "q_ptr": "*fp32", "d_ptr": "*i64", "c_ptr": "*fp64"}
+        tail = {"V": "i32", "NCH": "i32", "sp_b": "i32", "sq_b": "i32"}
+        sizes = {"K": 8, "BLOCK_K": 8, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk, "WOR": True}
+        kernels = [
+            (K._rrs_partials, {**rrs, "s_ptr": "*fp64", "m_ptr": "*i64", **tail, "R": "i32"}, {**sizes, "FINAL": True}),
+            (K._rrs_search, {**rrs, "u_ptr": "*fp64", "s_ptr": "*fp64", "m_ptr": "*i64", "tok_ptr": "*i64", **tail}, sizes),
+        ]
+    else:
+        kernels = [
+            (K._partials, {**ptrs, "c_ptr": P, "z_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w},
+             {"MODE": mode, "BLOCK_G": 4, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
+            (K._search, {**ptrs, "u_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w, "tok_ptr": "*i64"},
+             {"MODE": mode, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
+        ]  # fmt: skip
     if mode == 1:
         kernels.append((K._masses, {**ptrs, "z_ptr": "*fp64"}, {"BLOCK_G": 4, "BLOCK_V": block, "CHUNK": chunk}))
     for fn, sig, consts in kernels:
-        sig = {**sig, "G": "i32", "V": "i32", "NCH": "i32", **strides, **dict.fromkeys(consts, "constexpr")}
+        sig = {**sig, **({} if mode == 3 else {"G": "i32", "V": "i32", "NCH": "i32", **strides}), **dict.fromkeys(consts, "constexpr")}
         compiled = triton.compile(
             ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": False}
         )
@@ -279,9 +288,13 @@ def test_rrs_kernel_equals_torch_step(kdevice, mod, shared, dtype):
     assert torch.equal(tok.cpu(), ref.token)
 
 
+@pytest.mark.parametrize("layout", ["default", "small"])
 @pytest.mark.parametrize("wor", [False, True], ids=["rrs", "rrs_wor"])
-def test_masked_rrs_kernel_equals_the_torch_rounds(kdevice, wor):
-    """The tree node form: rows with 1..k real drafts (left-aligned, the rest padding)."""
+def test_masked_rrs_kernel_equals_the_torch_rounds(kdevice, wor, layout, request):
+    """The tree node form: rows with 1..k real drafts (left-aligned, the rest padding); V = 300 is one
+    chunk by default, three chunks of two blocks with the small layout."""
+    if layout == "small":
+        request.getfixturevalue("small_layout")
     from otspec_gpu.verifiers.step._recursive import sample_recursive
 
     rng = np.random.default_rng(15)
