@@ -82,10 +82,16 @@ class GraphedStep:
         self.graph.register_generator_state(generator)
         with torch.cuda.graph(self.graph):
             self.out = sample(*self.static, generator=generator, **extra)
+            self.packed = _pack(self.out)  # the outputs in one tensor when they stack: one clone per replay
         generator.set_state(saved)  # capturing consumed nothing of the caller's stream
 
     def __call__(self, *inputs: torch.Tensor) -> StepOutput:
         """Copy ``inputs`` into the static inputs, replay, and return copies of the outputs.
+
+        The copies are one ``torch._foreach_copy_`` call, and an input that *is* its static tensor
+        (a caller that writes its next inputs into :attr:`static` in place) is not copied; the
+        outputs come back as one clone when they stack (same shape and dtype: every verifier's
+        ``StepOutput``), else one clone each.
 
         Parameters
         ----------
@@ -98,11 +104,30 @@ class GraphedStep:
             The step's output for ``inputs`` and the generator's current state (which advances); a
             plain tuple when the captured function returns one.
         """
-        for dst, src in zip(self.static, inputs, strict=True):
-            dst.copy_(src)
+        pairs = [(d, s) for d, s in zip(self.static, inputs, strict=True) if d.data_ptr() != s.data_ptr()]
+        if pairs:
+            _copy([d for d, _ in pairs], [s for _, s in pairs])
         self.graph.replay()
-        outs = tuple(t.clone() for t in self.out)
-        return StepOutput(*outs) if isinstance(self.out, StepOutput) else outs
+        outs = self.packed.clone().unbind(0) if self.packed is not None else tuple(t.clone() for t in self.out)
+        return StepOutput(*outs) if isinstance(self.out, StepOutput) else tuple(outs)
+
+
+def _pack(out: tuple) -> torch.Tensor | None:
+    """``torch.stack(out)`` when the outputs are tensors of one shape and dtype, else ``None``."""
+    ts = tuple(out)
+    if len(ts) > 1 and all(isinstance(t, torch.Tensor) and t.shape == ts[0].shape and t.dtype == ts[0].dtype for t in ts):
+        return torch.stack(ts)
+    return None
+
+
+def _copy(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+    """``dst[i].copy_(src[i])`` for every ``i``, in one ``torch._foreach_copy_`` call where torch has it."""
+    foreach = getattr(torch, "_foreach_copy_", None)
+    if foreach is not None:
+        foreach(dst, src)
+    else:
+        for d, s in zip(dst, src, strict=True):
+            d.copy_(s)
 
 
 class VerifyGraphs:

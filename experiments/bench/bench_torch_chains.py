@@ -22,10 +22,12 @@ CUDA rows (``--devices cuda``; default: added when a GPU is present): chains and
 timed with CUDA events around back-to-back calls; beside each, in the same run, ``step`` (the chains'
 pure step ``token_step`` / ``block_step`` on uniforms drawn once: the kernels and the Python around
 them, without the checks and the two ``torch.rand`` draws), ``graph`` (the same
-call replayed from a captured CUDA graph, :mod:`otspec_gpu.graphs`; chains and the masked rrs /
-rrs_wor trees), ``formula`` (a
-minimal no-sync token chain written from the formula, ``_gpu_baselines.py``) and ``formula graph``
-(its replay), and ``x formula`` = torch / formula. No numpy column on CUDA. torch runs on one intra-op thread by default
+call replayed from a captured CUDA graph, :mod:`otspec_gpu.graphs`, the inputs copied into the
+graph's static tensors; chains and the masked rrs / rrs_wor trees), ``graph in place`` (the replay
+with the static tensors passed back, as a caller that writes its inputs there in place: no copy;
+chains), ``formula`` (a
+minimal no-sync token chain written from the formula, ``_gpu_baselines.py``), ``formula graph``
+and ``formula graph in place`` (its replays), and ``x formula`` = torch / formula. No numpy column on CUDA. torch runs on one intra-op thread by default
 (``--threads``): on the shared 2-core project machine, two threads measured 100x slower than one
 (OpenMP spin-waits against other processes; 158 ms vs 1.2 ms for token_sample at gamma = 8,
 V = 49 152, B = 1).
@@ -172,12 +174,13 @@ def cuda_pair(shape, V, gen):
 
 
 def _graph_ms(sample, inputs, gen, **extra):
+    """``(copy, in place)``: ms per replay of the captured ``sample`` with ``inputs`` copied into the
+    graph's static tensors, and with the static tensors passed back (inputs written in place: no
+    copy); ``(None, None)`` off CUDA, the capture error's text twice if capture fails."""
     gs = graphed(sample, inputs, gen, **extra)
-    if gs is None:
-        return None
-    if isinstance(gs, str):
-        return gs
-    return 1e3 * cuda_time(lambda: gs(*inputs), "cuda")
+    if gs is None or isinstance(gs, str):
+        return gs, gs
+    return 1e3 * cuda_time(lambda: gs(*inputs), "cuda"), 1e3 * cuda_time(lambda: gs(*gs.static), "cuda")
 
 
 def cuda_rows(V, g, B, gen, trees: bool) -> list[dict]:
@@ -188,17 +191,18 @@ def cuda_rows(V, g, B, gen, trees: bool) -> list[dict]:
     q = torch.softmax(logits[:, :g] + torch.randn(B, g, V, generator=gen, device=dev), -1)
     x = torch.multinomial(q.reshape(-1, V), 1, generator=gen).view(B, g)
     t_f = 1e3 * cuda_time(lambda: formula_token_chain(p, q, x, generator=gen), dev)
-    f_graph = _graph_ms(formula_token_chain, (p, q, x), gen)
+    f_graph, f_inplace = _graph_ms(formula_token_chain, (p, q, x), gen)
     out = []
     coins = torch.rand((B, g), generator=gen, device=dev)
     u = torch.rand(B, generator=gen, dtype=torch.float64, device=dev)
     for rule, samp, step in (("token", chain.token_sample, chain.token_step), ("block", chain.block_sample, chain.block_step)):
         t = 1e3 * cuda_time(lambda samp=samp: samp(p, q, x, generator=gen, validate=False), dev)
         t_step = 1e3 * cuda_time(lambda step=step: step(p, q, x, coins, u), dev)
-        gr = _graph_ms(samp, (p, q, x), gen, validate=False)
+        gr, gr_in = _graph_ms(samp, (p, q, x), gen, validate=False)
         out.append(
             {"device": dev, "kind": "chain", "rule": rule, "B": B, "V": V, "gamma": g, "k": 1, "torch_ms": t, "step_ms": t_step,
-             "graph_ms": gr, "formula_ms": t_f, "formula_graph_ms": f_graph, "x_formula": t / t_f}
+             "graph_ms": gr, "graph_inplace_ms": gr_in, "formula_ms": t_f, "formula_graph_ms": f_graph,
+             "formula_graph_inplace_ms": f_inplace, "x_formula": t / t_f}
         )  # fmt: skip
     if trees:
         k = K_TREE
@@ -216,7 +220,9 @@ def cuda_rows(V, g, B, gen, trees: bool) -> list[dict]:
             )
             gr_t = None
             if rule in tree.MASKED:  # the masked walk makes no host synchronisation: capturable
-                gr_t = _graph_ms(lambda p, q, x, rule=rule, **kw: tree.sample(p, q, x, rule=rule, **kw), (p4, q4, xt), gen, validate=False)
+                gr_t = _graph_ms(lambda p, q, x, rule=rule, **kw: tree.sample(p, q, x, rule=rule, **kw), (p4, q4, xt), gen, validate=False)[
+                    0
+                ]
             out.append(
                 {"device": dev, "kind": "tree", "rule": rule, "B": B, "V": V, "gamma": g, "k": k, "torch_ms": t,
                  "graph_ms": gr_t, "formula_ms": t_f, "formula_graph_ms": f_graph, "x_formula": t / t_f}
@@ -231,10 +237,12 @@ def cuda_table(rows: list[dict]) -> str:
         return "-" if x is None else (x if isinstance(x, str) else f"{1e3 * x:.0f}")
 
     return markdown_table(
-        ["verifier", "k", "gamma", "V", "B", "torch (us)", "step (us)", "graph (us)", "formula (us)", "formula graph (us)", "x formula"],
+        ["verifier", "k", "gamma", "V", "B", "torch (us)", "step (us)", "graph (us)", "graph in place (us)", "formula (us)",
+         "formula graph (us)", "formula graph in place (us)", "x formula"],
         [
             [f"{r['kind']}:{r['rule']}", r["k"], r["gamma"], r["V"], r["B"], us(r["torch_ms"]), us(r.get("step_ms")), us(r["graph_ms"]),
-             us(r["formula_ms"]), us(r["formula_graph_ms"]), f"{r['x_formula']:.1f}x"]
+             us(r.get("graph_inplace_ms")), us(r["formula_ms"]), us(r["formula_graph_ms"]), us(r.get("formula_graph_inplace_ms")),
+             f"{r['x_formula']:.1f}x"]
             for r in rows
         ],
     )  # fmt: skip

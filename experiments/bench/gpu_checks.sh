@@ -2,9 +2,11 @@
 # GPU checks of the torch verifiers, from the repository root: the CUDA rows of bench_torch_chains.py
 # (token / block chain, gamma 4, V 49 152 / 128 256 / 262 144, B 1 / 64, beside the same-run
 # formula step and its CUDA-graph replay) and of bench_torch_verifiers.py (single-step rules, B 1 /
-# 64), each writing JSON + markdown under $OUT, then the CUDA tests of tests/gpu (pytest -k cuda;
-# the corpus tests are left out: they need pyarrow / ray), then the targets table of
-# gpu_targets.py (also $OUT/targets.md). Every phase has its own timeout
+# 64), each writing JSON + markdown, then the CUDA tests of tests/gpu (pytest -k cuda; the corpus
+# tests are left out: they need pyarrow / ray), then the targets table of gpu_targets.py. $OUT gets
+# four files (the device tool brings back a few files only): summary.md (environment, targets, every
+# benchmark table, the tests' tail), targets.md, tests.txt, and results.tar.gz (every JSON, markdown,
+# log and the JUnit XML; the work folder is $WORK, default a temporary one). Every phase has its own timeout
 # (3 x 50 + 2 x 45 + 150 = 390 s at most; about 3-4 minutes on one H100/H200, Triton compiling
 # the kernels on first use) so one slow phase cannot starve the others. Without CUDA it prints why
 # and exits 0 (nothing to check).
@@ -15,6 +17,8 @@ cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 OUT=${OUT:-experiments/bench/out/gpu_checks}
 mkdir -p "$OUT"
+WORK=${WORK:-$(mktemp -d)}
+mkdir -p "$WORK"
 if ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
     echo "gpu_checks: no CUDA device visible to $PYTHON; the CUDA tests and rows are skipped"
     exit 0
@@ -33,23 +37,32 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
     "$PYTHON" -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
     "$PYTHON" -c "import triton; print('triton', triton.__version__)" 2>&1 | tail -1
-} > "$OUT/env.txt"
-cat "$OUT/env.txt"
+} > "$WORK/env.txt"
+cat "$WORK/env.txt"
 rc=0
 for V in 49152 128256 262144; do
     timeout "${CHAIN_TIMEOUT:-50}" "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
-        --out "$OUT/chains_V$V" > "$OUT/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$OUT/chains_V$V.log"; }
+        --out "$WORK/chains_V$V" > "$WORK/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$WORK/chains_V$V.log"; }
 done
 # optimal_iid / khisti build their state on the host (not a target of these rows): left out
 RULES="token kseq rrs rrs_wor greedy_optimal spechub nss naive approximate"
 for B in 1 64; do
     # shellcheck disable=SC2086
     timeout 45 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" --verifiers $RULES \
-        --out "$OUT/verifiers_B$B" > "$OUT/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$OUT/verifiers_B$B.log"; }
+        --out "$WORK/verifiers_B$B" > "$WORK/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$WORK/verifiers_B$B.log"; }
 done
-for f in "$OUT"/chains_V*/*.md "$OUT"/verifiers_B*/*.md; do [ -f "$f" ] && cat "$f"; done
-timeout "${TEST_TIMEOUT:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$OUT/tests.xml" \
-    --ignore=tests/gpu/test_corpus.py --ignore=tests/gpu/test_corpus_ray.py tests/gpu > "$OUT/tests.txt" 2>&1 || rc=1
-tail -25 "$OUT/tests.txt"
-"$PYTHON" experiments/bench/gpu_targets.py "$OUT" | tee "$OUT/targets.md"
+for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md; do [ -f "$f" ] && cat "$f"; done
+timeout "${TEST_TIMEOUT:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$WORK/tests.xml" \
+    --ignore=tests/gpu/test_corpus.py --ignore=tests/gpu/test_corpus_ray.py tests/gpu > "$WORK/tests.txt" 2>&1 || rc=1
+tail -25 "$WORK/tests.txt"
+"$PYTHON" experiments/bench/gpu_targets.py "$WORK" > "$WORK/targets.md"
+{
+    echo "# gpu_checks"; echo; echo '```'; cat "$WORK/env.txt"; echo '```'; echo
+    echo "## Targets"; echo; cat "$WORK/targets.md"; echo
+    for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md; do [ -f "$f" ] && { cat "$f"; echo; }; done
+    echo "## Tests (tail)"; echo; echo '```'; tail -40 "$WORK/tests.txt"; echo '```'
+} > "$OUT/summary.md"
+cp "$WORK/targets.md" "$WORK/tests.txt" "$OUT/" 2> /dev/null
+tar czf "$OUT/results.tar.gz" -C "$WORK" .
+cat "$WORK/targets.md"
 exit $rc

@@ -14,22 +14,22 @@ def _module():
     return mod
 
 
-def _chain(rule, B, ms):
+def _chain(rule, B, ms, graph_ms):
     return {"device": "cuda", "kind": "chain", "rule": rule, "B": B, "V": 49152, "gamma": 4, "k": 1, "torch_ms": ms, "step_ms": ms / 2,
-            "graph_ms": "capture failed: x", "formula_ms": 0.2, "formula_graph_ms": 0.05}  # fmt: skip
+            "graph_ms": graph_ms, "graph_inplace_ms": 0.04, "formula_ms": 0.2, "formula_graph_ms": 0.05}  # fmt: skip
 
 
 def test_targets_table_judges_each_measured_cell_and_marks_the_rest_unmeasured(tmp_path):
     (tmp_path / "chains_V49152").mkdir()
-    rows = [_chain("token", 1, 0.060), _chain("token", 64, 0.120), _chain("block", 1, 0.085), _chain("block", 64, 0.200)]
-    rows.append({**_chain("token", 1, 0.001), "device": "cpu"})  # a CPU row is never read
+    rows = [_chain("token", 1, 0.060, 0.080), _chain("token", 64, 0.120, 0.090), _chain("block", 1, 0.085, "capture failed: x")]
+    rows += [_chain("block", 64, 0.200, 0.100), {**_chain("token", 1, 0.001, 0.001), "device": "cpu"}]  # a CPU row is never read
     (tmp_path / "chains_V49152" / "bench_torch_chains.json").write_text(json.dumps({"cuda_rows": rows}))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in _module().table(str(tmp_path)).splitlines()}
-    assert lines["token chain, gamma 4, V 49152, B 1: <= 70 us"].endswith("| yes |")
-    assert "| 60 | 30 | - | 200 / 50 |" in lines["token chain, gamma 4, V 49152, B 1: <= 70 us"]
-    assert lines["token chain, gamma 4, V 49152, B 64: <= 100 us"].endswith("| no |")
-    assert "(1.42x token)" in lines["block chain <= 1.5x token, gamma 4, V 49152, B 1"]
-    assert lines["block chain <= 1.5x token, gamma 4, V 49152, B 1"].endswith("| yes |")
-    assert lines["block chain <= 1.5x token, gamma 4, V 49152, B 64"].endswith("| no |")
-    assert lines["token chain, gamma 4, V 128256, B 1: <= 75 us"].endswith("| unmeasured |")
-    assert lines["rrs k 8, V 262144, B 1: <= 100 us"].endswith("| unmeasured |")
+    # columns: sample, step, graph, graph in place, formula / formula graph, met eager, met graph
+    assert lines["token chain, gamma 4, V 49152, B 1: <= 70 us"].endswith("| 60 | 30 | 80 | 40 | 200 / 50 | yes | no |")
+    assert lines["token chain, gamma 4, V 49152, B 64: <= 100 us"].endswith("| 120 | 60 | 90 | 40 | 200 / 50 | no | yes |")
+    block_b1 = lines["block chain <= 1.5x token, gamma 4, V 49152, B 1"]
+    assert "(1.42x token)" in block_b1 and block_b1.endswith("| yes | - |")  # no graph ratio: the capture failed
+    assert lines["block chain <= 1.5x token, gamma 4, V 49152, B 64"].endswith("(1.11x) | 40 | - | no | yes |")
+    assert lines["token chain, gamma 4, V 128256, B 1: <= 75 us"].endswith("| unmeasured | unmeasured |")
+    assert lines["rrs k 8, V 262144, B 1: <= 100 us"].endswith("| unmeasured | unmeasured |")

@@ -91,6 +91,26 @@ def test_cuda_replay_equals_eager_for_the_same_generator_state(key):
     assert len(graphs.steps) == 1
 
 
+@cuda
+def test_replay_of_inputs_written_in_place_equals_eager():
+    """A caller that writes its next inputs into the graph's static tensors passes those tensors (no
+    copy is made); the outputs come back as one clone, unstacked into the StepOutput fields."""
+    from otspec_gpu.verifiers.base import StepOutput
+
+    gen = torch.Generator("cuda").manual_seed(5)
+    gs = GraphedStep(token_sample, _chain(8, 4, 1000, "cuda", 0), gen, validate=False)
+    assert gs.packed is not None and gs.packed.shape == (3, 8)
+    nxt = _chain(8, 4, 1000, "cuda", 1)
+    for dst, src in zip(gs.static, nxt, strict=True):
+        dst.copy_(src)
+    state = gen.get_state()
+    out = gs(*gs.static)
+    gen.set_state(state)
+    ref = token_sample(*nxt, generator=gen, validate=False)
+    assert isinstance(out, StepOutput)
+    assert all(torch.equal(a, b) for a, b in zip(out, ref, strict=True))
+
+
 def test_default_graphs_is_opt_in(monkeypatch):
     from otspec_gpu.graphs import default_graphs
 
