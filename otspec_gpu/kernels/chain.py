@@ -280,10 +280,11 @@ def _draw_row(
 
 @triton.jit
 def _search(
-    p_ptr, q_ptr, d_ptr, u_ptr, part_ptr, tau_ptr, w_ptr, tok_ptr, G, V, NCH, sp_b, sp_t, sq_b, sq_t,
+    p_ptr, q_ptr, d_ptr, u_ptr, part_ptr, tau_ptr, w_ptr, tok_ptr, idx_ptr, G, V, NCH, sp_b, sp_t, sq_b, sq_t,
     MODE: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
 ):  # fmt: skip
-    """Program ``b``: the inverse-CDF draw of row ``b`` from its chunk sums and one scan of the chunk found."""
+    """Program ``b``: the inverse-CDF draw of row ``b`` from its chunk sums and one scan of the chunk found
+    (a chain also stores its ``index`` 0: one drafted block)."""
     b = tl.program_id(0).to(tl.int64)
     tau = tl.load(tau_ptr + b)
     if MODE == 2:
@@ -302,6 +303,8 @@ def _search(
     tok = _draw_row(prow, qrow, part_ptr + b * 2 * NCH, u, NCH, V, w, 0.0, is_res, MODE, BLOCK_V, BLOCK_C, CHUNK)
     if MODE == 2:
         tok = tl.where(tau == 1, tl.load(d_ptr + b), tok)
+    else:
+        tl.store(idx_ptr + b, tl.zeros([], tl.int64))
     tl.store(tok_ptr + b, tok)
 
 
@@ -441,15 +444,16 @@ def _contig(*xs):
     return [x if x is None or x.stride(-1) == 1 else x.contiguous() for x in xs]
 
 
-def _draw(p, q, drafts, coins, u, mode: int, strides: tuple[int, int, int, int], G: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch the (masses,) partials and search kernels of one step; ``(tau, token)``, both ``[B]`` long."""
+def _draw(p, q, drafts, coins, u, mode: int, strides: tuple[int, int, int, int], G: int) -> tuple[torch.Tensor, ...]:
+    """Launch the (masses,) partials and search kernels of one step; ``(tau, token, index)``, ``[B]``
+    long each (views of one ``[3, B]`` allocation; ``index`` 0 for a chain, not written for the single step)."""
     B, V = drafts.shape[0], p.shape[-1]
     block, chunk, nch = _layout(V)
     dev = p.device
-    tau = torch.empty(B, dtype=torch.long, device=dev)
-    tok = torch.empty(B, dtype=torch.long, device=dev)
+    out = torch.empty((3, B), dtype=torch.long, device=dev)
+    tau, tok, idx = out.unbind(0)
     if B == 0:
-        return tau, tok
+        return tau, tok, idx
     part = torch.empty((B, 2, nch), dtype=torch.float64, device=dev)
     w = torch.empty(B, dtype=p.dtype, device=dev) if mode == 1 else part
     z = part
@@ -463,8 +467,18 @@ def _draw(p, q, drafts, coins, u, mode: int, strides: tuple[int, int, int, int],
         p, q, drafts, coins, z, part, tau, w, G, V, nch, *strides,
         MODE=mode, BLOCK_G=bg, BLOCK_V=block, BLOCK_C=bc, CHUNK=chunk, **opts,
     )  # fmt: skip
-    _search[(B,)](p, q, drafts, u, part, tau, w, tok, G, V, nch, *strides, MODE=mode, BLOCK_V=block, BLOCK_C=bc, CHUNK=chunk, **opts)
-    return tau, tok
+    _search[(B,)](p, q, drafts, u, part, tau, w, tok, idx, G, V, nch, *strides, MODE=mode, BLOCK_V=block, BLOCK_C=bc, CHUNK=chunk, **opts)
+    return tau, tok, idx
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """``x`` itself when contiguous (no dispatcher call), else a contiguous copy."""
+    return x if x.is_contiguous() else x.contiguous()
+
+
+def _f64(u: torch.Tensor) -> torch.Tensor:
+    """``u`` as contiguous float64, without a dispatcher call when it already is."""
+    return u if u.dtype == torch.float64 and u.is_contiguous() else u.to(torch.float64).contiguous()
 
 
 def _chain_strides(p: torch.Tensor, q: torch.Tensor) -> tuple[int, int, int, int]:
@@ -491,11 +505,11 @@ def token_chain_step(
     Returns
     -------
     tuple of torch.Tensor
-        ``(tau, token)``, both ``[B]`` long.
+        ``(tau, token, index)``, each ``[B]`` long (``index`` 0: the fields of the chain's ``StepOutput``).
     """
     p, q = _contig(p, q)
-    d = drafts.contiguous()
-    return _draw(p, q, d, coins.contiguous(), u.to(torch.float64).contiguous(), 0, _chain_strides(p, q), d.shape[1])
+    d = _dense(drafts)
+    return _draw(p, q, d, _dense(coins), _f64(u), 0, _chain_strides(p, q), d.shape[1])
 
 
 def block_chain_step(
@@ -518,11 +532,11 @@ def block_chain_step(
     Returns
     -------
     tuple of torch.Tensor
-        ``(tau, token)``, both ``[B]`` long.
+        ``(tau, token, index)``, each ``[B]`` long (``index`` 0: the fields of the chain's ``StepOutput``).
     """
     p, q = _contig(p, q)
-    d = drafts.contiguous()
-    return _draw(p, q, d, coins.contiguous(), u.to(torch.float64).contiguous(), 1, _chain_strides(p, q), d.shape[1])
+    d = _dense(drafts)
+    return _draw(p, q, d, _dense(coins), _f64(u), 1, _chain_strides(p, q), d.shape[1])
 
 
 def token_single_step(
@@ -549,7 +563,7 @@ def token_single_step(
     """
     p, q = _contig(p, q)
     strides = (p.stride(0) if p.shape[0] > 1 else 0, 0, q.stride(0) if q.shape[0] > 1 else 0, 0)  # a shared row: stride 0
-    return _draw(p, q, drafts[:, :1].contiguous(), coins[:, :1].contiguous(), u.contiguous(), 2, strides, 1)
+    return _draw(p, q, _dense(drafts[:, :1]), _dense(coins[:, :1]), _dense(u), 2, strides, 1)[:2]
 
 
 def rrs_single_step(

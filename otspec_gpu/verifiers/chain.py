@@ -217,7 +217,7 @@ def token_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
 
         out = try_kernel(token_chain_step, p, q, drafts, coins, u)
         if out is not None:
-            return _output(*out)
+            return StepOutput(*out)
     g = drafts.shape[1]
     a, _ = _token_accept(p, q, drafts)
     rejected = ~(coins < a)  # [B, g]
@@ -349,7 +349,7 @@ def block_step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: to
 
         out = try_kernel(block_chain_step, p, q, drafts, coins, u)
         if out is not None:
-            return _output(*out)
+            return StepOutput(*out)
     B, g = drafts.shape
     logp = _log_running_ratio(p, q, drafts)  # [B, g]
     pr = torch.exp(logp)

@@ -99,20 +99,22 @@ def test_token_chain_kernel_equals_torch_step(kdevice, dtype, coins_kind):
     coins, u = _uniforms(5, 3, dtype, kdevice, seed=2)
     if coins_kind != "random":
         coins = torch.zeros_like(coins) if coins_kind == "accept" else torch.full_like(coins, 1.0 - 1e-7)
-    tau, tok = K.token_chain_step(p, q, drafts, coins, u)
+    tau, tok, idx = K.token_chain_step(p, q, drafts, coins, u)
     ref = chain.token_step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
     assert torch.equal(tau.cpu(), ref.accepted)
     assert torch.equal(tok.cpu(), ref.token)
+    assert torch.equal(idx.cpu(), ref.index)  # 0: the chain's one drafted block
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 def test_block_chain_kernels_equal_torch_step(kdevice, dtype):
     p, q, drafts = _chain(5, 3, 1100, dtype, kdevice, seed=3)
     coins, u = _uniforms(5, 3, dtype, kdevice, seed=4)
-    tau, tok = K.block_chain_step(p, q, drafts, coins, u)
+    tau, tok, idx = K.block_chain_step(p, q, drafts, coins, u)
     ref = chain.block_step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
     assert torch.equal(tau.cpu(), ref.accepted)
     assert torch.equal(tok.cpu(), ref.token)
+    assert torch.equal(idx.cpu(), ref.index)  # 0: the chain's one drafted block
 
 
 @pytest.fixture
@@ -168,7 +170,7 @@ def test_chain_kernels_compile_for_a_gpu_target(mode):
         kernels = [
             (K._partials, {**ptrs, "c_ptr": P, "z_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w},
              {"MODE": mode, "BLOCK_G": 4, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
-            (K._search, {**ptrs, "u_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w, "tok_ptr": "*i64"},
+            (K._search, {**ptrs, "u_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w, "tok_ptr": "*i64", "idx_ptr": "*i64"},
              {"MODE": mode, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
         ]  # fmt: skip
     if mode == 1:
@@ -190,10 +192,11 @@ def test_chain_kernels_across_chunks_equal_torch_step(kdevice, small_layout, rul
     coins[0] = 0.0
     coins[1] = 1.0 - 1e-7
     fused, ref_step = (K.token_chain_step, chain.token_step) if rule == "token" else (K.block_chain_step, chain.block_step)
-    tau, tok = fused(p, q, drafts, coins, u)
+    tau, tok, idx = fused(p, q, drafts, coins, u)
     ref = ref_step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
     assert torch.equal(tau.cpu(), ref.accepted)
     assert torch.equal(tok.cpu(), ref.token)
+    assert torch.equal(idx.cpu(), ref.index)  # 0: the chain's one drafted block
     assert len(set(ref.accepted.tolist())) > 1  # rows stop at different positions
 
 
@@ -201,10 +204,11 @@ def test_block_chain_kernel_of_one_draft_equals_torch_step(kdevice):
     """gamma = 1: no look-ahead mass (the masses launch is skipped), h_1 = p_1."""
     p, q, drafts = _chain(6, 1, 300, torch.float64, kdevice, seed=23)
     coins, u = _uniforms(6, 1, torch.float64, kdevice, seed=24)
-    tau, tok = K.block_chain_step(p, q, drafts, coins, u)
+    tau, tok, idx = K.block_chain_step(p, q, drafts, coins, u)
     ref = chain.block_step(p.cpu(), q.cpu(), drafts.cpu(), coins.cpu(), u.cpu())
     assert torch.equal(tau.cpu(), ref.accepted)
     assert torch.equal(tok.cpu(), ref.token)
+    assert torch.equal(idx.cpu(), ref.index)  # 0: the chain's one drafted block
 
 
 def test_draw_never_returns_a_token_of_weight_zero(kdevice, small_layout):
@@ -228,28 +232,8 @@ def test_draw_never_returns_a_token_of_weight_zero(kdevice, small_layout):
     tok = torch.empty(1, dtype=torch.long, device=kdevice)
     drafts = torch.zeros((1, 1), dtype=torch.long, device=kdevice)
     part, u = part.to(kdevice), u.to(kdevice)
-    K._search[(1,)](
-        p,
-        q,
-        drafts,
-        u,
-        part,
-        tau,
-        part,
-        tok,
-        1,
-        V,
-        nch,
-        0,
-        0,
-        0,
-        0,
-        MODE=2,
-        BLOCK_V=block,
-        BLOCK_C=K._pow2(nch),
-        CHUNK=chunk,
-        **K._no_fma(),
-    )
+    single = {"MODE": 2, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk, **K._no_fma()}  # index not written in MODE 2
+    K._search[(1,)](p, q, drafts, u, part, tau, part, tok, tok, 1, V, nch, 0, 0, 0, 0, **single)
     positive = torch.nonzero(r[chunk : 2 * chunk] > 0).flatten()
     assert int(tok) == chunk + int(positive[-1]) < 2 * chunk - 40
 
@@ -338,10 +322,10 @@ def test_chain_kernels_draw_the_exact_conditional_law(kdevice, tiny_layout, rule
     p, q, drafts = _chain(n, g, V, torch.float64, kdevice, seed=7, same=True)
     coins, u = _uniforms(n, g, torch.float64, kdevice, seed=8)
     if rule == "token":
-        tau, tok = K.token_chain_step(p, q, drafts, coins, u)
+        tau, tok, _ = K.token_chain_step(p, q, drafts, coins, u)
         law = chain.token_conditional(p[:1].cpu(), q[:1].cpu(), drafts[:1].cpu())[0]
     else:
-        tau, tok = K.block_chain_step(p, q, drafts, coins, u)
+        tau, tok, _ = K.block_chain_step(p, q, drafts, coins, u)
         law = chain.block_conditional(p[:1].cpu(), q[:1].cpu(), drafts[:1].cpu())[0]
     counts = np.bincount((tau * V + tok).cpu().numpy(), minlength=(g + 1) * V)
     _check_counts(counts, law.reshape(-1).numpy(), n)
