@@ -6,10 +6,10 @@
 # tests are left out: they need pyarrow / ray), then the targets table of gpu_targets.py. $OUT gets
 # four files (the device tool brings back a few files only): summary.md (environment, targets, every
 # benchmark table, the tests' tail), targets.md, tests.txt, and results.tar.gz (every JSON, markdown,
-# log and the JUnit XML; the work folder is $WORK, default a temporary one). Every phase has its own timeout
-# (3 x 50 + 2 x 45 + 150 = 390 s at most; about 3-4 minutes on one H100/H200, Triton compiling
-# the kernels on first use) so one slow phase cannot starve the others. Without CUDA it prints why
-# and exits 0 (nothing to check).
+# log and the JUnit XML; the work folder is $WORK, default a temporary one), written after the
+# benchmarks and again after the tests. Every phase has its own timeout (3 x 45 + 2 x 45 + 120 = 345 s
+# at most; about 2.5-3 minutes on one H200, Triton compiling the kernels on first use) so one slow
+# phase cannot starve the others. Without CUDA it prints why and exits 0 (nothing to check).
 #
 #   OUT=/tmp/gpu_out bash experiments/bench/gpu_checks.sh      (PYTHON defaults to python3; a venv's python for a CPU dry run)
 set -uo pipefail
@@ -41,7 +41,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 cat "$WORK/env.txt"
 rc=0
 for V in 49152 128256 262144; do
-    timeout "${CHAIN_TIMEOUT:-50}" "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
+    timeout "${CHAIN_TIMEOUT:-45}" "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
         --out "$WORK/chains_V$V" > "$WORK/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$WORK/chains_V$V.log"; }
 done
 # optimal_iid / khisti build their state on the host (not a target of these rows): left out
@@ -51,18 +51,22 @@ for B in 1 64; do
     timeout 45 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" --verifiers $RULES \
         --out "$WORK/verifiers_B$B" > "$WORK/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$WORK/verifiers_B$B.log"; }
 done
-for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md; do [ -f "$f" ] && cat "$f"; done
-timeout "${TEST_TIMEOUT:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$WORK/tests.xml" \
+summarize() {  # $OUT: summary.md, targets.md, tests.txt, results.tar.gz (written after the benchmarks, again after the tests)
+    "$PYTHON" experiments/bench/gpu_targets.py "$WORK" > "$WORK/targets.md"
+    {
+        echo "# gpu_checks"; echo; echo '```'; cat "$WORK/env.txt"; echo '```'; echo
+        echo "## Targets"; echo; cat "$WORK/targets.md"; echo
+        for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md; do [ -f "$f" ] && { cat "$f"; echo; }; done
+        echo "## Tests (tail)"; echo; echo '```'; tail -40 "$WORK/tests.txt" 2> /dev/null || echo "not run yet"; echo '```'
+    } > "$OUT/summary.md"
+    cp "$WORK/targets.md" "$OUT/"
+    [ -f "$WORK/tests.txt" ] && cp "$WORK/tests.txt" "$OUT/"
+    tar czf "$OUT/results.tar.gz" -C "$WORK" .
+}
+summarize
+timeout "${TEST_TIMEOUT:-120}" "$PYTHON" -m pytest -q -p no:cacheprovider -k cuda --junitxml="$WORK/tests.xml" \
     --ignore=tests/gpu/test_corpus.py --ignore=tests/gpu/test_corpus_ray.py tests/gpu > "$WORK/tests.txt" 2>&1 || rc=1
 tail -25 "$WORK/tests.txt"
-"$PYTHON" experiments/bench/gpu_targets.py "$WORK" > "$WORK/targets.md"
-{
-    echo "# gpu_checks"; echo; echo '```'; cat "$WORK/env.txt"; echo '```'; echo
-    echo "## Targets"; echo; cat "$WORK/targets.md"; echo
-    for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md; do [ -f "$f" ] && { cat "$f"; echo; }; done
-    echo "## Tests (tail)"; echo; echo '```'; tail -40 "$WORK/tests.txt"; echo '```'
-} > "$OUT/summary.md"
-cp "$WORK/targets.md" "$WORK/tests.txt" "$OUT/" 2> /dev/null
-tar czf "$OUT/results.tar.gz" -C "$WORK" .
+summarize
 cat "$WORK/targets.md"
 exit $rc
