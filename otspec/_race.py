@@ -52,6 +52,10 @@ exact and leaves :math:`Q(H^k)` unchanged (:func:`_rescale_exponent`).
   :math:`P(N < k)` by at most :math:`\sum_{q(x) t > \tau} (e^{-\tau} - e^{-q(x) t})`, computed.
 * Rounding -- a first-order bound under the standard model of float64 arithmetic, assuming
   ``exp``/``expm1`` accurate to 1 ulp; an estimate, not a proof.
+* The base (:class:`_Base`: the tokens before the first requested prefix, summarised once per
+  node through the moments of q) -- its series truncation is rigorous, its rounding an estimate
+  as above; the sums of q give :math:`\lambda` to a relative error that moves Q by at most twice
+  it (added).
 """
 
 from __future__ import annotations
