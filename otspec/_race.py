@@ -352,7 +352,7 @@ class _Base:
         self.qsum_units = _pairwise_units(small.size)
         self.th = float(small.max())
         M = np.zeros(self.R + 1)
-        x = small * (1.0 / self.th)  # in (0, 1] up to rounding, max 1: every moment >= 1
+        x = small / self.th  # in (0, 1], max 1: every moment >= 1 (a division: th may be subnormal)
         M[0] = small.size
         M[1] = x.sum()
         # Powers over every token up to _DENSE_POWERS; from there on only the tokens with

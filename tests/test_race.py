@@ -590,3 +590,19 @@ def test_wor_primal_skips_the_race_integral_when_dual_only(monkeypatch):
     res = otspec.optimal_acceptance(p, otspec.without_replacement(q, 4))
     assert res.status == "optimal" and res.lower_bound is None
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("tiny", [1e-320, 3e-310, 1e-300], ids=["subnormal", "near-min-normal", "1e-300"])
+def test_base_with_rates_near_the_smallest_float(tiny, monkeypatch):
+    # Six tokens hold the mass, 4 994 tokens have rate `tiny` (the base's small tokens: their
+    # largest rate, the moments' scale, is then tiny too, and its reciprocal would overflow).
+    V = 5000
+    q = np.full(V, tiny)
+    q[[0, 1, 2, V - 10, V - 5, V - 1]] = [0.3, 0.2, 0.1, 0.2, 0.1, 0.1]
+    idx = np.array([V - 7, V - 3, V - 1])
+    with_base, e_with = _race.wor_prefix_at(q, 3, idx)
+    monkeypatch.setattr(_race, "_BASE_MIN_TOKENS", 10**9)
+    without, e_without = _race.wor_prefix_at(q, 3, idx)
+    assert np.all(np.isfinite(with_base))
+    assert np.abs(with_base - without).max() <= e_with + e_without
+    assert e_with <= WOR_TARGET_ERROR
