@@ -38,6 +38,22 @@ def test_graphed_step_refuses_cpu():
         GraphedStep(token_sample, (p, q, d), torch.Generator())
 
 
+def test_replay_helpers_stack_like_outputs_and_copy_in_one_call():
+    """The replay's output packing (one clone when the outputs stack) and its input copy, on CPU tensors."""
+    from otspec_gpu.graphs import _copy, _pack
+    from otspec_gpu.verifiers.base import StepOutput
+
+    out = StepOutput(torch.tensor([1, 2]), torch.tensor([3, 4]), torch.tensor([0, 0]))
+    packed = _pack(out)
+    assert packed.shape == (3, 2)
+    assert all(torch.equal(a, b) for a, b in zip(StepOutput(*packed.unbind(0)), out, strict=True))
+    assert _pack((torch.tensor([1]),)) is None  # one output: nothing to stack
+    assert _pack((torch.tensor([1]), torch.tensor([1.0]))) is None  # mixed dtypes: one clone each
+    dst = [torch.zeros(3), torch.zeros(2, dtype=torch.long)]
+    _copy(dst, [torch.ones(3), torch.tensor([5, 6])])
+    assert torch.equal(dst[0], torch.ones(3)) and dst[1].tolist() == [5, 6]
+
+
 def _single(name, B, V, seed):
     rng = np.random.default_rng(seed)
     p = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device="cuda")
