@@ -238,3 +238,16 @@ def test_cli_prompt_lookup(capsys):
     ]:
         assert main(["decode", "--target", "tiny", "--prompt-ids", "1,2", "-n", "2", *argv]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_greedy_batch_of_unequal_prompts_equals_greedy_decoding(target):
+    """temperature 0: every verifier reproduces greedy decoding; a batch of prompts of different
+    lengths (left padding, per-row contexts) gives each prompt's own greedy continuation."""
+    prompts = [[1, 2, 3, 1, 2], [4], [5, 5, 0, 5, 5, 0, 5]]
+    res = decode(target, PromptLookup(2), prompts, gamma=3, temperature=0.0, max_new_tokens=10, seed=0, theory=False)
+    for pr, got in zip(prompts, res.tokens, strict=True):
+        seq = list(pr)
+        for _ in range(10):  # cache-free greedy decoding of the target
+            seq.append(int(target.logits(torch.tensor([seq]))[0, -1].argmax()))
+        assert got == seq[len(pr) :]
+    assert any(n > 0 for row in res.config["lookup_matched"] for n in row)
