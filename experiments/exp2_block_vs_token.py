@@ -398,8 +398,8 @@ def _merged(paths: list[str]) -> tuple[list[dict], dict | None, float]:
     for path in paths:
         with open(path) as f:
             d = json.load(f)
-        if isinstance(d, list):  # a partial file: the cells finished before the run stopped
-            d = {"cells": d}
+        if isinstance(d, list):  # a partial file: the cells finished before the run stopped (their runs' own times)
+            d = {"cells": d, "seconds": sum(r["seconds"] for c in d for r in c["runs"].values())}
         cells += d["cells"]
         w = d.get("wallclock")
         if w and "pvalue_vs_paper_range" not in w:  # a run from before the p-value was stored: same numbers, recomputed
@@ -447,7 +447,7 @@ def finish(args, name, cells, ids_of, wall, t0, prompts) -> dict:
         "Holm p: the exact gain's bootstrap p-value against the paper's gain, Holm-corrected over the cells with a paper number.",
         f"Paired check: block's E[tau | path] is below token's on {100 * payload['checks']['max_frac_rounds_block_below_token']:.1f}% of rounds at most "
         f"(min difference {payload['checks']['min_paired_block_minus_token']:.3g}): the theorem bounds the average over paths, not each path.",
-        f"Run time {elapsed:.0f} s.",
+        f"Run time {elapsed:.0f} s" + (f" (the merged runs' own times: {', '.join(args.merge)})." if args.merge else "."),
     ]
     _output.write(args.out, name, args, payload, tables(payload), notes)
     return payload
