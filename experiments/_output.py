@@ -145,7 +145,10 @@ def clustered_between_runs(
     out = dict(
         value=value, low=math.nan, high=math.nan, confidence=confidence, n=int(na.sum() + nb.sum()), n_clusters=len(common), method="BCa"
     )
-    if len(common) >= 2:
+    singles = stat(*(x[:, None] for x in data))
+    if len(common) >= 2 and np.all(np.isfinite(singles)) and np.ptp(singles) == 0.0:
+        out.update(low=value, high=value)  # every prompt gives the same statistic: so does every resample
+    elif len(common) >= 2:
         res = bootstrap(
             data,
             stat,

@@ -177,3 +177,26 @@ def test_exp4b_chain_replay(tmp_path):
         # equal draws per path: the prompt-clustered mean of the per-path biases is the row's bias
         assert abs(r["bias_clustered"]["value"] - r["bias"]) < 1e-9 and r["bias_clustered"]["n"] == r["paths"]
         assert len(r["paths_detail"]["prompt"]) == r["paths"]
+
+
+def test_clustered_between_runs():
+    """The between-run ratio of experiments 3 and SPRINTER: a statistic every prompt shares has a
+    zero-width interval (no degenerate-data warning from scipy); otherwise the interval holds the
+    estimate, and a reference far outside it gets the smallest p-value (1 / 2000 resamples, doubled)."""
+    import warnings
+
+    if str(ROOT / "experiments") not in sys.path:
+        sys.path.insert(0, str(ROOT / "experiments"))
+    import _output
+
+    g = np.repeat(np.arange(30), 3)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(1, 5, g.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = _output.clustered_between_runs(a, g, a / 2, g)
+    assert r["value"] == r["low"] == r["high"] == 2.0 and r["n_clusters"] == 30
+    b = rng.uniform(1, 5, g.size)
+    r = _output.clustered_between_runs(a, g, b, g[::-1], reference=10.0)
+    assert r["low"] < r["value"] < r["high"] and r["p_value"] == 0.001
+    assert abs(r["value"] - a.mean() / b.mean()) < 1e-12
