@@ -572,17 +572,15 @@ def holm(pvalues: Any, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     >>> adj.round(2).tolist(), rej.tolist()
     ([0.04, 0.09, 0.09, 0.5], [True, False, False, False])
     """
-    p = _check_pvalues(pvalues, alpha)
-    out = np.full(p.shape, np.nan)
-    ok = ~np.isnan(p)
-    m = int(ok.sum())
-    if m:
-        order = np.argsort(p[ok], kind="stable")
-        scaled = np.minimum(1.0, (m - np.arange(m)) * p[ok][order])
-        adj = np.empty(m)
-        adj[order] = np.maximum.accumulate(scaled)
-        out[ok] = adj
-    return out, np.where(ok, out <= alpha, False)
+    return _adjusted(pvalues, alpha, _holm_adjust)
+
+
+def _holm_adjust(p: np.ndarray) -> np.ndarray:
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adj = np.empty(m)
+    adj[order] = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    return adj
 
 
 def benjamini_hochberg(pvalues: Any, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
@@ -616,11 +614,16 @@ def benjamini_hochberg(pvalues: Any, alpha: float = 0.05) -> tuple[np.ndarray, n
     """
     from scipy.stats import false_discovery_control
 
+    return _adjusted(pvalues, alpha, lambda p: false_discovery_control(p, method="bh"))
+
+
+def _adjusted(pvalues: Any, alpha: float, adjust: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``adjust`` applied to the family of non-NaN p-values; NaN entries stay NaN and not rejected."""
     p = _check_pvalues(pvalues, alpha)
     out = np.full(p.shape, np.nan)
     ok = ~np.isnan(p)
     if ok.any():
-        out[ok] = false_discovery_control(p[ok], method="bh")
+        out[ok] = adjust(p[ok])
     return out, np.where(ok, out <= alpha, False)
 
 

@@ -80,7 +80,7 @@ def test_forged_certificate_is_caught():
 @pytest.mark.parametrize("V, k", [(200, 2), (200, 3), (2000, 2)])
 def test_equals_maxflow(V, k):
     """Against the exact sparse max-flow: the same cut value."""
-    pytest.importorskip("ortools")
+    pytest.importorskip("ortools", reason="install the [maxflow] extra (OR-Tools)")
     rng = np.random.default_rng(V + k)
     p = random_simplex(rng, V, alpha=0.3)
     qs = [random_simplex(rng, V, alpha=0.3) for _ in range(k)]
