@@ -30,18 +30,24 @@ drafts with :math:`M_{j+1} \le s < M_j`, so with :math:`\bar M_j = \mathrm{clip}
 and :math:`\pi = \beta \cdot a + (1 - \sum_y \beta(y) a(y))\, \mathrm{norm}((p - r^*)_+)` with
 :math:`a = \min(1, p/r^*)`.
 
-**Sampling without the host.** By default (``sample(method="auto")``) per-row laws and small
-batches take the tree-free step of :mod:`otspec_gpu.verifiers.step._iid_bridge`, entirely on
-``p.device``; the host build below serves ``conditional`` and one law shared by many rows.
+**Sampling without the host.** :func:`uniforms` draws the four uniforms of one row (level,
+choice, accept coin, residual: four ``torch.rand`` calls of ``[B]`` float64, in that order) and
+:func:`step` is the tree-free draw of :mod:`otspec_gpu.verifiers.step._iid_bridge` on them: a pure
+function of (p, q, drafts, uniforms), entirely on ``p.device``, with no host synchronisation (it
+traces whole under ``torch.compile(fullgraph=True)``). ``sample(method="auto")`` (the default) is
+exactly ``step(p, q, drafts, *uniforms(...))`` for per-row laws (decoding: a fresh law per row) and
+for small batches; :func:`uses_bridge` says when.
 
-**The one Python loop.** The per-law state (:math:`r^*`, super-tokens, the threshold tree,
-accept ratios, the residual) is built by :func:`otspec.verifiers.step.optimal_iid.prepare` in numpy,
-once per *distinct* (p, q) row: the threshold-tree build is a sequential algorithm with no batched
-counterpart. With shared ``[1, V]`` laws (the decoding case with one prompt, and every test of a
-fixed law) it is built once; with ``[B, V]`` laws, rows are deduplicated first
-(:func:`torch.unique` over the rows of ``[p, q]``). The build runs on the CPU in float64 (the
-inputs are renormalised in float64 first); everything per draft is batched torch on ``p.device``.
-The range-minimum table takes :math:`O(m \log m)` float64 per distinct law (m super-tokens).
+**The host build.** :func:`conditional`, and ``sample`` for one law shared by more than
+:data:`BRIDGE_ROWS` rows (Monte Carlo on one pair), use the threshold tree instead: the per-law
+state (:math:`r^*`, super-tokens, the threshold tree, accept ratios, the residual) is built by
+:func:`otspec.verifiers.step.optimal_iid.prepare` in numpy, once per *distinct* (p, q) row (the
+threshold-tree build is a sequential algorithm with no batched counterpart; ``[B, V]`` rows are
+deduplicated first with :func:`torch.unique` over the rows of ``[p, q]``). The build runs on the
+CPU in float64 (the inputs are renormalised in float64 first); everything per draft is batched
+torch on ``p.device``. The range-minimum table takes :math:`O(m \log m)` float64 per distinct law
+(m super-tokens). Both paths read the same four uniforms and give the same tokens (up to rounding
+at a block boundary: a level within rounding of a threshold).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ import numpy as np
 import torch
 
 from otspec.errors import UnsupportedMethodError
-from otspec_gpu.sampling import categorical
+from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.step._iid_bridge import bridge_step
@@ -68,6 +74,9 @@ __all__ = [
     "sample",
     "sample_with_uniforms",
     "selection_rows",
+    "step",
+    "uniforms",
+    "uses_bridge",
 ]
 
 
@@ -303,6 +312,44 @@ def sample_with_uniforms(
     return torch.where(keep, y, residual_token)
 
 
+def uses_bridge(method: str, p: torch.Tensor, B: int, name: str = "optimal_iid") -> bool:
+    """Whether ``sample(method=...)`` takes the tree-free device step (else the host-built tree).
+
+    ``"bridge"``: always; ``"tree"``: never; ``"auto"``: unless one law ``p`` ``[1, V]`` is shared
+    by more than :data:`BRIDGE_ROWS` rows. Reads shapes only (no host synchronisation).
+
+    Parameters
+    ----------
+    method : str
+        ``"auto"``, ``"bridge"`` or ``"tree"``.
+    p : torch.Tensor
+        ``[B, V]`` or ``[1, V]`` target rows (only the shape is read).
+    B : int
+        Number of rows of drafts.
+    name : str
+        The verifier's name, for the message.
+
+    Returns
+    -------
+    bool
+        True for the tree-free step.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``method`` is not one of the three.
+
+    Examples
+    --------
+    >>> import torch
+    >>> uses_bridge("auto", torch.ones(1, 4) / 4, 1000), uses_bridge("auto", torch.ones(8, 4) / 4, 8)
+    (False, True)
+    """
+    if method not in ("auto", "bridge", "tree"):
+        raise UnsupportedMethodError(f"{name} sample: method must be 'auto', 'bridge' or 'tree' (got {method!r}); pick one of those")
+    return method == "bridge" or (method == "auto" and not (p.shape[0] == 1 and B > BRIDGE_ROWS))
+
+
 @fill_doc
 def sample(
     p: torch.Tensor,
@@ -316,13 +363,13 @@ def sample(
 ) -> StepOutput:
     """One output token per row: level, choice, accept coin and residual draw from four separate ``rand`` calls.
 
-    ``method="bridge"`` runs the whole step on ``p.device`` with no threshold tree and no host
-    round trip (:mod:`otspec_gpu.verifiers.step._iid_bridge`; O(V) per row); ``method="tree"``
-    builds the numpy state and its threshold tree on the host once per distinct law, then
-    O(log V) per row. ``"auto"`` (the default): the tree for one law shared by more than
-    :data:`BRIDGE_ROWS` rows (Monte Carlo on one pair), else bridges (decoding: a fresh law per
-    row). Both give the same tokens for the same generator state (up to rounding at a block
-    boundary).
+    ``method="bridge"`` is :func:`step` on :func:`uniforms`: the whole step on ``p.device`` with no
+    threshold tree and no host round trip (:mod:`otspec_gpu.verifiers.step._iid_bridge`; O(V) per
+    row); ``method="tree"`` builds the numpy state and its threshold tree on the host once per
+    distinct law, then O(log V) per row. ``"auto"`` (the default): the tree for one law shared by
+    more than :data:`BRIDGE_ROWS` rows (Monte Carlo on one pair), else the bridge (decoding: a
+    fresh law per row); see :func:`uses_bridge`. Both read the same uniforms and give the same
+    tokens (up to rounding at a block boundary).
 
     {params_iid_sample}
     method : str
@@ -333,22 +380,56 @@ def sample(
         If ``method`` is not one of those three.
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name=_name)
-    B = drafts.shape[0]
-    if B == 0:  # no rows: no uniforms drawn, nothing to prepare
+    bridge = uses_bridge(method, p, drafts.shape[0], _name)
+    if drafts.shape[0] == 0:  # no rows: no uniforms drawn, nothing to prepare
         return step_output(drafts.new_zeros(0), drafts)
-
-    def rand():
-        return torch.rand(B, dtype=torch.float64, device=drafts.device, generator=generator)
-
-    if method not in ("auto", "bridge", "tree"):
-        raise UnsupportedMethodError(f"optimal_iid sample: method must be 'auto', 'bridge' or 'tree' (got {method!r}); pick one of those")
-    if method == "bridge" or (method == "auto" and not (p.shape[0] == 1 and B > BRIDGE_ROWS)):
-        s, u, coin, v = rand(), rand(), rand(), rand()  # the tree path's four calls, in its order
-        return step_output(bridge_step(p, q, drafts, s, u, coin, v)["tokens"], drafts)
+    uni = uniforms(p, q, drafts, generator)
+    if bridge:
+        return step(p, q, drafts, *uni)
+    s, u, coin, v = uni
     state = prepare(p, q, drafts.shape[1])
-    s, u, coin = rand(), rand(), rand()
-    res_tok = categorical(state.residual, generator, n=B) if state.row is None else categorical(state.residual[state.row], generator)
+    res_tok = sample_weights(_law_rows(state, state.residual, drafts.shape[0]), v)  # [1, V] rows: one draw per u
     return step_output(sample_with_uniforms(state, drafts, s, u, coin, res_tok), drafts)
+
+
+@fill_doc
+def uniforms(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B]`` float64
+    levels, choices, accept coins and residual uniforms (four ``rand`` calls).
+
+    {uniforms_doc}
+    """
+    B = drafts.shape[0]
+    return tuple(torch.rand(B, dtype=torch.float64, device=drafts.device, generator=generator) for _ in range(4))
+
+
+def step(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, s: torch.Tensor, u: torch.Tensor, coin: torch.Tensor, v: torch.Tensor
+) -> StepOutput:
+    r"""The optimal i.i.d. verifier as a pure step of its uniforms: the tree-free draw
+    (:func:`~otspec_gpu.verifiers.step._iid_bridge.bridge_step`) wrapped as a :class:`StepOutput`.
+
+    No generator, no validation, no host synchronisation on CUDA: :func:`sample` (bridge path) is
+    the checks, :func:`uniforms`, then this.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) target and draft rows.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts.
+    s, u, coin, v : torch.Tensor
+        ``[B]`` float64 uniforms from :func:`uniforms`: level (:math:`G = 1 - s`), choice within the
+        block, accept coin, residual draw.
+
+    Returns
+    -------
+    StepOutput
+        Output token, accepted flag and draft slot per row.
+    """
+    return step_output(bridge_step(p, q, drafts, s, u, coin, v)["tokens"], drafts)
 
 
 optimal_iid = TorchVerifier(
@@ -358,6 +439,8 @@ optimal_iid = TorchVerifier(
     sample,
     conditional,
     reference="two-step form with the closed-form optimal selection law and threshold tree (docs: optimal_verifier)",
+    uniforms=uniforms,
+    step=step,
 )
 
 
@@ -374,7 +457,8 @@ def named(name: str, reference: str) -> TorchVerifier:
     Returns
     -------
     TorchVerifier
-        The optimal i.i.d. rule under ``name``, with the same ``sample`` and ``conditional``.
+        The optimal i.i.d. rule under ``name``, with the same ``sample``, ``conditional``,
+        ``uniforms`` and ``step``.
     """
     return TorchVerifier(
         name,
@@ -383,4 +467,6 @@ def named(name: str, reference: str) -> TorchVerifier:
         functools.partial(sample, _name=name),
         functools.partial(conditional, _name=name),
         reference=reference,
+        uniforms=uniforms,
+        step=step,
     )
