@@ -11,6 +11,10 @@ What is checked here (each check is an assertion that can fail):
   every row's edge search has converged (``settled``);
 * rows of a batch are independent: a batch of different laws gives each row the result of that row
   alone;
+* the verifiers' ``sample`` (``optimal_iid``, ``wor_iid``): ``method="bridge"``, ``"tree"`` and
+  ``"auto"`` give the same tokens, and the bridge is the pure ``step`` on ``uniforms``;
+* ``wor_iid``'s device path (per-row laws) draws its exact joint law of (drafted tuple, token) by
+  chi-square, and the same test catches a hit stream that reuses the level uniform;
 * on CUDA (when present) the same comparisons hold against the numpy draw; ``test_timing_cuda``
   times the device draw at V = 262 144 for B = 1 and 64 (printed, not asserted).
 """
@@ -22,11 +26,13 @@ import time
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from otspec.synthetic import synthetic_pair
 from otspec.verifiers.step.optimal_iid import prepare
 from otspec_gpu.verifiers.step import _iid_bridge as tb
-from tests.gpu._tolerances import R_STAR_ATOL, ROUNDING_RESIDUAL
+from tests.gpu._stats import pooled_chi_square
+from tests.gpu._tolerances import DESIGN_POWER, FALSE_ALARM, R_STAR_ATOL, ROUNDING_RESIDUAL, TV_DETECT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -144,26 +150,108 @@ def test_timing_cuda(B):
     assert bool(out["settled"].all())
 
 
+@pytest.mark.parametrize("name", ["optimal_iid", "wor_iid"])
 @pytest.mark.parametrize("shared", [False, True])
-def test_sample_bridge_and_tree_give_the_same_tokens(shared, device):
+def test_sample_bridge_and_tree_give_the_same_tokens(name, shared, device):
     """The verifier's ``sample``: ``method="bridge"`` and ``"tree"`` consume the generator alike
-    and return the same tokens (per-row laws, and one law shared by the rows)."""
-    from otspec_gpu.verifiers.step import optimal_iid as mod
+    and return the same tokens (per-row laws, and one law shared by the rows); ``"bridge"`` is
+    ``step`` on ``uniforms``. ``wor_iid`` (distinct drafts) runs both on the same rebuilt hits.
 
+    Tolerance: no differing row. The two paths differ only in how they find the block end (hull
+    edge against threshold tree), which can disagree only when the level lies within rounding
+    (~1e-15) of a threshold; over 48 rows of these fixed seeds that has probability ~1e-13, and the
+    seeds are fixed, so the test is deterministic."""
+    from otspec_gpu.verifiers import SINGLE_STEP
+
+    v = SINGLE_STEP[name]
     V, k, B = 3_000, 4, 48
     laws = [_lm_pair(V, 40 + (0 if shared else i)) for i in range(1 if shared else B)]
     P = torch.tensor(np.stack([a for a, _ in laws]), device=device)
     Q = torch.tensor(np.stack([b for _, b in laws]), device=device)
     rng = np.random.default_rng(7)
     qn = Q.cpu().numpy()
+    wor = v.draft_law == "without_replacement"
     drafts = torch.tensor(
-        np.stack([rng.choice(V, size=k, p=qn[0 if shared else i] / qn[0 if shared else i].sum()) for i in range(B)]), device=device
+        np.stack([rng.choice(V, size=k, replace=not wor, p=qn[0 if shared else i] / qn[0 if shared else i].sum()) for i in range(B)]),
+        device=device,
     )
     out = {}
     for method in ("bridge", "tree", "auto"):
         g = torch.Generator(device).manual_seed(3)
-        out[method] = mod.sample(P, Q, drafts, generator=g, method=method).token.cpu()
+        out[method] = v.sample(P, Q, drafts, generator=g, method=method).token.cpu()
     assert torch.equal(out["bridge"], out["tree"])
     assert torch.equal(out["auto"], out["bridge"])
+    pure = v.step(P, Q, drafts, *v.uniforms(P, Q, drafts, torch.Generator(device).manual_seed(3)))
+    assert torch.equal(pure.token.cpu(), out["bridge"])
     with pytest.raises(ValueError, match="method must be"):
-        mod.sample(P, Q, drafts, generator=torch.Generator(device).manual_seed(3), method="hull")
+        v.sample(P, Q, drafts, generator=torch.Generator(device).manual_seed(3), method="hull")
+
+
+def test_auto_takes_the_tree_only_for_one_law_shared_by_many_rows():
+    from otspec_gpu.verifiers.step.optimal_iid import BRIDGE_ROWS, uses_bridge
+
+    one, rows = torch.full((1, 4), 0.25), torch.full((BRIDGE_ROWS + 1, 4), 0.25)
+    assert not uses_bridge("auto", one, BRIDGE_ROWS + 1)
+    assert uses_bridge("auto", one, BRIDGE_ROWS)
+    assert uses_bridge("auto", rows, BRIDGE_ROWS + 1)  # decoding: a fresh law per row
+    assert uses_bridge("bridge", one, BRIDGE_ROWS + 1) and not uses_bridge("tree", rows, 1)
+
+
+#: ``wor_iid``'s device path against its exact law: (V, k, seed of the law pair).
+WOR_CASES = [(5, 2, 0), (5, 3, 1)]
+WOR_N = 200_000
+
+
+def _wor_joint(V, k, seed, device):
+    """A random small pair (zeros in p and q), N rows of drafts drawn from the WOR law by tuple index
+    (numpy, fixed seed), and the exact joint law ``W(t) pi(y | t)`` of (tuple, token)."""
+    from otspec import without_replacement
+    from otspec_gpu.verifiers import SINGLE_STEP
+    from tests.gpu._single_step import random_law_pair
+
+    rng = np.random.default_rng(seed)
+    p, q = random_law_pair(rng, V, k, "without_replacement")
+    T, W = without_replacement(q, k).enumerate()
+    pt, qt = torch.tensor(p, device=device)[None], torch.tensor(q, device=device)[None]
+    Tt = torch.as_tensor(T, device=device)
+    joint = W[:, None] * SINGLE_STEP["wor_iid"].conditional(pt, qt, Tt).cpu().numpy()  # [tuples, V]
+    idx = rng.choice(len(T), WOR_N, p=W)
+    # per-row [N, V] laws, as in decoding: method="auto" takes the device path
+    return pt.expand(WOR_N, -1).contiguous(), qt.expand(WOR_N, -1).contiguous(), Tt[torch.as_tensor(idx, device=device)], idx, joint
+
+
+def _wor_chi_square(idx, tok, joint):
+    n_t, V = joint.shape
+    counts = np.bincount(idx * V + tok, minlength=n_t * V)
+    assert counts[joint.reshape(-1) <= 0].sum() == 0  # (tuple, token) cells of probability 0 stay empty
+    return pooled_chi_square(counts, joint.reshape(-1), WOR_N, FALSE_ALARM / len(WOR_CASES))
+
+
+@pytest.mark.parametrize(("V", "k", "seed"), WOR_CASES)
+def test_wor_iid_device_path_draws_the_exact_law(V, k, seed, device):
+    """``wor_iid.sample`` on per-row laws (the tree-free device path) against the exact joint law of
+    (drafted tuple, output token), ``W(t) * conditional(t)``: Pearson chi-square over the
+    ``tuples x V`` cells, N = 200 000 rows, cells of expected count < 10 pooled, false-alarm rate
+    ``FALSE_ALARM / 2`` per test (two tests: 1e-6 for the pair), fixed seeds. The design detects a
+    joint law at total variation ``TV_DETECT`` = 0.02 with probability >= ``DESIGN_POWER``
+    (noncentrality >= N (2 TV)^2, checked below at the test's df)."""
+    from otspec_gpu.verifiers import SINGLE_STEP
+
+    P, Q, drafts, idx, joint = _wor_joint(V, k, seed, device)
+    out = SINGLE_STEP["wor_iid"].sample(P, Q, drafts, generator=torch.Generator(device).manual_seed(11))
+    stat, thr, df = _wor_chi_square(idx, out.token.cpu().numpy(), joint)
+    assert df >= 10 and stats.ncx2.sf(thr, df, WOR_N * (2 * TV_DETECT) ** 2) >= DESIGN_POWER
+    assert stat <= thr, f"chi-square {stat:.1f} > {thr:.1f} (df {df}, N {WOR_N})"
+
+
+def test_wor_iid_negative_control_reused_uniform_is_caught():
+    """BROKEN on purpose: the second hit reuses the level uniform s. The same test must reject it
+    (caught by a factor > 10 at this seed; the correct step on the same uniforms passes above)."""
+    from otspec_gpu.verifiers.step import wor_iid as mod
+
+    P, Q, drafts, idx, joint = _wor_joint(*WOR_CASES[0], "cpu")
+    uni = mod.uniforms(P, Q, drafts, torch.Generator().manual_seed(11))
+    hit_u = uni[0].clone()
+    hit_u[:, 0] = uni[1]
+    stat, thr, _df = _wor_chi_square(idx, mod.step(P, Q, drafts, hit_u, *uni[1:]).token.numpy(), joint)
+    assert stat > 10 * thr
