@@ -77,8 +77,8 @@ __all__ = [
     "uniforms",
 ]
 
-#: Tree rules with a pure masked step (no host synchronisation); kseq's node rule solves rho* on the host.
-MASKED = ("rrs", "rrs_wor")
+#: Tree rules with a pure masked step (no host synchronisation): every tree rule.
+MASKED = ("kseq", "rrs", "rrs_wor")
 
 
 def _node_verifier(rule: str) -> TorchVerifier:
@@ -410,12 +410,14 @@ def uniforms(
 def step(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor, u_bonus: torch.Tensor, *, rule: str
 ) -> StepOutput:
-    r"""The tree walk of ``rrs`` / ``rrs_wor`` as a pure step of its uniforms, with masks instead of
-    row groups: no host synchronisation, fixed shapes (what :func:`sample` runs on CUDA).
+    r"""The tree walk of any tree rule as a pure step of its uniforms, with masks instead of row
+    groups: no host synchronisation, fixed shapes (what :func:`sample` runs on CUDA).
 
-    At depth ``t`` every row runs one RRS node over its alive drafts, left-aligned with a validity
-    mask (:func:`~otspec_gpu.verifiers.step._recursive.sample_recursive` with ``valid``), on the row
-    of its lowest alive sequence; rows already stopped compute and discard. The law is that of
+    At depth ``t`` every row runs one node of its rule over its alive drafts, left-aligned with a
+    validity mask (RRS: :func:`~otspec_gpu.verifiers.step._recursive.sample_recursive` with
+    ``valid``; K-SEQ: :func:`~otspec_gpu.verifiers.step.kseq.node_step`, :math:`\rho^*` for the
+    row's number of alive drafts), on the row of its lowest alive sequence; rows already stopped
+    compute and discard. The law is that of
     :func:`sample`'s grouped walk (the same node rule at the same node); the uniforms are drawn in a
     different order (fixed ``[gamma, B, k]`` coins, see :func:`uniforms`), so the seeded tokens
     differ from the CPU walk's.
@@ -429,7 +431,7 @@ def step(
     coins, u, u_bonus : torch.Tensor
         The output of :func:`uniforms`.
     rule : str
-        ``"rrs"`` or ``"rrs_wor"``.
+        ``"kseq"``, ``"rrs"`` or ``"rrs_wor"``.
 
     Returns
     -------
@@ -437,6 +439,7 @@ def step(
         As :func:`sample`.
     """
     from otspec_gpu.verifiers.step._recursive import sample_recursive
+    from otspec_gpu.verifiers.step.kseq import node_step
 
     B, k, g = drafts.shape
     dev = p.device
@@ -450,7 +453,9 @@ def step(
         toks = drafts[:, :, t].gather(1, order)
         count = alive.sum(1)
         tok = None
-        if use_kernels(p):  # one fused launch per depth (otspec_gpu.kernels.chain.rrs_single_step)
+        if rule == "kseq":  # K-SEQ over each row's alive drafts (rho* per row for its count)
+            tok = node_step(p[rows, j, t], q[rows, j, t], toks, count, coins[t], u[t])
+        elif use_kernels(p):  # one fused launch per depth (otspec_gpu.kernels.chain.rrs_single_step)
             from otspec_gpu.kernels.chain import rrs_single_step
 
             tok = try_kernel(rrs_single_step, p[rows, j, t], q[rows, j, t], toks, coins[t], u[t], rule == "rrs_wor", count)

@@ -1,8 +1,10 @@
-"""K-SEQ's rho* in torch (histogram + safeguarded Newton, ``otspec_gpu.verifiers.step.kseq.rho_star``)
-against the numpy core's bisection (``otspec.verifiers.step.kseq.kseq_rho_star``), on laws larger
-than the enumerated kernels of test_single_step_kernels.py (V up to 3 000, so the histogram, the
-working-set compaction and the Newton / grid stages all run), one row at a time ([1, V]: the
-boolean-index path) and batched ([B, V]: the padded path). Runtime about 1 s."""
+"""K-SEQ's rho* in torch against the numpy core's bisection (``otspec.verifiers.step.kseq.kseq_rho_star``),
+on laws larger than the enumerated kernels of test_single_step_kernels.py (V up to 3 000), one row
+at a time and batched, for both torch solvers: the host-driven one of eager CPU calls
+(``otspec_gpu.verifiers.step.kseq.rho_star``: histogram + safeguarded Newton; [1, V] takes the
+boolean-index path, [B, V] the padded one, so the histogram, the working-set compaction and the
+Newton / grid stages all run) and the sync-free multisection of CUDA and traced calls
+(``otspec_gpu.verifiers.step._kseq_root.rho_star_masked``). Runtime about 2 s."""
 
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ import pytest
 import torch
 
 from otspec.verifiers.step.kseq import kseq_beta, kseq_rho_star
+from otspec_gpu.verifiers.step._kseq_root import passes, rho_star_masked
 from otspec_gpu.verifiers.step.kseq import rho_star
+
+#: The two torch solvers of rho* (same contract up to summation order).
+SOLVERS = {"host": rho_star, "masked": rho_star_masked}
+solvers = pytest.mark.parametrize("solver", list(SOLVERS))
 from tests.gpu._tolerances import FLOAT64_FEW_OPS_ATOL, FLOAT64_KERNEL_ATOL, FLOAT64_ULPS_ATOL
 
 
@@ -33,9 +40,11 @@ def _f(p: np.ndarray, q: np.ndarray, rho: float, k: int) -> float:
     return float(-np.expm1(k * np.log1p(-min(b, 1.0)))) - rho * b if b < 1.0 else 1.0 - rho * b
 
 
+@solvers
 @pytest.mark.parametrize("k", [2, 3, 4, 8])
 @pytest.mark.parametrize("V", [300, 3000])
-def test_rho_star_matches_numpy_bisection(k, V):
+def test_rho_star_matches_numpy_bisection(k, V, solver):
+    rho_star = SOLVERS[solver]
     p, q = _laws(k * V, 5, V)
     P, Q = torch.as_tensor(p), torch.as_tensor(q)
     batched = rho_star(P, Q, k).numpy()
@@ -56,8 +65,10 @@ def test_rho_star_matches_numpy_bisection(k, V):
             assert _f(p[b], q[b], np.nextafter(one, 0.0), k) > -FLOAT64_FEW_OPS_ATOL
 
 
-def test_rho_star_edge_rows():
+@solvers
+def test_rho_star_edge_rows(solver):
     """p == q gives 1 exactly; rows with every ratio outside (1, k] and k = 1 keep their values."""
+    rho_star = SOLVERS[solver]
     rng = np.random.default_rng(3)
     p = rng.dirichlet(np.ones(400))
     q_far = np.roll(p, 1)
@@ -69,12 +80,14 @@ def test_rho_star_edge_rows():
     assert rho_star(P, Q, 1).tolist() == [1.0, 1.0, 1.0]
 
 
-def test_rho_star_when_p_and_q_nearly_agree():
+@solvers
+def test_rho_star_when_p_and_q_nearly_agree(solver):
     """Every ratio p/q within ~1e-5 of 1 (V = 300, 2 000, k = 8): the sign of f beyond the largest
     ratio, -(1 - 1/rho)^k, is below float64 rounding of 1 - rho beta taken as 1 minus a sum, so f
     must be evaluated from the tokens above rho. The numpy core (checked against exact rationals in
     tests/verifiers/step/test_kseq.py) and torch must agree to 1e-12 (the previous torch solver was
     up to ~1.7% away on such rows), one row and batched."""
+    rho_star = SOLVERS[solver]
     rows = []
     for seed, V in ((2, 300), (17, 300), (24, 2000)):
         rng = np.random.default_rng(seed)
@@ -92,3 +105,36 @@ def test_rho_star_when_p_and_q_nearly_agree():
     for b in range(2):
         ref = kseq_rho_star(rows[b][0], rows[b][1], 8)
         assert abs(batched[b] - ref) <= FLOAT64_KERNEL_ATOL * ref
+
+
+def test_masked_rho_star_per_row_k_equals_one_k_per_call():
+    """A tensor k (a tree node's alive drafts per row) gives, bitwise, what one call per k gives:
+    on CPU each row's bins are summed in token order whatever the other rows hold, and the passes
+    (set by k_max) leave adjacent float64 values for every k <= k_max (asserted below)."""
+    p, q = _laws(11, 6, 500)
+    P, Q = torch.as_tensor(p), torch.as_tensor(q)
+    k = torch.tensor([1, 2, 3, 4, 2, 4])
+    assert passes(4) == passes(2) == passes(3)
+    got = rho_star_masked(P, Q, k, k_max=4)
+    for b in range(6):
+        assert got[b] == rho_star_masked(P[b : b + 1], Q[b : b + 1], int(k[b]))[0], b
+    assert got[0] == 1.0  # k = 1: one draft, token verification
+    with pytest.raises(ValueError, match="k_max"):
+        rho_star_masked(P, Q, k)
+
+
+@pytest.mark.parametrize("k", [2, 8, 1000])
+def test_masked_passes_leave_adjacent_values(k):
+    """The pass count is the smallest n with ceil(W0 / M^n) = 1 (W0: float64 values in [1, k]);
+    one pass fewer leaves a bracket wider than one step (the count is not padded)."""
+    import struct
+
+    def bits(x):
+        return struct.unpack("<q", struct.pack("<d", float(x)))[0]
+
+    from otspec_gpu.verifiers.step._kseq_root import BINS
+
+    w0 = bits(k) - bits(1.0)
+    n = passes(k)
+    assert -(-w0 // BINS**n) == 1
+    assert -(-w0 // BINS ** (n - 1)) > 1

@@ -45,7 +45,13 @@ Each evaluation moves the ends to the last candidate with :math:`f > 0` and the 
 :math:`f \le 0`, so the invariant holds whatever the candidates; where a stage does not apply (too
 large a working set for the sweep, a grid that misses the sign change) a safeguarded Newton step
 with a guard point beyond it, or bisection, is taken instead. The scalar bookkeeping runs in numpy
-on the host (``[B]`` arrays): a few synchronisations per call on CUDA.
+on the host (``[B]`` arrays), so this solver serves eager CPU calls only (where it is 5-15x faster
+than the alternative). On CUDA and while traced, :func:`rho_star` runs
+:func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked` instead: a fixed number of
+multisection passes over the float64 values of :math:`[1, k]`, no host read, the same contract up
+to summation order. :func:`step` is then a pure step (:func:`uniforms` + :func:`step` is
+:func:`sample`), and :func:`node_step` runs the rule over a per-row number of alive drafts (the
+masked K-SEQ tree walk, :func:`otspec_gpu.verifiers.tree.step`).
 """
 
 from __future__ import annotations
@@ -53,12 +59,21 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from otspec_gpu._scratch import scratch, to_float64
+from otspec_gpu._scratch import host_shortcuts, scratch, to_float64
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
-from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, fallback_rows, gather, sample_rounds, schedule_conditional
+from otspec_gpu.verifiers.schedule import (
+    AcceptSchedule,
+    accept_ratio,
+    fallback_rows,
+    gather,
+    round_uniforms,
+    rounds_step,
+    schedule_conditional,
+)
+from otspec_gpu.verifiers.step._kseq_root import rho_star_masked
 
-__all__ = ["conditional", "kseq", "rho_star", "sample", "schedule"]
+__all__ = ["conditional", "kseq", "node_step", "rho_star", "sample", "schedule", "step", "uniforms"]
 
 _MAX_ITER = 200  # each iteration at least halves the bracket in ulps once Newton stalls: < 130 needed
 _BINS = 1024  # histogram bins on the ratio band (1, k] before the Newton iterations
@@ -159,6 +174,8 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     dev = p.device
     if k == 1 or B == 0:  # one draft: rho* = 1; no rows: an empty result
         return torch.ones(B, dtype=torch.float64, device=dev)
+    if not host_shortcuts(p):  # CUDA, or traced: fixed passes, no host read (_kseq_root)
+        return rho_star_masked(p, q, k)
     K = float(k)
     shape = tuple(p.shape)
     # q = 0: inf (or nan when p = 0): such tokens sit on the q branch and add q = 0
@@ -391,11 +408,111 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
     {returns_step_raises}
     """
     p, q, drafts = check_step(p, q, drafts, validate=validate, name="kseq")
+    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
+
+
+def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The uniforms :func:`sample` consumes: ``[B, k]`` accept coins then ``[B]`` residual uniforms
+    (float64, two ``rand`` calls; :func:`~otspec_gpu.verifiers.schedule.round_uniforms`).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) target and draft rows (their device is used).
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts.
+    generator : torch.Generator
+        Source of the uniforms.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(coins [B, k], u [B])``.
+    """
+    return round_uniforms(drafts.shape[0], drafts.shape[1], p.device, generator)
+
+
+def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
+    r"""K-SEQ as a pure step of its uniforms: :func:`sample` is the checks, :func:`uniforms`, then this.
+
+    On CPU in eager mode :math:`\rho^*` comes from the host-driven solver of :func:`rho_star`; while
+    traced and on CUDA from :func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked` (no host
+    synchronisation). Both return the root's adjacent float64 bracket end up to summation order
+    (a few ulps), so the tokens agree except where a uniform falls within that distance of a
+    threshold.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) target and draft rows.
+    drafts : torch.Tensor
+        ``[B, k]`` long i.i.d. drafts.
+    coins : torch.Tensor
+        ``[B, k]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
+
+    Returns
+    -------
+    StepOutput
+        Output token, accepted flag and draft slot per row.
+    """
     k = drafts.shape[1]
     p64, q64, rho = _normalised_rho(p, q, k)
     acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
-    # the residual is built only when a row rejects every draft (lazily, see schedule.sample_rounds)
-    return step_output(sample_rounds(drafts, acc, lambda: _residual(p64, q64, rho, k, "kseq_res"), generator), drafts)
+    # the residual is built only when a row rejects every draft (CPU early exit, see schedule.rounds_step)
+    return step_output(rounds_step(drafts, acc, lambda: _residual(p64, q64, rho, k, "kseq_res"), coins, u), drafts)
 
 
-kseq = TorchVerifier("kseq", "iid", True, sample, conditional, reference="SpecTr (Sun et al. 2023), Algorithm 2")
+def node_step(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, count: torch.Tensor, coins: torch.Tensor, u: torch.Tensor
+) -> torch.Tensor:
+    r"""K-SEQ over the first ``count[b]`` drafts of each row (a tree node with that many alive
+    drafts), with masks instead of row groups: fixed shapes, no host synchronisation.
+
+    Row b runs the rule with :math:`k = m_b =` ``count[b]``: :math:`\rho^*` for :math:`m_b`
+    (:func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked` with a per-row k), accept
+    probability 0 for the slots past :math:`m_b`, and the residual's :math:`\gamma` for :math:`m_b`;
+    the same law as :func:`sample` on those :math:`m_b` drafts.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` node rows.
+    drafts : torch.Tensor
+        ``[B, k]`` long, the alive drafts first (slots past ``count`` are ignored).
+    count : torch.Tensor
+        ``[B]`` long alive drafts per row, in ``1..k`` (rows already stopped may hold any value in
+        that range; their output is discarded by the caller).
+    coins : torch.Tensor
+        ``[B, k]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long output tokens.
+    """
+    k = drafts.shape[1]
+    m = count.clamp(1, k).to(torch.float64)
+    p64 = p.to(torch.float64)
+    p64 = p64 / p64.sum(-1, keepdim=True)
+    q64 = q.to(torch.float64)
+    q64 = q64 / q64.sum(-1, keepdim=True)
+    rho = rho_star_masked(p64, q64, m, k_max=k)
+    acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
+    acc = torch.where(torch.arange(k, device=drafts.device)[None, :] < count[:, None], acc, 0.0)
+    return rounds_step(drafts, acc, _residual(p64, q64, rho, m), coins, u)
+
+
+kseq = TorchVerifier(
+    "kseq",
+    "iid",
+    True,
+    sample,
+    conditional,
+    reference="SpecTr (Sun et al. 2023), Algorithm 2",
+    uniforms=uniforms,
+    step=step,
+)
