@@ -9,8 +9,9 @@ numpy core.
   is 12 levels deep.
 * Sampler vs conditional: for each fixed tuple, N = 100 000 identical rows, Pearson chi-square
   (cells of expected count < 10 pooled, :func:`tests.gpu._stats.pooled_chi_square`) at level
-  ``1e-6 / N_TESTS`` (family false-alarm rate <= 1e-6, Bonferroni). A negative control that
-  reuses the accept coin as the residual uniform is caught.
+  ``1e-6 / N_TESTS`` (family false-alarm rate <= 1e-6, Bonferroni); the tree-free device path
+  (``method="bridge"``) gives the same tokens row by row. A negative control that reuses the
+  accept coin as the residual uniform is caught.
 * The four draws come from four ``rand`` calls in the documented order (level, choice, coin,
   residual), so the same seed gives the same tokens.
 * V = 49 152 float32, drafts sampled by torch from q: the accepted fraction over 10^6 rows is
@@ -219,13 +220,16 @@ def test_sampler_matches_conditional(case, device):
     pt, qt = _t(p[None], torch.float64, device), _t(q[None], torch.float64, device)
     drafts = torch.tensor([tup], device=device).expand(N, -1).contiguous()
     pi = v.conditional(pt, qt, drafts[:1])[0].cpu().numpy()
-    out = v.sample(pt, qt, drafts, generator=torch.Generator(device).manual_seed(100 + case))
+    out = v.sample(pt, qt, drafts, generator=torch.Generator(device).manual_seed(100 + case))  # one shared law, N rows: the tree
     tok = out.token.cpu().numpy()
     counts = np.bincount(tok, minlength=p.size)
     assert counts[pi <= 0].sum() == 0
     stat, thr, df = pooled_chi_square(counts, pi, N, ALPHA)
     assert df >= 1 and stat < thr, (name, stat, thr)
     assert np.array_equal(out.accepted.cpu().numpy(), np.isin(tok, tup))
+    # the device path (decoding's) reads the same uniforms and gives the same tokens, so the test covers it too
+    bridge = v.sample(pt, qt, drafts, generator=torch.Generator(device).manual_seed(100 + case), method="bridge")
+    assert torch.equal(bridge.token, out.token)
 
 
 def test_sampler_at_larger_vocabulary(device):
@@ -309,8 +313,8 @@ def test_acceptance_at_vocabulary_49152_float32(device):
 def test_decoding_with_optimal_iid_is_lossless():
     """End to end through the decoder (caches, bonus tokens): 20 000 decodings of a tiny random
     transformer (V = 6; the model pair and exact joint law of ``test_decode_lossless.py``) with
-    k = 3 drafts verified by ``optimal_iid``, as one batch of per-row laws (one numpy build per
-    distinct context, at most 43). The law of the first three tokens (216 cells) against the exact
+    k = 3 drafts verified by ``optimal_iid``, as one batch of per-row laws (the decoder's case:
+    ``sample(method="auto")`` takes the pure device step, nothing is built on the host). The law of the first three tokens (216 cells) against the exact
     joint law: pooled Pearson chi-square, false alarm 1e-6."""
     from otspec_gpu import models
     from otspec_gpu.decoding import decode

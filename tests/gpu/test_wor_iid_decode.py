@@ -5,7 +5,10 @@ N = 20 000 independent decodings of one prompt, the law of the first three gener
 (216 cells) against the target's exact joint law by Pearson chi-square (cells of expected count
 below 5 pooled, cells of probability 0 must stay empty), false-alarm rate 1e-6. The torch rule
 itself is checked against the numpy kernel in ``test_single_step_kernels.py`` (``wor_iid`` is in
-the shared combinations).
+the shared combinations). Decoding hands the verifier a fresh ``[B, V]`` law per row, so
+``sample(method="auto")`` takes the device path (``step`` on ``uniforms``: the hits, then the
+tree-free i.i.d. draw); that path's law is checked in ``test_iid_bridge_torch.py``, its tracing in
+``test_step_nosync.py``, and its hit stream against the numpy core's, exactly, below.
 """
 
 import numpy as np
@@ -39,6 +42,29 @@ def _exact_joint(target) -> np.ndarray:
     p2 = law([PROMPT + [a] for a in range(V)])
     p3 = law([PROMPT + [a, b] for a in range(V) for b in range(V)]).reshape(V, V, V)
     return p1[:, None, None] * p2[:, :, None] * p3
+
+
+def test_decoding_takes_the_device_path():
+    """Per-row laws (what the decoder passes) at any batch size take the pure step."""
+    from otspec_gpu.verifiers.step.optimal_iid import BRIDGE_ROWS, uses_bridge
+
+    assert uses_bridge("auto", torch.full((N, V), 1.0 / V), N) and N > BRIDGE_ROWS
+
+
+def test_rebuild_hits_equals_the_numpy_core():
+    """The device hit stream equals the numpy core's on the same uniforms, position by position
+    (k = 1..5, 2 000 rows of random distinct drafts each, ordered-draft q with zeros excluded)."""
+    from otspec.verifiers.step.iid_embedding_wor import rebuild_hits as np_rebuild
+    from otspec_gpu.verifiers.step.wor_iid import rebuild_hits
+
+    rng = np.random.default_rng(3)
+    for k in range(1, 6):
+        q = rng.dirichlet(np.full(8, 0.7), size=2_000)
+        qd = np.stack([row[rng.choice(8, size=k, replace=False, p=row)] for row in q])
+        u = rng.random((2_000, k - 1))
+        got = rebuild_hits(torch.as_tensor(qd), torch.as_tensor(u)).numpy()
+        np.testing.assert_array_equal(got, np_rebuild(qd, u))
+        assert k == 1 or (got[:, 1:] < np.arange(1, k)[None, :] + 1).all()  # hit i is an earlier draft or the next new one
 
 
 def test_mode():
