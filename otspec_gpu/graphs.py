@@ -13,7 +13,8 @@ state is restored afterwards, so capturing consumes no randomness of the caller'
 
 On CPU (or without CUDA) :class:`VerifyGraphs` simply calls the step.
 
-Decoding (:class:`otspec_gpu.verifying.VerifierStep`) replays its chain verify step from graphs when
+Decoding (:class:`otspec_gpu.verifying.VerifierStep`) replays its verify step -- chain, single-step
+or tree; every rule's step is free of host synchronisation -- from graphs when
 ``OTSPEC_CUDA_GRAPHS=1`` (:func:`default_graphs`): opt-in until measured never slower on a GPU. The
 graphed step runs with ``validate=False`` (the eager decode step checks the rows' values).
 """

@@ -42,8 +42,9 @@ class VerifierStep:
     k : int
         Drafts per prompt.
     graphs : otspec_gpu.graphs.VerifyGraphs, optional
-        Replay the chain verify step from CUDA graphs (on CUDA; ``validate=False``); default
-        :func:`otspec_gpu.graphs.default_graphs` (on with ``OTSPEC_CUDA_GRAPHS=1``).
+        Replay the verify step (chain, single-step or tree) from CUDA graphs (on CUDA;
+        ``validate=False``); default :func:`otspec_gpu.graphs.default_graphs` (on with
+        ``OTSPEC_CUDA_GRAPHS=1``).
     """
 
     def __init__(self, mode: str, rule: str, B: int, k: int, graphs=None):
@@ -126,14 +127,23 @@ class VerifierStep:
         return StepOutput(accepted=accepted.long(), token=torch.where(accepted, extra, out.token.long()), index=path)
 
     def _verify(self, P4, Q4, X3, n: int, verify: torch.Generator) -> StepOutput:
-        """The rule for ``n`` drafts on ``[b, n, ...]`` rows (tree: the whole tree; single: the first position)."""
+        """The rule for ``n`` drafts on ``[b, n, ...]`` rows (tree: the whole tree; single: the first
+        position), replayed from a CUDA graph when the step has a graph cache."""
+        graphed = self.graphs is not None and P4.is_cuda  # captured once per shape, then replayed
         if self.mode == "tree":
             from otspec_gpu.verifiers import tree
 
+            if graphed:
+                return self.graphs(f"tree:{self.rule}", tree.sample, P4, Q4, X3, generator=verify, rule=self.rule)
             return tree.sample(P4, Q4, X3, rule=self.rule, generator=verify)
         from otspec_gpu.verifiers import VERIFIERS
 
-        return VERIFIERS[self.rule_for(n)].single_step.sample(P4[:, 0, 0], Q4[:, 0, 0], X3[:, :, 0], generator=verify)
+        name = self.rule_for(n)
+        sample = VERIFIERS[name].single_step.sample
+        args = (P4[:, 0, 0], Q4[:, 0, 0], X3[:, :, 0])
+        if graphed:
+            return self.graphs(f"single:{name}", sample, *args, generator=verify)
+        return sample(*args, generator=verify)
 
 
 def last_token_rule(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, accept: torch.Generator, residual: torch.Generator):

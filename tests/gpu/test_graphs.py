@@ -76,10 +76,12 @@ def _tree(rule, B, V, seed):
     return p, q, torch.stack([first, second], dim=2)
 
 
+#: Every verify step decoding can graph: the chains, every single-step rule and every tree rule.
+GRAPHED = ["token", "block", *(f"single:{n}" for n in sorted(SINGLE_STEP)), *(f"tree:{r}" for r in tree.MASKED)]
+
+
 @cuda
-@pytest.mark.parametrize(
-    "key", ["token", "block", "single:token", "single:rrs", "single:rrs_wor", "single:nss", "tree:rrs", "tree:rrs_wor"]
-)
+@pytest.mark.parametrize("key", GRAPHED)
 def test_cuda_replay_equals_eager_for_the_same_generator_state(key):
     if key.startswith("tree:"):
         rule = key.split(":")[1]
@@ -159,4 +161,42 @@ def test_decode_verifier_step_with_graphs_equals_eager(device, rule, monkeypatch
         a, b = graphed_step(P, Q, X, n, g1, bonus), eager_step(P, Q, X, n, g2, bonus)
         for x, y in zip(a, b, strict=True):
             assert torch.equal(x, y), (rule, s)
+    assert len(graphed_step.graphs.steps) == (1 if device == "cuda" else 0)
+
+
+def _round(mode, B, k, g, V, device, seed):
+    """One decode round's ``(P, Q, X)`` in the flattened ``[B * k, ...]`` layout of ``VerifierStep``."""
+    P, Q, _ = _chain(B * k, g, V, device, seed)
+    P, Q = P.double(), Q.double()
+    P, Q = P / P.sum(-1, keepdim=True), Q / Q.sum(-1, keepdim=True)
+    gen = torch.Generator(device).manual_seed(seed)
+    if mode == "single":  # k drafts at the first position (the rows of one prompt share its laws)
+        Q = Q.view(B, k, g, V)[:, :1].expand(B, k, g, V).reshape(B * k, g, V).contiguous()
+        P = P.view(B, k, g + 1, V)[:, :1].expand(B, k, g + 1, V).reshape(B * k, g + 1, V).contiguous()
+    X = torch.multinomial(Q.reshape(-1, V), 1, generator=gen).view(B * k, g)
+    return P, Q, X
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+@pytest.mark.parametrize(
+    ("mode", "rule"), [("single", "kseq"), ("single", "optimal_iid"), ("single", "rrs"), ("tree", "kseq"), ("tree", "rrs")]
+)
+def test_decode_single_and_tree_steps_with_graphs_equal_eager(device, mode, rule, monkeypatch):
+    """decode's single-step and tree verify steps replayed from graphs (OTSPEC_CUDA_GRAPHS=1) give the
+    eager step's output round after round for the same generator states (CPU: no graphs, same path)."""
+    from otspec_gpu.verifying import VerifierStep
+
+    B, k, g, V = 4, 3, 2, 300
+    monkeypatch.setenv("OTSPEC_CUDA_GRAPHS", "1")
+    graphed_step = VerifierStep(mode, rule, B, k)
+    monkeypatch.delenv("OTSPEC_CUDA_GRAPHS")
+    eager_step = VerifierStep(mode, rule, B, k)
+    g1, g2 = torch.Generator(device).manual_seed(3), torch.Generator(device).manual_seed(3)
+    b1, b2 = torch.Generator(device).manual_seed(4), torch.Generator(device).manual_seed(4)
+    n = torch.full((B,), k, dtype=torch.long, device=device)
+    for s in range(3):
+        P, Q, X = _round(mode, B, k, g, V, device, s)
+        a, b = graphed_step(P, Q, X, n, g1, b1), eager_step(P, Q, X, n, g2, b2)
+        for x, y in zip(a, b, strict=True):
+            assert torch.equal(x, y), (mode, rule, s)
     assert len(graphed_step.graphs.steps) == (1 if device == "cuda" else 0)
