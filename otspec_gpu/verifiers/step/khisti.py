@@ -6,7 +6,8 @@ For k i.i.d. drafts (``otspec.iid(q, k)``, or ``otspec.product`` of identical dr
 threshold-tree rule of ``optimal_iid`` (its canonical selection; see ``docs/verifiers.rst``), so
 its kernel *is* the optimal i.i.d. verifier's kernel. This module therefore registers the one
 implementation of :mod:`otspec_gpu.verifiers.step.optimal_iid` a second time, under the name
-``khisti`` (validation messages name it). The numpy verifier's LP selection for other enumerable
+``khisti`` (validation messages name it): the same ``sample``, ``conditional`` and pure
+``uniforms`` / ``step`` (the tree-free device draw). The numpy verifier's LP selection for other enumerable
 laws (without replacement, explicit, products of different drafters) has no torch twin.
 """
 
