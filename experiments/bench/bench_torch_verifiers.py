@@ -50,11 +50,6 @@ VS = (49_152, 262_144)
 BS = (1, 64)
 KS = (1, 4, 8)
 
-#: Verifiers whose state (the threshold tree) is built by the numpy core once per distinct (p, q)
-#: row: at B = 64 with 64 distinct rows a step costs 64 builds and up to ~2.5 GB of range-minimum
-#: tables at V = 262 144, so those cells run only with ``--per-law-builds``.
-PER_LAW_BUILD = frozenset({"optimal_iid", "khisti"})
-
 #: Hook for other sections (name -> callable(args, device) -> list of row dicts).
 EXTRA_SECTIONS: dict[str, Callable] = {}
 
@@ -137,8 +132,6 @@ def single_step_rows(args, device: str) -> list[dict]:
             q = torch.as_tensor(q64, dtype=torch.float32, device=device)
             base = baseline_row(p, q, device, args)
             for name in args.verifiers:
-                if B > 1 and name in PER_LAW_BUILD and not args.per_law_builds:
-                    continue
                 v = SINGLE_STEP[name]
                 for k in ks_for(name):
                     g = torch.Generator(device).manual_seed(args.seed)
@@ -158,7 +151,7 @@ def single_step_rows(args, device: str) -> list[dict]:
                         **base,
                         "x_formula": t_torch / (base["formula_ms"] / 1e3),
                     }
-                    if device == "cuda" and v.step is not None:  # rules with a host-built state sync: no capture
+                    if device == "cuda" and v.step is not None:  # every rule's sample is sync-free: captured
                         row.update(graph_time(v, p, q, drafts, g, device))
                     if (device, V, B, k, name) in args.before:
                         row["before_ms"] = args.before[(device, V, B, k, name)]
@@ -248,7 +241,6 @@ def main(argv=None) -> None:
     ap.add_argument("--min-total", type=float, default=0.3, help="seconds of timed calls per cell (at least 3 calls)")
     ap.add_argument("--max-reps", type=int, default=30)
     ap.add_argument("--no-numpy", action="store_true", help="skip the numpy baseline")
-    ap.add_argument("--per-law-builds", action="store_true", help="also time optimal_iid / khisti at B > 1 (one tree build per row)")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
     ap.add_argument("--vocabs", type=int, nargs="*", default=list(VS), help="vocabulary sizes (default: 49152 262144)")
     ap.add_argument("--batches", type=int, nargs="*", default=list(BS), help="batch sizes B (default: 1 64)")

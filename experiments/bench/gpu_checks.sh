@@ -2,14 +2,15 @@
 # GPU checks of the torch verifiers, from the repository root: the CUDA rows of bench_torch_chains.py
 # (token / block chain, gamma 4, V 49 152 / 128 256 / 262 144, B 1 / 64, beside the same-run
 # formula step and its CUDA-graph replay) and of bench_torch_verifiers.py (single-step rules, B 1 /
-# 64), each writing JSON + markdown, then the CUDA tests of tests/gpu (pytest -k cuda; the corpus
+# 64), each writing JSON + markdown, then bench_gpu_decode_share.py (verification's share of a
+# decoding round with SmolLM2-shaped random-weight models, eager and from graphs), then the CUDA tests of tests/gpu (pytest -k cuda; the corpus
 # tests are left out: they need pyarrow / ray), then the targets table of gpu_targets.py. $OUT gets
 # four files (the device tool brings back a few files only): summary.md (environment, targets, every
 # benchmark table, the tests' tail), targets.md, tests.txt, and results.tar.gz (every JSON, markdown,
 # log and the JUnit XML; the work folder is $WORK, default a temporary one), written after the
-# benchmarks and again after the tests. Every phase has its own timeout (3 x 45 + 2 x 45 + 120 = 345 s
-# at most; about 2.5-3 minutes on one H200, Triton compiling the kernels on first use) so one slow
-# phase cannot starve the others. Without CUDA it prints why and exits 0 (nothing to check).
+# benchmarks and again after the tests. Every phase has its own timeout (3 x 45 + 2 x 45 + 100 + 120
+# = 445 s at most; about 2.5-3 minutes on one H200 before the decoding phase was added, Triton
+# compiling the kernels on first use) so one slow phase cannot starve the others. Without CUDA it prints why and exits 0 (nothing to check).
 #
 #   OUT=/tmp/gpu_out bash experiments/bench/gpu_checks.sh      (PYTHON defaults to python3; a venv's python for a CPU dry run)
 set -uo pipefail
@@ -44,19 +45,22 @@ for V in 49152 128256 262144; do
     timeout "${CHAIN_TIMEOUT:-45}" "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
         --out "$WORK/chains_V$V" > "$WORK/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$WORK/chains_V$V.log"; }
 done
-# optimal_iid / khisti build their state on the host (not a target of these rows): left out
-RULES="token kseq rrs rrs_wor greedy_optimal spechub nss naive approximate"
+# every single-step rule (optimal_iid and wor_iid draw tree-free on the device; khisti is optimal_iid under another name)
+RULES="token kseq optimal_iid wor_iid rrs rrs_wor greedy_optimal spechub nss naive approximate"
 for B in 1 64; do
     # shellcheck disable=SC2086
     timeout 45 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" --verifiers $RULES \
         --out "$WORK/verifiers_B$B" > "$WORK/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$WORK/verifiers_B$B.log"; }
 done
+# verification's share of a decoding round (SmolLM2-shaped random-weight models; eager and graphs)
+timeout "${SHARE_TIMEOUT:-100}" "$PYTHON" experiments/bench/bench_gpu_decode_share.py --out "$WORK/share" \
+    > "$WORK/share.log" 2>&1 || { rc=1; tail -5 "$WORK/share.log"; }
 summarize() {  # $OUT: summary.md, targets.md, tests.txt, results.tar.gz (written after the benchmarks, again after the tests)
     "$PYTHON" experiments/bench/gpu_targets.py "$WORK" > "$WORK/targets.md"
     {
         echo "# gpu_checks"; echo; echo '```'; cat "$WORK/env.txt"; echo '```'; echo
         echo "## Targets"; echo; cat "$WORK/targets.md"; echo
-        for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md; do [ -f "$f" ] && { cat "$f"; echo; }; done
+        for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md "$WORK"/share/*.md; do [ -f "$f" ] && { cat "$f"; echo; }; done
         echo "## Tests (tail)"; echo; echo '```'; tail -40 "$WORK/tests.txt" 2> /dev/null || echo "not run yet"; echo '```'
     } > "$OUT/summary.md"
     cp "$WORK/targets.md" "$OUT/"

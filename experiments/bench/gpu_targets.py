@@ -36,6 +36,20 @@ def _find(rows: list[dict], **want) -> dict | None:
     return hits[0] if hits else None
 
 
+#: Single-step targets at k = 8, V = 262 144: (rule, B, microseconds); issue #22, and issue #25 for
+#: the tree-free optimal i.i.d. draw on the device.
+SINGLE_K8_LIMITS = (
+    ("kseq", 1, 100),
+    ("kseq", 64, 300),
+    ("rrs", 1, 100),
+    ("rrs", 64, 300),
+    ("rrs_wor", 1, 100),
+    ("rrs_wor", 64, 300),
+    ("optimal_iid", 1, 1000),
+    ("optimal_iid", 64, 5000),
+)
+
+
 def table(out: str) -> str:
     """The targets table of the run whose files are under ``out`` (markdown).
 
@@ -93,12 +107,67 @@ def table(out: str) -> str:
             )
     for V in sorted({r["V"] for r in single}) or [49_152]:
         row(f"single-step token, V {V}, B 1: <= 30 us", _find(single, verifier="token", V=V, B=1, k=1), 30, step_key="-")
-    for name in ("kseq", "rrs", "rrs_wor"):
-        for B, lim in ((1, 100), (64, 300)):
-            row(f"{name} k 8, V 262144, B {B}: <= {lim} us", _find(single, verifier=name, V=262_144, B=B, k=8), lim, step_key="-")
+    for name, B, lim in SINGLE_K8_LIMITS:
+        row(f"{name} k 8, V 262144, B {B}: <= {lim} us", _find(single, verifier=name, V=262_144, B=B, k=8), lim, step_key="-")
     for name in ("kseq", "rrs", "rrs_wor"):
         for B in (1, 64):
             row(f"tree {name} 4 x 4, V 49152, B {B}: <= 200 us", _find(chains, kind="tree", rule=name, V=49_152, B=B, gamma=4), 200)
+    return "\n".join(lines) + "\n\n" + share_table(out)
+
+
+#: Decoding-share targets: (configuration label of bench_gpu_decode_share.py, largest share).
+SHARE_LIMITS = (
+    ("chain token", 0.02),
+    ("chain block", 0.02),
+    ("single kseq k 4", 0.05),
+    ("single rrs k 4", 0.05),
+    ("single optimal_iid k 4", 0.05),
+    ("tree kseq 4 x 4", 0.05),
+    ("tree rrs 4 x 4", 0.05),
+)
+
+
+def share_table(out: str) -> str:
+    """Verification's share of a decoding round against the targets (issue #22: <= 2% for chains,
+    <= 5% for k = 4 single-step rules and trees; issue #25: optimal_iid's share within 2x K-SEQ's),
+    eager and replayed from graphs, from ``share/bench_gpu_decode_share.json`` (markdown).
+
+    Parameters
+    ----------
+    out : str
+        The run's output folder.
+
+    Returns
+    -------
+    str
+        A markdown table, one row per target.
+    """
+    path = os.path.join(out, "share", "bench_gpu_decode_share.json")
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = json.load(f)["rows"]
+
+    def share(label: str, graphs: bool):
+        hit = [r for r in rows if r["label"] == label and r["graphs"] == graphs and r["verify_share"] is not None]
+        return hit[0]["verify_share"] if hit else None
+
+    def pct(x):
+        return "unmeasured" if x is None else f"{100 * x:.1f}%"
+
+    def met(x, limit):
+        return "unmeasured" if x is None else ("yes" if x <= limit else "no")
+
+    lines = ["| decoding target | share eager | share graph | met eager | met graph |", "|---|---|---|---|---|"]
+    for label, limit in SHARE_LIMITS:
+        e, g = share(label, False), share(label, True)
+        lines.append(f"| {label}: verify <= {100 * limit:.0f}% of a round | {pct(e)} | {pct(g)} | {met(e, limit)} | {met(g, limit)} |")
+    ratios = []
+    for graphs in (False, True):
+        o, k = share("single optimal_iid k 4", graphs), share("single kseq k 4", graphs)
+        ratios.append(None if o is None or k is None or k <= 0 else o / k)
+    txt = ["unmeasured" if r is None else f"{r:.2f}x" for r in ratios]
+    lines.append(f"| optimal_iid share <= 2x kseq's (k 4) | {txt[0]} | {txt[1]} | {met(ratios[0], 2.0)} | {met(ratios[1], 2.0)} |")
     return "\n".join(lines)
 
 
