@@ -1,0 +1,210 @@
+r"""Triton kernels of K-SEQ's :math:`\rho^*` multisection passes (the fused twin of the torch passes of
+:func:`otspec_gpu.verifiers.step._kseq_root.rho_star_masked`; the maths is in that module).
+
+Each pass is two launches, with no host synchronisation and no Python branch on a tensor value:
+
+1. ``_bin_pass``, one program per ``(row, chunk of V)``: the chunk's ratios :math:`r = p/q`
+   (``inf`` where :math:`q = 0`; IEEE float64 division, so the same bits as torch's), their int64 bit
+   patterns and, for the tokens inside the bracket :math:`(lo, hi]`, the bin
+   :math:`\lceil (\mathrm{bits}(r) - lo)/s \rceil \in [1, M]` by integer arithmetic; the inside tokens
+   add their p and q to the row's ``[M + 1]`` histograms with masked ``atomic_add`` (the others issue
+   none), and the program adds its float64 partial sums of p at or below ``lo``, p above ``hi`` and
+   q above ``hi`` with one (3-lane) ``atomic_add``;
+2. ``_update``, one program per row: the ``M + 1`` bins' prefix sums (mass at or below each
+   candidate :math:`c_j = \min(lo + j s, hi)`, plus the sum at or below ``lo``) and suffix sums from
+   the top (mass strictly above :math:`c_j`, plus the sums above ``hi``: exactly 0 above the last
+   occupied bin), f at every candidate by the torch formula
+   :math:`f = (P_q - c B_q) - (1 - \beta)_+^k`, :math:`\beta = A/c + B_q`, and the first interior
+   candidate with :math:`f \le 0`, which moves the bracket (the int64 ends, in place). The first
+   pass also records the rows with :math:`f(1) \le 0` (result 1) and :math:`f(k) > 0` (result k).
+   The program then zeroes its row's histograms and sums for the next pass, and writes the row's
+   current result (so the last pass leaves the answer, with no extra launch).
+
+Compared with the torch passes: the bins, candidates, bracket moves and the formula of f are the
+same; the bins and the masked sums add in another order (chunked, and in the order of the atomics
+on CUDA), the prefix / suffix sums are parallel scans rather than running sums, and
+:math:`x^k` is computed by binary exponentiation (k is an integer: at most :math:`2\log_2 k`
+roundings, where ``torch.pow`` rounds once; Triton's interpreter has no ``pow``). f therefore differs
+by a few ulps, and the root by a few ulps of :math:`\rho^*` on well-conditioned rows; the result keeps
+the contract (:math:`f > 0` one float64 below it, :math:`f \le 0` at it, for the kernel's evaluation
+of f). Both the kernel and torch's CUDA ``index_add`` use atomics, so on CUDA the last bits may vary
+from run to run; under the interpreter the programs run in order and the result is deterministic.
+
+Triton reads ``TRITON_INTERPRET`` when this module is imported (the kernels are jitted then); under
+``TRITON_INTERPRET=1`` they also run on CPU tensors (the tests use that; slow, for checking only).
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from otspec_gpu.verifiers.step._kseq_root import BINS
+
+__all__ = ["rho_star_passes"]
+
+_BLOCK_V = 1024  # elements per vector step of a pass program
+_MAX_CHUNKS = 128  # chunks (programs) per row at most
+
+
+@triton.jit
+def _bin_pass(p_ptr, q_ptr, lo_ptr, hi_ptr, h_ptr, s_ptr, V, sp_b, sq_b, M: tl.constexpr, BLOCK_V: tl.constexpr, CHUNK: tl.constexpr):
+    """Program ``(b, c)``: chunk ``c`` of row ``b`` into the histograms ``h[b, 0 | 1, 1..M]`` (p | q of
+    the tokens inside ``(lo, hi]``) and the sums ``s[b, 0..2]`` (p at or below ``lo``, p and q above ``hi``)."""
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    lo = tl.load(lo_ptr + b)
+    hi = tl.load(hi_ptr + b)
+    step = tl.maximum((hi - lo + (M - 1)) // M, 1)  # s = ceil(W / M), at least 1 (W >= 0)
+    hp = h_ptr + b * (2 * (M + 1))
+    hq = hp + (M + 1)
+    offs = tl.arange(0, BLOCK_V)
+    acc_a = tl.zeros([BLOCK_V], tl.float64)
+    acc_p = tl.zeros([BLOCK_V], tl.float64)
+    acc_q = tl.zeros([BLOCK_V], tl.float64)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = idx < V
+        pv = tl.load(p_ptr + b * sp_b + idx, mask=m, other=0.0)
+        qv = tl.load(q_ptr + b * sq_b + idx, mask=m, other=0.0)  # padding: q = 0, ratio inf, adds 0 above hi
+        pos = qv > 0
+        r = tl.where(pos, pv / tl.where(pos, qv, 1.0), float("inf"))
+        bits = r.to(tl.int64, bitcast=True)
+        below = bits <= lo
+        above = bits > hi
+        inside = m & (bits > lo) & (bits <= hi)
+        k = tl.minimum(tl.maximum((bits - lo + (step - 1)) // step, 1), M)  # inside: c_{k-1} < r <= c_k
+        tl.atomic_add(hp + k, pv, mask=inside)
+        tl.atomic_add(hq + k, qv, mask=inside)
+        acc_a += tl.where(below, pv, 0.0)
+        acc_p += tl.where(above, pv, 0.0)
+        acc_q += tl.where(above, qv, 0.0)
+    i = tl.arange(0, 4)
+    tot = tl.where(i == 0, tl.sum(acc_a, axis=0), tl.where(i == 1, tl.sum(acc_p, axis=0), tl.sum(acc_q, axis=0)))
+    tl.atomic_add(s_ptr + b * 4 + i, tot, mask=i < 3)
+
+
+@triton.jit
+def _pow_int(x, e):
+    """``x ** e`` elementwise for an integer-valued float64 scalar ``e >= 0`` (binary exponentiation)."""
+    res = tl.full(x.shape, 1.0, tl.float64)
+    base = x
+    while e > 0.0:
+        half = tl.floor(e * 0.5)
+        res = tl.where(e - 2.0 * half > 0.0, res * base, res)  # the low bit of e
+        base = base * base
+        e = half
+    return res
+
+
+@triton.jit
+def _update(h_ptr, s_ptr, k_ptr, lo_ptr, hi_ptr, end_ptr, out_ptr, M: tl.constexpr, BLOCK_M: tl.constexpr, FIRST: tl.constexpr):
+    """Program ``b``: f at the ``M + 1`` candidates of row ``b``, the new bracket (in place), on the first
+    pass the ends' signs (``end[b]``: 1 if f(1) <= 0, 2 if f(k) > 0, else 0), the row's current
+    result ``out[b]``; then its histograms and sums are zeroed for the next pass."""
+    b = tl.program_id(0).to(tl.int64)
+    lo = tl.load(lo_ptr + b)
+    hi = tl.load(hi_ptr + b)
+    K = tl.load(k_ptr + b)
+    step = tl.maximum((hi - lo + (M - 1)) // M, 1)
+    hp = h_ptr + b * (2 * (M + 1))
+    hq = hp + (M + 1)
+    j = tl.arange(0, BLOCK_M)
+    jm = j <= M
+    bin_p = tl.load(hp + j, mask=jm, other=0.0)
+    next_p = tl.load(hp + j + 1, mask=j < M, other=0.0)  # bin j + 1: its suffix sum is the mass above c_j
+    next_q = tl.load(hq + j + 1, mask=j < M, other=0.0)
+    A = tl.load(s_ptr + b * 4) + tl.cumsum(bin_p, axis=0)
+    Pq = tl.load(s_ptr + b * 4 + 1) + tl.cumsum(next_p, axis=0, reverse=True)
+    Bq = tl.load(s_ptr + b * 4 + 2) + tl.cumsum(next_q, axis=0, reverse=True)
+    cb = tl.minimum(lo + j.to(tl.int64) * step, hi)  # c_0 = lo
+    c = cb.to(tl.float64, bitcast=True)
+    beta = A / c + Bq
+    f = (Pq - c * Bq) - _pow_int(tl.maximum(1.0 - beta, 0.0), K)
+    # the first interior candidate (1..M-1) with f <= 0, else M: the ends keep their known signs
+    jn = tl.min(tl.where((j >= 1) & (j < M) & (f <= 0.0), j, M), axis=0).to(tl.int64)
+    new_hi = tl.minimum(lo + jn * step, hi)
+    new_lo = tl.minimum(lo + (jn - 1) * step, hi)
+    hi_out = tl.where(new_hi > lo, new_hi, hi)  # duplicates of lo (width < M) never become hi
+    lo_out = tl.where(new_hi > new_lo, new_lo, lo)
+    tl.store(hi_ptr + b, hi_out)
+    tl.store(lo_ptr + b, lo_out)
+    if FIRST:  # the ends of [1, k] themselves
+        f_one = tl.min(tl.where(j == 0, f, float("inf")), axis=0)
+        f_k = tl.min(tl.where(j == M, f, float("inf")), axis=0)
+        end = tl.where(f_one <= 0.0, 1, tl.where(f_k > 0.0, 2, 0))
+        tl.store(end_ptr + b, end)
+    else:
+        end = tl.load(end_ptr + b)
+    rho = tl.where(end == 2, K, hi_out.to(tl.float64, bitcast=True))
+    tl.store(out_ptr + b, tl.where((end == 1) | (K <= 1.0), 1.0, rho))
+    tl.store(hp + j, tl.zeros([BLOCK_M], tl.float64), mask=jm)
+    tl.store(hq + j, tl.zeros([BLOCK_M], tl.float64), mask=jm)
+    i = tl.arange(0, 4)
+    tl.store(s_ptr + b * 4 + i, tl.zeros([4], tl.float64), mask=i < 3)
+
+
+def _options() -> dict:
+    """Launch options that keep ``a * b - c`` two roundings, as torch computes it (the compiler would
+    otherwise contract it into one fused multiply-add); the interpreter takes none."""
+    return {} if os.environ.get("TRITON_INTERPRET", "0") == "1" else {"enable_fp_fusion": False}
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _layout(V: int) -> tuple[int, int, int]:
+    """``(block, chunk, n_chunks)`` of a row of ``V``: the chunk a power-of-two multiple of the block,
+    at most ``_MAX_CHUNKS`` chunks."""
+    block = min(_BLOCK_V, _pow2(V))
+    chunk = max(block, _pow2(-(-V // _MAX_CHUNKS)))
+    return block, chunk, -(-V // chunk)
+
+
+def _row_stride(x: torch.Tensor) -> int:
+    """The row stride of ``x`` ``[B, V]``, 0 for one row shared by every row."""
+    return x.stride(0) if x.shape[0] > 1 else 0
+
+
+def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: int) -> torch.Tensor:
+    r"""Fused twin of :func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked`'s passes: ``n_pass``
+    multisection passes of two launches each, no host synchronisation (fixed launches: a CUDA graph
+    can capture it).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` float64 probability rows (normalised by the caller; ``q`` may be ``[1, V]``, shared).
+    K : torch.Tensor
+        ``[B]`` float64 number of drafts per row (integer values >= 1).
+    n_pass : int
+        Number of passes (:func:`~otspec_gpu.verifiers.step._kseq_root.passes` of the largest k; >= 1).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` float64 :math:`\rho^*`: 1 where :math:`f(1) \le 0` or :math:`K \le 1`, K where
+        :math:`f(K) > 0`, else the upper end of the final bracket.
+    """
+    B, V = p.shape
+    dev = p.device
+    p = p.to(torch.float64)
+    q = q.to(torch.float64)
+    p, q = (x if x.stride(-1) == 1 else x.contiguous() for x in (p, q))
+    K = K.to(device=dev, dtype=torch.float64).expand(B).contiguous()
+    block, chunk, nch = _layout(V)
+    M = BINS
+    hist = torch.zeros((B, 2, M + 1), dtype=torch.float64, device=dev)  # [B, p | q, bin]
+    sums = torch.zeros((B, 4), dtype=torch.float64, device=dev)  # [B, (A_lo, Pq_hi, Bq_hi, unused)]
+    lo = torch.ones(B, dtype=torch.float64, device=dev).view(torch.int64)  # bits of 1.0
+    hi = torch.clamp(K, min=1.0).view(torch.int64)  # bits of max(k, 1) (a fresh tensor: updated in place)
+    end = torch.zeros(B, dtype=torch.int32, device=dev)
+    out = torch.ones(B, dtype=torch.float64, device=dev)
+    opts = _options()
+    strides = (_row_stride(p), _row_stride(q))
+    for n in range(n_pass):  # a fixed number of passes: two launches each
+        _bin_pass[(B, nch)](p, q, lo, hi, hist, sums, V, *strides, M=M, BLOCK_V=block, CHUNK=chunk, **opts)
+        _update[(B,)](hist, sums, K, lo, hi, end, out, M=M, BLOCK_M=_pow2(M + 1), FIRST=n == 0, **opts)
+    return out
