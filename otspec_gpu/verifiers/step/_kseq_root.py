@@ -34,6 +34,16 @@ Tokens outside the bracket add 0 to bins spread by token index, so no bin receiv
 row (on CUDA ``index_add`` is atomic; on CPU it is sequential and the result deterministic). ``k``
 may differ per row (a tree node with ``m`` alive drafts); the number of passes is set by the
 largest.
+
+**Kernel path.** On CUDA with Triton (:func:`otspec_gpu.kernels.use_kernels`) the passes run as the
+fused kernels of :func:`otspec_gpu.kernels.kseq.rho_star_passes`: per pass, one launch over
+``(row, chunk of V)`` bins the chunk's tokens (masked ``atomic_add`` of p and q for the tokens inside
+the bracket, one atomic for the chunk's three sums outside it) and one program per row computes f
+at the :math:`M + 1` candidates and moves the bracket in place: two launches per pass, no host read,
+so a CUDA graph can capture it. It evaluates the same f at the same candidates up to the order of
+summation and :math:`x^k` by binary exponentiation (a few ulps; the contract above holds for its
+own evaluation of f). A kernel that fails to compile or launch warns once and the torch passes
+below run instead (:func:`otspec_gpu.kernels.try_kernel`).
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ from __future__ import annotations
 import struct
 
 import torch
+
+from otspec_gpu.kernels import try_kernel, use_kernels
 
 __all__ = ["BINS", "passes", "rho_star_masked"]
 
@@ -86,7 +98,8 @@ def _pow_pos(base: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 def rho_star_masked(p: torch.Tensor, q: torch.Tensor, k: int | torch.Tensor, k_max: int | None = None) -> torch.Tensor:
-    r""":math:`\rho^*` per row by :func:`passes` multisection passes, fixed shapes, no host read.
+    r""":math:`\rho^*` per row by :func:`passes` multisection passes, fixed shapes, no host read (on
+    CUDA with Triton, the fused kernels of :func:`otspec_gpu.kernels.kseq.rho_star_passes`).
 
     Parameters
     ----------
@@ -117,6 +130,12 @@ def rho_star_masked(p: torch.Tensor, q: torch.Tensor, k: int | torch.Tensor, k_m
     n_pass = passes(max(int(k_max), 1))
     if n_pass == 0 or B == 0 or V == 0:
         return one
+    if use_kernels(p):  # two fused launches per pass (otspec_gpu.kernels.kseq)
+        from otspec_gpu.kernels.kseq import rho_star_passes
+
+        out = try_kernel(rho_star_passes, p, q, K, n_pass)
+        if out is not None:
+            return out
     # ratio bits: q = 0 (inf, or nan when p = 0 too) goes above every candidate, on the q branch
     r = torch.where(q > 0, p / torch.where(q > 0, q, 1.0), torch.inf)
     bits = r.view(torch.int64)
