@@ -1,0 +1,264 @@
+"""The fused Triton kernels of K-SEQ's rho* (:mod:`otspec_gpu.kernels.kseq`) against the torch passes of
+``_kseq_root.rho_star_masked`` and the numpy core's bisection, and the K-SEQ step on the kernel path.
+
+Same structure as test_kernels.py: on CPU the kernels run under ``TRITON_INTERPRET=1`` in one child
+pytest process of this file (:func:`test_kseq_kernels_under_the_interpreter`); on CUDA they run
+compiled, in this process. Few programs: V of 200-400 in blocks of 64, 2-4 chunks per row. The checks:
+
+* rho* of the kernels against the torch passes and ``otspec.verifiers.step.kseq.kseq_rho_star``
+  (relative ``FLOAT64_KERNEL_ATOL``: the bins and sums add in another order and x^k is a binary power,
+  so f moves by a few ulps and the root of these well-conditioned rows by < 1e-13), the lossless side
+  of the result (f <= ``FLOAT64_FEW_OPS_ATOL`` at it, > -``FLOAT64_FEW_OPS_ATOL`` one float64 below it,
+  as in test_single_step_kseq_rho.py), a per-row k (rows with k = 1..8 in one call; under the
+  interpreter bitwise what a call on the row alone gives, since each row's atomics run in chunk
+  order), rows with p == q (exactly 1), rows with q = 0 and p = 0 tokens, rows whose ratios are all
+  within 1e-5 of 1;
+* ``kseq.step`` and ``kseq.node_step`` on the kernel path against the torch passes, same uniforms:
+  equal tokens on seeded problems (rho* differs by a few ulps, so a token could differ only for a
+  coin within ~1e-15 of its accept probability: a chance of ~1e-13 per row);
+* a Pearson chi-square of ``kseq.step``'s output on the kernel path (one shared row, V = 4, k = 3, one
+  fixed drafted tuple repeated N = 20 000 times, seed 31) against ``kseq.conditional``, cells of
+  expected count < 10 pooled, false-alarm rate ``FALSE_ALARM`` (1e-6); cells of probability 0 must be
+  empty (exact);
+* a kernel failure falls back to the torch passes (and warns); both kernels compile ahead of time
+  for sm_90 (the interpreter does not lower them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from otspec.verifiers.step.kseq import kseq_rho_star
+from otspec_gpu.verifiers.step import _kseq_root
+from otspec_gpu.verifiers.step import kseq as kseq_step
+from otspec_gpu.verifiers.step._kseq_root import passes, rho_star_masked
+from tests.gpu._stats import pooled_chi_square
+from tests.gpu._tolerances import FALSE_ALARM, FLOAT64_FEW_OPS_ATOL, FLOAT64_KERNEL_ATOL
+from tests.gpu.test_single_step_kseq_rho import _f, _laws
+
+pytest.importorskip("triton", reason="the Triton kernels need the optional triton package (pip install 'otspec[triton]')")
+
+import otspec_gpu.kernels as kernels  # noqa: E402
+from otspec_gpu.kernels import kseq as KK  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+KERNEL_DEVICES = (
+    ["cpu"]
+    if INTERPRET
+    else [
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the CPU cases run in the interpreter child run)"),
+        )
+    ]
+)
+
+
+@pytest.fixture(params=KERNEL_DEVICES)
+def kdevice(request):
+    """``cpu`` when this process interprets the kernels, else ``cuda`` when present (compiled kernels)."""
+    return request.param
+
+
+@pytest.fixture
+def small_layout(monkeypatch):
+    """Blocks of 64 and at most 4 chunks per row: V = 300 is 3 chunks of 2 blocks, V = 200 4 chunks."""
+    monkeypatch.setattr(KK, "_BLOCK_V", 64)
+    monkeypatch.setattr(KK, "_MAX_CHUNKS", 4)
+    assert KK._layout(300) == (64, 128, 3)
+    assert KK._layout(200) == (64, 64, 4)
+
+
+@pytest.fixture
+def kernel_path(monkeypatch):
+    """``rho_star_masked`` dispatches to the kernels (on CPU too: this process interprets them), and
+    ``kseq.rho_star`` takes it rather than the host solver; the test then checks no kernel failed
+    (a failure would fall back to the torch passes silently, up to a warning)."""
+    monkeypatch.setattr(_kseq_root, "use_kernels", lambda x: True)
+    monkeypatch.setattr(kseq_step, "host_shortcuts", lambda x: False)
+    yield
+    assert kernels.failure() is None, kernels.failure()
+
+
+def _torch_path(monkeypatch):
+    """Switch the fixture's dispatch to the torch passes (same solver, no kernel)."""
+    monkeypatch.setattr(_kseq_root, "use_kernels", lambda x: False)
+
+
+@pytest.mark.skipif(INTERPRET, reason="already the interpreter run")
+def test_kseq_kernels_under_the_interpreter():
+    """Every test of this file on CPU tensors, in a child pytest with TRITON_INTERPRET=1."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).resolve())]
+    run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def _check_root(p: np.ndarray, q: np.ndarray, rho: float, k: int) -> None:
+    """rho against the numpy bisection and its lossless side (f <= 0 at it, > 0 one float64 below)."""
+    ref = kseq_rho_star(p, q, k)
+    assert abs(rho - ref) <= FLOAT64_KERNEL_ATOL * ref, (rho, ref, k)
+    assert 1.0 <= rho <= k
+    assert _f(p, q, rho, k) <= FLOAT64_FEW_OPS_ATOL
+    if rho > 1.0:
+        assert _f(p, q, np.nextafter(rho, 0.0), k) > -FLOAT64_FEW_OPS_ATOL
+
+
+def test_rho_star_kernel_equals_torch_passes_and_numpy(kdevice, small_layout):
+    """Six rows of V = 300 (three chunks each) with k = 2, 3, 4, 8, 8, 1 in one call: LLM-like laws with
+    target and draft zeros, row 0 a Dirichlet draft far from the target."""
+    p, q = _laws(41, 6, 300)
+    P, Q = torch.as_tensor(p, device=kdevice), torch.as_tensor(q, device=kdevice)
+    k = [2, 3, 4, 8, 8, 1]
+    K = torch.tensor(k, dtype=torch.float64, device=kdevice)
+    got = KK.rho_star_passes(P, Q, K, passes(8)).cpu()
+    ref = rho_star_masked(P.cpu(), Q.cpu(), K.cpu(), k_max=8)
+    assert got[5] == 1.0  # k = 1: token verification
+    for b in range(6):
+        assert abs(got[b] - ref[b]) <= FLOAT64_KERNEL_ATOL * ref[b], (b, float(got[b]), float(ref[b]))
+        _check_root(p[b], q[b], float(got[b]), k[b])
+    assert bool(got[:5].gt(1.0).all())  # interior roots: the passes did move the brackets
+    # the same row alone with its k: bitwise under the interpreter (row b's atomics run in chunk order
+    # whatever the other rows hold), within a few ulps on CUDA (atomics in any order)
+    alone = KK.rho_star_passes(P[1:2], Q[1:2], K[1:2], passes(8)).cpu()
+    if kdevice == "cpu":
+        assert alone[0] == got[1]
+    else:
+        assert abs(alone[0] - got[1]) <= FLOAT64_KERNEL_ATOL * got[1]
+
+
+def test_rho_star_kernel_edge_rows(kdevice):
+    """Default layout (one chunk per row): p == q gives 1 exactly; a rolled target; a row whose ratios
+    all lie within ~1e-5 of 1 (f must be summed over the tokens above rho: see
+    test_single_step_kseq_rho.py); k = 4 everywhere."""
+    rng = np.random.default_rng(3)
+    V = 400
+    p = rng.dirichlet(np.ones(V))
+    z = 3.0 * rng.standard_normal(V)
+    p_near = np.exp(z) / np.exp(z).sum()
+    q_near = np.exp(z + 1e-5 * rng.standard_normal(V))
+    q_near /= q_near.sum()
+    P = np.stack([p, p, p_near])
+    Q = np.stack([p, np.roll(p, 1), q_near])
+    K = torch.full((3,), 4.0, dtype=torch.float64, device=kdevice)
+    got = KK.rho_star_passes(torch.as_tensor(P, device=kdevice), torch.as_tensor(Q, device=kdevice), K, passes(4)).cpu()
+    assert got[0] == 1.0  # p == q: no ratio above 1, P_q - B_q = 0 exactly
+    for b in (1, 2):
+        _check_root(P[b], Q[b], float(got[b]), 4)
+
+
+def _problem(seed: int, B: int, V: int, k: int, device: str):
+    rng = np.random.default_rng(seed)
+    p = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device=device)
+    q = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device=device)
+    gen = torch.Generator(device).manual_seed(seed)
+    drafts = torch.multinomial(q, k, replacement=True, generator=gen)
+    coins, u = kseq_step.uniforms(p, q, drafts, gen)
+    coins[:2] = 1.0 - 1e-12  # rows 0 and 1 reject every draft: the residual (built from rho*) draws
+    return p, q, drafts, coins, u
+
+
+def test_kseq_step_on_the_kernel_path_equals_the_torch_passes(kdevice, small_layout, kernel_path, monkeypatch):
+    """``kseq.step`` (8 rows, V = 200 in four chunks, k = 4): kernel rho* and torch rho*, same uniforms,
+    same tokens; also ``node_step`` with 1..4 alive drafts per row (a per-row k)."""
+    p, q, drafts, coins, u = _problem(29, 8, 200, 4, kdevice)
+    count = torch.tensor([1, 2, 3, 4, 4, 3, 2, 1], device=kdevice)
+    fused = kseq_step.step(p, q, drafts, coins, u)
+    fused_node = kseq_step.node_step(p, q, drafts, count, coins, u)
+    assert kernels.failure() is None
+    _torch_path(monkeypatch)
+    ref = kseq_step.step(p, q, drafts, coins, u)
+    ref_node = kseq_step.node_step(p, q, drafts, count, coins, u)
+    assert torch.equal(fused.token.cpu(), ref.token.cpu())
+    assert torch.equal(fused.accepted.cpu(), ref.accepted.cpu())
+    assert torch.equal(fused_node.cpu(), ref_node.cpu())
+    assert not bool(ref.accepted[:2].any()) and bool(ref.accepted.any())  # both the residual and the accept paths ran
+
+
+def test_failed_kernel_falls_back_to_the_torch_passes(monkeypatch):
+    """A kernel that raises warns, turns the kernels off (here on a private failure list) and leaves the
+    torch passes' answer."""
+    monkeypatch.setattr(kernels, "_FAILURE", [])
+    monkeypatch.setattr(_kseq_root, "use_kernels", lambda x: True)
+
+    def broken(*args):
+        raise RuntimeError("no launch")
+
+    monkeypatch.setattr(KK, "rho_star_passes", broken)
+    p, q = _laws(43, 2, 100)
+    P, Q = torch.as_tensor(p), torch.as_tensor(q)
+    with pytest.warns(RuntimeWarning, match="kernels are off"):
+        got = rho_star_masked(P, Q, 3)
+    assert kernels.failure() == "RuntimeError: no launch"
+    monkeypatch.setattr(_kseq_root, "use_kernels", lambda x: False)
+    assert torch.equal(got, rho_star_masked(P, Q, 3))
+
+
+def test_kseq_kernel_path_draws_the_exact_conditional_law(kdevice, kernel_path):
+    """N = 20 000 rows of one shared (p, q) row, V = 4, k = 3, drafts (1, 3, 1) (q > p at both, so
+    rejections and the residual matter); rho* of that row from the kernels."""
+    n = 20_000
+    p = torch.tensor([[0.4, 0.1, 0.35, 0.15]], dtype=torch.float64, device=kdevice)
+    q = torch.tensor([[0.1, 0.3, 0.2, 0.4]], dtype=torch.float64, device=kdevice)
+    drafts = torch.tensor([[1, 3, 1]], device=kdevice).expand(n, -1).contiguous()
+    coins, u = kseq_step.uniforms(p, q, drafts, torch.Generator(kdevice).manual_seed(31))
+    rho = rho_star_masked(p, q, 3)
+    assert 1.0 < float(rho) < 3.0  # an interior root: the passes decide it
+    tok = kseq_step.step(p, q, drafts, coins, u).token
+    law = kseq_step.conditional(p.cpu(), q.cpu(), drafts[:1].cpu())[0].numpy()
+    counts = np.bincount(tok.cpu().numpy(), minlength=4)
+    assert counts[law <= 0].sum() == 0  # no draw where the exact law is 0
+    stat, thr, df = pooled_chi_square(counts, law, n, FALSE_ALARM)
+    assert stat <= thr, f"chi-square {stat:.2f} > {thr:.2f} (df {df}, N {n}, alpha {FALSE_ALARM})"
+
+
+def _ptxas_available() -> bool:
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        return get_ptxas(90).path is not None
+    except Exception:  # noqa: BLE001 - no NVIDIA backend in this Triton build
+        return False
+
+
+@pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
+@pytest.mark.parametrize("first", [True, False], ids=["first-pass", "later-pass"])
+def test_kseq_kernels_compile_for_a_gpu_target(first):
+    """The interpreter does not lower the kernels: compile both ahead of time for sm_90 (Triton's
+    bundled ptxas, no GPU needed), the CUDA layout of V 262 144, float64 atomics included."""
+    if not _ptxas_available():
+        pytest.skip("Triton's NVIDIA backend (ptxas) is not available")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    block, chunk, _ = KK._layout(262_144)
+    M = _kseq_root.BINS
+    kernels_ = [
+        (
+            KK._bin_pass,
+            {"p_ptr": "*fp64", "q_ptr": "*fp64", "lo_ptr": "*i64", "hi_ptr": "*i64", "h_ptr": "*fp64", "s_ptr": "*fp64",
+             "V": "i32", "sp_b": "i32", "sq_b": "i32"},
+            {"M": M, "BLOCK_V": block, "CHUNK": chunk},
+        ),
+        (
+            KK._update,
+            {"h_ptr": "*fp64", "s_ptr": "*fp64", "k_ptr": "*fp64", "lo_ptr": "*i64", "hi_ptr": "*i64", "end_ptr": "*i32",
+             "out_ptr": "*fp64"},
+            {"M": M, "BLOCK_M": KK._pow2(M + 1), "FIRST": first},
+        ),
+    ]  # fmt: skip
+    for fn, sig, consts in kernels_:
+        sig = {**sig, **dict.fromkeys(consts, "constexpr")}
+        compiled = triton.compile(
+            ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": False}
+        )
+        assert "cubin" in compiled.asm
