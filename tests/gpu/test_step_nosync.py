@@ -20,10 +20,11 @@ from tests.gpu._stats import pooled_chi_square
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-#: Single-step rules whose per-law state is still built on the host (a separate piece of work): no pure
-#: step. ``optimal_iid``, ``khisti`` and ``wor_iid`` step with the tree-free draw (``_iid_bridge``).
-HOST_STATE = {"kseq"}
-#: Every other single-step rule has a pure step.
+#: Single-step rules whose per-law state is built on the host: none any more. ``optimal_iid``,
+#: ``khisti`` and ``wor_iid`` step with the tree-free draw (``_iid_bridge``), ``kseq`` with the
+#: multisection rho* (``_kseq_root``).
+HOST_STATE: set[str] = set()
+#: Every single-step rule has a pure step.
 PURE = sorted(set(SINGLE_STEP) - HOST_STATE)
 
 
@@ -154,13 +155,13 @@ def test_cuda_chain_sample_never_syncs(sample):
 
 
 def _tree(rule: str, B: int, device: str, seed: int = 0):
-    """One small tree (k = 3 sequences, gamma = 2, V = 4) repeated over B rows; rrs shares a prefix
-    (nodes with 2 and 1 alive drafts), rrs_wor has distinct first tokens."""
+    """One small tree (k = 3 sequences, gamma = 2, V = 4) repeated over B rows; the i.i.d. rules
+    (kseq, rrs) share a prefix (nodes with 2 and 1 alive drafts), rrs_wor has distinct first tokens."""
     rng = np.random.default_rng(seed)
     k, g, V = 3, 2, 4
     p = torch.tensor(rng.dirichlet(np.full(V, 1.0), size=(1, k, g + 1)), device=device)
     q = torch.tensor(rng.dirichlet(np.full(V, 1.0), size=(1, k, g)), device=device)
-    x = [[0, 1], [0, 2], [3, 1]] if rule == "rrs" else [[0, 1], [2, 1], [3, 0]]
+    x = [[0, 1], [0, 2], [3, 1]] if rule in ("kseq", "rrs") else [[0, 1], [2, 1], [3, 0]]
     drafts = torch.tensor([x] * B, device=device)
     return p.expand(B, -1, -1, -1).contiguous(), q.expand(B, -1, -1, -1).contiguous(), drafts
 
