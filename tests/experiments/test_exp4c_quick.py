@@ -1,0 +1,92 @@
+"""Experiment 4c (the decoder's tree samplers replayed on drafted trees) runs in --quick mode.
+
+The numbers of a --quick run are not results; the checks are the replay's own invariants: the
+decoder's recorded E[tau | tree] equals the torch walk's, the samplers' z-scores are N(0, 1) under
+a correct sampler, the negative control is detected, and the ledger row is well formed.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from otspec._tolerances import FLOAT64_ATOL
+
+ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("matplotlib", reason="install the [plots] extra")
+pytest.importorskip("torch", reason="install the [decode] extra (torch, transformers)")
+pytest.importorskip("transformers", reason="install the [decode] extra (torch, transformers)")
+pytest.importorskip("otspec_gpu.decoding", reason="the decoding harness is not available")
+
+NAME = "exp4c_tree_replay"
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory) -> tuple[dict, Path]:
+    """One --quick run (seed 0) of the script, imported and called as ``main(argv)``."""
+    import importlib.util
+
+    import matplotlib.pyplot as plt
+
+    out = tmp_path_factory.mktemp(NAME)
+    if str(ROOT / "experiments") not in sys.path:
+        sys.path.insert(0, str(ROOT / "experiments"))
+    spec = importlib.util.spec_from_file_location(f"_exp_{NAME}", ROOT / "experiments" / f"{NAME}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--quick", "--seed", "0", "--out", str(out)])
+    plt.close("all")
+    return json.loads((out / f"{NAME}.json").read_text()), out
+
+
+def test_outputs_and_fields(quick):
+    d, out = quick
+    for ext in ("json", "md", "png"):
+        assert (out / f"{NAME}.{ext}").stat().st_size > 0, ext
+    md = (out / f"{NAME}.md").read_text()
+    assert "Command: `" in md and "Revision: `" in md and "Run time" in md
+    assert d["quick"] is True and d["seed"] == 0 and d["seconds"] > 0
+    assert {r["rule"] for r in d["results"]} == {"kseq", "rrs", "rrs_wor"}
+    for r in d["results"]:
+        assert r["theory"] == r["rule"] and r["k"] == d["k"] == 4
+        assert r["draws"] > 0 and r["trees"] == len(r["trees_detail"]["prompt"]) == len(r["trees_detail"]["exact"])
+        assert 0 <= r["mean_exact"] <= r["gamma"] and 0 <= r["mean_realized"] <= r["gamma"]
+        # equal draws per tree: the prompt-clustered mean of the per-tree biases is the row's bias
+        assert abs(r["bias_clustered"]["value"] - r["bias"]) < 1e-9 and r["bias_clustered"]["n"] == r["trees"]
+        assert r["tau_law"]["dof"] >= 1 and 0 <= r["tau_law"]["pvalue"] <= 1
+
+
+def test_recorded_expectation_is_the_exact_law_mean(quick):
+    """The decoder's recorded E[tau | tree] (numpy walk) and the torch walk's law agree on every tree."""
+    d, _ = quick
+    for r in d["results"] + d["negative_controls"]:
+        assert r["recorded_vs_torch_max_abs"] < FLOAT64_ATOL, r
+
+
+def test_samplers_match_their_exact_law(quick):
+    """Each row's z is N(0, 1) for a correct sampler (draws independent given the trees, exact
+    variance): |z| < 4 has false-alarm rate 6.3e-5 per row; three rows, 1.9e-4 together."""
+    d, _ = quick
+    for r in d["results"]:
+        assert abs(r["z"]) < 4, r
+
+
+def test_negative_control_detected(quick):
+    """The RRS sampler's draws scored against K-SEQ's law (a wrong node rule). Its expected z (from the
+    exact laws of the same trees) is at least 8 in size, so |z| > 3 misses with probability below
+    P(N(0, 1) > 5) = 3e-7; the observed z must be past 3 on the expected side."""
+    d, _ = quick
+    (c,) = d["negative_controls"]
+    assert (c["rule"], c["theory"]) == ("rrs", "kseq")
+    assert abs(c["z_expected"]) >= 8, c["z_expected"]
+    assert c["detected"] and c["z"] * c["z_expected"] > 0 and abs(c["z"]) > 3
+
+
+def test_ledger_row(quick):
+    d, _ = quick
+    (row,) = d["ledger"]
+    assert row["paper"] == "otspec" and row["pvalue"] is None and row["section"] == "section 4"
+    ok = d["z_max_abs"] <= 3 and all(c["detected"] for c in d["negative_controls"])
+    assert row["verdict"] == ("reproduced" if ok else "not reproduced")
+    assert f"{d['z_combined']:+.2f}" in row["ours"]
