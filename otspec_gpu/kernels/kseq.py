@@ -168,7 +168,7 @@ def _row_stride(x: torch.Tensor) -> int:
     return x.stride(0) if x.shape[0] > 1 else 0
 
 
-def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: int) -> torch.Tensor:
+def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: int, bins: int = BINS) -> torch.Tensor:
     r"""Fused twin of :func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked`'s passes: ``n_pass``
     multisection passes of two launches each, no host synchronisation (fixed launches: a CUDA graph
     can capture it).
@@ -180,7 +180,11 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
     K : torch.Tensor
         ``[B]`` float64 number of drafts per row (integer values >= 1).
     n_pass : int
-        Number of passes (:func:`~otspec_gpu.verifiers.step._kseq_root.passes` of the largest k; >= 1).
+        Number of passes (:func:`~otspec_gpu.verifiers.step._kseq_root.passes` of the largest k and
+        ``bins``; >= 1).
+    bins : int
+        Candidates per pass, M, a power of two (:func:`~otspec_gpu.verifiers.step._kseq_root.bins_for`;
+        default :data:`~otspec_gpu.verifiers.step._kseq_root.BINS`).
 
     Returns
     -------
@@ -195,7 +199,7 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
     p, q = (x if x.stride(-1) == 1 else x.contiguous() for x in (p, q))
     K = K.to(device=dev, dtype=torch.float64).expand(B).contiguous()
     block, chunk, nch = _layout(V)
-    M = BINS
+    M = int(bins)
     hist = torch.zeros((B, 2, M + 1), dtype=torch.float64, device=dev)  # [B, p | q, bin]
     sums = torch.zeros((B, 4), dtype=torch.float64, device=dev)  # [B, (A_lo, Pq_hi, Bq_hi, unused)]
     lo = torch.ones(B, dtype=torch.float64, device=dev).view(torch.int64)  # bits of 1.0

@@ -7,10 +7,11 @@ and ``conditional(p, q, drafts, **extra) -> Tensor[B, V]``. Inputs: ``p``, ``q``
 processed probabilities (float32 or float64, any device), ``drafts`` ``[B, k]`` long, drawn by
 :func:`otspec_gpu.drafting.sample_drafts` under the verifier's ``draft_law``.
 
-Every rule but ``optimal_iid``, ``khisti`` and ``kseq`` also has ``uniforms(p, q, drafts, generator)``
-(every ``torch.rand`` call of one ``sample``, in its order) and a pure ``step(p, q, drafts,
-*uniforms)`` with no host synchronisation (``TorchVerifier.uniforms`` / ``.step``; the chains'
-``token_step`` / ``block_step``, the masked ``tree.step`` of ``rrs`` / ``rrs_wor``): what CUDA
+Every rule also has ``uniforms(p, q, drafts, generator)`` (every ``torch.rand`` call of one
+``sample``, in its order) and a pure ``step(p, q, drafts, *uniforms)`` with no host
+synchronisation (``TorchVerifier.uniforms`` / ``.step``; the chains' ``token_step`` /
+``block_step``, the masked ``tree.step`` of every tree rule; ``optimal_iid``, ``khisti`` and
+``wor_iid`` step with the tree-free draw, ``kseq`` with a multisection :math:`\rho^*`): what CUDA
 graphs capture (:mod:`otspec_gpu.graphs`) and the Triton kernels replace (:mod:`otspec_gpu.kernels`).
 
 Layout: :mod:`~otspec_gpu.verifiers.step` (one module per single-step rule),

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from otspec.verifiers.step.kseq import kseq_beta, kseq_rho_star
-from otspec_gpu.verifiers.step._kseq_root import passes, rho_star_masked
+from otspec_gpu.verifiers.step._kseq_root import bins_for, passes, rho_star_masked
 from otspec_gpu.verifiers.step.kseq import rho_star
 
 #: The two torch solvers of rho* (same contract up to summation order).
@@ -123,8 +123,9 @@ def test_masked_rho_star_per_row_k_equals_one_k_per_call():
         rho_star_masked(P, Q, k)
 
 
+@pytest.mark.parametrize("M", [16, 512, 1024])
 @pytest.mark.parametrize("k", [2, 8, 1000])
-def test_masked_passes_leave_adjacent_values(k):
+def test_masked_passes_leave_adjacent_values(k, M):
     """The pass count is the smallest n with ceil(W0 / M^n) = 1 (W0: float64 values in [1, k]);
     one pass fewer leaves a bracket wider than one step (the count is not padded)."""
     import struct
@@ -132,9 +133,20 @@ def test_masked_passes_leave_adjacent_values(k):
     def bits(x):
         return struct.unpack("<q", struct.pack("<d", float(x)))[0]
 
-    from otspec_gpu.verifiers.step._kseq_root import BINS
-
     w0 = bits(k) - bits(1.0)
-    n = passes(k)
-    assert -(-w0 // BINS**n) == 1
-    assert -(-w0 // BINS ** (n - 1)) > 1
+    n = passes(k, M)
+    assert -(-w0 // M**n) == 1
+    assert -(-w0 // M ** (n - 1)) > 1
+
+
+def test_bins_follow_the_vocabulary():
+    """M is the power of two at or above V within [16, 1024], and small vocabularies (fewer candidates,
+    more passes) give the same root as the largest M up to summation order, lossless side kept."""
+    assert [bins_for(V) for V in (1, 4, 16, 17, 300, 1024, 1025, 262_144)] == [16, 16, 16, 32, 512, 1024, 1024, 1024]
+    for V in (3, 6, 40):
+        p, q = _laws(V, 4, V)
+        got = rho_star_masked(torch.as_tensor(p), torch.as_tensor(q), 4).numpy()
+        for b in range(4):
+            ref = kseq_rho_star(p[b], q[b], 4)
+            assert abs(got[b] - ref) <= FLOAT64_KERNEL_ATOL * ref, (V, b, got[b], ref)
+            assert _f(p[b], q[b], got[b], 4) <= FLOAT64_FEW_OPS_ATOL

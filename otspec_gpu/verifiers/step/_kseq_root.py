@@ -26,8 +26,8 @@ re-evaluated at an end, so rounding cannot break the invariant :math:`f(lo) > 0 
 first pass runs on :math:`[1, k]` with :math:`c_0 = 1`: :math:`f(1) \le 0` returns 1 (``p == q``
 included: no ratio exceeds 1, so :math:`P_q - B_q = 0` exactly), :math:`f(k) > 0` returns k
 (impossible in exact arithmetic). After :math:`n` passes the width is :math:`\lceil W_0/M^n \rceil`,
-so :math:`n = \lceil \log_M W_0 \rceil` passes (6 for :math:`k \le 2^{64}` with :math:`M = 1024`)
-leave two adjacent float64 values, and the upper one is returned: the contract of the numpy core's
+so :math:`n = \lceil \log_M W_0 \rceil` passes (6 for :math:`k \le 2^{64}` with :math:`M = 1024`; M is
+``bins_for(V)``: fewer candidates and more passes below V = 1 024) leave two adjacent float64 values, and the upper one is returned: the contract of the numpy core's
 bisection (:func:`otspec.verifiers.step.kseq.kseq_rho_star`), up to the order of summation.
 
 Tokens outside the bracket add 0 to bins spread by token index, so no bin receives most of the
@@ -54,19 +54,41 @@ import torch
 
 from otspec_gpu.kernels import try_kernel, use_kernels
 
-__all__ = ["BINS", "passes", "rho_star_masked"]
+__all__ = ["BINS", "MIN_BINS", "bins_for", "passes", "rho_star_masked"]
 
-#: Candidates per pass (the bracket shrinks by this factor per pass).
+#: Candidates per pass at most (the bracket shrinks by this factor per pass).
 BINS = 1024
+#: Candidates per pass at least (small vocabularies).
+MIN_BINS = 16
 
 
-def passes(k_max: int) -> int:
+def bins_for(V: int) -> int:
+    """Candidates per pass for a vocabulary of ``V``: the power of two at or above V, within
+    :data:`MIN_BINS`..:data:`BINS`. A pass costs :math:`O(B(V + M))`, so a small vocabulary with many
+    rows (a test's or a tree's batch) takes more, cheaper passes instead of ``B x 1 025`` bins each.
+
+    Parameters
+    ----------
+    V : int
+        Vocabulary size.
+
+    Returns
+    -------
+    int
+        M, a power of two.
+    """
+    return min(BINS, max(MIN_BINS, 1 << max(0, int(V) - 1).bit_length()))
+
+
+def passes(k_max: int, bins: int = BINS) -> int:
     """Passes that leave two adjacent float64 values from :math:`[1, k_{max}]` (:math:`\\lceil \\log_M W_0 \\rceil`).
 
     Parameters
     ----------
     k_max : int
         The largest number of drafts of any row (>= 1).
+    bins : int
+        Candidates per pass, M (default :data:`BINS`).
 
     Returns
     -------
@@ -76,7 +98,7 @@ def passes(k_max: int) -> int:
     w0 = _bits(float(k_max)) - _bits(1.0)
     n = 0
     while w0 > 1:
-        w0 = -(-w0 // BINS)
+        w0 = -(-w0 // bins)
         n += 1
     return n
 
@@ -127,40 +149,41 @@ def rho_star_masked(p: torch.Tensor, q: torch.Tensor, k: int | torch.Tensor, k_m
         k_max = int(k)
         K = torch.full((B,), float(k), dtype=torch.float64, device=dev)
     one = torch.ones(B, dtype=torch.float64, device=dev)
-    n_pass = passes(max(int(k_max), 1))
+    M = bins_for(V)
+    n_pass = passes(max(int(k_max), 1), M)
     if n_pass == 0 or B == 0 or V == 0:
         return one
     if use_kernels(p):  # two fused launches per pass (otspec_gpu.kernels.kseq)
         from otspec_gpu.kernels.kseq import rho_star_passes
 
-        out = try_kernel(rho_star_passes, p, q, K, n_pass)
+        out = try_kernel(rho_star_passes, p, q, K, n_pass, M)
         if out is not None:
             return out
     # ratio bits: q = 0 (inf, or nan when p = 0 too) goes above every candidate, on the q branch
     r = torch.where(q > 0, p / torch.where(q > 0, q, 1.0), torch.inf)
     bits = r.view(torch.int64)
-    spread = torch.arange(V, device=dev) % (BINS + 1)  # bins of the tokens outside the bracket (they add 0)
-    offset = (torch.arange(B, device=dev) * (BINS + 1))[:, None]
+    spread = torch.arange(V, device=dev) % (M + 1)  # bins of the tokens outside the bracket (they add 0)
+    offset = (torch.arange(B, device=dev) * (M + 1))[:, None]
     lo = one.view(torch.int64).clone()
     hi = torch.maximum(K, one).view(torch.int64).clone()
-    i = torch.arange(BINS + 1, device=dev)
+    i = torch.arange(M + 1, device=dev)
     # rows whose answer is an end: f(1) <= 0 -> 1, f(k) > 0 -> k (found by the first pass)
     at_one = torch.zeros(B, dtype=torch.bool, device=dev)
     at_k = torch.zeros(B, dtype=torch.bool, device=dev)
     for n in range(n_pass):  # a fixed number of passes (set by k_max on the host)
         W = hi - lo
-        s = torch.clamp((W + (BINS - 1)) // BINS, min=1)
+        s = torch.clamp((W + (M - 1)) // M, min=1)
         cbits = torch.minimum(lo[:, None] + i[None, :] * s[:, None], hi[:, None])  # [B, M + 1]; c_0 = lo
         c = cbits.view(torch.float64)
         below = bits <= lo[:, None]
         above = bits > hi[:, None]
         inside = ~(below | above)
         b = torch.div(bits - lo[:, None] + (s[:, None] - 1), s[:, None], rounding_mode="floor")
-        b = torch.where(inside, b.clamp(1, BINS), spread[None, :])  # inside: 1..M (c_{b-1} < r <= c_b)
+        b = torch.where(inside, b.clamp(1, M), spread[None, :])  # inside: 1..M (c_{b-1} < r <= c_b)
         flat = (b + offset).reshape(-1)
-        hp = torch.zeros(B * (BINS + 1), dtype=torch.float64, device=dev).index_add_(0, flat, torch.where(inside, p, 0.0).reshape(-1))
-        hq = torch.zeros(B * (BINS + 1), dtype=torch.float64, device=dev).index_add_(0, flat, torch.where(inside, q, 0.0).reshape(-1))
-        hp, hq = hp.view(B, BINS + 1), hq.view(B, BINS + 1)
+        hp = torch.zeros(B * (M + 1), dtype=torch.float64, device=dev).index_add_(0, flat, torch.where(inside, p, 0.0).reshape(-1))
+        hq = torch.zeros(B * (M + 1), dtype=torch.float64, device=dev).index_add_(0, flat, torch.where(inside, q, 0.0).reshape(-1))
+        hp, hq = hp.view(B, M + 1), hq.view(B, M + 1)
         A_lo = torch.where(below, p, 0.0).sum(1)
         Pq_hi = torch.where(above, p, 0.0).sum(1)
         Bq_hi = torch.where(above, q, 0.0).sum(1)
@@ -173,10 +196,10 @@ def rho_star_masked(p: torch.Tensor, q: torch.Tensor, k: int | torch.Tensor, k_m
         f = (Pq - c * Bq) - _pow_pos(1.0 - beta, K[:, None])
         if n == 0:  # the ends of [1, k] themselves
             at_one = f[:, 0] <= 0.0
-            at_k = f[:, BINS] > 0.0
+            at_k = f[:, M] > 0.0
         # interior candidates 1..M-1 only: the ends keep their known signs
-        nonpos = f[:, 1:BINS] <= 0.0
-        j = torch.where(nonpos.any(1), torch.argmax(nonpos.to(torch.uint8), 1) + 1, BINS)
+        nonpos = f[:, 1:M] <= 0.0
+        j = torch.where(nonpos.any(1), torch.argmax(nonpos.to(torch.uint8), 1) + 1, M)
         new_hi = cbits.gather(1, j[:, None]).squeeze(1)
         new_lo = cbits.gather(1, (j - 1)[:, None]).squeeze(1)
         hi = torch.where(new_hi > lo, new_hi, hi)  # duplicates of lo (width < M) never become hi
