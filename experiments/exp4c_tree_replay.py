@@ -59,6 +59,8 @@ RULES = ("kseq", "rrs", "rrs_wor")
 CONTROL = ("rrs", "kseq")
 #: |z| above this flags a biased sampler (two-sided false-alarm rate 0.27% per row)
 Z_ALARM = 3.0
+#: a tau-law chi-square p-value below this flags a wrong law of tau (the same false-alarm rate)
+P_ALARM = 0.0027
 
 
 def draft_trees(target, draft, contexts: list, k: int, gamma: int, law: str, temperature: float, gen):
@@ -245,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict:
                     c = row(rule, CONTROL[1], g, k, counts, ex[CONTROL[1]], draws, tree_prompt, args.seed)
                     shift = float((ex[CONTROL[0]]["mean"] - ex[CONTROL[1]]["mean"]).sum())  # exact E[tau] difference, summed
                     c["z_expected"] = float(draws * shift / np.sqrt(draws * ex[CONTROL[1]]["var"].sum()))
-                    c["detected"] = bool(abs(c["z"]) > Z_ALARM)
+                    c["detected"] = bool(abs(c["z"]) > Z_ALARM or c["tau_law"]["pvalue"] < P_ALARM)
                     controls.append(c)
             del P, Q, X
     elapsed = time.perf_counter() - t0
@@ -299,7 +301,8 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
     ax.legend(fontsize="small")
     _output.save_figure(fig, args.out, NAME)
     n_str = f"{sum(r['draws'] for r in results):,}".replace(",", " ")  # 65 536, as the ledger writes numbers
-    ok = z_max <= Z_ALARM and all(c["detected"] for c in controls)
+    p_min = min(r["tau_law"]["pvalue"] for r in results)
+    ok = z_max <= Z_ALARM and p_min >= P_ALARM and all(c["detected"] for c in controls)
     ctl = "; ".join(f"negative control (RRS draws vs K-SEQ's law, L = {c['gamma']}) z = {c['z']:+.1f}" for c in controls)
     ledger = [
         {
@@ -307,7 +310,7 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
             "claim": "the decoder's tree samplers match their exact theory (no sampler bias)",
             "paper_value": "",
             "source": "-",
-            "ours": f"combined z = {z_all:+.2f}, largest abs(z) {z_max:.2f} over {len(results)} rule x L rows, "
+            "ours": f"combined z = {z_all:+.2f}, largest abs(z) {z_max:.2f}, smallest tau-law p {p_min:.3f} over {len(results)} rule x L rows, "
             f"{n_str} replayed draws on real drafted trees (k = {results[0]['k']}); {ctl}",
             "estimand": "same",
             "pvalue": None,
@@ -325,6 +328,7 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
         "negative_controls": controls,
         "z_combined": z_all,
         "z_max_abs": z_max,
+        "tau_law_pvalue_min": p_min,
         "seconds": elapsed,
         "png": NAME + ".png",
         "ledger": ledger,
@@ -334,7 +338,8 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
         f"(one decoder round: DecodeCaches + Drafter); {draws} draws per tree and rule, "
         f"from calls on up to {args.batch} different trees x {reps} cop{'y' if reps == 1 else 'ies'} each.",
         "z uses the exact variance of tau given the tree (the torch walk's law); |z| > 3 would flag a biased sampler "
-        "(false-alarm rate ~0.3% per row). tau-law chi2: Pearson, pooled tau histogram vs the pooled exact law (conservative).",
+        "(false-alarm rate ~0.3% per row). tau-law chi2: Pearson, pooled tau histogram vs the pooled exact law (conservative); "
+        "p < 0.0027 would flag a wrong law of tau. The control counts as detected when either test flags it.",
         "[95% CI, prompts]: BCa cluster bootstrap over prompts (otspec.stats, 2000 resamples) of the per-tree mean realized - exact tau.",
         f"Combined over the {len(results)} rows (independent coin draws): z = {z_all:+.2f}. Largest gap between the decoder's recorded "
         f"E[tau | tree] (numpy) and the torch walk's: {max(r['recorded_vs_torch_max_abs'] for r in results):.1e}.",
