@@ -19,7 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PROMPTS", "TARGETS", "Steps", "load_pair", "sample_continuations", "real_steps", "draft_paths", "softmax64"]
+__all__ = [
+    "PROMPTS",
+    "TARGETS",
+    "Steps",
+    "load_pair",
+    "sample_continuations",
+    "continuations_ids",
+    "real_steps",
+    "real_steps_ids",
+    "draft_paths",
+    "softmax64",
+]
 
 #: Short, varied prompts (chat, facts, code, story, list, maths, instructions, dialogue).
 PROMPTS = (
@@ -84,57 +95,28 @@ def load_pair(draft: str, *, quick: bool = False, target: str = "smollm2"):
 
 def decoder_prompts(target, n: int, seed: int) -> list[list[int]]:
     """Token ids of the first ``n`` prompts for the decoder (4 random ids each for a tokenizer-less tiny model)."""
+    return _text_ids(target, PROMPTS[:n], seed, quick=False)
+
+
+def _text_ids(lm, prompts, seed: int, quick: bool) -> list[list[int]]:
+    """Token ids of text prompts; 4 random ids each (one numpy stream from ``seed``) if ``quick`` or tokenizer-less."""
     rng = np.random.default_rng(seed)
-    return [
-        target.encode(s) if target.tokenizer is not None else [int(x) for x in rng.integers(0, target.vocab_size, 4)] for s in PROMPTS[:n]
-    ]
-
-
-def _prompt_ids(lm, prompt: str, quick: bool, rng: np.random.Generator) -> list[int]:
     if quick or lm.tokenizer is None:
-        return [int(x) for x in rng.integers(0, lm.vocab_size, size=4)]
-    return lm.encode(prompt)
+        return [[int(x) for x in rng.integers(0, lm.vocab_size, size=4)] for _ in prompts]
+    return [lm.encode(text) for text in prompts]
 
 
 def sample_continuations(target, prompts, n_new: int, temperature: float, seed: int, *, quick: bool = False):
-    """Sample ``n_new`` tokens after each prompt from the target at ``temperature`` (KV cache).
+    """:func:`continuations_ids` from text prompts (4 random ids each, from ``seed``, if ``quick`` or tokenizer-less).
 
     Returns a list of ``(ids, n_prompt)``: the full token sequence and the prompt length.
     """
-    import torch
-    from transformers import DynamicCache
-
-    gen = torch.Generator().manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    out = []
-    for text in prompts:
-        ids = _prompt_ids(target, text, quick, rng)
-        n_prompt = len(ids)
-        cache = DynamicCache()
-        logits = target.logits(torch.tensor([ids]), cache=cache)[0, -1]
-        for _ in range(n_new):
-            probs = torch.softmax(logits.double() / temperature, -1)
-            tok = int(torch.multinomial(probs, 1, generator=gen))
-            ids.append(tok)
-            logits = target.logits(torch.tensor([[tok]]), cache=cache)[0, -1]
-        out.append((ids, n_prompt))
-    return out
+    return continuations_ids(target, _text_ids(target, prompts, seed, quick), n_new, temperature, seed)
 
 
 def real_steps(target, draft, prompts, n_new: int, temperature: float, seed: int, *, quick: bool = False) -> Steps:
-    """Full p and q rows at every generated position of on-policy continuations (one forward each)."""
-    import torch
-
-    seqs = sample_continuations(target, prompts, n_new, temperature, seed, quick=quick)
-    ps, qs, pr = [], [], []
-    for j, (ids, n_prompt) in enumerate(seqs):
-        x = torch.tensor([ids[:-1]])
-        lt = target.logits(x)[0, n_prompt - 1 :]  # predicts ids[n_prompt:]
-        ld = draft.logits(x)[0, n_prompt - 1 :]
-        ps.append(softmax64(lt.numpy(), temperature))
-        qs.append(softmax64(ld.numpy(), temperature))
-        pr.append(np.full(lt.shape[0], j))
-    return Steps(np.concatenate(ps), np.concatenate(qs), np.concatenate(pr), float(temperature), target.name, draft.name)
+    """:func:`real_steps_ids` from text prompts: full p and q rows at every generated position."""
+    return real_steps_ids(target, draft, _text_ids(target, prompts, seed, quick), n_new, temperature, seed)
 
 
 def draft_paths(target, draft, contexts, gamma: int, temperature: float, seed: int):
@@ -194,22 +176,13 @@ def select_prompts(name: str, n: int | None = None, n_humaneval: int | None = No
 
 
 def real_steps_ids(target, draft, ids: list[list[int]], n_new: int, temperature: float, seed: int) -> Steps:
-    """:func:`real_steps` from token-id prompts (e.g. :func:`prompt_token_ids`, chat template included):
-    full p and q rows at ``n_new`` generated positions after each prompt; ``Steps.prompt`` holds the
-    prompt's index in ``ids``."""
+    """Full p and q rows at the ``n_new`` positions generated after each token-id prompt (e.g.
+    :func:`prompt_token_ids`, chat template included) by :func:`continuations_ids`, one forward of
+    each model per prompt; ``Steps.prompt`` holds the prompt's index in ``ids``."""
     import torch
-    from transformers import DynamicCache
 
-    gen = torch.Generator().manual_seed(seed)
     ps, qs, pr = [], [], []
-    for j, prompt in enumerate(ids):
-        seq, n_prompt = list(prompt), len(prompt)
-        cache = DynamicCache()
-        logits = target.logits(torch.tensor([seq]), cache=cache)[0, -1]
-        for _ in range(n_new):
-            tok = int(torch.multinomial(torch.softmax(logits.double() / temperature, -1), 1, generator=gen))
-            seq.append(tok)
-            logits = target.logits(torch.tensor([[tok]]), cache=cache)[0, -1]
+    for j, (seq, n_prompt) in enumerate(continuations_ids(target, ids, n_new, temperature, seed)):
         x = torch.tensor([seq[:-1]])
         lt = target.logits(x)[0, n_prompt - 1 :]  # predicts seq[n_prompt:]
         ld = draft.logits(x)[0, n_prompt - 1 :]
@@ -220,8 +193,8 @@ def real_steps_ids(target, draft, ids: list[list[int]], n_new: int, temperature:
 
 
 def continuations_ids(target, ids: list[list[int]], n_new: int, temperature: float, seed: int) -> list[tuple[list[int], int]]:
-    """:func:`sample_continuations` from token-id prompts: ``(sequence, prompt length)`` per prompt,
-    ``n_new`` tokens sampled from the target at ``temperature`` (KV cache)."""
+    """Sample ``n_new`` tokens after each token-id prompt from the target at ``temperature`` (KV cache;
+    one ``torch.Generator`` seeded ``seed`` across the prompts): ``(sequence, prompt length)`` per prompt."""
     import torch
     from transformers import DynamicCache
 
