@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["git_revision", "command_line", "median_time", "run_cells", "write_report", "markdown_table"]
+__all__ = ["git_revision", "command_line", "median_time", "interleaved_times", "run_cells", "write_report", "markdown_table"]
 
 
 def git_revision() -> str:
@@ -35,6 +35,28 @@ def median_time(fn: Callable[[], object], repeats: int = 5) -> tuple[float, obje
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
+
+
+def interleaved_times(fns: Sequence[Callable[[], object]], samples: int) -> list[dict]:
+    """Wall and CPU (``time.process_time``) time of each function over ``samples`` rounds, calling
+    them in turn within each round (so the machine's load hits every one alike).
+
+    Returns, per function, ``{"wall_s", "cpu_s"}`` (medians), ``"wall_all"`` (every round's wall
+    time) and ``"out"`` (the last output).
+    """
+    wall: list[list[float]] = [[] for _ in fns]
+    cpu: list[list[float]] = [[] for _ in fns]
+    out: list[object] = [None] * len(fns)
+    for _ in range(samples):
+        for i, fn in enumerate(fns):
+            c0, t0 = time.process_time(), time.perf_counter()
+            out[i] = fn()
+            wall[i].append(time.perf_counter() - t0)
+            cpu[i].append(time.process_time() - c0)
+    return [
+        {"wall_s": statistics.median(w), "cpu_s": statistics.median(c), "wall_all": w, "out": o}
+        for w, c, o in zip(wall, cpu, out, strict=True)
+    ]
 
 
 def run_cells(cells: Sequence[tuple], cell: Callable[..., dict]) -> tuple[list[dict], tuple, tuple]:

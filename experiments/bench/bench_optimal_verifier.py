@@ -41,7 +41,7 @@ from functools import partial
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, median_time, write_report
+from _report import interleaved_times, markdown_table, median_time, write_report
 
 import otspec
 from otspec.errors import OtspecInputError
@@ -86,22 +86,6 @@ def _fresh_draw(p, q, k, drafts, draw, seed):
     return st.sample_batch(drafts, rng=np.random.default_rng(seed))
 
 
-def _interleaved(fns, samples: int) -> list[dict]:
-    """Median wall and CPU (``time.process_time``) time of each function over ``samples`` rounds,
-    calling them in turn within each round (the machine's load hits every one alike), and the last
-    output of each."""
-    wall = [[] for _ in fns]
-    cpu = [[] for _ in fns]
-    out = [None] * len(fns)
-    for _ in range(samples):
-        for i, fn in enumerate(fns):
-            c0, t0 = time.process_time(), time.perf_counter()
-            out[i] = fn()
-            wall[i].append(time.perf_counter() - t0)
-            cpu[i].append(time.process_time() - c0)
-    return [{"wall_s": float(np.median(w)), "cpu_s": float(np.median(c)), "out": o} for w, c, o in zip(wall, cpu, out, strict=True)]
-
-
 def bridge_section(vs, ks, seed, samples) -> tuple[list, list]:
     """Part 4: preparation + one draw with bridges, interleaved with one argsort of V (``samples``
     rounds; medians of wall and CPU time), and preparation + one draw with the tree (median of a
@@ -115,7 +99,7 @@ def bridge_section(vs, ks, seed, samples) -> tuple[list, list]:
         ratio = p / q
         for k in ks:
             drafts = otspec.iid(q, k).sample(np.random.default_rng(seed), 1)
-            t_sort, t_bridge, t_sel = _interleaved(
+            t_sort, t_bridge, t_sel = interleaved_times(
                 [partial(np.argsort, ratio), partial(_fresh_draw, p, q, k, drafts, "bridge", seed), partial(selection_law, p, q, k)],
                 samples,
             )

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import markdown_table, run_cells, write_report
+from _report import interleaved_times, markdown_table, run_cells, write_report
 
 import otspec
 from otspec.synthetic import synthetic_pair
@@ -102,25 +101,6 @@ OPT_TARGET_RATIO = 5.0
 OPT_TARGET_ERROR = 1e-10
 
 
-def _interleaved(fns, samples: int) -> list[dict]:
-    """Wall and CPU time of each function over ``samples`` rounds, calling them in turn within each
-    round (so the machine's load hits every one alike); returns per function the medians and the
-    last output."""
-    wall = [[] for _ in fns]
-    cpu = [[] for _ in fns]
-    out = [None] * len(fns)
-    for _ in range(samples):
-        for i, fn in enumerate(fns):
-            c0, t0 = time.process_time(), time.perf_counter()
-            out[i] = fn()
-            wall[i].append(time.perf_counter() - t0)
-            cpu[i].append(time.process_time() - c0)
-    return [
-        {"wall_s": statistics.median(w), "cpu_s": statistics.median(c), "wall_all": w, "out": o}
-        for w, c, o in zip(wall, cpu, out, strict=True)
-    ]
-
-
 def optimum_cell(family: str, V: int, k: int, seed: int, samples: int) -> dict:
     """alpha*_WOR at (family, V, k) against one stable argsort of the p/q ratios, interleaved."""
     p, q = synthetic_pair(V, family=family, seed=seed)
@@ -130,7 +110,7 @@ def optimum_cell(family: str, V: int, k: int, seed: int, samples: int) -> dict:
         return otspec.optimal_acceptance(p, otspec.without_replacement(q, k))
 
     opt()  # warm caches (quadrature constants)
-    sort_t, opt_t = _interleaved([lambda: np.argsort(ratio, kind="stable"), opt], samples)
+    sort_t, opt_t = interleaved_times([lambda: np.argsort(ratio, kind="stable"), opt], samples)
     res = opt_t["out"]
     return {
         "family": family,
