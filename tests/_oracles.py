@@ -2,8 +2,10 @@
 
 Written independently of the library: they restate docs/block.rst, definitions directly; the
 reference quadrature of the without-replacement dual (:func:`reference_prefix_values`); the
-coupling check of an optimal plan (:func:`check_plan_is_coupling`); and the awkward random pairs
-and kernel check of the optimal i.i.d. rule (:func:`awkward_pair`, :func:`check_iid_rule_kernel`).
+coupling check of an optimal plan (:func:`check_plan_is_coupling`); the awkward random pairs
+and kernel check of the optimal i.i.d. rule (:func:`awkward_pair`, :func:`check_iid_rule_kernel`);
+and the small instances and sampler check of the rules for drafts without replacement
+(:func:`small_wor_cases`, :func:`check_wor_sampler`).
 """
 
 import numpy as np
@@ -11,6 +13,8 @@ import numpy as np
 import otspec
 from otspec import models
 from otspec._tolerances import EXACT_ATOL
+from otspec.testing import assert_sampler_matches
+from tests._tolerances import FALSE_ALARM
 
 
 def criterion_violation(block_law: dict, p_model, V: int) -> float:
@@ -136,3 +140,37 @@ def check_iid_rule_kernel(p, q, k, st, tuples, beta, atol: float) -> None:
     acceptance = float(Q @ np.where(drafted, pi, 0.0).sum(axis=1))
     oracle = otspec.optimal_acceptance(p, otspec.iid(q, k), method="subsets").value
     assert abs(acceptance - oracle) <= atol, (p, q, k)
+
+
+def small_wor_cases(seed: int, n: int):
+    """``n`` instances ``(p, q, k)`` small enough to enumerate every draft tuple without replacement:
+    V in 2..6, k in 1..min(V, 4), Dirichlet(0.7) pairs, and the awkward ones: every third case
+    integer masses (ratio ties and repeated masses: degenerate faces), the next one a token q never
+    drafts and one p never emits (when k < V), every seventh p = q (every rule accepts everything)."""
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        V = int(rng.integers(2, 7))
+        k = int(rng.integers(1, min(V, 4) + 1))
+        if i % 3 == 0:
+            q = rng.integers(1, 3, V).astype(float)
+            p = rng.integers(0, 3, V).astype(float)
+            p[0] += 1.0
+        else:
+            q, p = rng.dirichlet(np.full(V, 0.7)), rng.dirichlet(np.full(V, 0.7))
+        if i % 3 == 1 and k < V:
+            q[int(rng.integers(V))] = 0.0
+            p[int(rng.integers(V))] = 0.0
+        if i % 7 == 3:
+            p = q.copy()
+        yield p / p.sum(), q / q.sum(), k
+
+
+def check_wor_sampler(verifier, rng: np.random.Generator) -> None:
+    """Joint chi-square of ``verifier.sample_batch`` against its kernel on one pair with a zero in p
+    and in q, drafts without replacement (k = 3): N = 200 000, false-alarm rate ``FALSE_ALARM``,
+    power >= 0.99 against a TV error of 0.02 of the joint law."""
+    p = np.array([0.3, 0.3, 0.1, 0.3, 0.0])
+    q = np.array([0.4, 0.2, 0.3, 0.0, 0.1])
+    law = otspec.without_replacement(q, 3)
+    chk = assert_sampler_matches(verifier, p, law, n=200_000, false_alarm=FALSE_ALARM, tv=0.02, rng=rng, per_tuple=False)
+    assert chk.power >= 0.99, chk

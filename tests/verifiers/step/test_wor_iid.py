@@ -14,30 +14,13 @@ import numpy as np
 import pytest
 
 import otspec
-from otspec.testing import assert_sampler_matches
 from otspec.verifiers import wor_iid
 from otspec.verifiers.step.iid_embedding_wor import hit_string_weights, hit_strings, rebuild_hits
 from otspec.verifiers.step.optimal_iid import selection_law
+from tests._oracles import check_wor_sampler, small_wor_cases
 from tests._tolerances import FALSE_ALARM
 
 EXACT = 1e-12
-
-
-def _cases(seed, n):
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        V = int(rng.integers(2, 7))
-        k = int(rng.integers(1, min(V, 4) + 1))
-        q = rng.dirichlet(np.full(V, 0.7))
-        p = rng.dirichlet(np.full(V, 0.7))
-        if i % 3 == 1 and k < V:  # a token q never drafts, and a token p never emits
-            q[int(rng.integers(V))] = 0.0
-            q /= q.sum()
-            p[int(rng.integers(V))] = 0.0
-            p /= p.sum()
-        if i % 7 == 3:  # p = q: every rule accepts everything
-            p = q.copy()
-        yield p, q, k
 
 
 def test_hit_strings_are_restricted_growth_strings():
@@ -53,7 +36,7 @@ def test_hit_strings_are_restricted_growth_strings():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_rebuilt_hits_are_iid_from_q(seed):
     """sum over ordered WOR tuples d of P(d) P(h | d) = q(h_1) ... q(h_k) for every hit tuple h (exact)."""
-    for _p, q, k in _cases(seed, 25):
+    for _p, q, k in small_wor_cases(seed, 25):
         law = otspec.without_replacement(q, k)
         tuples, weights = law.enumerate()
         pats = hit_strings(k)
@@ -87,7 +70,7 @@ def test_rebuild_hits_samples_the_pattern_law():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_kernel_lossless_and_acceptance_between_the_optima(seed):
-    for p, q, k in _cases(seed, 30):
+    for p, q, k in small_wor_cases(seed, 30):
         law = otspec.without_replacement(q, k)
         K = wor_iid.kernel(p, law)
         np.testing.assert_allclose(K.output_law(), p, atol=EXACT)
@@ -116,21 +99,8 @@ def test_residual_on_unhit_drafts_lifts_acceptance_above_the_iid_optimum():
 
 
 def test_sampler_matches_kernel():
-    """Joint chi-square of sample_batch against the kernel (N = 200 000, fixed seed, false-alarm
-    rate 1e-6, power >= 0.99 against a TV error of 0.02 of the joint law)."""
-    p = np.array([0.3, 0.3, 0.1, 0.3, 0.0])
-    q = np.array([0.4, 0.2, 0.3, 0.0, 0.1])
-    chk = assert_sampler_matches(
-        wor_iid,
-        p,
-        otspec.without_replacement(q, 3),
-        n=200_000,
-        false_alarm=FALSE_ALARM,
-        tv=0.02,
-        rng=np.random.default_rng(7),
-        per_tuple=False,
-    )
-    assert chk.power >= 0.99, chk
+    """Joint chi-square of sample_batch against the kernel (:func:`tests._oracles.check_wor_sampler`)."""
+    check_wor_sampler(wor_iid, np.random.default_rng(7))
 
 
 def test_sample_is_sample_batch_of_one():
