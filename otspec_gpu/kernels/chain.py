@@ -45,23 +45,21 @@ search). The arithmetic is that of the torch rounds; the masses add in another o
 Neither changes the law beyond the input dtype's rounding; ``tests/gpu/test_kernels.py`` checks
 equality with the torch steps for fixed uniforms and a chi-square of the drawn outputs against the
 exact conditional laws. ``_BLOCK_V`` (elements per block scan) and ``_MAX_CHUNKS`` (chunks per row
-at most) set the split: a chunk is a power-of-two multiple of the block, at most ``_MAX_CHUNKS`` per
-row (V 49 152: 48 chunks of 1 024; V 262 144: 128 chunks of 2 048).
+at most; both in ``otspec_gpu.kernels._common``) set the split: a chunk is a power-of-two multiple of
+the block, at most ``_MAX_CHUNKS`` per row (V 49 152: 48 chunks of 1 024; V 262 144: 128 chunks of
+2 048).
 
 Triton reads ``TRITON_INTERPRET`` when this module is imported (the kernels are jitted then); under
 ``TRITON_INTERPRET=1`` they also run on CPU tensors (the tests use that; it is slow, for checking only).
 """
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-__all__ = ["block_chain_step", "rrs_single_step", "token_chain_step", "token_single_step"]
+from otspec_gpu.kernels._common import _layout, _no_fma, _pow2
 
-_BLOCK_V = 1024
-_MAX_CHUNKS = 128
+__all__ = ["block_chain_step", "rrs_single_step", "token_chain_step", "token_single_step"]
 
 
 @triton.jit
@@ -420,24 +418,6 @@ def _rrs_search(
     part = s_ptr + b * (K + 1) * NCH
     tok = _draw_row(p_ptr + b * sp_b, q_ptr + b * sq_b, part, u, NCH, V, -D_new, D, done == 0, 3, BLOCK_V, BLOCK_C, CHUNK)
     tl.store(tok_ptr + b, tl.where(done, out, tok))
-
-
-def _no_fma() -> dict:
-    """Launch options that keep ``a * b - c`` two roundings, as torch computes it (the compiler
-    would otherwise contract it into one fused multiply-add); the interpreter takes none."""
-    return {} if os.environ.get("TRITON_INTERPRET", "0") == "1" else {"enable_fp_fusion": False}
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
-
-
-def _layout(V: int) -> tuple[int, int, int]:
-    """``(block, chunk, n_chunks)`` of a row of ``V``: the chunk a power-of-two multiple of the block,
-    at most ``_MAX_CHUNKS`` chunks."""
-    block = min(_BLOCK_V, _pow2(V))
-    chunk = max(block, _pow2(-(-V // _MAX_CHUNKS)))
-    return block, chunk, -(-V // chunk)
 
 
 def _contig(*xs):

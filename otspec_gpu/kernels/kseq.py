@@ -34,18 +34,14 @@ Triton reads ``TRITON_INTERPRET`` when this module is imported (the kernels are 
 ``TRITON_INTERPRET=1`` they also run on CPU tensors (the tests use that; slow, for checking only).
 """
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
+from otspec_gpu.kernels._common import _layout, _no_fma, _pow2, _row_stride
 from otspec_gpu.verifiers.step._kseq_root import BINS
 
 __all__ = ["rho_star_passes"]
-
-_BLOCK_V = 1024  # elements per vector step of a pass program
-_MAX_CHUNKS = 128  # chunks (programs) per row at most
 
 
 @triton.jit
@@ -145,29 +141,6 @@ def _update(h_ptr, s_ptr, k_ptr, lo_ptr, hi_ptr, end_ptr, out_ptr, M: tl.constex
     tl.store(s_ptr + b * 4 + i, tl.zeros([4], tl.float64), mask=i < 3)
 
 
-def _options() -> dict:
-    """Launch options that keep ``a * b - c`` two roundings, as torch computes it (the compiler would
-    otherwise contract it into one fused multiply-add); the interpreter takes none."""
-    return {} if os.environ.get("TRITON_INTERPRET", "0") == "1" else {"enable_fp_fusion": False}
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
-
-
-def _layout(V: int) -> tuple[int, int, int]:
-    """``(block, chunk, n_chunks)`` of a row of ``V``: the chunk a power-of-two multiple of the block,
-    at most ``_MAX_CHUNKS`` chunks."""
-    block = min(_BLOCK_V, _pow2(V))
-    chunk = max(block, _pow2(-(-V // _MAX_CHUNKS)))
-    return block, chunk, -(-V // chunk)
-
-
-def _row_stride(x: torch.Tensor) -> int:
-    """The row stride of ``x`` ``[B, V]``, 0 for one row shared by every row."""
-    return x.stride(0) if x.shape[0] > 1 else 0
-
-
 def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: int, bins: int = BINS) -> torch.Tensor:
     r"""Fused twin of :func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked`'s passes: ``n_pass``
     multisection passes of two launches each, no host synchronisation (fixed launches: a CUDA graph
@@ -206,7 +179,7 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
     hi = torch.clamp(K, min=1.0).view(torch.int64)  # bits of max(k, 1) (a fresh tensor: updated in place)
     end = torch.zeros(B, dtype=torch.int32, device=dev)
     out = torch.ones(B, dtype=torch.float64, device=dev)
-    opts = _options()
+    opts = _no_fma()
     strides = (_row_stride(p), _row_stride(q))
     for n in range(n_pass):  # a fixed number of passes: two launches each
         _bin_pass[(B, nch)](p, q, lo, hi, hist, sums, V, *strides, M=M, BLOCK_V=block, CHUNK=chunk, **opts)

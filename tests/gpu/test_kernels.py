@@ -24,11 +24,6 @@ on CUDA they run compiled, in this process. The checks:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -37,6 +32,7 @@ from otspec_gpu.verifiers import chain
 from otspec_gpu.verifiers.step import rrs as single_rrs
 from otspec_gpu.verifiers.step import rrs_wor as single_rrs_wor
 from otspec_gpu.verifiers.step import token as single_token
+from tests.gpu._kernel_checks import INTERPRET, KERNEL_DEVICES, compile_sm90, run_under_interpreter, set_layout
 from tests.gpu._stats import pooled_chi_square
 
 pytest.importorskip("triton", reason="the Triton kernels need the optional triton package (pip install 'otspec[triton]')")
@@ -44,17 +40,6 @@ pytest.importorskip("triton", reason="the Triton kernels need the optional trito
 from otspec_gpu.kernels import chain as K  # noqa: E402
 
 ALPHA = 1e-3
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-KERNEL_DEVICES = (
-    ["cpu"]
-    if INTERPRET
-    else [
-        pytest.param(
-            "cuda",
-            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the CPU cases run in the interpreter child run)"),
-        )
-    ]
-)
 
 
 @pytest.fixture(params=KERNEL_DEVICES)
@@ -66,11 +51,7 @@ def kdevice(request):
 @pytest.mark.skipif(INTERPRET, reason="already the interpreter run")
 def test_kernels_under_the_interpreter():
     """Every test of this file on CPU tensors, in a child pytest with TRITON_INTERPRET=1."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    root = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).resolve())]
-    run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    run_under_interpreter(__file__)
 
 
 def _chain(B, g, V, dtype, device, seed=0, same=False):
@@ -121,8 +102,7 @@ def test_block_chain_kernels_equal_torch_step(kdevice, dtype):
 def small_layout(monkeypatch):
     """Blocks of 64 and at most 4 chunks per row: V = 1 100 is 3 chunks of 8 blocks, so the draw
     crosses chunks and the blocks inside one (the CUDA layout needs V in the tens of thousands for that)."""
-    monkeypatch.setattr(K, "_BLOCK_V", 64)
-    monkeypatch.setattr(K, "_MAX_CHUNKS", 4)
+    set_layout(monkeypatch, 64, 4)
     assert K._layout(1100) == (64, 512, 3)
 
 
@@ -133,26 +113,11 @@ def test_layout_spreads_a_row_over_many_programs():
     assert K._layout(3) == (4, 4, 1)
 
 
-def _ptxas_available() -> bool:
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        return get_ptxas(90).path is not None
-    except Exception:  # noqa: BLE001 - no NVIDIA backend in this Triton build
-        return False
-
-
 @pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
 @pytest.mark.parametrize("mode", [0, 1, 2, 3], ids=["token-chain", "block-chain", "single-token", "rrs"])
 def test_chain_kernels_compile_for_a_gpu_target(mode):
     """The interpreter does not lower the kernels: compile them ahead of time for sm_90 (Triton's
     bundled ptxas, no GPU needed), float32 chains / float64 single step, the CUDA layout of V 49 152."""
-    if not _ptxas_available():
-        pytest.skip("Triton's NVIDIA backend (ptxas) is not available")
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     P = "*fp32" if mode != 2 else "*fp64"
     strides = dict.fromkeys(("sp_b", "sp_t", "sq_b", "sq_t"), "i32")
     ptrs = {"p_ptr": P, "q_ptr": P, "d_ptr": "*i64"}
@@ -176,11 +141,7 @@ def test_chain_kernels_compile_for_a_gpu_target(mode):
     if mode == 1:
         kernels.append((K._masses, {**ptrs, "z_ptr": "*fp64"}, {"BLOCK_G": 4, "BLOCK_V": block, "CHUNK": chunk}))
     for fn, sig, consts in kernels:
-        sig = {**sig, **({} if mode == 3 else {"G": "i32", "V": "i32", "NCH": "i32", **strides}), **dict.fromkeys(consts, "constexpr")}
-        compiled = triton.compile(
-            ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": False}
-        )
-        assert "cubin" in compiled.asm
+        compile_sm90(fn, {**sig, **({} if mode == 3 else {"G": "i32", "V": "i32", "NCH": "i32", **strides})}, consts)
 
 
 @pytest.mark.parametrize("rule", ["token", "block"])
@@ -309,8 +270,7 @@ def _check_counts(counts: np.ndarray, law: np.ndarray, n: int) -> None:
 def tiny_layout(monkeypatch):
     """Blocks of 2 and at most 2 chunks per row: V = 5 is 2 chunks of 2 blocks, V = 3 two chunks of one
     block, so the chi-square tests' draws cross chunks and blocks with few programs."""
-    monkeypatch.setattr(K, "_BLOCK_V", 2)
-    monkeypatch.setattr(K, "_MAX_CHUNKS", 2)
+    set_layout(monkeypatch, 2, 2)
     assert K._layout(5) == (2, 4, 2)
     assert K._layout(3) == (2, 2, 2)
 

@@ -27,11 +27,6 @@ compiled, in this process. Few programs (about 14 s in the interpreter): V = 200
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -40,6 +35,7 @@ from otspec.verifiers.step.kseq import kseq_rho_star
 from otspec_gpu.verifiers.step import _kseq_root
 from otspec_gpu.verifiers.step import kseq as kseq_step
 from otspec_gpu.verifiers.step._kseq_root import passes, rho_star_masked
+from tests.gpu._kernel_checks import INTERPRET, KERNEL_DEVICES, compile_sm90, run_under_interpreter, set_layout
 from tests.gpu._stats import pooled_chi_square
 from tests.gpu._tolerances import FALSE_ALARM, FLOAT64_FEW_OPS_ATOL, FLOAT64_KERNEL_ATOL
 from tests.gpu.test_single_step_kseq_rho import _f, _laws
@@ -48,18 +44,6 @@ pytest.importorskip("triton", reason="the Triton kernels need the optional trito
 
 import otspec_gpu.kernels as kernels  # noqa: E402
 from otspec_gpu.kernels import kseq as KK  # noqa: E402
-
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-KERNEL_DEVICES = (
-    ["cpu"]
-    if INTERPRET
-    else [
-        pytest.param(
-            "cuda",
-            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the CPU cases run in the interpreter child run)"),
-        )
-    ]
-)
 
 
 @pytest.fixture(params=KERNEL_DEVICES)
@@ -71,8 +55,7 @@ def kdevice(request):
 @pytest.fixture
 def small_layout(monkeypatch):
     """Blocks of 64 and at most 4 chunks per row: V = 300 is 3 chunks of 2 blocks, V = 200 4 chunks."""
-    monkeypatch.setattr(KK, "_BLOCK_V", 64)
-    monkeypatch.setattr(KK, "_MAX_CHUNKS", 4)
+    set_layout(monkeypatch, 64, 4)
     assert KK._layout(300) == (64, 128, 3)
     assert KK._layout(200) == (64, 64, 4)
 
@@ -96,11 +79,7 @@ def _torch_path(monkeypatch):
 @pytest.mark.skipif(INTERPRET, reason="already the interpreter run")
 def test_kseq_kernels_under_the_interpreter():
     """Every test of this file on CPU tensors, in a child pytest with TRITON_INTERPRET=1."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    root = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).resolve())]
-    run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    run_under_interpreter(__file__)
 
 
 def _check_root(p: np.ndarray, q: np.ndarray, rho: float, k: int) -> None:
@@ -223,26 +202,11 @@ def test_kseq_kernel_path_draws_the_exact_conditional_law(kdevice, kernel_path):
     assert stat <= thr, f"chi-square {stat:.2f} > {thr:.2f} (df {df}, N {n}, alpha {FALSE_ALARM})"
 
 
-def _ptxas_available() -> bool:
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        return get_ptxas(90).path is not None
-    except Exception:  # noqa: BLE001 - no NVIDIA backend in this Triton build
-        return False
-
-
 @pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
 @pytest.mark.parametrize("first", [True, False], ids=["first-pass", "later-pass"])
 def test_kseq_kernels_compile_for_a_gpu_target(first):
     """The interpreter does not lower the kernels: compile both ahead of time for sm_90 (Triton's
     bundled ptxas, no GPU needed), the CUDA layout of V 262 144, float64 atomics included."""
-    if not _ptxas_available():
-        pytest.skip("Triton's NVIDIA backend (ptxas) is not available")
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     block, chunk, _ = KK._layout(262_144)
     M = _kseq_root.BINS
     kernels_ = [
@@ -260,8 +224,4 @@ def test_kseq_kernels_compile_for_a_gpu_target(first):
         ),
     ]  # fmt: skip
     for fn, sig, consts in kernels_:
-        sig = {**sig, **dict.fromkeys(consts, "constexpr")}
-        compiled = triton.compile(
-            ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": False}
-        )
-        assert "cubin" in compiled.asm
+        compile_sm90(fn, sig, consts)
