@@ -45,13 +45,19 @@ class VerifierStep:
         Replay the verify step (chain, single-step or tree) from CUDA graphs (on CUDA;
         ``validate=False``); default :func:`otspec_gpu.graphs.default_graphs` (on with
         ``OTSPEC_CUDA_GRAPHS=1``).
+    compile_steps : bool, optional
+        Run the single-step rules of :data:`otspec_gpu.compiled.COMPILABLE` through their
+        ``torch.compile``-d pure step; default :func:`otspec_gpu.compiled.default_compile` (on with
+        ``OTSPEC_COMPILE=1``).
     """
 
-    def __init__(self, mode: str, rule: str, B: int, k: int, graphs=None):
+    def __init__(self, mode: str, rule: str, B: int, k: int, graphs=None, compile_steps: bool | None = None):
+        from otspec_gpu.compiled import default_compile
         from otspec_gpu.graphs import default_graphs
 
         self.mode, self.rule, self.B, self.k = mode, rule, B, k
         self.graphs = default_graphs() if graphs is None else graphs
+        self.compile_steps = default_compile() if compile_steps is None else bool(compile_steps)
 
     def rule_for(self, n: int) -> str:
         """The rule that verifies ``n`` real drafts (the mode's rule unless it cannot take ``n``).
@@ -136,13 +142,15 @@ class VerifierStep:
             if graphed:
                 return self.graphs(f"tree:{self.rule}", tree.sample, P4, Q4, X3, generator=verify, rule=self.rule)
             return tree.sample(P4, Q4, X3, rule=self.rule, generator=verify)
+        from otspec_gpu.compiled import COMPILABLE, compiled_sample
         from otspec_gpu.verifiers import VERIFIERS
 
         name = self.rule_for(n)
-        sample = VERIFIERS[name].single_step.sample
+        v = VERIFIERS[name].single_step
+        sample = compiled_sample(v) if self.compile_steps and name in COMPILABLE else v.sample
         args = (P4[:, 0, 0], Q4[:, 0, 0], X3[:, :, 0])
         if graphed:
-            return self.graphs(f"single:{name}", sample, *args, generator=verify)
+            return self.graphs(f"single:{name}:{'compiled' if sample is not v.sample else 'eager'}", sample, *args, generator=verify)
         return sample(*args, generator=verify)
 
 

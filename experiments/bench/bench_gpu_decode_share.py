@@ -13,7 +13,9 @@ tokens after a short warm-up decode of the same configuration (Triton compilatio
 happen there), with ``theory=False``. ``decode``'s phase clock synchronises the device at every
 phase boundary (``otspec_gpu.recording.PhaseClock``), so the phases add up to the round; the share
 is the verify phase's seconds over the sum of the draft, target, verify and rollback phases, over
-all measured rounds. Graphs: ``OTSPEC_CUDA_GRAPHS=1`` for the replayed rows.
+all measured rounds. Graphs: ``OTSPEC_CUDA_GRAPHS=1`` for the replayed rows; "compiled" rows also
+set ``OTSPEC_COMPILE=1`` (:mod:`otspec_gpu.compiled`: the optimal verifier's pure step through
+Inductor).
 
     python experiments/bench/bench_gpu_decode_share.py --out DIR          # CUDA, SmolLM2 shapes
     python experiments/bench/bench_gpu_decode_share.py --quick --out DIR  # CPU dry run, tiny shapes
@@ -36,6 +38,7 @@ CONFIGS = (
     ("chain block", "block", 1, 4),
     ("single kseq k 4", "kseq", 4, 1),
     ("single optimal_iid k 4", "optimal_iid", 4, 1),
+    ("single optimal_iid k 4, compiled", "optimal_iid", 4, 1),
     ("single rrs k 4", "rrs", 4, 1),
     ("tree kseq 4 x 4", "kseq", 4, 4),
     ("tree rrs 4 x 4", "rrs", 4, 4),
@@ -77,12 +80,13 @@ def models(quick: bool, device: str):
     return wrap(target, name="smollm2-shaped" if not quick else "tiny-shaped"), wrap(draft, name=f"early-exit-{n_draft}")
 
 
-def run(target, draft, prompts, verifier: str, k: int, gamma: int, tokens: int, graphs: bool) -> dict:
+def run(target, draft, prompts, verifier: str, k: int, gamma: int, tokens: int, graphs: bool, compile_steps: bool = False) -> dict:
     """Decode once (warm-up) and again (measured); phase seconds summed over the measured rounds."""
     from otspec_gpu.decoding import decode
 
-    before = os.environ.get("OTSPEC_CUDA_GRAPHS")
+    before = {name: os.environ.get(name) for name in ("OTSPEC_CUDA_GRAPHS", "OTSPEC_COMPILE")}
     os.environ["OTSPEC_CUDA_GRAPHS"] = "1" if graphs else "0"
+    os.environ["OTSPEC_COMPILE"] = "1" if compile_steps else "0"
     kw = dict(verifier=verifier, drafts=k, gamma=gamma, temperature=1.0, theory=False, stop_at_eos=False, seed=1)
     try:
         decode(target, draft, prompts, max_new_tokens=min(8, tokens), **kw)  # compile, capture, allocate
@@ -90,10 +94,11 @@ def run(target, draft, prompts, verifier: str, k: int, gamma: int, tokens: int, 
         res = decode(target, draft, prompts, max_new_tokens=tokens, **kw)
         wall = time.perf_counter() - t0
     finally:
-        if before is None:
-            os.environ.pop("OTSPEC_CUDA_GRAPHS", None)
-        else:
-            os.environ["OTSPEC_CUDA_GRAPHS"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     c = res.trace.columns
     sec = {p: float(c[f"round_t_{p}"].sum()) for p in PHASES}
     total = sum(sec.values())
@@ -153,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for label, verifier, k, gamma in configs:
         for graphs in (False, True) if device == "cuda" else (False,):
-            r = run(target, draft, prompts, verifier, k, gamma, a.tokens, graphs)
+            r = run(target, draft, prompts, verifier, k, gamma, a.tokens, graphs, compile_steps=label.endswith("compiled"))
             r["label"] = label
             rows.append(r)
             share = "-" if r["verify_share"] is None else f"{100 * r['verify_share']:.1f}%"

@@ -13,7 +13,9 @@ calls, synchronised).
 Same-run baselines (``_gpu_baselines.py``), per (device, V, B): ``formula ms``, a minimal no-sync
 single-step token step written from the formula, and on CUDA ``formula graph ms``, its CUDA-graph
 replay; ``x formula`` is each row's torch time over the formula's. On CUDA ``graph ms`` is the
-rule's own ``sample`` replayed from a captured graph (:mod:`otspec_gpu.graphs`).
+rule's own ``sample`` replayed from a captured graph (:mod:`otspec_gpu.graphs`), and for the rules
+of :data:`otspec_gpu.compiled.COMPILABLE` ``compiled ms`` / ``compiled graph ms`` are the same with
+the pure step compiled by Inductor, eager and replayed.
 
 Times are medians of repeated calls (the machine is shared: never quote one run). Writes
 ``<out>/bench_torch_verifiers.json``, ``.md`` and ``.rst`` (the table of docs/gpu.rst), each with
@@ -43,6 +45,7 @@ from _gpu_baselines import cuda_time, formula_token, graphed
 from _report import markdown_table, write_report
 
 import otspec
+from otspec_gpu.compiled import COMPILABLE
 from otspec_gpu.drafting import sample_drafts
 from otspec_gpu.verifiers import SINGLE_STEP
 
@@ -121,6 +124,24 @@ def graph_time(v, p, q, drafts, g, device: str) -> dict:
     return {"graph_ms": 1e3 * cuda_time(lambda: gs(p, q, drafts), device)}
 
 
+def compiled_time(v, p, q, drafts, g, device: str, args) -> dict:
+    """The rule's ``sample`` with its pure step compiled by Inductor (:mod:`otspec_gpu.compiled`),
+    eager and replayed from a CUDA graph (CUDA only; the first call compiles, untimed)."""
+    from otspec_gpu.compiled import compiled_sample, failure
+
+    f = compiled_sample(v)
+    f(p, q, drafts, generator=g, validate=False)  # compile for this shape
+    if failure() is not None:
+        return {"compiled": failure()[:80]}
+    out = {"compiled_ms": 1e3 * step_time(lambda: f(p, q, drafts, generator=g, validate=False), device, args)[0]}
+    gs = graphed(f, (p, q, drafts), g, validate=False)
+    if isinstance(gs, str):
+        out["compiled_graph"] = gs
+    elif gs is not None:
+        out["compiled_graph_ms"] = 1e3 * cuda_time(lambda: gs(p, q, drafts), device)
+    return out
+
+
 def single_step_rows(args, device: str) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -153,6 +174,8 @@ def single_step_rows(args, device: str) -> list[dict]:
                     }
                     if device == "cuda" and v.step is not None:  # every rule's sample is sync-free: captured
                         row.update(graph_time(v, p, q, drafts, g, device))
+                    if device == "cuda" and args.compiled and name in COMPILABLE:  # many small ops: Inductor fuses them
+                        row.update(compiled_time(v, p, q, drafts, g, device, args))
                     if (device, V, B, k, name) in args.before:
                         row["before_ms"] = args.before[(device, V, B, k, name)]
                     if device == "cpu" and not args.no_numpy:
@@ -183,6 +206,8 @@ COLUMNS = [
     "torch ms",
     "torch mean ms",
     "graph ms",
+    "compiled ms",
+    "compiled graph ms",
     "formula ms",
     "formula graph ms",
     "x formula",
@@ -206,6 +231,8 @@ def _cells(r: dict) -> list[str]:
         f"{r['torch_ms']:.3f}",
         f"{r['torch_mean_ms']:.3f}" if "torch_mean_ms" in r else "-",
         _ms(r, "graph_ms"),
+        _ms(r, "compiled_ms"),
+        _ms(r, "compiled_graph_ms"),
         _ms(r, "formula_ms"),
         _ms(r, "formula_graph_ms"),
         f"{r['x_formula']:.1f}x" if "x_formula" in r else "-",
@@ -242,6 +269,11 @@ def main(argv=None) -> None:
     ap.add_argument("--max-reps", type=int, default=30)
     ap.add_argument("--no-numpy", action="store_true", help="skip the numpy baseline")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
+    ap.add_argument(
+        "--compiled",
+        action="store_true",
+        help="CUDA: also time the Inductor-compiled step of optimal_iid / khisti / wor_iid (compiles per shape)",
+    )
     ap.add_argument("--vocabs", type=int, nargs="*", default=list(VS), help="vocabulary sizes (default: 49152 262144)")
     ap.add_argument("--batches", type=int, nargs="*", default=list(BS), help="batch sizes B (default: 1 64)")
     ap.add_argument(

@@ -2,14 +2,15 @@
 # GPU checks of the torch verifiers, from the repository root: the CUDA rows of bench_torch_chains.py
 # (token / block chain, gamma 4, V 49 152 / 128 256 / 262 144, B 1 / 64, beside the same-run
 # formula step and its CUDA-graph replay) and of bench_torch_verifiers.py (single-step rules, B 1 /
-# 64), each writing JSON + markdown, then bench_gpu_decode_share.py (verification's share of a
-# decoding round with SmolLM2-shaped random-weight models, eager and from graphs), then the CUDA tests of tests/gpu (pytest -k cuda; the corpus
+# 64; then optimal_iid's Inductor-compiled step at V 262 144), each writing JSON + markdown, then
+# bench_gpu_decode_share.py (verification's share of a decoding round with SmolLM2-shaped
+# random-weight models, eager, from graphs, compiled), then the CUDA tests of tests/gpu (pytest -k cuda; the corpus
 # tests are left out: they need pyarrow / ray), then the targets table of gpu_targets.py. $OUT gets
 # four files (the device tool brings back a few files only): summary.md (environment, targets, every
 # benchmark table, the tests' tail), targets.md, tests.txt, and results.tar.gz (every JSON, markdown,
 # log and the JUnit XML; the work folder is $WORK, default a temporary one), written after the
-# benchmarks and again after the tests. Every phase has its own timeout (3 x 45 + 2 x 45 + 100 + 120
-# = 445 s at most; about 2.5-3 minutes on one H200 before the decoding phase was added, Triton
+# benchmarks and again after the tests. Every phase has its own timeout (3 x 45 + 2 x 45 + 90 + 130 +
+# 120 = 565 s at most; about 2.5-3 minutes on one H200 before the decoding phase was added, Triton
 # compiling the kernels on first use) so one slow phase cannot starve the others. Without CUDA it prints why and exits 0 (nothing to check).
 #
 #   OUT=/tmp/gpu_out bash experiments/bench/gpu_checks.sh      (PYTHON defaults to python3; a venv's python for a CPU dry run)
@@ -52,15 +53,18 @@ for B in 1 64; do
     timeout 45 "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches "$B" --verifiers $RULES \
         --out "$WORK/verifiers_B$B" > "$WORK/verifiers_B$B.log" 2>&1 || { rc=1; tail -5 "$WORK/verifiers_B$B.log"; }
 done
-# verification's share of a decoding round (SmolLM2-shaped random-weight models; eager and graphs)
-timeout "${SHARE_TIMEOUT:-100}" "$PYTHON" experiments/bench/bench_gpu_decode_share.py --out "$WORK/share" \
+# the optimal verifier's step compiled by Inductor (otspec_gpu.compiled), at the target cells only
+timeout "${COMPILED_TIMEOUT:-90}" "$PYTHON" experiments/bench/bench_torch_verifiers.py --devices cuda --no-numpy --batches 1 64 \
+    --vocabs 262144 --verifiers optimal_iid --compiled --out "$WORK/compiled" > "$WORK/compiled.log" 2>&1 || { rc=1; tail -5 "$WORK/compiled.log"; }
+# verification's share of a decoding round (SmolLM2-shaped random-weight models; eager, graphs, compiled)
+timeout "${SHARE_TIMEOUT:-130}" "$PYTHON" experiments/bench/bench_gpu_decode_share.py --out "$WORK/share" \
     > "$WORK/share.log" 2>&1 || { rc=1; tail -5 "$WORK/share.log"; }
 summarize() {  # $OUT: summary.md, targets.md, tests.txt, results.tar.gz (written after the benchmarks, again after the tests)
     "$PYTHON" experiments/bench/gpu_targets.py "$WORK" > "$WORK/targets.md"
     {
         echo "# gpu_checks"; echo; echo '```'; cat "$WORK/env.txt"; echo '```'; echo
         echo "## Targets"; echo; cat "$WORK/targets.md"; echo
-        for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md "$WORK"/share/*.md; do [ -f "$f" ] && { cat "$f"; echo; }; done
+        for f in "$WORK"/chains_V*/*.md "$WORK"/verifiers_B*/*.md "$WORK"/compiled/*.md "$WORK"/share/*.md; do [ -f "$f" ] && { cat "$f"; echo; }; done
         echo "## Tests (tail)"; echo; echo '```'; tail -40 "$WORK/tests.txt" 2> /dev/null || echo "not run yet"; echo '```'
     } > "$OUT/summary.md"
     cp "$WORK/targets.md" "$OUT/"
