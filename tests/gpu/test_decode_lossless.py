@@ -13,20 +13,17 @@ both fully accepted and rejected at every position). The negative control keeps 
 token in the target's KV cache; the same test must reject it.
 """
 
-import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 from otspec_gpu import models
 from otspec_gpu.decoding import decode
-from otspec_gpu.processing import probs_from_logits
+from tests.gpu._stats import first_tokens_law, first_tokens_pvalue
 from tests.gpu._tolerances import FALSE_ALARM
 
 N = 100_000
 ALPHA = FALSE_ALARM
 PROMPT = [1, 2, 3]
-V = 6
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
@@ -36,34 +33,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thr
 def pair():
     target = models.tiny(seed=0, hidden_size=8, layers=1)
     return target, models.self_draft(target, 1.6)
-
-
-def exact_joint(target, **sampling) -> np.ndarray:
-    """(V, V, V) exact law of the first three tokens, from cache-free forwards."""
-
-    def law(seqs):
-        lg = target.logits(torch.tensor(seqs))[:, -1]
-        return probs_from_logits(lg, dtype=torch.float64, **sampling).numpy()
-
-    p1 = law([PROMPT])[0]
-    p2 = law([PROMPT + [a] for a in range(V)])
-    p3 = law([PROMPT + [a, b] for a in range(V) for b in range(V)]).reshape(V, V, V)
-    return p1[:, None, None] * p2[:, :, None] * p3
-
-
-def chi_square_pvalue(tokens: list, joint: np.ndarray) -> float:
-    arr = np.asarray(tokens)
-    assert arr.shape == (N, 3)
-    counts = np.bincount(arr[:, 0] * V * V + arr[:, 1] * V + arr[:, 2], minlength=V**3).astype(float)
-    expected = joint.reshape(-1) * N
-    assert counts[expected == 0].sum() == 0, "a token sequence of target probability 0 was generated"
-    big = expected >= 5
-    small = (expected > 0) & ~big
-    obs, exp = counts[big], expected[big]
-    if small.any():  # pool the cells of small positive expectation into one
-        obs, exp = np.append(obs, counts[small].sum()), np.append(exp, expected[small].sum())
-    stat = float(((obs - exp) ** 2 / exp).sum())
-    return float(stats.chi2.sf(stat, obs.size - 1))
 
 
 def run(pair, verifier, k, gamma, *, seed=7, **sampling):
@@ -100,7 +69,7 @@ CASES = [
 def test_first_tokens_follow_the_target_law(pair, verifier, k, gamma):
     res = run(pair, verifier, k, gamma)
     assert res.config["mode"] == ("chain" if k == 1 else "single")
-    assert chi_square_pvalue(res.tokens, exact_joint(pair[0], temperature=1.0)) > ALPHA
+    assert first_tokens_pvalue(res.tokens, first_tokens_law(pair[0], PROMPT, temperature=1.0)) > ALPHA
 
 
 @pytest.mark.slow
@@ -109,7 +78,7 @@ def test_tree_first_tokens_follow_the_target_law(pair, verifier):
     """Trees of k = 2 sequences of depth 2: SpecTr (i.i.d. sequences), RSD (first tokens without replacement)."""
     res = run(pair, verifier, 2, 2)
     assert res.config["mode"] == "tree"
-    assert chi_square_pvalue(res.tokens, exact_joint(pair[0], temperature=1.0)) > ALPHA
+    assert first_tokens_pvalue(res.tokens, first_tokens_law(pair[0], PROMPT, temperature=1.0)) > ALPHA
 
 
 SHORT_SUPPORT = [
@@ -135,7 +104,7 @@ def test_short_draft_supports_are_lossless(pair, verifier, k, gamma, sampling):
         pair = (pair[0], models.self_draft(pair[0], 0.6))
     res = run(pair, verifier, k, gamma, **sampling)
     assert (res.trace.columns["n_drafts"] < k).any()  # short rounds occurred
-    assert chi_square_pvalue(res.tokens, exact_joint(pair[0], **sampling)) > ALPHA
+    assert first_tokens_pvalue(res.tokens, first_tokens_law(pair[0], PROMPT, **sampling)) > ALPHA
 
 
 @pytest.mark.slow
@@ -143,7 +112,7 @@ def test_processed_distributions_are_lossless(pair):
     """Temperature, top-k and top-p applied to both models: the output follows the processed target."""
     sampling = dict(temperature=0.8, top_k=5, top_p=0.95)
     res = run(pair, "block", 1, 2, **sampling)
-    assert chi_square_pvalue(res.tokens, exact_joint(pair[0], **sampling)) > ALPHA
+    assert first_tokens_pvalue(res.tokens, first_tokens_law(pair[0], PROMPT, **sampling)) > ALPHA
 
 
 @pytest.mark.slow
@@ -153,4 +122,4 @@ def test_wrong_rollback_is_caught(pair, monkeypatch):
 
     monkeypatch.setattr(DecodeCaches, "target_keep", lambda self, tau, gamma: torch.clamp(tau + 2, max=gamma + 1))
     res = run(pair, "block", 1, 3)
-    assert chi_square_pvalue(res.tokens, exact_joint(pair[0], temperature=1.0)) < ALPHA
+    assert first_tokens_pvalue(res.tokens, first_tokens_law(pair[0], PROMPT, temperature=1.0)) < ALPHA

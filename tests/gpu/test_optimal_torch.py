@@ -318,7 +318,8 @@ def test_decoding_with_optimal_iid_is_lossless():
     joint law: pooled Pearson chi-square, false alarm 1e-6."""
     from otspec_gpu import models
     from otspec_gpu.decoding import decode
-    from tests.gpu.test_decode_lossless import PROMPT, exact_joint
+    from tests.gpu._stats import first_tokens_law
+    from tests.gpu.test_decode_lossless import PROMPT
 
     n = 20_000
     target = models.tiny(seed=0, hidden_size=8, layers=1)
@@ -336,7 +337,7 @@ def test_decoding_with_optimal_iid_is_lossless():
     assert res.config["mode"] == "single"
     tok = np.asarray(res.tokens)
     assert tok.shape == (n, 3)
-    joint = exact_joint(target, temperature=1.0).reshape(-1)
+    joint = first_tokens_law(target, PROMPT, temperature=1.0).reshape(-1)
     counts = np.bincount(tok[:, 0] * 36 + tok[:, 1] * 6 + tok[:, 2], minlength=216)
     assert counts[joint <= 0].sum() == 0
     stat, thr, df = pooled_chi_square(counts, joint, n, 1e-6)

@@ -18,13 +18,13 @@ from otspec_gpu import models
 from otspec_gpu.decoding import decode
 from otspec_gpu.processing import probs_from_logits
 from otspec_gpu.prompt_lookup import NgramIndex, PromptLookup, PromptLookupDrafter, lookup
+from tests.gpu._stats import first_tokens_law, first_tokens_pvalue
 from tests.gpu._tolerances import FALSE_ALARM, FLOAT64_ATOL, MODEL_FLOAT32_ATOL
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 N = 100_000
 PROMPT = [1, 2, 3, 1, 2, 0, 1]
-V = 6
 
 
 # ------------------------------------------------------------------------------------------------
@@ -123,36 +123,6 @@ def test_decoded_round_theory_equals_the_product_of_target_probabilities():
 # Losslessness end to end
 
 
-def exact_joint(target) -> np.ndarray:
-    """(V, V, V) exact law of the first three tokens after PROMPT, from cache-free forwards."""
-
-    def law(seqs):
-        lg = target.logits(torch.tensor(seqs))[:, -1]
-        return probs_from_logits(lg, dtype=torch.float64, temperature=1.0).numpy()
-
-    p1 = law([PROMPT])[0]
-    p2 = law([PROMPT + [a] for a in range(V)])
-    p3 = law([PROMPT + [a, b] for a in range(V) for b in range(V)]).reshape(V, V, V)
-    return p1[:, None, None] * p2[:, :, None] * p3
-
-
-def chi_square_pvalue(tokens: list, joint: np.ndarray) -> float:
-    from scipy import stats
-
-    arr = np.asarray(tokens)
-    assert arr.shape == (N, 3)
-    counts = np.bincount(arr[:, 0] * V * V + arr[:, 1] * V + arr[:, 2], minlength=V**3).astype(float)
-    expected = joint.reshape(-1) * N
-    assert counts[expected == 0].sum() == 0, "a token sequence of target probability 0 was generated"
-    big = expected >= 5
-    small = (expected > 0) & ~big
-    obs, exp = counts[big], expected[big]
-    if small.any():
-        obs, exp = np.append(obs, counts[small].sum()), np.append(exp, expected[small].sum())
-    stat = float(((obs - exp) ** 2 / exp).sum())
-    return float(stats.chi2.sf(stat, obs.size - 1))
-
-
 @pytest.fixture(scope="module")
 def target():
     return models.tiny(seed=0, hidden_size=8, layers=1)
@@ -170,7 +140,7 @@ def test_first_tokens_follow_the_target_law(target, verifier, gamma):
     res = run(target, verifier, gamma)
     matched = np.array(res.config["lookup_matched"])  # [N, rounds]
     assert {0, 1, 2, 3} <= set(np.unique(matched).tolist())  # every kind of round occurred
-    assert chi_square_pvalue(res.tokens, exact_joint(target)) > FALSE_ALARM
+    assert first_tokens_pvalue(res.tokens, first_tokens_law(target, PROMPT, temperature=1.0)) > FALSE_ALARM
 
 
 @pytest.mark.slow
@@ -186,7 +156,7 @@ def test_a_q_that_is_not_the_proposal_is_caught(target, monkeypatch):
 
     monkeypatch.setattr(PromptLookupDrafter, "draft", wrong)
     res = run(target, "token", 2)
-    assert chi_square_pvalue(res.tokens, exact_joint(target)) < FALSE_ALARM
+    assert first_tokens_pvalue(res.tokens, first_tokens_law(target, PROMPT, temperature=1.0)) < FALSE_ALARM
 
 
 # ------------------------------------------------------------------------------------------------
