@@ -28,36 +28,17 @@ from otspec.errors import (
 )
 from otspec.verifiers import block as bv
 from otspec.verifiers import token_chain as tc
-from tests._oracles import criterion_violation
+from tests._oracles import criterion_violation, make_pair
 from tests._tolerances import CLEAR_DIFFERENCE, FALSE_ALARM, FLOAT64_ULPS_ATOL
 
 VERIFIERS = {"token": tc, "block": bv}
 
 
 # ---------------------------------------------------------------------------------------------
-# Independent helpers
+# Instances (the block / tree tests' make_pair: a close draft, or independent sparse models)
 
 
-def pair(seed: int, V: int, *, concentration: float = 1.0, zero_prob: float = 0.0, noise: float = 0.5, temperature: float = 1.3):
-    p = models.dirichlet(V, concentration=concentration, seed=seed, zero_prob=zero_prob)
-    q = models.close_draft(p, noise=noise, temperature=temperature, seed=seed + 1)
-    return p, q
-
-
-def sparse_pair(seed: int, V: int, concentration: float = 0.7):
-    """Both models with exact zeros (independently), so drafts hit target zeros and vice versa."""
-    p = models.dirichlet(V, concentration=concentration, seed=seed, zero_prob=0.3)
-    q = models.dirichlet(V, concentration=concentration, seed=seed + 1000, zero_prob=0.3)
-    return p, q
-
-
-instances = st.builds(
-    lambda seed, V, a, sparse: sparse_pair(seed, V, a) if sparse else pair(seed, V, concentration=a),
-    st.integers(0, 10_000),
-    st.integers(2, 3),
-    st.sampled_from([0.3, 1.0, 3.0]),
-    st.booleans(),
-)
+instances = st.builds(make_pair, st.integers(0, 10_000), st.integers(2, 3), st.sampled_from([0.3, 1.0, 3.0]), st.booleans())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,7 +58,7 @@ def test_lossless_by_criterion(name, inst, gamma):
 
 def test_criterion_catches_a_broken_residual():
     """Control: token verification with the residual replaced by the target must fail the check."""
-    p, q = pair(3, 3)
+    p, q = make_pair(3, 3, 1.0, False)
     K = tc.kernel(p, q, 2)
     broken = {}
     for path, w, lw in zip(K.paths, K.weights, K.law, strict=False):
@@ -92,7 +73,7 @@ def test_criterion_catches_a_broken_residual():
 
 def test_criterion_catches_unweighted_block_residual():
     """Control: block verification with the plain residual (p_tau dropped) is not lossless."""
-    p, q = pair(5, 3)
+    p, q = make_pair(5, 3, 1.0, False)
     K = bv.kernel(p, q, 3)
     broken = {}
     for path, w, lw in zip(K.paths, K.weights, K.law, strict=False):
@@ -226,7 +207,9 @@ def test_closed_form_equals_kernel_and_dominance(inst, gamma):
 
 
 def test_block_strictly_better_somewhere():
-    gains = [bv.expected_accepted(*pair(s, 3), 3) - tc.expected_accepted(*pair(s, 3), 3) for s in range(5)]
+    gains = [
+        bv.expected_accepted(*make_pair(s, 3, 1.0, False), 3) - tc.expected_accepted(*make_pair(s, 3, 1.0, False), 3) for s in range(5)
+    ]
     assert max(gains) > CLEAR_DIFFERENCE
 
 
@@ -385,7 +368,7 @@ def test_sampler_matches_kernel(name, seed, path):
 
     False-alarm rate 1e-6 per test (fixed seeds make it deterministic); N detects a TV error of
     0.02 with power >= 0.999 (see test_sample_size_detects_tv_002)."""
-    p, q = pair(seed, 3)
+    p, q = make_pair(seed, 3, 1.0, False)
     mod = VERIFIERS[name]
     law = mod.conditional_law(p, q, path)
     assert np.allclose(law.sum(), 1.0)
@@ -400,7 +383,7 @@ def test_sampler_matches_kernel(name, seed, path):
 
 def test_sampler_shared_uniform_control():
     """Control: a block sampler that reuses the accept coin for the residual draw is caught."""
-    p, q = pair(2, 3)
+    p, q = make_pair(2, 3, 1.0, False)
     path = (0, 1, 2)
     law = bv.conditional_law(p, q, path)
     rng = np.random.default_rng(99)
@@ -422,7 +405,7 @@ def test_sampler_shared_uniform_control():
 
 
 def test_bad_inputs():
-    p, q = pair(0, 3)
+    p, q = make_pair(0, 3, 1.0, False)
     with pytest.raises(UnsupportedMethodError):
         bv.expected_accepted(p, q, 2, method="magic")
     with pytest.raises(UnsupportedMethodError):
@@ -443,7 +426,7 @@ def test_bad_inputs():
 
 
 def test_kernel_repr_and_shapes():
-    p, q = sparse_pair(1, 3)
+    p, q = make_pair(1, 3, 0.7, True)
     K = bv.kernel(p, q, 2)
     assert "ChainKernel(verifier='block'" in repr(K)
     assert K.law.shape == (K.paths.shape[0], 3, 3) and np.all(K.weights > 0)
