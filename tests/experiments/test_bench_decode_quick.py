@@ -6,33 +6,23 @@ makes one round per token, speculative rounds accept between 0 and gamma drafts,
 acceptance lies in the same range, and every summary cell has its prompt-clustered interval.
 """
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.experiments._scripts import run_quick
+
 pytest.importorskip("matplotlib", reason="install the [plots] extra")
 pytest.importorskip("transformers", reason="install the [decode] extra (torch, transformers)")
 
 
 def test_bench_decode_quick(tmp_path):
-    spec = importlib.util.spec_from_file_location("_bench_decode", ROOT / "experiments" / "bench" / "bench_decode.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--quick", "--seed", "0", "--out", str(tmp_path)])
     import matplotlib.pyplot as plt
 
-    plt.close("all")
-    for ext in ("json", "md", "png"):
-        assert (tmp_path / f"bench_decode.{ext}").stat().st_size > 0, ext
+    mod, d = run_quick("bench/bench_decode.py", tmp_path)
     md = (tmp_path / "bench_decode.md").read_text()
     assert "Command: `python" in md and "Revision: `" in md and "Run time" in md
-    d = json.loads((tmp_path / "bench_decode.json").read_text())
-    assert d["quick"] is True and d["seed"] == 0
     n_new, gamma = d["args"]["max_new_tokens"], d["args"]["gamma"]
     rows = d["per_prompt"]
     assert {r["method"] for r in rows} == set(mod.METHODS)
@@ -63,4 +53,3 @@ def test_bench_decode_quick(tmp_path):
     assert json.dumps(d2["summary"]) == json.dumps(d["summary"]) and d2["per_prompt"] == rows  # (NaN-safe)
     assert d2["measured"]["command"] == d["meta"]["command"]
     assert "Measured by `python" in (tmp_path / "again" / "bench_decode.md").read_text()
-    sys.modules.pop("_bench_decode", None)

@@ -14,30 +14,10 @@ import numpy as np
 import pytest
 
 from otspec._tolerances import EXACT_ATOL, FLOAT64_ATOL
+from tests.experiments._scripts import load_script, run_quick
 
 ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("matplotlib", reason="install the [plots] extra")
-
-
-def run_in_process(script: str, out: Path) -> dict:
-    """Import the script and call its ``main(argv)`` (saves a torch import per script)."""
-    import importlib.util
-
-    if str(ROOT / "experiments") not in sys.path:
-        sys.path.insert(0, str(ROOT / "experiments"))
-    name = script.removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(f"_exp_{name}", ROOT / "experiments" / script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--quick", "--seed", "0", "--out", str(out)])
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
-    for ext in ("json", "md", "png"):
-        assert (out / f"{name}.{ext}").stat().st_size > 0, ext
-    data = json.loads((out / f"{name}.json").read_text())
-    assert data["quick"] is True and data["seed"] == 0
-    return data
 
 
 def run(script: str, out: Path, *extra: str) -> dict:
@@ -75,7 +55,7 @@ def _needs_harness():
 
 def test_exp1_verifiers_vs_optimum(tmp_path):
     _needs_harness()
-    d = run_in_process("exp1_verifiers_vs_optimum.py", tmp_path)
+    _, d = run_quick("exp1_verifiers_vs_optimum.py", tmp_path)
     c = d["checks"]
     assert c["min_wor_minus_iid"] >= -EXACT_ATOL  # alpha*_wor >= alpha*_iid on every step
     assert c["max_abs_greedy_verifier_minus_optimum"] < EXACT_ATOL  # the greedy verifier attains its law's optimum
@@ -98,7 +78,7 @@ def test_exp2_block_vs_token(tmp_path):
     """Each rule's own runs: BE in [1, gamma + 1], the gain is the ratio of the two BEs, every run has
     its own seed, Holm-adjusted p-values are never below the raw ones, the wall-clock part ran."""
     _needs_harness()
-    d = run_in_process("exp2_block_vs_token.py", tmp_path)
+    _, d = run_quick("exp2_block_vs_token.py", tmp_path)
     seeds = set()
     for c in d["cells"]:
         for rule in ("token", "block"):
@@ -115,11 +95,7 @@ def test_exp2_block_vs_token(tmp_path):
     assert d["wallclock"]["prompts"] > 0 and d["wallclock"]["block_speedup_over_token"]["n_clusters"] == d["wallclock"]["prompts"]
     assert len(list(tmp_path.glob("trace_chain_*.safetensors"))) == 2 * len(d["cells"])  # exp4's input
     # runs made in separate processes merge into one report (no models): the same cells and Holm
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_exp2_merge", ROOT / "experiments" / "exp2_block_vs_token.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("exp2_block_vs_token.py")
     m = mod.main(["--quick", "--out", str(tmp_path / "merged"), "--merge", str(tmp_path / "exp2_block_vs_token.json")])
     assert [c["gain_exact"] for c in m["cells"]] == [c["gain_exact"] for c in d["cells"]]
     assert [c["holm_pvalue"] for c in m["cells"]] == [c["holm_pvalue"] for c in d["cells"]]
@@ -127,7 +103,7 @@ def test_exp2_block_vs_token(tmp_path):
 
 def test_exp3_multidraft_sequences(tmp_path):
     _needs_harness()
-    d = run_in_process("exp3_multidraft_sequences.py", tmp_path)
+    _, d = run_quick("exp3_multidraft_sequences.py", tmp_path)
     runs = {(r["rule"], r["k"], r["gamma"], r["tokens"]): r for r in d["runs"]}
     one = runs[("kseq", 1, 2, 8)]
     assert one["kseq_minus_rrs_same_trees"]["value"] == 0.0  # one sequence: both rules are token verification
@@ -152,7 +128,7 @@ def test_exp3_multidraft_sequences(tmp_path):
 
 def test_exp4_calibration(tmp_path):
     _needs_harness()
-    d = run_in_process("exp4_calibration.py", tmp_path)
+    _, d = run_quick("exp4_calibration.py", tmp_path)
     modes = {f["mode"] for f in d["families"].values()}
     assert modes == {"single", "chain", "tree"}
     nc = d["negative_control"]
@@ -169,7 +145,7 @@ def test_exp4b_chain_replay(tmp_path):
     """The decoder's chain samplers replayed on drafted paths of the tiny models: N = 800 draws per
     rule, z against the exact law's variance; |z| < 4 has false-alarm rate ~6e-5 per rule."""
     _needs_harness()
-    d = run_in_process("exp4b_chain_replay.py", tmp_path)
+    _, d = run_quick("exp4b_chain_replay.py", tmp_path)
     assert {r["rule"] for r in d["results"]} == {"token", "block"}
     for r in d["results"]:
         assert r["draws"] > 0 and 0 <= r["mean_exact"] <= r["gamma"]
