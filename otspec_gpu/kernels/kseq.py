@@ -41,7 +41,7 @@ import triton.language as tl
 from otspec_gpu.kernels._common import _layout, _no_fma, _pow2, _row_stride
 from otspec_gpu.verifiers.step._kseq_root import BINS
 
-__all__ = ["rho_star_passes"]
+__all__ = ["kseq_select", "rho_star_passes"]
 
 
 @triton.jit
@@ -185,3 +185,217 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
         _bin_pass[(B, nch)](p, q, lo, hi, hist, sums, V, *strides, M=M, BLOCK_V=block, CHUNK=chunk, **opts)
         _update[(B,)](hist, sums, K, lo, hi, end, out, M=M, BLOCK_M=_pow2(M + 1), FIRST=n == 0, **opts)
     return out
+
+
+@triton.jit
+def _accept(
+    p_ptr, q_ptr, d_ptr, c_ptr, cnt_ptr, rho_ptr, b, sp_b, sq_b, sr, K: tl.constexpr, BLOCK_K: tl.constexpr, HAS_COUNT: tl.constexpr
+):
+    """Row ``b``'s accept tests, the arithmetic of ``accept_ratio``: slot ``j < cnt`` accepts iff
+    ``coin_j < min(1, p(x_j) / (rho q(x_j)))`` (1 where ``rho q(x_j) <= 0``). Returns ``(done, token, rho, cnt)``:
+    whether a slot accepted, the first accepted draft, the row's rho* and its number of valid slots."""
+    rho = tl.load(rho_ptr + b * sr)
+    if HAS_COUNT:
+        cnt = tl.load(cnt_ptr + b)
+    else:
+        cnt = tl.full([], K, tl.int64)
+    kk = tl.arange(0, BLOCK_K)
+    km = kk < K
+    x = tl.load(d_ptr + b * K + kk, mask=km, other=0)
+    px = tl.load(p_ptr + b * sp_b + x, mask=km, other=0.0)
+    qx = tl.load(q_ptr + b * sq_b + x, mask=km, other=0.0)
+    den = rho * qx
+    pos = den > 0
+    acc = tl.where(pos, tl.minimum(px / tl.where(pos, den, 1.0), 1.0), 1.0)
+    coin = tl.load(c_ptr + b * K + kk, mask=km, other=1.0)
+    hit = (coin < acc) & km & (kk < cnt)
+    first = tl.min(tl.where(hit, kk, BLOCK_K), axis=0)
+    return first < BLOCK_K, tl.sum(tl.where(kk == first, x, 0), axis=0), rho, cnt
+
+
+@triton.jit
+def _gamma(beta_ptr, b, cnt, NCH, K: tl.constexpr, BLOCK_C: tl.constexpr):
+    r"""Row ``b``'s :math:`\gamma = (1 - (1 - \beta)^m)/\beta` (0 where :math:`\beta = 0`), :math:`\beta` the
+    sum of its ``NCH`` chunk partials (the same reduction in every program of the row, so the same bits),
+    :math:`m` = ``cnt`` clipped to ``1..K``. :math:`1 - (1 - \beta)^m = -\mathrm{expm1}(m\,\mathrm{log1p}(-\beta))`
+    as ``_one_minus_pow`` (1 for :math:`\beta \ge 1`), with ``log1p`` and ``expm1`` by the Goldberg and Kahan
+    identities from ``log`` and ``exp`` (a few ulps; accurate for small :math:`\beta`)."""
+    ci = tl.arange(0, BLOCK_C)
+    beta = tl.sum(tl.load(beta_ptr + b * NCH + ci, mask=ci < NCH, other=0.0), axis=0)
+    m = tl.minimum(tl.maximum(cnt, 1), K).to(tl.float64)
+    full = beta >= 1.0
+    nb = -tl.where(full, 0.5, beta)  # log1p(nb); beta >= 1 takes the other branch (no log(0))
+    w = 1.0 + nb
+    one = w == 1.0
+    l1p = tl.where(one, nb, tl.log(w) * (nb / tl.where(one, 1.0, w - 1.0)))  # Goldberg
+    y = m * l1p
+    e = tl.exp(y)
+    flat = (e == 1.0) | (e == 0.0)
+    em1 = tl.where(e == 1.0, y, tl.where(e == 0.0, -1.0, ((e - 1.0) * y) / tl.log(tl.where(flat, 2.0, e))))  # Kahan
+    omp = tl.where(full, 1.0, -em1)
+    pos = beta > 0
+    return tl.where(pos, omp / tl.where(pos, beta, 1.0), 0.0)
+
+
+@triton.jit
+def _select_beta(
+    p_ptr, q_ptr, d_ptr, c_ptr, cnt_ptr, rho_ptr, beta_ptr, V, NCH, sp_b, sq_b, sr,
+    K: tl.constexpr, BLOCK_K: tl.constexpr, HAS_COUNT: tl.constexpr, BLOCK_V: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    r"""Program ``(b, c)``: chunk ``c``'s float64 share of :math:`\beta = \sum_y \min(p/\rho^*, q)` (0 for a
+    row that accepts a draft: it reads nothing of its rows)."""
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    done, out, rho, cnt = _accept(p_ptr, q_ptr, d_ptr, c_ptr, cnt_ptr, rho_ptr, b, sp_b, sq_b, sr, K, BLOCK_K, HAS_COUNT)
+    lim = tl.where(done, 0, V)  # loads below lim only (a bound rather than a scalar mask: the interpreter needs vector masks)
+    offs = tl.arange(0, BLOCK_V)
+    acc = tl.zeros([BLOCK_V], tl.float64)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = idx < lim
+        pv = tl.load(p_ptr + b * sp_b + idx, mask=m, other=0.0)
+        qv = tl.load(q_ptr + b * sq_b + idx, mask=m, other=0.0)
+        acc += tl.minimum(pv / rho, qv)
+    tl.store(beta_ptr + b * NCH + c, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def _select_partials(
+    p_ptr, q_ptr, d_ptr, c_ptr, cnt_ptr, rho_ptr, beta_ptr, part_ptr, V, NCH, sp_b, sq_b, sr,
+    K: tl.constexpr, BLOCK_K: tl.constexpr, HAS_COUNT: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr,
+    CHUNK: tl.constexpr,
+):  # fmt: skip
+    r"""Program ``(b, c)``: chunk ``c``'s float64 sums of the residual weights
+    :math:`(p - \gamma \min(p/\rho^*, q))_+` and of the fallback row ``p`` (``part[b, 0 | 1, c]``; 0 for a
+    row that accepts a draft)."""
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    done, out, rho, cnt = _accept(p_ptr, q_ptr, d_ptr, c_ptr, cnt_ptr, rho_ptr, b, sp_b, sq_b, sr, K, BLOCK_K, HAS_COUNT)
+    gamma = _gamma(beta_ptr, b, cnt, NCH, K, BLOCK_C)
+    lim = tl.where(done, 0, V)
+    offs = tl.arange(0, BLOCK_V)
+    acc_r = tl.zeros([BLOCK_V], tl.float64)
+    acc_p = tl.zeros([BLOCK_V], tl.float64)
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = idx < lim
+        pv = tl.load(p_ptr + b * sp_b + idx, mask=m, other=0.0)
+        qv = tl.load(q_ptr + b * sq_b + idx, mask=m, other=0.0)
+        acc_r += tl.maximum(pv + tl.minimum(pv / rho, qv) * -gamma, 0.0)  # two roundings, as torch's mul_ then add_
+        acc_p += pv
+    tl.store(part_ptr + b * 2 * NCH + c, tl.sum(acc_r, axis=0))
+    tl.store(part_ptr + (b * 2 + 1) * NCH + c, tl.sum(acc_p, axis=0))
+
+
+@triton.jit
+def _select(
+    p_ptr, q_ptr, d_ptr, c_ptr, cnt_ptr, rho_ptr, beta_ptr, part_ptr, u_ptr, tok_ptr, V, NCH, sp_b, sq_b, sr,
+    K: tl.constexpr, BLOCK_K: tl.constexpr, HAS_COUNT: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr,
+    CHUNK: tl.constexpr,
+):  # fmt: skip
+    r"""Program ``b``: the first accepted draft of row ``b``, else the inverse-CDF draw
+    (:func:`otspec_gpu.sampling.search_cdf`'s rule) from the residual's chunk sums and one float64 scan
+    of the chunk holding :math:`\min(uS, S^-)`; a residual of mass 0 draws from ``p`` instead. Only
+    indices of positive weight are taken (the chunk's last such index if rounding leaves none past
+    the target)."""
+    b = tl.program_id(0).to(tl.int64)
+    done, out, rho, cnt = _accept(p_ptr, q_ptr, d_ptr, c_ptr, cnt_ptr, rho_ptr, b, sp_b, sq_b, sr, K, BLOCK_K, HAS_COUNT)
+    gamma = _gamma(beta_ptr, b, cnt, NCH, K, BLOCK_C)
+    ci = tl.arange(0, BLOCK_C)
+    cm = ci < NCH
+    part_r = tl.load(part_ptr + b * 2 * NCH + ci, mask=cm, other=0.0)
+    part_p = tl.load(part_ptr + (b * 2 + 1) * NCH + ci, mask=cm, other=0.0)
+    cum_r = tl.cumsum(part_r, axis=0)
+    cum_p = tl.cumsum(part_p, axis=0)
+    s_r = tl.max(tl.where(cm, cum_r, 0.0), axis=0)
+    use_res = s_r > 0  # fallback_rows: a residual of mass 0 is replaced by p
+    S = tl.where(use_res, s_r, tl.max(tl.where(cm, cum_p, 0.0), axis=0))
+    cum = tl.where(use_res, cum_r, cum_p)
+    pc = tl.where(use_res, part_r, part_p)
+    prev = tl.where(S > 0, (S.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True), 0.0)  # S^-
+    xq = tl.minimum(tl.load(u_ptr + b) * S, prev)
+    c = tl.min(tl.where((cum > xq) & (pc > 0) & cm, ci, BLOCK_C), axis=0)  # the chunk holding xq
+    has = (c < NCH) & (done == 0)
+    c = tl.minimum(c, NCH - 1)
+    run = tl.sum(tl.where(ci == c - 1, cum, 0.0), axis=0)  # the running sum before chunk c
+    offs = tl.arange(0, BLOCK_V)
+    first = tl.zeros([], tl.int32) + V
+    last = tl.zeros([], tl.int32) - 1
+    lim = tl.where(has, V, 0)  # a row that accepted reads nothing
+    for j in range(0, CHUNK, BLOCK_V):
+        idx = c * CHUNK + j + offs
+        m = idx < lim
+        pv = tl.load(p_ptr + b * sp_b + idx, mask=m, other=0.0)
+        qv = tl.load(q_ptr + b * sq_b + idx, mask=m, other=0.0)
+        wv = tl.where(use_res, tl.maximum(pv + tl.minimum(pv / rho, qv) * -gamma, 0.0), pv)
+        cc = run + tl.cumsum(wv, axis=0)
+        pos = m & (wv > 0)
+        first = tl.minimum(first, tl.min(tl.where(pos & (cc > xq), idx, V), axis=0))
+        last = tl.maximum(last, tl.max(tl.where(pos, idx, -1), axis=0))
+        run = tl.max(tl.where(m, cc, run), axis=0)
+    tok = tl.where(first < V, first, tl.where(last >= 0, last, V - 1)).to(tl.int64)
+    tl.store(tok_ptr + b, tl.where(done, out, tok))
+
+
+def kseq_select(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    rho: torch.Tensor,
+    count: torch.Tensor | None,
+    drafts: torch.Tensor,
+    coins: torch.Tensor,
+    u: torch.Tensor,
+) -> torch.Tensor:
+    r"""Fused twin of K-SEQ's selection given :math:`\rho^*` (the accept tests and the residual draw of
+    :func:`otspec_gpu.verifiers.step.kseq.step` / ``node_step``): three launches, no host
+    synchronisation, each row spread over the chunks of ``V``.
+
+    Row b accepts its first valid draft :math:`x_j` (:math:`j <` ``count[b]``) with
+    :math:`u_j < \min(1, p(x_j)/(\rho^* q(x_j)))`, else draws from
+    :math:`(p - \gamma \min(p/\rho^*, q))_+`, :math:`\gamma = (1 - (1-\beta)^m)/\beta`,
+    :math:`\beta = \sum_y \min(p(y)/\rho^*, q(y))` (:math:`\gamma = 0` where :math:`\beta = 0`),
+    :math:`m` = ``count[b]`` clipped to ``1..k``; a residual of mass 0 draws from ``p``. Launches:
+    ``(row, chunk)`` programs for :math:`\beta`'s chunk partials, ``(row, chunk)`` programs for the
+    residual's and p's chunk sums (each sums its row's partials itself), then one program per row for
+    the accept tests and the draw (the chunk search and one scan, as
+    :func:`otspec_gpu.kernels.chain.token_single_step`). A row that accepts reads nothing of its
+    ``[V]`` rows.
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``, shared) float64 rows, normalised by the caller.
+    rho : torch.Tensor
+        ``[B]`` (or ``[1]`` with shared rows) float64 :math:`\rho^*` per row.
+    count : torch.Tensor or None
+        ``[B]`` long valid draft slots per row (a tree node's alive drafts); ``None``: every slot.
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts.
+    coins : torch.Tensor
+        ``[B, k]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B]`` long output tokens.
+    """
+    B, k = drafts.shape
+    V = p.shape[-1]
+    dev = p.device
+    tok = torch.empty(B, dtype=torch.long, device=dev)
+    if B == 0:
+        return tok
+    p, q = (x if x.stride(-1) == 1 else x.contiguous() for x in (p, q))
+    block, chunk, nch = _layout(V)
+    beta = torch.empty((B, nch), dtype=torch.float64, device=dev)
+    part = torch.empty((B, 2, nch), dtype=torch.float64, device=dev)
+    d, c = drafts.contiguous(), coins.contiguous()
+    cnt = d if count is None else count.to(torch.long).contiguous()  # not read without a count
+    rows = (V, nch, _row_stride(p), _row_stride(q), rho.stride(0) if rho.shape[0] > 1 else 0)
+    kw = {"K": k, "BLOCK_K": _pow2(k), "HAS_COUNT": count is not None, "BLOCK_V": block, "CHUNK": chunk, **_no_fma()}
+    _select_beta[(B, nch)](p, q, d, c, cnt, rho, beta, *rows, **kw)
+    _select_partials[(B, nch)](p, q, d, c, cnt, rho, beta, part, *rows, BLOCK_C=_pow2(nch), **kw)
+    _select[(B,)](p, q, d, c, cnt, rho, beta, part, u.contiguous(), tok, *rows, BLOCK_C=_pow2(nch), **kw)
+    return tok

@@ -34,6 +34,7 @@ from otspec_gpu.verifiers._docs import fill_doc
 __all__ = [
     "AcceptSchedule",
     "accept_ratio",
+    "draft_round_uniforms",
     "fallback_rows",
     "gather",
     "normalize_or",
@@ -307,6 +308,31 @@ def round_uniforms(B: int, R: int, device: torch.device, generator: torch.Genera
     coins = torch.rand((B, R), dtype=torch.float64, device=device, generator=generator)
     u = torch.rand(B, dtype=torch.float64, device=device, generator=generator)  # never reuses a coin
     return coins, u
+
+
+def draft_round_uniforms(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`round_uniforms` of the drafts' shape, one round per draft slot, on the rows' device: the
+    ``uniforms`` of a single-step rule whose schedule tries every draft once in order (token, K-SEQ).
+
+    Parameters
+    ----------
+    p, q : torch.Tensor
+        ``[B, V]`` (or ``[1, V]``) target and draft rows (their device is used).
+    drafts : torch.Tensor
+        ``[B, k]`` long drafts (their shape is used).
+    generator : torch.Generator
+        Source of the uniforms.
+
+    Returns
+    -------
+    coins : torch.Tensor
+        ``[B, k]`` float64 accept coins.
+    u : torch.Tensor
+        ``[B]`` float64 residual uniforms (a separate ``rand`` call).
+    """
+    return round_uniforms(drafts.shape[0], drafts.shape[1], p.device, generator)
 
 
 @fill_doc

@@ -42,6 +42,9 @@ from tests.gpu.test_single_step_kseq_rho import _f, _laws
 
 pytest.importorskip("triton", reason="the Triton kernels need the optional triton package (pip install 'otspec[triton]')")
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
 import otspec_gpu.kernels as kernels  # noqa: E402
 from otspec_gpu.kernels import kseq as KK  # noqa: E402
 
@@ -61,19 +64,30 @@ def small_layout(monkeypatch):
 
 
 @pytest.fixture
+def tiny_layout(monkeypatch):
+    """Blocks of 2 and at most 2 chunks per row: V = 4 is two chunks of one block, so every draw of the
+    selection goes through the chunk search with few programs."""
+    set_layout(monkeypatch, 2, 2)
+    assert KK._layout(4) == (2, 2, 2)
+
+
+@pytest.fixture
 def kernel_path(monkeypatch):
-    """``rho_star_masked`` dispatches to the kernels (on CPU too: this process interprets them), and
-    ``kseq.rho_star`` takes it rather than the host solver; the test then checks no kernel failed
-    (a failure would fall back to the torch passes silently, up to a warning)."""
+    """``rho_star_masked`` and ``kseq.step`` / ``node_step``'s selection dispatch to the kernels (on CPU
+    too: this process interprets them), and ``kseq.rho_star`` takes the passes rather than the host
+    solver; the test then checks no kernel failed (a failure would fall back to the torch path
+    silently, up to a warning)."""
     monkeypatch.setattr(_kseq_root, "use_kernels", lambda x: True)
+    monkeypatch.setattr(kseq_step, "use_kernels", lambda x: True)
     monkeypatch.setattr(kseq_step, "host_shortcuts", lambda x: False)
     yield
     assert kernels.failure() is None, kernels.failure()
 
 
 def _torch_path(monkeypatch):
-    """Switch the fixture's dispatch to the torch passes (same solver, no kernel)."""
+    """Switch the fixture's dispatch to the torch passes and the torch selection (same solver, no kernel)."""
     monkeypatch.setattr(_kseq_root, "use_kernels", lambda x: False)
+    monkeypatch.setattr(kseq_step, "use_kernels", lambda x: False)
 
 
 @pytest.mark.skipif(INTERPRET, reason="already the interpreter run")
@@ -135,20 +149,24 @@ def test_rho_star_kernel_edge_rows(kdevice):
         _check_root(P[b], Q[b], float(got[b]), 4)
 
 
-def _problem(seed: int, B: int, V: int, k: int, device: str):
+def _problem(seed: int, B: int, V: int, k: int, device: str, shared: bool = False):
+    """``B`` rows of Dirichlet(1/2) laws (one shared ``[1, V]`` pair with ``shared``), i.i.d. drafts,
+    the uniforms of ``kseq.uniforms``; rows 0 and 1 reject every draft."""
     rng = np.random.default_rng(seed)
-    p = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device=device)
-    q = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device=device)
+    n = 1 if shared else B
+    p = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=n), device=device)
+    q = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=n), device=device)
     gen = torch.Generator(device).manual_seed(seed)
-    drafts = torch.multinomial(q, k, replacement=True, generator=gen)
+    drafts = torch.multinomial(q.expand(B, -1), k, replacement=True, generator=gen)
     coins, u = kseq_step.uniforms(p, q, drafts, gen)
     coins[:2] = 1.0 - 1e-12  # rows 0 and 1 reject every draft: the residual (built from rho*) draws
     return p, q, drafts, coins, u
 
 
 def test_kseq_step_on_the_kernel_path_equals_the_torch_passes(kdevice, small_layout, kernel_path, monkeypatch):
-    """``kseq.step`` (8 rows, V = 200 in four chunks, k = 4): kernel rho* and torch rho*, same uniforms,
-    same tokens; also ``node_step`` with 1..4 alive drafts per row (a per-row k)."""
+    """``kseq.step`` (8 rows, V = 200 in four chunks, k = 4): kernel rho* and selection against torch
+    rho* and selection, same uniforms, same tokens; also ``node_step`` with 1..4 alive drafts per row
+    (a per-row k)."""
     p, q, drafts, coins, u = _problem(29, 8, 200, 4, kdevice)
     count = torch.tensor([1, 2, 3, 4, 4, 3, 2, 1], device=kdevice)
     fused = kseq_step.step(p, q, drafts, coins, u)
@@ -182,11 +200,14 @@ def test_failed_kernel_falls_back_to_the_torch_passes(monkeypatch):
     assert torch.equal(got, rho_star_masked(P, Q, 3))
 
 
-def test_kseq_kernel_path_draws_the_exact_conditional_law(kdevice, kernel_path):
+def test_kseq_kernel_path_draws_the_exact_conditional_law(kdevice, kernel_path, monkeypatch):
     """N = 20 000 rows of one shared (p, q) row, V = 4, k = 3, drafts (1, 3, 1) (q > p at both, so
-    rejections and the residual matter); rho* of that row from the kernels. Power: rho* is 1.94 there,
+    rejections and the residual matter); rho* of that row from the kernels, the selection in torch
+    (20 000 rows of the interpreted selection would take minutes: the selection kernel's own chi-square
+    is :func:`test_kseq_select_kernel_draws_the_exact_conditional_law`). Power: rho* is 1.94 there,
     and rho* off by 10% moves the law by a total variation of 0.04-0.06 (expected Pearson statistic
     125-141 against the threshold 27.6)."""
+    monkeypatch.setattr(kseq_step, "use_kernels", lambda x: False)
     n = 20_000
     p = torch.tensor([[0.4, 0.1, 0.35, 0.15]], dtype=torch.float64, device=kdevice)
     q = torch.tensor([[0.1, 0.3, 0.2, 0.4]], dtype=torch.float64, device=kdevice)
@@ -200,6 +221,126 @@ def test_kseq_kernel_path_draws_the_exact_conditional_law(kdevice, kernel_path):
     assert counts[law <= 0].sum() == 0  # no draw where the exact law is 0
     stat, thr, df = pooled_chi_square(counts, law, n, FALSE_ALARM)
     assert stat <= thr, f"chi-square {stat:.2f} > {thr:.2f} (df {df}, N {n}, alpha {FALSE_ALARM})"
+
+
+@pytest.mark.parametrize("counted", [False, True], ids=["step", "node_step"])
+@pytest.mark.parametrize("shared", [False, True], ids=["rows", "shared"])
+def test_kseq_select_kernel_equals_the_torch_selection(kdevice, small_layout, monkeypatch, shared, counted):
+    """``kseq_select`` against the torch selection of ``kseq.step`` / ``node_step`` given the same rho*
+    (the torch passes'), same uniforms: equal tokens. 8 rows, V = 300 in three chunks of two blocks (the
+    scan crosses blocks and chunks), k = 4, rows 0-1 rejecting every draft; per-row rows or one shared
+    ``[1, V]`` pair; ``node_step`` with 1..4 valid slots per row. Only the sums of beta and of the
+    residual add in another order, so a token could differ only for a uniform within a few ulps of a
+    cumulative boundary (or a coin of its accept probability: the same arithmetic, exactly equal)."""
+    monkeypatch.setattr(kseq_step, "host_shortcuts", lambda x: False)  # rho* from the torch passes in both
+    _torch_path(monkeypatch)
+    k = 4
+    p, q, drafts, coins, u = _problem(37, 8, 300, k, kdevice, shared)
+    count = torch.tensor([1, 2, 3, 4, 4, 3, 2, 1], device=kdevice) if counted else None
+    p64, q64 = (x.clone() for x in kseq_step._normalised(p, q))
+    rho = rho_star_masked(p64, q64, count.clamp(1, k).double() if counted else k, k_max=k)
+    tok = KK.kseq_select(p64, q64, rho, count, drafts, coins, u)
+    if counted:
+        ref = kseq_step.node_step(p, q, drafts, count, coins, u)
+    else:
+        ref = kseq_step.step(p, q, drafts, coins, u).token
+    assert torch.equal(tok.cpu(), ref.cpu())
+    drafted = (drafts == ref[:, None]).any(1)
+    assert not bool(drafted[:2].any()) and bool(drafted.any())  # both the residual and the accept paths ran
+
+
+@triton.jit
+def _gamma_probe(beta_ptr, cnt_ptr, out_ptr, K: tl.constexpr):
+    """Program ``b``: the selection kernels' gamma of ``beta[b]`` with ``cnt[b]`` drafts."""
+    b = tl.program_id(0).to(tl.int64)
+    tl.store(out_ptr + b, KK._gamma(beta_ptr, b, tl.load(cnt_ptr + b), 1, K, 1))
+
+
+def test_kseq_select_gamma_matches_one_minus_pow(kdevice):
+    """The kernels' gamma = (1 - (1 - beta)^m) / beta (log1p / expm1 by the Goldberg / Kahan identities)
+    against the torch residual's (``_one_minus_pow``): within 4 ulps (2 measured under the
+    interpreter) for beta from 1e-300 to 1 and m = 1, 2, 3, 8; exactly 0 at beta = 0 and 1 / beta at
+    beta >= 1."""
+    special = [0.0, 1.0, 1.0 + 2.0**-52, 1.0 - 2.0**-53, 2.0**-60, 0.3, 0.5, 0.7, 0.9, 0.99]
+    beta = torch.cat([torch.logspace(-300, 0, 30, dtype=torch.float64), torch.tensor(special, dtype=torch.float64)])
+    m = torch.tensor([1, 2, 3, 8]).repeat_interleave(beta.shape[0])
+    beta = beta.repeat(4)
+    out = torch.empty_like(beta, device=kdevice)
+    _gamma_probe[(beta.shape[0],)](beta.to(kdevice), m.to(kdevice), out, K=8)
+    pos = beta > 0
+    ref = torch.where(pos, kseq_step._one_minus_pow(beta, m.double()) / torch.where(pos, beta, 1.0), 0.0)
+    out = out.cpu()
+    ulps = (out - ref).abs() / ref.clamp_min(torch.finfo(torch.float64).tiny) / torch.finfo(torch.float64).eps
+    assert float(ulps.max()) <= 4.0, float(ulps.max())
+    exact = (beta == 0) | (beta >= 1)
+    assert torch.equal(out[exact], ref[exact])
+
+
+def test_kseq_select_kernel_draws_the_exact_conditional_law(kdevice, kernel_path, tiny_layout):
+    """The whole kernel path (rho* and the selection) of ``kseq.step``: N rows of one shared (p, q) row,
+    V = 4 in two chunks, k = 3, drafts (1, 3, 1), seed 33; N = 120 under the interpreter (each row is
+    three interpreted programs), 20 000 on CUDA. Pearson chi-square against ``kseq.conditional``, cells
+    of expected count < 10 pooled, false-alarm rate ``FALSE_ALARM`` (1e-6); cells of probability 0 must
+    be empty (exact). The token equality tests above are the sharp check; this one guards the law."""
+    n = 120 if kdevice == "cpu" else 20_000
+    p = torch.tensor([[0.4, 0.1, 0.35, 0.15]], dtype=torch.float64, device=kdevice)
+    q = torch.tensor([[0.1, 0.3, 0.2, 0.4]], dtype=torch.float64, device=kdevice)
+    drafts = torch.tensor([[1, 3, 1]], device=kdevice).expand(n, -1).contiguous()
+    coins, u = kseq_step.uniforms(p, q, drafts, torch.Generator(kdevice).manual_seed(33))
+    out = kseq_step.step(p, q, drafts, coins, u)
+    law = kseq_step.conditional(p.cpu(), q.cpu(), drafts[:1].cpu())[0].numpy()
+    counts = np.bincount(out.token.cpu().numpy(), minlength=4)
+    assert counts[law <= 0].sum() == 0  # no draw where the exact law is 0
+    assert 0 < int(out.accepted.sum()) < n  # both the accept tests and the residual draw ran
+    stat, thr, df = pooled_chi_square(counts, law, n, FALSE_ALARM)
+    assert stat <= thr, f"chi-square {stat:.2f} > {thr:.2f} (df {df}, N {n}, alpha {FALSE_ALARM})"
+
+
+def test_kseq_select_residual_of_mass_zero_draws_from_p(kdevice, kernel_path, tiny_layout, monkeypatch):
+    """p == q (dyadic, so every sum is exact): rho* = 1, beta = 1, gamma = 1, and the residual
+    (p - gamma min(p / rho*, q))_+ is 0 everywhere, so the draw falls back to p (``fallback_rows``). Every
+    accept probability is 1 there, so no coin in [0, 1) rejects: coins of exactly 1 force the rejection
+    (outside the uniforms' support; the only way to reach this branch). The tokens are p's inverse CDF at
+    u, on the kernel path and on the torch path, for ``step`` and ``node_step``."""
+    pr = np.array([0.5, 0.25, 0.125, 0.125])
+    uu = np.array([0.1, 0.55, 0.8, 0.9, 0.99])
+    want = np.searchsorted(np.cumsum(pr), uu, side="right")  # p's inverse CDF: the fallback's draw
+    p = torch.tensor(pr[None], device=kdevice).expand(5, -1).contiguous()  # node rows: [B, V]
+    drafts = torch.tensor([[0, 1, 2, 3]], device=kdevice).expand(5, -1).contiguous()
+    coins = torch.ones((5, 4), dtype=torch.float64, device=kdevice)
+    u = torch.tensor(uu, device=kdevice)
+    count = torch.tensor([4, 3, 2, 1, 4], device=kdevice)
+    rho = rho_star_masked(p, p, 4)
+    assert bool((rho == 1.0).all())
+    assert torch.equal(kseq_step._residual(p.cpu(), p.cpu(), rho.cpu(), 4), p.cpu())  # mass 0: replaced by p
+    fused = kseq_step.step(p, p, drafts, coins, u)
+    fused_node = kseq_step.node_step(p, p, drafts, count, coins, u)
+    _torch_path(monkeypatch)
+    ref = kseq_step.step(p, p, drafts, coins, u)
+    ref_node = kseq_step.node_step(p, p, drafts, count, coins, u)
+    for tok in (fused.token, fused_node, ref.token, ref_node):
+        assert tok.cpu().tolist() == want.tolist()
+
+
+def test_failed_select_kernel_falls_back_to_the_torch_selection(monkeypatch):
+    """A selection kernel that raises warns, turns the kernels off (on a private failure list) and
+    leaves the torch selection's tokens."""
+    monkeypatch.setattr(kernels, "_FAILURE", [])
+    monkeypatch.setattr(kseq_step, "use_kernels", lambda x: not kernels._FAILURE)  # on until the failure
+
+    def broken(*args):
+        raise RuntimeError("no launch")
+
+    monkeypatch.setattr(KK, "kseq_select", broken)
+    p, q, drafts, coins, u = _problem(39, 4, 50, 3, "cpu")
+    count = torch.tensor([1, 2, 3, 3])
+    with pytest.warns(RuntimeWarning, match="kernels are off"):
+        got = kseq_step.step(p, q, drafts, coins, u)
+    assert kernels.failure() == "RuntimeError: no launch"
+    got_node = kseq_step.node_step(p, q, drafts, count, coins, u)  # kernels off: no second try
+    monkeypatch.setattr(kseq_step, "use_kernels", lambda x: False)
+    assert torch.equal(got.token, kseq_step.step(p, q, drafts, coins, u).token)
+    assert torch.equal(got_node, kseq_step.node_step(p, q, drafts, count, coins, u))
 
 
 @pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
@@ -225,3 +366,30 @@ def test_kseq_kernels_compile_for_a_gpu_target(first):
     ]  # fmt: skip
     for fn, sig, consts in kernels_:
         compile_sm90(fn, sig, consts)
+
+
+@pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
+@pytest.mark.parametrize("counted", [False, True], ids=["step", "node_step"])
+def test_kseq_select_kernels_compile_for_a_gpu_target(counted):
+    """The three selection kernels compiled ahead of time for sm_90 (float64 rows, k = 8, the CUDA layout
+    of V 262 144), with and without per-row valid counts."""
+    block, chunk, nch = KK._layout(262_144)
+    rows = {
+        "p_ptr": "*fp64",
+        "q_ptr": "*fp64",
+        "d_ptr": "*i64",
+        "c_ptr": "*fp64",
+        "cnt_ptr": "*i64",
+        "rho_ptr": "*fp64",
+        "beta_ptr": "*fp64",
+    }
+    tail = {"V": "i32", "NCH": "i32", "sp_b": "i32", "sq_b": "i32", "sr": "i32"}
+    consts = {"K": 8, "BLOCK_K": 8, "HAS_COUNT": counted, "BLOCK_V": block, "CHUNK": chunk}
+    with_c = {**consts, "BLOCK_C": KK._pow2(nch)}
+    kernels_ = [
+        (KK._select_beta, {**rows, **tail}, consts),
+        (KK._select_partials, {**rows, "part_ptr": "*fp64", **tail}, with_c),
+        (KK._select, {**rows, "part_ptr": "*fp64", "u_ptr": "*fp64", "tok_ptr": "*i64", **tail}, with_c),
+    ]  # fmt: skip
+    for fn, sig, c in kernels_:
+        compile_sm90(fn, sig, c)

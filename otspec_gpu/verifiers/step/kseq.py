@@ -60,14 +60,15 @@ import numpy as np
 import torch
 
 from otspec_gpu._scratch import host_shortcuts, scratch, to_float64
+from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
     accept_ratio,
+    draft_round_uniforms,
     fallback_rows,
     gather,
-    round_uniforms,
     rounds_step,
     schedule_conditional,
 )
@@ -358,14 +359,40 @@ def schedule(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) -> AcceptSc
     return AcceptSchedule(drafts, acc, _residual(p64, q64, rho, k))
 
 
-def _normalised_rho(p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _normalised(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``p`` and ``q`` as float64 rows divided by their sums (work copies in scratch buffers)."""
     # the root is ill-conditioned near p == q (a 1e-8 error in sum(p) moves rho* by 1e-4 at k = 2),
     # so the rows are renormalised in float64 first: the rule is exact for the normalised laws
     p64 = to_float64(p, "kseq_p")
     p64.div_(p64.sum(-1, keepdim=True))
     q64 = to_float64(q, "kseq_q")
     q64.div_(q64.sum(-1, keepdim=True))
+    return p64, q64
+
+
+def _normalised_rho(p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_normalised` rows and their rho* for ``k`` drafts (:func:`rho_star`)."""
+    p64, q64 = _normalised(p, q)
     return p64, q64, rho_star(p64, q64, k)
+
+
+def _fused_select(
+    p64: torch.Tensor,
+    q64: torch.Tensor,
+    rho: torch.Tensor,
+    count: torch.Tensor | None,
+    drafts: torch.Tensor,
+    coins: torch.Tensor,
+    u: torch.Tensor,
+) -> torch.Tensor | None:
+    """The output tokens from :func:`otspec_gpu.kernels.kseq.kseq_select` (three launches) when
+    :func:`~otspec_gpu.kernels.use_kernels` says so; ``None`` otherwise or after a kernel failure
+    (the caller then runs the torch selection)."""
+    if not use_kernels(p64):
+        return None
+    from otspec_gpu.kernels.kseq import kseq_select
+
+    return try_kernel(kseq_select, p64, q64, rho, count, drafts, coins, u)
 
 
 def _residual(p64: torch.Tensor, q64: torch.Tensor, rho: torch.Tensor, k: int, buffer: str | None = None) -> torch.Tensor:
@@ -413,7 +440,7 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
 
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The uniforms :func:`sample` consumes: ``[B, k]`` accept coins then ``[B]`` residual uniforms
-    (float64, two ``rand`` calls; :func:`~otspec_gpu.verifiers.schedule.round_uniforms`).
+    (float64, two ``rand`` calls; :func:`~otspec_gpu.verifiers.schedule.draft_round_uniforms`).
 
     Parameters
     ----------
@@ -429,7 +456,7 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
     tuple of torch.Tensor
         ``(coins [B, k], u [B])``.
     """
-    return round_uniforms(drafts.shape[0], drafts.shape[1], p.device, generator)
+    return draft_round_uniforms(p, q, drafts, generator)
 
 
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
@@ -439,7 +466,10 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
     traced and on CUDA from :func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked` (no host
     synchronisation). Both return the root's adjacent float64 bracket end up to summation order
     (a few ulps), so the tokens agree except where a uniform falls within that distance of a
-    threshold.
+    threshold. On CUDA with Triton (:func:`~otspec_gpu.kernels.use_kernels`) the selection given
+    :math:`\rho^*` -- the accept tests, :math:`\beta`, :math:`\gamma` and the residual draw -- runs as
+    the three launches of :func:`otspec_gpu.kernels.kseq.kseq_select` (the same arithmetic, sums in
+    another order), falling back to the torch selection if a kernel fails.
 
     Parameters
     ----------
@@ -459,6 +489,9 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
     """
     k = drafts.shape[1]
     p64, q64, rho = _normalised_rho(p, q, k)
+    tok = _fused_select(p64, q64, rho, None, drafts, coins, u)
+    if tok is not None:
+        return step_output(tok, drafts)
     acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
     # the residual is built only when a row rejects every draft (CPU early exit, see schedule.rounds_step)
     return step_output(rounds_step(drafts, acc, lambda: _residual(p64, q64, rho, k, "kseq_res"), coins, u), drafts)
@@ -473,7 +506,8 @@ def node_step(
     Row b runs the rule with :math:`k = m_b =` ``count[b]``: :math:`\rho^*` for :math:`m_b`
     (:func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked` with a per-row k), accept
     probability 0 for the slots past :math:`m_b`, and the residual's :math:`\gamma` for :math:`m_b`;
-    the same law as :func:`sample` on those :math:`m_b` drafts.
+    the same law as :func:`sample` on those :math:`m_b` drafts. On CUDA with Triton the selection
+    runs fused (:func:`otspec_gpu.kernels.kseq.kseq_select` with ``count``), as in :func:`step`.
 
     Parameters
     ----------
@@ -496,11 +530,11 @@ def node_step(
     """
     k = drafts.shape[1]
     m = count.clamp(1, k).to(torch.float64)
-    p64 = p.to(torch.float64)
-    p64 = p64 / p64.sum(-1, keepdim=True)
-    q64 = q.to(torch.float64)
-    q64 = q64 / q64.sum(-1, keepdim=True)
+    p64, q64 = _normalised(p, q)
     rho = rho_star_masked(p64, q64, m, k_max=k)
+    tok = _fused_select(p64, q64, rho, count, drafts, coins, u)
+    if tok is not None:
+        return tok
     acc = accept_ratio(gather(p64, drafts), rho[:, None] * gather(q64, drafts))
     acc = torch.where(torch.arange(k, device=drafts.device)[None, :] < count[:, None], acc, 0.0)
     return rounds_step(drafts, acc, _residual(p64, q64, rho, m), coins, u)

@@ -15,9 +15,9 @@ from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, ste
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
     accept_ratio,
+    draft_round_uniforms,
     gather,
     residual_weights,
-    round_uniforms,
     rounds_step,
     schedule_conditional,
 )
@@ -77,7 +77,8 @@ def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator:
 
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The uniforms :func:`sample` consumes: ``[B, 1]`` accept coins then ``[B]`` residual uniforms
-    (float64, two ``rand`` calls; :func:`~otspec_gpu.verifiers.schedule.round_uniforms`).
+    (float64, two ``rand`` calls; :func:`~otspec_gpu.verifiers.schedule.draft_round_uniforms` of the
+    first draft slot).
 
     Parameters
     ----------
@@ -93,7 +94,7 @@ def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: 
     tuple of torch.Tensor
         ``(coins [B, 1], u [B])``.
     """
-    return round_uniforms(drafts.shape[0], 1, p.device, generator)
+    return draft_round_uniforms(p, q, drafts[:, :1], generator)
 
 
 def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Tensor, u: torch.Tensor) -> StepOutput:
