@@ -1,7 +1,9 @@
-r"""Triton kernels of K-SEQ's :math:`\rho^*` multisection passes (the fused twin of the torch passes of
-:func:`otspec_gpu.verifiers.step._kseq_root.rho_star_masked`; the maths is in that module).
+r"""Triton kernels of K-SEQ: the :math:`\rho^*` multisection passes (the fused twin of the torch passes of
+:func:`otspec_gpu.verifiers.step._kseq_root.rho_star_masked`; the maths is in that module) and the
+selection given :math:`\rho^*` (:func:`kseq_select`, the twin of the accept tests and residual draw of
+:func:`otspec_gpu.verifiers.step.kseq.step` and ``node_step``).
 
-Each pass is two launches, with no host synchronisation and no Python branch on a tensor value:
+**rho* passes.** Each pass is two launches, with no host synchronisation and no Python branch on a tensor value:
 
 1. ``_bin_pass``, one program per ``(row, chunk of V)``: the chunk's ratios :math:`r = p/q`
    (``inf`` where :math:`q = 0`; IEEE float64 division, so the same bits as torch's), their int64 bit
@@ -29,6 +31,29 @@ by a few ulps, and the root by a few ulps of :math:`\rho^*` on well-conditioned 
 the contract (:math:`f > 0` one float64 below it, :math:`f \le 0` at it, for the kernel's evaluation
 of f). Both the kernel and torch's CUDA ``index_add`` use atomics, so on CUDA the last bits may vary
 from run to run; under the interpreter the programs run in order and the result is deterministic.
+
+**Selection** (:func:`kseq_select`): three launches, laid out as
+:func:`otspec_gpu.kernels.chain.rrs_single_step` (a row spread over up to ``_MAX_CHUNKS`` programs):
+
+1. ``_select_beta``, one program per ``(row, chunk)``: the chunk's float64 share of
+   :math:`\beta = \sum_y \min(p(y)/\rho^*, q(y))`;
+2. ``_select_partials``, one program per ``(row, chunk)``: the row's :math:`\beta` from its partials
+   (each program sums them itself, in the same order, so every program of the row has the same
+   bits), :math:`\gamma = (1 - (1 - \beta)^m)/\beta` (0 where :math:`\beta = 0`; ``log1p`` and ``expm1``
+   by the Goldberg / Kahan identities, so it keeps ``_one_minus_pow``'s accuracy for small
+   :math:`\beta`: within a few ulps of it), then the chunk's float64 sums of the residual weights
+   :math:`(p - \gamma \min(p/\rho^*, q))_+` and of ``p`` (the fallback of a residual of mass 0);
+3. ``_select``, one program per row: the accept tests of the valid slots
+   (:math:`u_j < \min(1, p(x_j)/(\rho^* q(x_j)))`, the arithmetic of ``accept_ratio``: the same
+   decisions as torch), the first accepted draft, else the inverse-CDF draw of
+   :func:`otspec_gpu.sampling.search_cdf`'s rule from the chunk sums and one float64 scan of the chunk
+   found (the search of :mod:`otspec_gpu.kernels.chain`).
+
+Every launch recomputes the row's accept tests (``k`` gathers) and a row that accepts reads nothing
+of its ``[V]`` rows. Against the torch selection, for the same :math:`\rho^*` and uniforms: the same
+accept decisions and, elementwise, the same residual weights up to :math:`\gamma` (a few ulps:
+:math:`\beta` adds in another order); a token can differ only where a uniform falls within a few ulps
+of a cumulative boundary.
 
 Triton reads ``TRITON_INTERPRET`` when this module is imported (the kernels are jitted then); under
 ``TRITON_INTERPRET=1`` they also run on CPU tensors (the tests use that; slow, for checking only).

@@ -1,10 +1,13 @@
-"""The fused Triton kernels of K-SEQ's rho* (:mod:`otspec_gpu.kernels.kseq`) against the torch passes of
-``_kseq_root.rho_star_masked`` and the numpy core's bisection, and the K-SEQ step on the kernel path.
+"""The fused Triton kernels of K-SEQ (:mod:`otspec_gpu.kernels.kseq`): rho* against the torch passes of
+``_kseq_root.rho_star_masked`` and the numpy core's bisection, the selection (``kseq_select``) against
+the torch selection, and the K-SEQ step on the kernel path.
 
-Same structure as test_kernels.py: on CPU the kernels run under ``TRITON_INTERPRET=1`` in one child
-pytest process of this file (:func:`test_kseq_kernels_under_the_interpreter`); on CUDA they run
-compiled, in this process. Few programs (about 14 s in the interpreter): V = 200 / 300 in blocks of 64
-(3-4 chunks per row), the edge rows and the chi-square's one row in the default layout (one chunk). The checks:
+Same structure as test_kernels.py (helpers in ``tests/gpu/_kernel_checks.py``): on CPU the kernels run
+under ``TRITON_INTERPRET=1`` in one child pytest process of this file
+(:func:`test_kseq_kernels_under_the_interpreter`); on CUDA they run compiled, in this process. Few
+programs (about 30 s in the interpreter, 10 of them the selection's chi-square): V = 200 / 300 in
+blocks of 64 (3-4 chunks per row), the edge rows and the rho* chi-square's one row in the default
+layout (one chunk), the selection's chi-square and mass-0 rows at V = 4 in two chunks. The checks:
 
 * rho* of the kernels against the torch passes and ``otspec.verifiers.step.kseq.kseq_rho_star``
   (relative ``FLOAT64_KERNEL_ATOL``: the bins and sums add in another order and x^k is a binary power,
@@ -21,8 +24,16 @@ compiled, in this process. Few programs (about 14 s in the interpreter): V = 200
   fixed drafted tuple repeated N = 20 000 times, seed 31) against ``kseq.conditional``, cells of
   expected count < 10 pooled, false-alarm rate ``FALSE_ALARM`` (1e-6); cells of probability 0 must be
   empty (exact);
-* a kernel failure falls back to the torch passes (and warns); both kernels compile ahead of time
-  for sm_90 (the interpreter does not lower them).
+* ``kseq_select`` given the torch passes' rho* against the torch selection of ``step`` and
+  ``node_step`` (1..k valid slots), per-row and shared rows, rows rejecting every draft: equal tokens
+  (the same accept arithmetic; beta and the residual sums add in another order, so a token could
+  differ only for a uniform within a few ulps of a cumulative boundary); the kernels' gamma against
+  ``_one_minus_pow``'s within 4 ulps for beta from 1e-300 to 1; a residual of mass 0 (p == q,
+  dyadic, coins forced to 1) draws from p, as ``fallback_rows``;
+* a Pearson chi-square of the whole kernel path (rho* and selection) against ``kseq.conditional``:
+  V = 4 in two chunks, k = 3, N = 120 under the interpreter, 20 000 on CUDA, seed 33, ``FALSE_ALARM``;
+* a kernel failure falls back to the torch passes / the torch selection (and warns); the rho* and
+  the selection kernels compile ahead of time for sm_90 (the interpreter does not lower them).
 """
 
 from __future__ import annotations
