@@ -5,15 +5,13 @@ decoder's recorded E[tau | tree] equals the torch walk's, the samplers' z-scores
 a correct sampler, the negative control is detected, and the ledger row is well formed.
 """
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from otspec._tolerances import FLOAT64_ATOL
+from tests.experiments._scripts import run_quick
 
-ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("matplotlib", reason="install the [plots] extra")
 pytest.importorskip("torch", reason="install the [decode] extra (torch, transformers)")
 pytest.importorskip("transformers", reason="install the [decode] extra (torch, transformers)")
@@ -24,29 +22,17 @@ NAME = "exp4c_tree_replay"
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory) -> tuple[dict, Path]:
-    """One --quick run (seed 0) of the script, imported and called as ``main(argv)``."""
-    import importlib.util
-
-    import matplotlib.pyplot as plt
-
+    """One --quick run (seed 0) of the script, in process (:func:`tests.experiments._scripts.run_quick`)."""
     out = tmp_path_factory.mktemp(NAME)
-    if str(ROOT / "experiments") not in sys.path:
-        sys.path.insert(0, str(ROOT / "experiments"))
-    spec = importlib.util.spec_from_file_location(f"_exp_{NAME}", ROOT / "experiments" / f"{NAME}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--quick", "--seed", "0", "--out", str(out)])
-    plt.close("all")
-    return json.loads((out / f"{NAME}.json").read_text()), out
+    _, data = run_quick(f"{NAME}.py", out)
+    return data, out
 
 
 def test_outputs_and_fields(quick):
     d, out = quick
-    for ext in ("json", "md", "png"):
-        assert (out / f"{NAME}.{ext}").stat().st_size > 0, ext
     md = (out / f"{NAME}.md").read_text()
     assert "Command: `" in md and "Revision: `" in md and "Run time" in md
-    assert d["quick"] is True and d["seed"] == 0 and d["seconds"] > 0
+    assert d["seconds"] > 0 and d["png"] == f"{NAME}.png"
     assert {r["rule"] for r in d["results"]} == {"kseq", "rrs", "rrs_wor"}
     for r in d["results"]:
         assert r["theory"] == r["rule"] and r["k"] == d["k"] == 4
