@@ -44,9 +44,9 @@ search). The arithmetic is that of the torch rounds; the masses add in another o
 
 Neither changes the law beyond the input dtype's rounding; ``tests/gpu/test_kernels.py`` checks
 equality with the torch steps for fixed uniforms and a chi-square of the drawn outputs against the
-exact conditional laws. ``_BLOCK_V`` (elements per block scan) and ``_MAX_CHUNKS`` (chunks per row
+exact conditional laws. ``BLOCK_V`` (elements per block scan) and ``MAX_CHUNKS`` (chunks per row
 at most; both in ``otspec_gpu.kernels._common``) set the split: a chunk is a power-of-two multiple of
-the block, at most ``_MAX_CHUNKS`` per row (V 49 152: 48 chunks of 1 024; V 262 144: 128 chunks of
+the block, at most ``MAX_CHUNKS`` per row (V 49 152: 48 chunks of 1 024; V 262 144: 128 chunks of
 2 048).
 
 Triton reads ``TRITON_INTERPRET`` when this module is imported (the kernels are jitted then); under
@@ -57,7 +57,7 @@ import torch
 import triton
 import triton.language as tl
 
-from otspec_gpu.kernels._common import _layout, _no_fma, _pow2
+from otspec_gpu.kernels._common import layout, no_fma, pow2
 
 __all__ = ["block_chain_step", "rrs_single_step", "token_chain_step", "token_single_step"]
 
@@ -428,7 +428,7 @@ def _draw(p, q, drafts, coins, u, mode: int, strides: tuple[int, int, int, int],
     """Launch the (masses,) partials and search kernels of one step; ``(tau, token, index)``, ``[B]``
     long each (views of one ``[3, B]`` allocation; ``index`` 0 for a chain, not written for the single step)."""
     B, V = drafts.shape[0], p.shape[-1]
-    block, chunk, nch = _layout(V)
+    block, chunk, nch = layout(V)
     dev = p.device
     out = torch.empty((3, B), dtype=torch.long, device=dev)
     tau, tok, idx = out.unbind(0)
@@ -437,12 +437,12 @@ def _draw(p, q, drafts, coins, u, mode: int, strides: tuple[int, int, int, int],
     part = torch.empty((B, 2, nch), dtype=torch.float64, device=dev)
     w = torch.empty(B, dtype=p.dtype, device=dev) if mode == 1 else part
     z = part
-    opts = _no_fma()
-    bg = _pow2(max(G, 1))
+    opts = no_fma()
+    bg = pow2(max(G, 1))
     if mode == 1 and G > 1:
         z = torch.empty((B, G - 1, nch), dtype=torch.float64, device=dev)
         _masses[(B, nch)](p, q, drafts, z, G, V, nch, *strides, BLOCK_G=bg, BLOCK_V=block, CHUNK=chunk, **opts)
-    bc = _pow2(nch)
+    bc = pow2(nch)
     _partials[(B, nch)](
         p, q, drafts, coins, z, part, tau, w, G, V, nch, *strides,
         MODE=mode, BLOCK_G=bg, BLOCK_V=block, BLOCK_C=bc, CHUNK=chunk, **opts,
@@ -588,11 +588,11 @@ def rrs_single_step(
     if B == 0:
         return tok
     m = torch.full((B,), k, dtype=torch.long, device=p.device) if count is None else count.to(torch.long).contiguous()
-    block, chunk, nch = _layout(V)
+    block, chunk, nch = layout(V)
     s = torch.empty((B, k + 1, nch), dtype=torch.float64, device=p.device)
     d, c = drafts.contiguous(), coins.contiguous()
     rows = (V, nch, p.stride(0) if p.shape[0] > 1 else 0, q.stride(0) if q.shape[0] > 1 else 0)
-    kw = {"K": k, "WOR": wor, "BLOCK_K": _pow2(k), "BLOCK_V": block, "BLOCK_C": _pow2(nch), "CHUNK": chunk, **_no_fma()}
+    kw = {"K": k, "WOR": wor, "BLOCK_K": pow2(k), "BLOCK_V": block, "BLOCK_C": pow2(nch), "CHUNK": chunk, **no_fma()}
     for r in range(1, k + 1):  # round r's mass needs rounds < r: one launch per round, then the final residual's
         _rrs_partials[(B, nch)](p, q, d, c, s, m, *rows, r, FINAL=r == k, **kw)
     _rrs_search[(B,)](p, q, d, c, u.contiguous(), s, m, tok, *rows, **kw)

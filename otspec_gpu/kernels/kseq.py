@@ -33,7 +33,7 @@ of f). Both the kernel and torch's CUDA ``index_add`` use atomics, so on CUDA th
 from run to run; under the interpreter the programs run in order and the result is deterministic.
 
 **Selection** (:func:`kseq_select`): three launches, laid out as
-:func:`otspec_gpu.kernels.chain.rrs_single_step` (a row spread over up to ``_MAX_CHUNKS`` programs):
+:func:`otspec_gpu.kernels.chain.rrs_single_step` (a row spread over up to ``MAX_CHUNKS`` programs):
 
 1. ``_select_beta``, one program per ``(row, chunk)``: the chunk's float64 share of
    :math:`\beta = \sum_y \min(p(y)/\rho^*, q(y))`;
@@ -63,8 +63,7 @@ import torch
 import triton
 import triton.language as tl
 
-from otspec_gpu.kernels._common import _layout, _no_fma, _pow2, _row_stride
-from otspec_gpu.verifiers.step._kseq_root import BINS
+from otspec_gpu.kernels._common import layout, no_fma, pow2, row_stride
 
 __all__ = ["kseq_select", "rho_star_passes"]
 
@@ -166,7 +165,7 @@ def _update(h_ptr, s_ptr, k_ptr, lo_ptr, hi_ptr, end_ptr, out_ptr, M: tl.constex
     tl.store(s_ptr + b * 4 + i, tl.zeros([4], tl.float64), mask=i < 3)
 
 
-def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: int, bins: int = BINS) -> torch.Tensor:
+def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: int, bins: int) -> torch.Tensor:
     r"""Fused twin of :func:`~otspec_gpu.verifiers.step._kseq_root.rho_star_masked`'s passes: ``n_pass``
     multisection passes of two launches each, no host synchronisation (fixed launches: a CUDA graph
     can capture it).
@@ -181,8 +180,7 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
         Number of passes (:func:`~otspec_gpu.verifiers.step._kseq_root.passes` of the largest k and
         ``bins``; >= 1).
     bins : int
-        Candidates per pass, M, a power of two (:func:`~otspec_gpu.verifiers.step._kseq_root.bins_for`;
-        default :data:`~otspec_gpu.verifiers.step._kseq_root.BINS`).
+        Candidates per pass, M, a power of two (:func:`~otspec_gpu.verifiers.step._kseq_root.bins_for`).
 
     Returns
     -------
@@ -196,7 +194,7 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
     q = q.to(torch.float64)
     p, q = (x if x.stride(-1) == 1 else x.contiguous() for x in (p, q))
     K = K.to(device=dev, dtype=torch.float64).expand(B).contiguous()
-    block, chunk, nch = _layout(V)
+    block, chunk, nch = layout(V)
     M = int(bins)
     hist = torch.zeros((B, 2, M + 1), dtype=torch.float64, device=dev)  # [B, p | q, bin]
     sums = torch.zeros((B, 4), dtype=torch.float64, device=dev)  # [B, (A_lo, Pq_hi, Bq_hi, unused)]
@@ -204,11 +202,11 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
     hi = torch.clamp(K, min=1.0).view(torch.int64)  # bits of max(k, 1) (a fresh tensor: updated in place)
     end = torch.zeros(B, dtype=torch.int32, device=dev)
     out = torch.ones(B, dtype=torch.float64, device=dev)
-    opts = _no_fma()
-    strides = (_row_stride(p), _row_stride(q))
+    opts = no_fma()
+    strides = (row_stride(p), row_stride(q))
     for n in range(n_pass):  # a fixed number of passes: two launches each
         _bin_pass[(B, nch)](p, q, lo, hi, hist, sums, V, *strides, M=M, BLOCK_V=block, CHUNK=chunk, **opts)
-        _update[(B,)](hist, sums, K, lo, hi, end, out, M=M, BLOCK_M=_pow2(M + 1), FIRST=n == 0, **opts)
+        _update[(B,)](hist, sums, K, lo, hi, end, out, M=M, BLOCK_M=pow2(M + 1), FIRST=n == 0, **opts)
     return out
 
 
@@ -413,14 +411,14 @@ def kseq_select(
     if B == 0:
         return tok
     p, q = (x if x.stride(-1) == 1 else x.contiguous() for x in (p, q))
-    block, chunk, nch = _layout(V)
+    block, chunk, nch = layout(V)
     beta = torch.empty((B, nch), dtype=torch.float64, device=dev)
     part = torch.empty((B, 2, nch), dtype=torch.float64, device=dev)
     d, c = drafts.contiguous(), coins.contiguous()
     cnt = d if count is None else count.to(torch.long).contiguous()  # not read without a count
-    rows = (V, nch, _row_stride(p), _row_stride(q), rho.stride(0) if rho.shape[0] > 1 else 0)
-    kw = {"K": k, "BLOCK_K": _pow2(k), "HAS_COUNT": count is not None, "BLOCK_V": block, "CHUNK": chunk, **_no_fma()}
+    rows = (V, nch, row_stride(p), row_stride(q), rho.stride(0) if rho.shape[0] > 1 else 0)
+    kw = {"K": k, "BLOCK_K": pow2(k), "HAS_COUNT": count is not None, "BLOCK_V": block, "CHUNK": chunk, **no_fma()}
     _select_beta[(B, nch)](p, q, d, c, cnt, rho, beta, *rows, **kw)
-    _select_partials[(B, nch)](p, q, d, c, cnt, rho, beta, part, *rows, BLOCK_C=_pow2(nch), **kw)
-    _select[(B,)](p, q, d, c, cnt, rho, beta, part, u.contiguous(), tok, *rows, BLOCK_C=_pow2(nch), **kw)
+    _select_partials[(B, nch)](p, q, d, c, cnt, rho, beta, part, *rows, BLOCK_C=pow2(nch), **kw)
+    _select[(B,)](p, q, d, c, cnt, rho, beta, part, u.contiguous(), tok, *rows, BLOCK_C=pow2(nch), **kw)
     return tok

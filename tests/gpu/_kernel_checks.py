@@ -45,8 +45,8 @@ def set_layout(monkeypatch: pytest.MonkeyPatch, block: int, max_chunks: int) -> 
     and at most ``max_chunks`` chunks per row, for the test's duration."""
     from otspec_gpu.kernels import _common
 
-    monkeypatch.setattr(_common, "_BLOCK_V", block)
-    monkeypatch.setattr(_common, "_MAX_CHUNKS", max_chunks)
+    monkeypatch.setattr(_common, "BLOCK_V", block)
+    monkeypatch.setattr(_common, "MAX_CHUNKS", max_chunks)
 
 
 def ptxas_available() -> bool:

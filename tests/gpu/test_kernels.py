@@ -103,14 +103,14 @@ def small_layout(monkeypatch):
     """Blocks of 64 and at most 4 chunks per row: V = 1 100 is 3 chunks of 8 blocks, so the draw
     crosses chunks and the blocks inside one (the CUDA layout needs V in the tens of thousands for that)."""
     set_layout(monkeypatch, 64, 4)
-    assert K._layout(1100) == (64, 512, 3)
+    assert K.layout(1100) == (64, 512, 3)
 
 
 def test_layout_spreads_a_row_over_many_programs():
-    assert K._layout(49_152) == (1024, 1024, 48)
-    assert K._layout(128_256) == (1024, 1024, 126)
-    assert K._layout(262_144) == (1024, 2048, 128)
-    assert K._layout(3) == (4, 4, 1)
+    assert K.layout(49_152) == (1024, 1024, 48)
+    assert K.layout(128_256) == (1024, 1024, 126)
+    assert K.layout(262_144) == (1024, 2048, 128)
+    assert K.layout(3) == (4, 4, 1)
 
 
 @pytest.mark.skipif(INTERPRET, reason="compiles for a GPU target: not an interpreter case")
@@ -122,11 +122,11 @@ def test_chain_kernels_compile_for_a_gpu_target(mode):
     strides = dict.fromkeys(("sp_b", "sp_t", "sq_b", "sq_t"), "i32")
     ptrs = {"p_ptr": P, "q_ptr": P, "d_ptr": "*i64"}
     w = {"w_ptr": P if mode == 1 else "*fp64"}
-    block, chunk, nch = K._layout(49_152)
+    block, chunk, nch = K.layout(49_152)
     if mode == 3:  # RSD (a superset of RRS's code), k = 8, float32 rows: the final-residual launch and the search
         rrs = {"p_ptr": "*fp32", "q_ptr": "*fp32", "d_ptr": "*i64", "c_ptr": "*fp64"}
         tail = {"V": "i32", "NCH": "i32", "sp_b": "i32", "sq_b": "i32"}
-        sizes = {"K": 8, "BLOCK_K": 8, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk, "WOR": True}
+        sizes = {"K": 8, "BLOCK_K": 8, "BLOCK_V": block, "BLOCK_C": K.pow2(nch), "CHUNK": chunk, "WOR": True}
         kernels = [
             (K._rrs_partials, {**rrs, "s_ptr": "*fp64", "m_ptr": "*i64", **tail, "R": "i32"}, {**sizes, "FINAL": True}),
             (K._rrs_search, {**rrs, "u_ptr": "*fp64", "s_ptr": "*fp64", "m_ptr": "*i64", "tok_ptr": "*i64", **tail}, sizes),
@@ -134,9 +134,9 @@ def test_chain_kernels_compile_for_a_gpu_target(mode):
     else:
         kernels = [
             (K._partials, {**ptrs, "c_ptr": P, "z_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w},
-             {"MODE": mode, "BLOCK_G": 4, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
+             {"MODE": mode, "BLOCK_G": 4, "BLOCK_V": block, "BLOCK_C": K.pow2(nch), "CHUNK": chunk}),
             (K._search, {**ptrs, "u_ptr": "*fp64", "part_ptr": "*fp64", "tau_ptr": "*i64", **w, "tok_ptr": "*i64", "idx_ptr": "*i64"},
-             {"MODE": mode, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk}),
+             {"MODE": mode, "BLOCK_V": block, "BLOCK_C": K.pow2(nch), "CHUNK": chunk}),
         ]  # fmt: skip
     if mode == 1:
         kernels.append((K._masses, {**ptrs, "z_ptr": "*fp64"}, {"BLOCK_G": 4, "BLOCK_V": block, "CHUNK": chunk}))
@@ -177,7 +177,7 @@ def test_draw_never_returns_a_token_of_weight_zero(kdevice, small_layout):
     falls past the chunk's real running sum, and the draw takes the chunk's last index of positive
     weight -- never one of the zero-weight indices at the chunk's end, never another chunk."""
     V = 1100
-    block, chunk, nch = K._layout(V)
+    block, chunk, nch = K.layout(V)
     rng = np.random.default_rng(25)
     p = torch.tensor(rng.dirichlet(np.full(V, 0.5))[None], device=kdevice)
     q = torch.tensor(rng.dirichlet(np.full(V, 0.5))[None], device=kdevice)
@@ -193,7 +193,7 @@ def test_draw_never_returns_a_token_of_weight_zero(kdevice, small_layout):
     tok = torch.empty(1, dtype=torch.long, device=kdevice)
     drafts = torch.zeros((1, 1), dtype=torch.long, device=kdevice)
     part, u = part.to(kdevice), u.to(kdevice)
-    single = {"MODE": 2, "BLOCK_V": block, "BLOCK_C": K._pow2(nch), "CHUNK": chunk, **K._no_fma()}  # index not written in MODE 2
+    single = {"MODE": 2, "BLOCK_V": block, "BLOCK_C": K.pow2(nch), "CHUNK": chunk, **K.no_fma()}  # index not written in MODE 2
     K._search[(1,)](p, q, drafts, u, part, tau, part, tok, tok, 1, V, nch, 0, 0, 0, 0, **single)
     positive = torch.nonzero(r[chunk : 2 * chunk] > 0).flatten()
     assert int(tok) == chunk + int(positive[-1]) < 2 * chunk - 40
@@ -271,8 +271,8 @@ def tiny_layout(monkeypatch):
     """Blocks of 2 and at most 2 chunks per row: V = 5 is 2 chunks of 2 blocks, V = 3 two chunks of one
     block, so the chi-square tests' draws cross chunks and blocks with few programs."""
     set_layout(monkeypatch, 2, 2)
-    assert K._layout(5) == (2, 4, 2)
-    assert K._layout(3) == (2, 2, 2)
+    assert K.layout(5) == (2, 4, 2)
+    assert K.layout(3) == (2, 2, 2)
 
 
 @pytest.mark.parametrize("rule", ["token", "block"])

@@ -70,8 +70,8 @@ def kdevice(request):
 def small_layout(monkeypatch):
     """Blocks of 64 and at most 4 chunks per row: V = 300 is 3 chunks of 2 blocks, V = 200 4 chunks."""
     set_layout(monkeypatch, 64, 4)
-    assert KK._layout(300) == (64, 128, 3)
-    assert KK._layout(200) == (64, 64, 4)
+    assert KK.layout(300) == (64, 128, 3)
+    assert KK.layout(200) == (64, 64, 4)
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def tiny_layout(monkeypatch):
     """Blocks of 2 and at most 2 chunks per row: V = 4 is two chunks of one block, so every draw of the
     selection goes through the chunk search with few programs."""
     set_layout(monkeypatch, 2, 2)
-    assert KK._layout(4) == (2, 2, 2)
+    assert KK.layout(4) == (2, 2, 2)
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_rho_star_kernel_equals_torch_passes_and_numpy(kdevice, small_layout):
     P, Q = torch.as_tensor(p, device=kdevice), torch.as_tensor(q, device=kdevice)
     k = [2, 3, 4, 8, 8, 1]
     K = torch.tensor(k, dtype=torch.float64, device=kdevice)
-    got = KK.rho_star_passes(P, Q, K, passes(8)).cpu()
+    got = KK.rho_star_passes(P, Q, K, passes(8), _kseq_root.BINS).cpu()
     ref = rho_star_masked(P.cpu(), Q.cpu(), K.cpu(), k_max=8)
     assert got[5] == 1.0  # k = 1: token verification
     for b in range(6):
@@ -133,7 +133,7 @@ def test_rho_star_kernel_equals_torch_passes_and_numpy(kdevice, small_layout):
     assert bool(got[:5].gt(1.0).all())  # interior roots: the passes did move the brackets
     # the same row alone with its k: bitwise under the interpreter (row b's atomics run in chunk order
     # whatever the other rows hold), within a few ulps on CUDA (atomics in any order)
-    alone = KK.rho_star_passes(P[1:2], Q[1:2], K[1:2], passes(8)).cpu()
+    alone = KK.rho_star_passes(P[1:2], Q[1:2], K[1:2], passes(8), _kseq_root.BINS).cpu()
     if kdevice == "cpu":
         assert alone[0] == got[1]
     else:
@@ -154,7 +154,7 @@ def test_rho_star_kernel_edge_rows(kdevice):
     P = np.stack([p, p, p_near])
     Q = np.stack([p, np.roll(p, 1), q_near])
     K = torch.full((3,), 4.0, dtype=torch.float64, device=kdevice)
-    got = KK.rho_star_passes(torch.as_tensor(P, device=kdevice), torch.as_tensor(Q, device=kdevice), K, passes(4)).cpu()
+    got = KK.rho_star_passes(torch.as_tensor(P, device=kdevice), torch.as_tensor(Q, device=kdevice), K, passes(4), _kseq_root.BINS).cpu()
     assert got[0] == 1.0  # p == q: no ratio above 1, P_q - B_q = 0 exactly
     for b in (1, 2):
         _check_root(P[b], Q[b], float(got[b]), 4)
@@ -359,7 +359,7 @@ def test_failed_select_kernel_falls_back_to_the_torch_selection(monkeypatch):
 def test_kseq_kernels_compile_for_a_gpu_target(first):
     """The interpreter does not lower the kernels: compile both ahead of time for sm_90 (Triton's
     bundled ptxas, no GPU needed), the CUDA layout of V 262 144, float64 atomics included."""
-    block, chunk, _ = KK._layout(262_144)
+    block, chunk, _ = KK.layout(262_144)
     M = _kseq_root.BINS
     kernels_ = [
         (
@@ -372,7 +372,7 @@ def test_kseq_kernels_compile_for_a_gpu_target(first):
             KK._update,
             {"h_ptr": "*fp64", "s_ptr": "*fp64", "k_ptr": "*fp64", "lo_ptr": "*i64", "hi_ptr": "*i64", "end_ptr": "*i32",
              "out_ptr": "*fp64"},
-            {"M": M, "BLOCK_M": KK._pow2(M + 1), "FIRST": first},
+            {"M": M, "BLOCK_M": KK.pow2(M + 1), "FIRST": first},
         ),
     ]  # fmt: skip
     for fn, sig, consts in kernels_:
@@ -384,7 +384,7 @@ def test_kseq_kernels_compile_for_a_gpu_target(first):
 def test_kseq_select_kernels_compile_for_a_gpu_target(counted):
     """The three selection kernels compiled ahead of time for sm_90 (float64 rows, k = 8, the CUDA layout
     of V 262 144), with and without per-row valid counts."""
-    block, chunk, nch = KK._layout(262_144)
+    block, chunk, nch = KK.layout(262_144)
     rows = {
         "p_ptr": "*fp64",
         "q_ptr": "*fp64",
@@ -396,7 +396,7 @@ def test_kseq_select_kernels_compile_for_a_gpu_target(counted):
     }
     tail = {"V": "i32", "NCH": "i32", "sp_b": "i32", "sq_b": "i32", "sr": "i32"}
     consts = {"K": 8, "BLOCK_K": 8, "HAS_COUNT": counted, "BLOCK_V": block, "CHUNK": chunk}
-    with_c = {**consts, "BLOCK_C": KK._pow2(nch)}
+    with_c = {**consts, "BLOCK_C": KK.pow2(nch)}
     kernels_ = [
         (KK._select_beta, {**rows, **tail}, consts),
         (KK._select_partials, {**rows, "part_ptr": "*fp64", **tail}, with_c),
