@@ -57,11 +57,11 @@ KS = (1, 4, 8)
 EXTRA_SECTIONS: dict[str, Callable] = {}
 
 
-def ks_for(name: str) -> tuple[int, ...]:
+def ks_for(name: str, ks: tuple[int, ...] = KS) -> tuple[int, ...]:
     v = SINGLE_STEP[name]
     if v.k_max == v.k_min:
         return (v.k_min,)
-    return tuple(k for k in KS if k >= v.k_min)
+    return tuple(k for k in ks if k >= v.k_min and (v.k_max is None or k <= v.k_max))
 
 
 def laws(rng: np.random.Generator, B: int, V: int) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +154,7 @@ def single_step_rows(args, device: str) -> list[dict]:
             base = baseline_row(p, q, device, args)
             for name in args.verifiers:
                 v = SINGLE_STEP[name]
-                for k in ks_for(name):
+                for k in ks_for(name, tuple(args.ks)):
                     g = torch.Generator(device).manual_seed(args.seed)
                     drafts = sample_drafts(q, k, v.draft_law, generator=g)
                     t_torch, n_torch, mean_torch = step_time(
@@ -276,6 +276,9 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--vocabs", type=int, nargs="*", default=list(VS), help="vocabulary sizes (default: 49152 262144)")
     ap.add_argument("--batches", type=int, nargs="*", default=list(BS), help="batch sizes B (default: 1 64)")
+    ap.add_argument(
+        "--ks", type=int, nargs="*", default=list(KS), help="numbers of drafts k (default: 1 4 8; a rule's own k where it has one)"
+    )
     ap.add_argument(
         "--before",
         default=None,
