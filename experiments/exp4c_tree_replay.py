@@ -294,7 +294,7 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
     ax.set_xticks(range(len(every)), [f"{r['rule']}\nvs {r['theory']}\nL={r['gamma']}" for r in every], fontsize="small")
     ax.set_ylabel("realized - exact tau per round")
     ax.set_title(
-        f"decoder tree samplers on {target.name} / {draft.name} trees (k = {results[0]['k']}), {draws} draws per tree, 95% CI over prompts",
+        f"decoder tree samplers on {target.name} / {draft.name} trees (k = {results[0]['k']})\n{draws} draws per tree, 95% CI over prompts",
         fontsize="medium",
     )
     ax.grid(True, alpha=0.3)
