@@ -188,12 +188,13 @@ def rho_star_passes(p: torch.Tensor, q: torch.Tensor, K: torch.Tensor, n_pass: i
         ``[B]`` float64 :math:`\rho^*`: 1 where :math:`f(1) \le 0` or :math:`K \le 1`, K where
         :math:`f(K) > 0`, else the upper end of the final bracket.
     """
-    B, V = p.shape
+    V = p.shape[1]
+    B = max(p.shape[0], q.shape[0], K.numel())  # a [1, V] row may be shared by per-row k (stride 0)
     dev = p.device
     p = p.to(torch.float64)
     q = q.to(torch.float64)
     p, q = (x if x.stride(-1) == 1 else x.contiguous() for x in (p, q))
-    K = K.to(device=dev, dtype=torch.float64).expand(B).contiguous()
+    K = K.to(device=dev, dtype=torch.float64).reshape(-1).expand(B).contiguous()
     block, chunk, nch = layout(V)
     M = int(bins)
     hist = torch.zeros((B, 2, M + 1), dtype=torch.float64, device=dev)  # [B, p | q, bin]

@@ -138,6 +138,11 @@ def test_rho_star_kernel_equals_torch_passes_and_numpy(kdevice, small_layout):
         assert alone[0] == got[1]
     else:
         assert abs(alone[0] - got[1]) <= FLOAT64_KERNEL_ATOL * got[1]
+    # one shared [1, V] row with a per-row k: each row equals that row run with its own k
+    shared = KK.rho_star_passes(P[1:2], Q[1:2], K[:5], passes(8), _kseq_root.BINS).cpu()
+    for b in range(5):
+        one = KK.rho_star_passes(P[1:2], Q[1:2], K[b : b + 1], passes(8), _kseq_root.BINS).cpu()
+        assert abs(shared[b] - one[0]) <= FLOAT64_KERNEL_ATOL * one[0], b
 
 
 def test_rho_star_kernel_edge_rows(kdevice):
