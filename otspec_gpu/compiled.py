@@ -24,12 +24,12 @@ Decoding compiles these steps when the environment sets ``OTSPEC_COMPILE=1``
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from otspec_gpu._fallback import first_failure, give_up
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step
 
 __all__ = ["COMPILABLE", "backend", "compiled_sample", "default_compile", "failure"]
@@ -60,7 +60,7 @@ def failure() -> str | None:
     str or None
         ``"<exception type>: <message>"`` of the failure.
     """
-    return _FAILURE[0] if _FAILURE else None
+    return first_failure(_FAILURE)
 
 
 def backend() -> str:
@@ -114,12 +114,11 @@ def compiled_sample(v: TorchVerifier) -> Callable[..., StepOutput]:
             try:
                 return _compiled(v.step)(p, q, drafts, *uni)
             except Exception as e:  # noqa: BLE001 - any compile failure falls back to the eager step
-                _FAILURE.append(f"{type(e).__name__}: {e}")
-                warnings.warn(
-                    f"otspec_gpu.compiled: compiling {v.name}'s step failed ({_FAILURE[0][:300]}); the eager steps run "
+                give_up(
+                    _FAILURE,
+                    e,
+                    f"otspec_gpu.compiled: compiling {v.name}'s step failed ({{failure}}); the eager steps run "
                     "from now on (unset OTSPEC_COMPILE to skip compiling)",
-                    RuntimeWarning,
-                    stacklevel=2,
                 )
         return v.step(p, q, drafts, *uni)
 

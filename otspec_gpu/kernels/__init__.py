@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from otspec_gpu._fallback import first_failure, give_up
 
 __all__ = ["available", "failure", "try_kernel", "use_kernels"]
 
@@ -62,7 +63,7 @@ def failure() -> str | None:
     str or None
         ``"<exception type>: <message>"`` of the failure.
     """
-    return _FAILURE[0] if _FAILURE else None
+    return first_failure(_FAILURE)
 
 
 def try_kernel(fn: Callable[..., Any], *args: Any) -> Any:
@@ -84,11 +85,10 @@ def try_kernel(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except Exception as e:  # noqa: BLE001 - any compile/launch failure falls back to the torch step
-        _FAILURE.append(f"{type(e).__name__}: {e}")
-        warnings.warn(
-            f"otspec_gpu.kernels: {fn.__name__} failed ({_FAILURE[0][:300]}); the Triton kernels are off for this process "
+        give_up(
+            _FAILURE,
+            e,
+            f"otspec_gpu.kernels: {fn.__name__} failed ({{failure}}); the Triton kernels are off for this process "
             "and the torch steps run instead (set OTSPEC_TRITON=0 to skip them from the start)",
-            RuntimeWarning,
-            stacklevel=2,
         )
         return None
