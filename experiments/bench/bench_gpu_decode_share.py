@@ -1,8 +1,8 @@
 """Verification's share of a decoding round on a GPU, per verifier, eager and replayed from CUDA graphs.
 
-Issue #22's decoding targets (verification <= 2% of a round for the chains, <= 5% for k = 4
-single-step rules and trees) and #25's (the optimal i.i.d. verifier's share within 2x of K-SEQ's)
-are measured here. Model weights cannot travel to a lent GPU machine, so the models have SmolLM2-135M's
+The serving-speed targets for decoding (verification <= 2% of a round for the chains, <= 5% for
+k = 4 single-step rules and trees; the optimal i.i.d. verifier's share within 2x of K-SEQ's) are
+measured here. Model weights cannot travel to a lent GPU machine, so the models have SmolLM2-135M's
 shapes with random weights (``LlamaConfig``: vocabulary 49 152, hidden 576, 30 layers, 9 heads, 3
 key/value heads, intermediate 1 536, tied embeddings; the output layer scaled x6 so the laws are not
 near uniform) and the draft is an early-exit copy of the target (its first 4 layers, the final

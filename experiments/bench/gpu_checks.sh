@@ -46,8 +46,8 @@ for V in 49152 128256 262144; do
     timeout "${CHAIN_TIMEOUT:-45}" "$PYTHON" experiments/bench/bench_torch_chains.py --devices cuda --cuda-gammas 4 --cuda-vocabs "$V" \
         --out "$WORK/chains_V$V" > "$WORK/chains_V$V.log" 2>&1 || { rc=1; tail -5 "$WORK/chains_V$V.log"; }
 done
-# the single-step rules with a #22 target or a same-run comparison; optimal_iid (khisti is the same
-# rule) is timed at its #25 target cells in the compiled phase below, eager, replayed and compiled
+# the single-step rules with a serving-speed target or a same-run comparison; optimal_iid (khisti is the same
+# rule) is timed at its own target cells in the compiled phase below, eager, replayed and compiled
 RULES="token kseq rrs rrs_wor greedy_optimal spechub nss naive approximate"
 for B in 1 64; do
     # shellcheck disable=SC2086

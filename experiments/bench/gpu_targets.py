@@ -36,8 +36,8 @@ def _find(rows: list[dict], **want) -> dict | None:
     return hits[0] if hits else None
 
 
-#: Single-step targets at k = 8, V = 262 144: (rule, B, microseconds); issue #22, and issue #25 for
-#: the tree-free optimal i.i.d. draw on the device.
+#: Single-step targets at k = 8, V = 262 144: (rule, B, microseconds); the serving-speed targets of
+#: K-SEQ and RRS, and those of the tree-free optimal i.i.d. draw on the device.
 SINGLE_K8_LIMITS = (
     ("kseq", 1, 100),
     ("kseq", 64, 300),
@@ -140,8 +140,8 @@ SHARE_LIMITS = (
 
 
 def share_table(out: str) -> str:
-    """Verification's share of a decoding round against the targets (issue #22: <= 2% for chains,
-    <= 5% for k = 4 single-step rules and trees; issue #25: optimal_iid's share within 2x K-SEQ's),
+    """Verification's share of a decoding round against the targets (<= 2% for chains, <= 5% for
+    k = 4 single-step rules and trees; optimal_iid's share within 2x K-SEQ's),
     eager and replayed from graphs, from ``share/bench_gpu_decode_share.json`` (markdown).
 
     Parameters
