@@ -172,7 +172,9 @@ def test_spechub_kernel_marginalised_over_order_equals_greedy_optimal(rng):
     """Derived by hand: averaging the hub rule over the latent order ((i, a) w.p. 1 - q(a)) keeps i
     w.p. (1 - q(a)) min(1, p_i/q_i) + q(a) min(1, (p_i - q_i)_+ / (q(a) q~_i)) = min(1, p_i / q~_i)
     in all three cases (p_i >= q~_i, q_i <= p_i < q~_i, p_i < q_i), and splits the rest like
-    p_rem. So the two verifiers have the same kernel (their samplers differ)."""
+    p_rem. So the two verifiers have the same kernel (their samplers differ). This is otspec's
+    placement of the leftover draft mass; the SpecHub paper's released code places it differently
+    and has another per-set kernel (same acceptance and output law), which this test does not cover."""
     for _ in range(30):
         V = int(rng.integers(2, 8))
         q, p = rng.dirichlet(np.ones(V)), rng.dirichlet(np.ones(V))
