@@ -194,9 +194,11 @@ class Drafter:
 
     **Short supports.** The laws ``without_replacement`` and ``greedy`` need ``k`` tokens of
     positive draft probability. A prompt whose first-position ``q`` has only ``s < k`` of them
-    (temperature 0, ``top_k < k``, a small ``top_p`` nucleus) gets ``min(k, s) = s`` drafts from the
-    same law with ``s`` drafts (every token of the support, in the law's order); its other ``k - s``
-    rows repeat its first draft and are ignored by the verifier (``n_drafts`` says how many are real).
+    (temperature 0, ``top_k < k``, a small ``top_p`` nucleus, or more drafts than the vocabulary,
+    ``k > V``) gets ``min(k, s) = s`` drafts from the same law with ``s`` drafts (every token of the
+    support, in the law's order); its other ``k - s`` rows repeat its first draft and are ignored by
+    the verifier (``n_drafts`` says how many are real). The i.i.d. law needs no such rule (its
+    drafts may repeat), which is why ``kseq`` and ``optimal_iid`` take any ``k``.
 
     Parameters
     ----------
@@ -285,7 +287,10 @@ class Drafter:
             return sample_drafts(q0, k, self.law, generator=generator).reshape(-1), full
         n_drafts = torch.clamp((q0 > 0).sum(1), max=k)  # [B] min(k, support)
         short = bool((n_drafts < k).any())
-        x = sample_drafts(q0, k, self.law, generator=generator, validate=not short)  # [B, k]
+        m = min(k, q.shape[1])  # more drafts than tokens: the support is short in every row
+        x = sample_drafts(q0, m, self.law, generator=generator, validate=not short)  # [B, m]
+        if m < k:
+            x = torch.cat([x, x[:, :1].expand(-1, k - m)], dim=1)  # [B, k]
         if short:  # slots past a prompt's support repeat its first draft (ignored by the verifier)
             pad = torch.arange(k, device=q.device).unsqueeze(0) >= n_drafts.unsqueeze(1)
             x = torch.where(pad, x[:, :1], x)

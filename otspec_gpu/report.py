@@ -93,8 +93,9 @@ def _agreement(label: str, realized: np.ndarray, expected: np.ndarray, *, bernou
         nan = math.nan
         return Agreement(label, nan, nan, nan, nan, nan, 0)
     d = r - e
-    if bernoulli:
-        se = math.sqrt(float(np.sum(e * (1.0 - e)))) / n
+    if bernoulli:  # e is a probability; clipped, as a sum of float64 terms may exceed 1 by an ulp
+        ec = np.clip(e, 0.0, 1.0)
+        se = math.sqrt(float(np.sum(ec * (1.0 - ec)))) / n
     else:
         se = float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else math.inf
     half = Z99 * se

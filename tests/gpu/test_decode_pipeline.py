@@ -104,3 +104,37 @@ def test_one_round_gives_no_verdict():
 def test_mode_names():
     m = mode_for("rrs_wor", 3, 1)
     assert (m.mode, m.k, m.gamma, m.draft_law) == ("single", 3, 1, "without_replacement")
+
+
+@pytest.mark.parametrize("law", ["without_replacement", "greedy"])
+def test_more_drafts_than_tokens_follow_the_short_support_rule(law):
+    """k = 5 drafts over V = 3 tokens: the first 3 slots are exactly the law's 3 drafts from the same
+    uniforms (every token once, in the law's order), the other 2 repeat the first draft, and
+    n_drafts = 3 (formerly ``selected index k out of range`` / ``greedy drafts need k <= V``)."""
+    from otspec_gpu.drafting import sample_drafts
+
+    q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
+    for seed in range(20):
+        x, n = Drafter("single", 1, 5, 1, law).first_tokens(q.expand(5, -1), torch.Generator().manual_seed(seed))
+        ref = sample_drafts(q, 3, law, generator=torch.Generator().manual_seed(seed))[0].tolist()
+        assert x.tolist() == ref + [ref[0]] * 2 and n.tolist() == [3]
+
+
+@pytest.mark.parametrize("verifier,gamma", [("wor_iid", 1), ("rrs_wor", 1), ("greedy_optimal", 1), ("rrs_wor", 3), ("kseq", 1)])
+def test_more_drafts_than_the_vocabulary_decode(verifier, gamma):
+    """drafts = 8 > V = 6, as kseq always allowed: every round has min(k, support) <= V real drafts
+    and the theory is computed with the law actually used."""
+    t = models.tiny(seed=0)
+    res = decode(t, models.self_draft(t, 1.6), [[1, 2], [3]], verifier=verifier, drafts=8, gamma=gamma, max_new_tokens=8, seed=0)
+    assert [len(x) for x in res.tokens] == [8, 8]
+    nd = res.trace.columns["n_drafts"]
+    assert (nd >= 1).all() and (nd <= (8 if verifier == "kseq" else 6)).all()
+    assert np.isfinite(res.trace.columns["th_expected"]).all()
+
+
+def test_cli_more_drafts_than_the_vocabulary(capsys):
+    from otspec.cli import main
+
+    argv = ["decode", "--target", "tiny", "--draft", "tiny-draft", "--prompt-ids", "1,2", "-n", "3", "--json", "-g", "1", "-k", "9"]
+    assert main([*argv, "--verifier", "wor_iid"]) == 0
+    assert '"tokens"' in capsys.readouterr().out
