@@ -68,6 +68,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from otspec._arith import power
 from otspec._tolerances import (
     WOR_GAMMA_SERIES_CUTOFF,
     WOR_PRUNE_MARGIN,
@@ -1031,19 +1032,6 @@ def wor_prefix_all_in(q_sorted: np.ndarray, k: int) -> tuple[np.ndarray, float]:
     return vals, err
 
 
-def _power(x: np.ndarray, k: int) -> np.ndarray:
-    """``x ** k`` (integer k >= 1) by repeated squaring, overwriting ``x`` (a few ulps from
-    ``np.power``, which is ~40x slower): only used to bound, with the rounding in the slack."""
-    acc = None
-    while True:
-        if k & 1:
-            if k == 1:
-                return x if acc is None else np.multiply(acc, x, out=acc)
-            acc = x.copy() if acc is None else np.multiply(acc, x, out=acc)
-        k >>= 1
-        np.multiply(x, x, out=x)
-
-
 def _lower_bound(q: np.ndarray, k: int, Q: np.ndarray, S: float, idx: np.ndarray) -> np.ndarray:
     """The rigorous lower bound on :math:`Q_{WOR}(H_i^k)` of :func:`wor_dual_minimum` at the
     prefixes ``idx``: :math:`(q(H)/S) \\prod_{j<k} (q(H) - \\bar m_j)/(S - \\bar m_j)`, capped by
@@ -1165,7 +1153,7 @@ def wor_dual_minimum(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> WorM
     # prefixes (any set of prefixes gives a valid U; these are where D is least).
     d_lo = np.multiply(Q[lo : hi + 1], 1.0 / S)
     np.minimum(d_lo, 1.0, out=d_lo)
-    d_lo = _power(d_lo, k)
+    d_lo = power(d_lo, k)
     np.subtract(P[lo : hi + 1], d_lo, out=d_lo)
     n = d_lo.size
     nbk = max(1, min(1024, n // 64))

@@ -6,7 +6,7 @@
 Part 1 (solvers alone, one process = one core; traces in, Parquet out): N LM-shaped pairs at
 V = 49 152 (``otspec.synthetic.synthetic_pair``, zipf logits and a noisy draft), per position:
 
-* the i.i.d. optima for k in {2, 4, 8} (:func:`otspec_gpu.corpus.solvers.iid_optima`), the greedy
+* the i.i.d. optima for k in {2, 4, 8} (:func:`otspec.bounds.batched.iid_optima`), the greedy
   optima for the same k, and both with 1 - TV (``all_optima``, what ``--laws iid,greedy`` runs);
 * the floor the sorted-prefix method would pay: one ``argsort(p / q)`` plus one ``cumsum`` of p in
   that order -- the ratio of each solver's time to it, measured in the same run;
@@ -35,8 +35,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import markdown_table, median_time, write_report  # noqa: E402
 
 import otspec  # noqa: E402
+from otspec.bounds.batched import all_optima, greedy_optima, iid_optima  # noqa: E402
 from otspec.synthetic import synthetic_pair  # noqa: E402
-from otspec_gpu.corpus.solvers import SolverSpec, all_optima, greedy_optima, iid_optima, solve_rows  # noqa: E402
+from otspec_gpu.corpus.solvers import SolverSpec, solve_rows  # noqa: E402
 
 V = 49152
 KS = (2, 4, 8)

@@ -13,12 +13,46 @@ from __future__ import annotations
 import numpy as np
 
 from otspec import _race
+from otspec._arith import power
 from otspec._tolerances import ROUNDING_PER_TERM
 from otspec.bounds.certificate import CutAnswer
-from otspec.bounds.primal import power, prefix_lower
+from otspec.bounds.primal import prefix_lower
 from otspec.laws import DraftLaw
 
-__all__ = ["iid_prefix", "power", "solve"]
+__all__ = ["iid_prefix", "power", "ratio_keys", "solve"]
+
+
+def ratio_keys(p: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    r"""The keys of the sorted-prefix order: :math:`p/q`, ``+inf`` where only p is positive, 0
+    where both vanish.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions (validated).
+    out : ndarray, shape (V,), optional
+        A float64 buffer for the keys (a fresh array when omitted).
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        The keys (``out`` when given).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ratio_keys(np.array([0.5, 0.5, 0.0]), np.array([0.25, 0.0, 0.75])).tolist()
+    [2.0, inf, 0.0]
+    """
+    if q.min() > 0:
+        with np.errstate(over="ignore"):  # a denormal q overflows p/q to +inf: the right key
+            return np.divide(p, q, out=out)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
+    if out is None:
+        return key
+    out[...] = key
+    return out
 
 
 def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = False) -> tuple:
@@ -58,12 +92,7 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
     V = p.size
     # Few, reused buffers: on a loaded machine fresh pages cost more than the arithmetic.
     a, b = np.empty(V), np.empty(V)
-    if q.min() > 0:
-        with np.errstate(over="ignore"):  # a denormal q overflows p/q to +inf: the right key
-            key = np.divide(p, q, out=a)
-    else:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            key = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.where(p > 0, np.inf, 0.0))
+    key = ratio_keys(p, q, out=a)
     order = np.argsort(key)
     ks = np.take(key, order, out=b)
     tie = np.equal(ks[1:], ks[:-1])

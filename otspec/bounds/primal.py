@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from otspec._arith import power
 from otspec.bounds.subsets import subset_sums
 from otspec.laws import DraftLaw
 
@@ -44,32 +45,6 @@ _ORDER_EPS = 1e-12
 
 #: ... and when the law has at most this many draft tuples to enumerate.
 _WOR_CHECK_MAX_TUPLES = 200_000
-
-
-def power(x: np.ndarray, k: int) -> np.ndarray:
-    """``x ** k`` for an integer ``k >= 1`` by repeated squaring, overwriting ``x`` (a few ulps from
-    ``np.power``, ~40x faster; used only to *locate* a minimum).
-
-    Parameters
-    ----------
-    x : ndarray of float64
-        The bases (overwritten).
-    k : int
-        The exponent, at least 1.
-
-    Returns
-    -------
-    ndarray
-        ``x ** k`` (``x`` itself or a buffer derived from it).
-    """
-    acc = None
-    while True:
-        if k & 1:
-            if k == 1:
-                return x if acc is None else np.multiply(acc, x, out=acc)
-            acc = x.copy() if acc is None else np.multiply(acc, x, out=acc)
-        k >>= 1
-        np.multiply(x, x, out=x)
 
 
 def _sorted(p: np.ndarray, q: np.ndarray, presorted: bool):
