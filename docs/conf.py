@@ -37,7 +37,7 @@ autodoc_member_order = "bysource"
 nitpicky = False
 # Pages are .rst and one notebook; the .md files beside them are tables that pages include.
 source_suffix = {".rst": "restructuredtext", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "_generated/**", "_static/**", "tutorial/**", "**.ipynb_checkpoints", "jupyter_execute"]
+exclude_patterns = ["_build", "_static/**", "tutorial/**", "**.ipynb_checkpoints", "jupyter_execute"]
 suppress_warnings = ["toc.not_included", "ref.python"]
 
 # The notebook runs at every build (a few seconds); an exception in a cell fails the build.

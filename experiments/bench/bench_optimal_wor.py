@@ -22,7 +22,7 @@ and the status. Target: <= 5x the sort at V = 262 144, k = 8, error bound <= 1e-
 interleaved argsort; written to a temporary directory).
 
     nice -n 10 python experiments/bench/bench_optimal_wor.py --out experiments/bench/out
-    nice -n 5 python experiments/bench/bench_optimal_wor.py --optimum-only --samples 21 --out docs/_generated
+    nice -n 5 python experiments/bench/bench_optimal_wor.py --optimum-only --samples 21 --out docs/_static/results
 """
 
 from __future__ import annotations
