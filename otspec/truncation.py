@@ -29,15 +29,18 @@ Notation: ``A`` is the set of target ids logged, ``B`` the draft's, :math:`t_p =
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from otspec._tolerances import ROUNDING_PER_TERM
 from otspec.errors import InvalidDistributionError, UnsupportedMethodError
 
 __all__ = [
     "LOGGED_MASS_ATOL",
+    "LOGGED_VALUE_RTOL",
     "TRUNCATED_LAWS",
     "TruncatedPair",
     "CertifiedInterval",
@@ -52,10 +55,23 @@ __all__ = [
 #: Engines log float32 log-probabilities (relative rounding ~6e-8 each, and exp() adds as much), so
 #: K = 20-100 logged entries of a near-complete distribution can sum to ``1 + K * 1.2e-7``; 1e-5
 #: admits K up to ~80 at that worst case and still refuses any real error (a wrong base of the
-#: logarithm, duplicated entries). A record within it has its excess ``e`` (the sum minus 1) folded
-#: into the interval: the logged entries are scaled by ``1 / (1 + e)`` and both ends are widened by
-#: ``e_p + k e_q`` (the optimum moves by at most ``d_TV(p, p')`` in p and ``k d_TV(q, q')`` in q).
+#: logarithm, duplicated entries). A record within it whose excess ``e`` (the sum minus 1, summed
+#: exactly) is more than float64 rounding (:data:`LOGGED_VALUE_RTOL`) has it folded into the
+#: interval: the logged entries are scaled by ``1 / (1 + e)`` and the interval covers every pair
+#: within total variation ``e`` of the scaled one. The ends widen by ``e_p + k e_q`` for i.i.d.
+#: drafts (the optimum moves by at most ``d_TV(p, p')`` in p and ``k d_TV(q, q')`` in q) and by
+#: ``e_p`` plus the greedy optimum's own sensitivity, ``1.5 e_q / (r - e_q)`` with ``r`` the draft's
+#: rest off its top k-1 tokens (:func:`certified_interval`).
 LOGGED_MASS_ATOL = 1e-5
+
+#: Relative precision of each logged probability: a float64 log holds the true probability rounded
+#: to nearest, within 2^-53 of it (relative to the logged value). The interval holds every full
+#: pair whose logged entries lie this close to the log. It matters only where the greedy optimum
+#: divides by the draft's rest :math:`q(\Omega \setminus G)`, which a confident draft leaves
+#: at the size of this rounding (~1e-16). A record summing above 1 by at most this (relative to
+#: its sum) is that rounding and is kept as logged; a larger excess is an imprecise log (see
+#: :data:`LOGGED_MASS_ATOL`).
+LOGGED_VALUE_RTOL = 2.0**-53
 
 #: The draft laws with a certified interval.
 TRUNCATED_LAWS = ("iid", "greedy")
@@ -70,10 +86,11 @@ class TruncatedPair:
     p_ids, q_ids : ndarray of int64, shape (K_p,), (K_q,)
         Logged token ids of the target and of the draft (distinct within each).
     p_vals, q_vals : ndarray of float64
-        Their probabilities, scaled so that each side sums to at most 1.
+        Their probabilities as logged, or scaled to sum to 1 when they summed above 1 by more
+        than float64 rounding (:data:`LOGGED_VALUE_RTOL`).
     p_excess, q_excess : float
-        How far the logged masses summed above 1 before scaling (0 when they did not; at most
-        :data:`LOGGED_MASS_ATOL`); folded into the interval's ends.
+        How far the logged masses summed above 1 (summed exactly; 0 when they did not; at most
+        :data:`LOGGED_MASS_ATOL`); folded into the interval's ends when beyond rounding.
     """
 
     p_ids: np.ndarray
@@ -85,13 +102,13 @@ class TruncatedPair:
 
     @property
     def p_tail(self) -> float:
-        """Target mass outside the logged ids, :math:`t_p = 1 - p(A) \\ge 0`."""
-        return max(0.0, 1.0 - float(self.p_vals.sum()))
+        """Target mass outside the logged ids, :math:`t_p = 1 - p(A) \\ge 0` (correctly rounded)."""
+        return _complement(self.p_vals)
 
     @property
     def q_tail(self) -> float:
-        """Draft mass outside the logged ids, :math:`t_q = 1 - q(B) \\ge 0`."""
-        return max(0.0, 1.0 - float(self.q_vals.sum()))
+        """Draft mass outside the logged ids, :math:`t_q = 1 - q(B) \\ge 0` (correctly rounded)."""
+        return _complement(self.q_vals)
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,12 @@ class CertifiedInterval:
         return self.high - self.low
 
 
+def _complement(v: np.ndarray) -> float:
+    """:math:`\\max(0, 1 - \\sum v)`, correctly rounded: a float sum of near-1 entries loses the
+    ~1e-16 that a confident distribution leaves outside them, so the sum is exact (``math.fsum``)."""
+    return max(0.0, math.fsum([1.0, *(-v).tolist()]))
+
+
 def _side(ids: Any, vals: Any, name: str, V: int | None) -> tuple[np.ndarray, np.ndarray, float]:
     try:
         i = np.asarray(ids)
@@ -143,14 +166,14 @@ def _side(ids: Any, vals: Any, name: str, V: int | None) -> tuple[np.ndarray, np
         )
     if not np.all(np.isfinite(v)) or v.min() < 0:
         raise InvalidDistributionError(f"{name}: probabilities must be finite and >= 0 (got {v.tolist()[:5]}); pass exp(logprob)")
-    s = float(v.sum())
+    s = math.fsum(v.tolist())  # exact sum, correctly rounded: the excess below is not rounding noise
     if s > 1.0 + LOGGED_MASS_ATOL:
         raise InvalidDistributionError(
             f"{name}: logged probabilities sum to {s:.9g} > 1 + {LOGGED_MASS_ATOL:g}; they must be natural-log probabilities of one "
             "distribution (check the log base and duplicated entries)"
         )
-    excess = max(0.0, s - 1.0)
-    if excess > 0:
+    excess = max(0.0, math.fsum([*v.tolist(), -1.0]))
+    if excess > LOGGED_VALUE_RTOL * s:  # beyond float64 rounding of the logged values: scale to 1
         v = v / s
     return i, v, excess
 
@@ -267,7 +290,7 @@ def merged_pair(t: TruncatedPair) -> tuple[np.ndarray, np.ndarray]:
     p, q, inA, inB = _dense(t)
     both = inA & inB
     pb, qb = p[both], q[both]
-    return np.append(pb, max(0.0, 1.0 - pb.sum())), np.append(qb, max(0.0, 1.0 - qb.sum()))
+    return np.append(pb, _complement(pb)), np.append(qb, _complement(qb))
 
 
 def split_pair(t: TruncatedPair) -> tuple[np.ndarray, np.ndarray]:
@@ -297,13 +320,54 @@ def split_pair(t: TruncatedPair) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([p, [t.p_tail, 0.0]]), np.concatenate([q, [0.0, t.q_tail]])
 
 
-def _iid_value(p: np.ndarray, q: np.ndarray, k: int) -> float:
+def _up(x: float) -> float:
+    return float(np.nextafter(x, np.inf))
+
+
+def _down(x: float) -> float:
+    return float(np.nextafter(x, -np.inf))
+
+
+def _roundoff(n: int) -> float:
+    r"""Bound on the float64 rounding of an end computed from n logged entries (absolute).
+
+    Each end is a sum of at most ``n + 4`` non-negative terms, each a product, quotient or minimum
+    of logged values and bounds (a few roundings each, relative), with at most two subtractions
+    from 1 of quantities in [0, 1]: twice Higham's :math:`\gamma_{n+8}` covers it."""
+    return ROUNDING_PER_TERM * (2 * n + 16)
+
+
+def _beyond_rounding(excess: float) -> float:
+    """The total variation by which the truth may differ from a scaled record: its excess, when
+    the excess is more than the rounding of the logged values (and the scaling's own rounding)."""
+    if excess <= LOGGED_VALUE_RTOL * (1.0 + excess):  # kept as logged: LOGGED_VALUE_RTOL covers it
+        return 0.0
+    return excess + 4 * LOGGED_VALUE_RTOL  # |fl(v / s) - v / S| <= 2 u v per entry
+
+
+def _iid_value(p: np.ndarray, q: np.ndarray, k: int) -> tuple[float, float]:
+    """The i.i.d. optimum of a full pair and a bound on its rounding error."""
     if k == 1:
-        return float(np.minimum(p, q).sum())
+        return float(np.minimum(p, q).sum()), ROUNDING_PER_TERM * p.size
     from otspec.bounds import optimal_acceptance
     from otspec.laws import iid
 
-    return float(optimal_acceptance(p, iid(q, k), method="prefix").value)
+    res = optimal_acceptance(p, iid(q, k), method="prefix")
+    return float(res.value), float(res.error_bound)
+
+
+def _iid_interval(t: TruncatedPair, k: int) -> tuple[float, float]:
+    r"""The i.i.d. optimum bounded from the log: split pair (low) and merged pair (high), widened
+    outward by their rounding, by the logged values' own precision (:data:`LOGGED_VALUE_RTOL`:
+    the optimum moves by at most :math:`d_{TV}` in p and :math:`k\,d_{TV}` in q) and by an excess
+    beyond rounding."""
+    low, err_lo = _iid_value(*split_pair(t), k)
+    high, err_hi = _iid_value(*merged_pair(t), k)
+    widen = 2 * LOGGED_VALUE_RTOL * (1 + k) + _beyond_rounding(t.p_excess) + k * _beyond_rounding(t.q_excess)
+    n = t.p_ids.size + t.q_ids.size
+    low = _down(low - err_lo - widen - _roundoff(n))
+    high = _up(high + err_hi + widen + _roundoff(n))
+    return max(0.0, low), min(1.0, high)
 
 
 def _greedy_top(t: TruncatedPair, m: int) -> np.ndarray:
@@ -313,28 +377,64 @@ def _greedy_top(t: TruncatedPair, m: int) -> np.ndarray:
 
 
 def _greedy_interval(t: TruncatedPair, k: int) -> tuple[float, float]:
-    r"""Greedy optimum :math:`P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` bounded from the log."""
+    r"""Greedy optimum :math:`P(G) + \sum_{x \notin G} \min(p(x), \tilde q(x))` bounded from the log.
+
+    The draft's rest :math:`r = q(\Omega \setminus G)` is bounded from what lies *outside* G -- the
+    logged entries off G plus the tail -- never as ``1 - q(G)``: for a confident draft that
+    difference is a few ulps of 1, all rounding, and dividing by it gave inverted or wrong
+    intervals (issue 31). Every bound is rounded outward, and an excess beyond rounding widens
+    by the greedy optimum's true sensitivity in q, which the renormalisation amplifies by
+    :math:`1 / r` (see :func:`certified_interval`).
+    """
     if k - 1 > t.q_ids.size:
         raise UnsupportedMethodError(
             f"the greedy interval with k = {k} needs the {k - 1} largest draft probabilities, but only {t.q_ids.size} are logged; "
             "log more entries or use a smaller k"
         )
+    rho = LOGGED_VALUE_RTOL
     g_pos = _greedy_top(t, k - 1)
-    G = t.q_ids[g_pos]
-    qG = float(t.q_vals[g_pos].sum())
-    rest = 1.0 - qG
+    inG = np.zeros(t.q_ids.size, dtype=bool)
+    inG[g_pos] = True
     p_of = dict(zip(t.p_ids.tolist(), t.p_vals.tolist(), strict=True))
-    pG_logged = sum(p_of.get(int(x), 0.0) for x in G)
-    inG = np.isin(t.q_ids, G)
-    S_mask = ~inG & np.isin(t.q_ids, t.p_ids)  # (A n B) \ G
+    pG = math.fsum(p_of.get(int(x), 0.0) for x in t.q_ids[g_pos])  # p(G n A)
+    S_mask = ~inG & np.isin(t.q_ids, t.p_ids)  # S = (A n B) \ G
     S = t.q_ids[S_mask]
-    if rest <= 0.0:  # the draft's whole mass is on G: the last draft never leaves G
-        return pG_logged, min(1.0, pG_logged + t.p_tail)
-    qt_S = t.q_vals[S_mask] / rest
-    p_S = np.array([p_of[int(x)] for x in S])
-    common = float(np.minimum(p_S, qt_S).sum())
-    low = pG_logged + common
-    high = common + min(1.0 - float(p_S.sum()), pG_logged + t.p_tail + 1.0 - float(qt_S.sum()))
+    qS = t.q_vals[S_mask]
+    pS = np.array([p_of[int(x)] for x in S], dtype=np.float64)
+    # r = q(off G) = (logged entries off G) + (tail), each logged entry within rho of its value and
+    # the tail at most 1 - (1 - rho) q(B); sums exact (fsum), every step rounded outward.
+    N = math.fsum(t.q_vals[~inG].tolist())
+    tail_hi = max(0.0, _up(_up(math.fsum([1.0, *(-t.q_vals).tolist()])) + rho * _up(math.fsum(t.q_vals.tolist()))))
+    r_lo = max(0.0, _down(_down(N) * (1.0 - rho)))
+    r_hi = _up(_up(_up(N) * (1.0 + rho)) + tail_hi)  # > 0: tail_hi >= rho q(B) > 0, or N > 0
+    qt_lo = qS * (1.0 - rho) / r_hi
+    with np.errstate(divide="ignore", invalid="ignore"):
+        qt_hi = np.where(qS > 0, qS * (1.0 + rho) / r_lo if r_lo > 0 else np.inf, 0.0)
+    t_p = _up(t.p_tail)
+    p_off_S = math.fsum(t.p_vals[~np.isin(t.p_ids, S)].tolist())  # p(A \ S), so 1 - p(S) = this + t_p
+    low = pG + float(np.minimum(pS, qt_lo).sum())
+    high = min(
+        float(np.minimum(pS, qt_hi).sum()) + p_off_S + t_p,
+        pG + t_p + 1.0 - float(np.maximum(qt_lo - pS, 0.0).sum()),
+    )
+    # the target's logged values within rho (the optimum is 1-Lipschitz in d_TV of p), its excess
+    widen = 2 * rho + _beyond_rounding(t.p_excess)
+    eps_q = _beyond_rounding(t.q_excess)
+    if eps_q > 0:
+        # every q' within d_TV eps_q: G stays the top k - 1 only if the (k-1)-th largest entry leads
+        # the next one (a logged entry off G, else an unlogged token: at most the tail and the
+        # smallest logged entry) by more than 2 eps_q; with G fixed, the renormalised rest moves by
+        # d_TV(q~, q~') <= 1.5 eps_q / (r - eps_q), and the optimum by at most that.
+        off = t.q_vals[~inG]
+        nxt = float(off.max()) if off.size else min(tail_hi, float(t.q_vals.min()))
+        if k > 1 and float(t.q_vals[g_pos].min()) * (1 - rho) - nxt * (1 + rho) <= 2 * eps_q:
+            return 0.0, 1.0
+        widen += 1.0 if r_lo <= eps_q else min(1.0, _up(1.5 * eps_q / _down(r_lo - eps_q)))
+    slack = widen + _roundoff(t.p_ids.size + t.q_ids.size)
+    # the optimum is at least p(G), whatever q~ is
+    floor = _down(pG * (1.0 - rho) - _beyond_rounding(t.p_excess) - slack)
+    low = max(0.0, floor, _down(low - slack))
+    high = min(1.0, _up(high + slack))
     return low, high
 
 
@@ -343,14 +443,28 @@ def certified_interval(t: TruncatedPair, law: str = "iid", k: int = 1) -> Certif
 
     For ``law="iid"``: ``low`` is :math:`\alpha^*` of :func:`split_pair`, ``high`` of
     :func:`merged_pair`. For ``law="greedy"``, with :math:`G` the k-1 largest logged draft
-    probabilities, :math:`\tilde q = q / (1 - q(G))` and :math:`S = (A \cap B) \setminus G`:
+    probabilities, :math:`S = (A \cap B) \setminus G`, the draft's rest off G bounded from what lies
+    off G -- :math:`r \in [r_-, r_+]` with :math:`r_- = q(B \setminus G)` and
+    :math:`r_+ = q(B \setminus G) + t_q` -- and :math:`\tilde q_\pm = q / r_\mp`:
 
-    .. math:: \text{low} = p(G \cap A) + \sum_{x \in S} \min(p(x), \tilde q(x)), \qquad
-              \text{high} = \sum_{x \in S} \min(p(x), \tilde q(x))
-                + \min\big(1 - p(S),\; p(G \cap A) + t_p + 1 - \tilde q(S)\big).
+    .. math:: \text{low} = p(G \cap A) + \sum_{x \in S} \min(p(x), \tilde q_-(x)), \qquad
+              \text{high} = \min\Big(\sum_{x \in S} \min(p(x), \tilde q_+(x)) + 1 - p(S),\;
+                p(G \cap A) + t_p + 1 - \sum_{x \in S} (\tilde q_-(x) - p(x))_+\Big).
 
-    A record whose logged masses exceeded 1 (within :data:`LOGGED_MASS_ATOL`) widens both ends by
-    ``p_excess + k * q_excess``; the ends are clipped to ``[0, 1]``.
+    The rest is never ``1 - q(G)``: for a confident draft (top k-1 mass within ~1e-12 of 1) that
+    difference is all rounding, and the renormalisation by it amplifies the error by
+    :math:`1 / r`.
+
+    The interval holds every full pair whose logged entries lie within float64 rounding
+    (:data:`LOGGED_VALUE_RTOL`) of the log, with its tails the rest: the sums are exact
+    (``math.fsum``), the bounds carry that relative precision, and both ends are rounded outward
+    by a bound on the arithmetic's own rounding (about ``(2 K + 16) * 1.2e-16``). A record whose
+    logged masses exceeded 1 by more than rounding (within :data:`LOGGED_MASS_ATOL`) is scaled to 1
+    and covers every pair within total variation ``e`` of it: the ends widen by
+    ``p_excess + k * q_excess`` for i.i.d. drafts and by ``p_excess`` plus
+    :math:`1.5\, e_q / (r_- - e_q)` for greedy drafts (with G fixed, the renormalised rest moves by
+    that much in total variation), or to ``[0, 1]`` when ``e_q`` could reorder the top k-1 tokens
+    or reaches :math:`r_-`. The ends are clipped to ``[0, 1]``.
 
     Parameters
     ----------
@@ -387,10 +501,5 @@ def certified_interval(t: TruncatedPair, law: str = "iid", k: int = 1) -> Certif
     if int(k) != k or k < 1:
         raise UnsupportedMethodError(f"k must be an integer >= 1 (got {k!r}); pass the number of drafts")
     k = int(k)
-    if law == "iid":
-        low = _iid_value(*split_pair(t), k)
-        high = _iid_value(*merged_pair(t), k)
-    else:
-        low, high = _greedy_interval(t, k)
-    widen = t.p_excess + k * t.q_excess
-    return CertifiedInterval(max(0.0, low - widen), min(1.0, high + widen), law, k)
+    low, high = _iid_interval(t, k) if law == "iid" else _greedy_interval(t, k)
+    return CertifiedInterval(low, high, law, k)
