@@ -78,6 +78,9 @@ class _Binned:
         self.Qbin = Qb[j0:j1]
         self.Pc = np.cumsum(Pb[j0:j1])
         self.Qc = np.cumsum(self.Qbin)
+        # mass of the bins above each one, summed from the top: Qc[-1] - Qc[j] cancels when the bins
+        # up to j hold nearly all of q, and greedy's 1 / rest then amplifies that (issue 31)
+        self.Qabove = np.append(np.cumsum(self.Qbin[::-1])[::-1][1:], 0.0)
         self.Pprev = np.concatenate([[0.0], self.Pc[:-1]])
         self.Qprev = np.concatenate([[0.0], self.Qc[:-1]])
         self.edges = _EDGES[j0:j1]
@@ -176,7 +179,7 @@ def _sum_min_scaled(b: _Binned, c: float, tokens: np.ndarray) -> float:
     if g >= b.j0 + b.Pc.size:  # every token's ratio is below c
         return float(b.Pc[-1])
     below = b.Pprev[j]
-    above = c * (b.Qc[-1] - b.Qc[j])
+    above = c * b.Qabove[j]
     return float(below + above + np.minimum(b.p[inside], c * b.q[inside]).sum())
 
 
@@ -205,10 +208,16 @@ def _top(q: np.ndarray, m: int) -> np.ndarray:
 
 def _greedy_constants(p: np.ndarray, q: np.ndarray, ks: Sequence[int]) -> dict[int, tuple[np.ndarray, float, float]]:
     top = _top(q, max(ks) - 1)
+    # q's rest off G is summed over the tokens off G, never 1 - q(G): for a confident draft that
+    # difference is rounding (and q's own sum may miss 1 by up to SIMPLEX_SUM_ATOL), which 1 / rest
+    # amplifies into a wrong optimum (issue 31); GreedyLaw.q_rest normalises the same way.
+    off = q.copy()
+    off[top] = 0.0
+    rest_all = float(off.sum())
     out = {}
     for k in ks:
         G = top[: k - 1]
-        rest = 1.0 - float(q[G].sum())
+        rest = rest_all + float(q[top[k - 1 :]].sum())
         out[k] = (G, rest, float(p[G].sum()))
     return out
 
