@@ -563,6 +563,8 @@ def holm(pvalues: Any, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
 
     Raises
     ------
+    ShapeMismatchError
+        If ``pvalues`` has more than one dimension (one family per call: ravel it, or loop).
     InvalidOptionError
         If a p-value is outside [0, 1] or ``alpha`` is outside (0, 1).
 
@@ -603,6 +605,8 @@ def benjamini_hochberg(pvalues: Any, alpha: float = 0.05) -> tuple[np.ndarray, n
 
     Raises
     ------
+    ShapeMismatchError
+        If ``pvalues`` has more than one dimension (one family per call: ravel it, or loop).
     InvalidOptionError
         If a p-value is outside [0, 1] or ``alpha`` is outside (0, 1).
 
@@ -628,7 +632,15 @@ def _adjusted(pvalues: Any, alpha: float, adjust: Callable[[np.ndarray], np.ndar
 
 
 def _check_pvalues(pvalues: Any, alpha: float) -> np.ndarray:
-    p = np.asarray(pvalues, dtype=np.float64).reshape(-1)
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.ndim > 1:
+        # a 2-D array is several families or one family laid out in a table: flattening it would
+        # silently pick "one family" and change every adjusted value, so the caller says which
+        raise ShapeMismatchError(
+            f"pvalues must be one family, a 1-D array (got shape {p.shape}); pass p.ravel() to correct all of them as one "
+            "family, or call once per row for one family per row"
+        )
+    p = p.reshape(-1)
     if np.any((p[~np.isnan(p)] < 0) | (p[~np.isnan(p)] > 1)):
         raise InvalidOptionError(f"p-values must lie in [0, 1] (got {p.tolist()}); pass probabilities")
     if not 0.0 < float(alpha) < 1.0:

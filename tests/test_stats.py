@@ -229,3 +229,18 @@ def test_corrections_skip_nan_and_refuse_bad_input():
         holm([0.5, 1.5])
     with pytest.raises(InvalidOptionError, match="alpha"):
         benjamini_hochberg([0.5], alpha=0)
+
+
+def test_corrections_refuse_a_2d_table():
+    """A 2-D array is several families or one family in a table; flattening it silently (the old
+    behaviour) picked "one family of 6" here: Holm's factor became 6 instead of 3 per row."""
+    from otspec.stats import benjamini_hochberg, holm
+
+    table = np.array([[0.01, 0.02, 0.5], [0.012, 0.3, 0.9]])
+    for correct in (holm, benjamini_hochberg):
+        with pytest.raises(ShapeMismatchError, match=r"1-D array \(got shape \(2, 3\)\).*ravel"):
+            correct(table)
+        # the two explicit choices the message offers
+        assert correct(table.ravel())[0].shape == (6,)
+        assert correct(table[0])[0].shape == (3,)
+    assert holm(table[0])[0][0] == pytest.approx(0.03)  # min(1, 3 * 0.01), one family of 3

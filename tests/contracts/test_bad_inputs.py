@@ -11,7 +11,7 @@ import pytest
 
 import otspec
 from otspec import io as otspec_io
-from otspec import models
+from otspec import models, stats
 from otspec.bounds.block import block_optimum
 from otspec.bounds.sizing import check_acceptance
 from otspec.bounds.tree import tree_optimum
@@ -272,6 +272,8 @@ LIBRARY_CASES = [
         InvalidDraftsError,
         "q_conds[1, 0]",
     ),
+    ("holm on a 2-D table", lambda: stats.holm(np.full((2, 3), 0.01)), ShapeMismatchError, "1-D array (got shape (2, 3))"),
+    ("BH on a 2-D table", lambda: stats.benjamini_hochberg(np.full((2, 3), 0.01)), ShapeMismatchError, "ravel"),
 ]
 
 
@@ -349,6 +351,7 @@ def test_library_rejects(name, call, exc, fragment):
         "q_model",
         "verifier",
         "gamma",
+        "pvalues",
     ), (name, arg, msg)
 
 
