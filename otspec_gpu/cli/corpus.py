@@ -8,15 +8,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
+import warnings
 from pathlib import Path
+from typing import Any
 
 from otspec.cli._common import CliError, number_flag, print_json, print_table
 
-__all__ = ["DEFAULTS", "register", "run"]
+__all__ = ["DEFAULTS", "INTERRUPTED", "register", "run", "resume_command"]
 
 #: The library defaults (:class:`otspec_gpu.corpus.SolverSpec`, :func:`otspec_gpu.corpus.run_corpus`), kept equal by a test.
 DEFAULTS = dict(
-    laws="iid,greedy", ks="2,4,8", verifiers="kseq,rrs", mc_samples=2000, seed=0, shard_docs=16, temperature=1.0, confidence=0.95
+    laws="iid,greedy",
+    ks="2,4,8",
+    verifiers="kseq,rrs",
+    mc_samples=2000,
+    seed=0,
+    shard_docs=16,
+    shard_steps=4096,
+    temperature=1.0,
+    confidence=0.95,
 )
 
 
@@ -68,13 +80,75 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--ray-address", default=None, help="join a Ray cluster (auto, ray://HOST:10001); default: start a local Ray")
     ap.add_argument("--workers", default=None, help="Ray: scoring actors (default: one per GPU, else one per CPU but one)")
     ap.add_argument("--shard-docs", default=str(DEFAULTS["shard_docs"]), help="documents per shard, the unit of resumption (default 16)")
+    ap.add_argument(
+        "--shard-steps",
+        default=str(DEFAULTS["shard_steps"]),
+        help=f"--logged: steps per shard, the unit of resumption (default {DEFAULTS['shard_steps']})",
+    )
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out instead of resuming it")
     ap.add_argument("--confidence", default=str(DEFAULTS["confidence"]), help="confidence of the intervals (default 0.95)")
     ap.add_argument("--markdown", default=None, metavar="FILE", help="also write the summary as markdown")
     ap.add_argument("--plot", default=None, metavar="FILE", help="also plot the optimum and the verifiers vs k (needs matplotlib)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ap.set_defaults(func=run)
+    # the options as (dest, flag, default, is a switch), to write the resume command after Ctrl-C
+    options = tuple((a.dest, a.option_strings[-1], a.default, a.nargs == 0) for a in ap._actions if a.option_strings and a.dest != "help")
+    ap.set_defaults(func=run, corpus_options=options)
+
+
+#: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
+
+
+def resume_command(args: argparse.Namespace, *, keep_overwrite: bool = False) -> str:
+    """The ``otspec corpus`` command line of ``args``, quoted for a POSIX shell: every source and
+    every option that differs from its default (``--overwrite`` only if ``keep_overwrite``: a run
+    that already replaced the folder resumes without it).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``otspec corpus``.
+    keep_overwrite : bool
+        Keep ``--overwrite`` (when the run was stopped before it replaced anything).
+
+    Returns
+    -------
+    str
+        E.g. ``otspec corpus logs.jsonl --out runs/x --logged``.
+    """
+    parts = ["otspec", "corpus", *args.sources]
+    for dest, flag, default, switch in args.corpus_options:
+        value = getattr(args, dest)
+        if dest == "overwrite" and not keep_overwrite:
+            continue
+        if switch:
+            parts += [flag] if value else []
+        elif value is not None and value != default:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+def _interrupted(args: argparse.Namespace, exc: BaseException, ran: bool) -> int:
+    """Say what a Ctrl-C kept and how to resume (``ran``: the shards were all done already)."""
+    from otspec_gpu.corpus.run import CorpusInterrupted
+    from otspec_gpu.corpus.shards import kept_shards, shard_path
+
+    if isinstance(exc, CorpusInterrupted) or ran:
+        kept, total = (exc.kept, exc.n_shards) if isinstance(exc, CorpusInterrupted) else kept_shards(args.out)
+        names = ", ".join(shard_path("", i).name for i in kept[:3]) + (", ..." if len(kept) > 3 else "")
+        what = f"kept {len(kept)} of {total if total is not None else '?'} shards in {args.out}" + (f" ({names})" if kept else "")
+        cmd = resume_command(args)
+    else:  # stopped while reading the inputs, loading the models or checking the folder: this run wrote no shard
+        what = "no shard of this run was written yet"
+        cmd = resume_command(args, keep_overwrite=True)
+    print(f"otspec corpus: interrupted; {what}. Resume with:\n  {cmd}", file=sys.stderr)
+    return INTERRUPTED
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """One line per warning on stderr, like the errors (no source line of otspec's code)."""
+    print(f"otspec: warning: {message}", file=sys.stderr)
 
 
 def _list(text: str, flag: str, kind=str) -> tuple:
@@ -97,6 +171,39 @@ def _spec(args: argparse.Namespace):
     )
 
 
+def _compute(args: argparse.Namespace, spec: Any) -> Any:
+    """Run (or resume) the logged or the model run of ``args``."""
+    from otspec_gpu.corpus import Processing, run_corpus, run_logged
+
+    if args.logged:
+        steps = number_flag(args.shard_steps, "--shard-steps", int, minimum=1)
+        return run_logged(args.sources, out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite)
+    from otspec_gpu.cli import require_decode_stack
+
+    require_decode_stack()
+    proc = Processing(
+        temperature=number_flag(args.temperature, "--temperature", float),
+        top_k=number_flag(args.top_k, "--top-k", int, minimum=1, optional=True),
+        top_p=number_flag(args.top_p, "--top-p", float, optional=True),
+    )
+    return run_corpus(
+        args.sources,
+        target=args.target,
+        draft=args.draft,
+        out=args.out,
+        spec=spec,
+        processing=proc,
+        engine=args.engine,
+        shard_docs=number_flag(args.shard_docs, "--shard-docs", int, minimum=1),
+        max_tokens=number_flag(args.max_tokens, "--max-tokens", int, minimum=2, optional=True),
+        overwrite=args.overwrite,
+        progress=not (args.no_progress or args.json),
+        ray_address=args.ray_address,
+        workers=number_flag(args.workers, "--workers", int, minimum=1, optional=True),
+        field=args.field,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``otspec corpus``: compute (or resume) the run, then print and save its summary.
 
@@ -108,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
     Returns
     -------
     int
-        0 on success (usage and input errors raise and exit 2 through the CLI's guard).
+        0 on success; :data:`INTERRUPTED` (130) after Ctrl-C, having printed which shards were kept
+        and the command that resumes the run (usage and input errors raise and exit 2 through the
+        CLI's guard).
 
     Raises
     ------
@@ -120,41 +229,20 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("no input: pass at least one source (a text or .jsonl file, humaneval, prompts; log files with --logged)")
     confidence = number_flag(args.confidence, "--confidence", float, minimum=0.5, maximum=0.999)
     try:
-        from otspec_gpu.corpus import Processing, plot_summary, read_results, run_corpus, run_logged, summarize
+        from otspec_gpu.corpus import plot_summary, read_results, summarize
     except ImportError as exc:
         raise CliError(f"otspec corpus needs torch (install it with `pip install torch==2.13.0`): {exc}") from None
     spec = _spec(args)
+    res = None
     try:
-        if args.logged:
-            res = run_logged(args.sources, out=args.out, spec=spec, overwrite=args.overwrite)
-        else:
-            from otspec_gpu.cli import require_decode_stack
-
-            require_decode_stack()
-            proc = Processing(
-                temperature=number_flag(args.temperature, "--temperature", float),
-                top_k=number_flag(args.top_k, "--top-k", int, minimum=1, optional=True),
-                top_p=number_flag(args.top_p, "--top-p", float, optional=True),
-            )
-            res = run_corpus(
-                args.sources,
-                target=args.target,
-                draft=args.draft,
-                out=args.out,
-                spec=spec,
-                processing=proc,
-                engine=args.engine,
-                shard_docs=number_flag(args.shard_docs, "--shard-docs", int, minimum=1),
-                max_tokens=number_flag(args.max_tokens, "--max-tokens", int, minimum=2, optional=True),
-                overwrite=args.overwrite,
-                progress=not (args.no_progress or args.json),
-                ray_address=args.ray_address,
-                workers=number_flag(args.workers, "--workers", int, minimum=1, optional=True),
-                field=args.field,
-            )
+        with warnings.catch_warnings():  # damaged shards are reported as they are found, one line each
+            warnings.showwarning = _show_warning
+            res = _compute(args, spec)
         summary = summarize(read_results(args.out), confidence=confidence, seed=spec.seed)
     except ImportError as exc:
         raise CliError(str(exc)) from None
+    except KeyboardInterrupt as exc:
+        return _interrupted(args, exc, ran=res is not None)
     info = dict(
         out=str(res.out),
         engine=res.engine,

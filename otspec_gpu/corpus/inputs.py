@@ -19,15 +19,17 @@ JSON object per line and per decoding step::
      "target": {"ids": [791, 13, 5], "logprobs": [-0.11, -2.5, -3.9]},
      "draft":  {"ids": [791, 5, 42], "logprobs": [-0.3, -1.7, -4.2]}}
 
-``doc`` (string or integer) is required; ``domain`` defaults to the file's stem and ``position`` to
-the step's rank among the lines of its document. ``target`` and ``draft`` each hold the K largest
-natural-log probabilities of that model at the step (K >= 1, may differ between the models; ids
-distinct). The probabilities of one side may sum to at most ``1 + LOGGED_MASS_ATOL``
+``doc`` (a string or an integer, one type per document: ``1`` and ``"1"`` are refused rather than
+merged) is required; ``domain`` (a string) defaults to the file's stem and ``position`` to the
+step's rank among the lines of its document; no two steps of a document share a position (across
+all the files of a run). ``target`` and ``draft`` each hold the K largest natural-log
+probabilities of that model at the step (K >= 1, may differ between the models; ids distinct JSON
+integers, log-probabilities JSON numbers, never strings). The probabilities of one side may sum to at most ``1 + LOGGED_MASS_ATOL``
 (:data:`otspec.truncation.LOGGED_MASS_ATOL`, 1e-5: float32 rounding of engines' log-probs).
 otspec's own decoding traces (``FILE.safetensors`` written by ``otspec decode --trace``,
 :func:`otspec.io.load_trace`) are read the same way: every drafted position of every record.
 
-Every bad input raises :class:`otspec.errors.CorpusInputError` naming the file and the line.
+Every bad input raises :class:`otspec.errors.CorpusInputError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ __all__ = [
     "read_humaneval",
     "read_prompts",
     "read_logged",
+    "read_logged_files",
     "HUMANEVAL_INSTALL",
 ]
 
@@ -323,20 +326,69 @@ def read_sources(specs: Iterable[str], *, field: str = "text") -> list[Document]
     return docs
 
 
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _side(obj: Any, name: str, where: str) -> tuple[list, np.ndarray]:
     if not isinstance(obj, dict) or "ids" not in obj or "logprobs" not in obj:
         raise _fail(where, f"{name!r} must be an object with 'ids' and 'logprobs' lists (got {str(obj)[:60]}); see the logged-trace schema")
     ids, lps = obj["ids"], obj["logprobs"]
-    if not isinstance(ids, list) or not isinstance(lps, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
-        raise _fail(where, f"{name}: 'ids' must be a list of integers and 'logprobs' a list of numbers; fix the record")
-    try:
-        lp = np.asarray(lps, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise _fail(where, f"{name}: 'logprobs' must be numbers (got {str(lps)[:60]}); fix the record") from None
-    if lp.ndim != 1:
-        raise _fail(where, f"{name}: 'logprobs' must be a flat list of numbers; fix the record")
+    for field, val in (("ids", ids), ("logprobs", lps)):
+        if not isinstance(val, list):
+            raise _fail(where, f"{name}.{field} must be a list (got {type(val).__name__} {str(val)[:40]}); fix the record")
+    for j, x in enumerate(ids):
+        if not isinstance(x, int) or isinstance(x, bool):
+            raise _fail(where, f"{name}.ids[{j}] must be an integer token id (got {x!r}); write ids as JSON integers")
+    for j, x in enumerate(lps):
+        # a string such as "-0.5" would parse as a number; refuse it: the log is not the schema
+        if not _is_number(x):
+            raise _fail(where, f"{name}.logprobs[{j}] must be a JSON number (got {x!r}); write log-probabilities as numbers, not strings")
+    lp = np.asarray(lps, dtype=np.float64)
     with np.errstate(over="ignore"):
         return ids, np.exp(lp)
+
+
+class _StepKeys:
+    """The documents and (doc, position) pairs seen so far across the files of one run: a ``doc``
+    written once as an integer and once as a string, or two steps at one position of a document,
+    would silently merge clusters or double-count a position, so both are refused."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, tuple[type, Any, str]] = {}
+        self.steps: dict[tuple[str, int], str] = {}
+        self.counters: dict[str, int] = {}
+
+    def doc(self, value: Any, where: str) -> str:
+        """The document's key, after checking its type and that the same text never had another type."""
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise _fail(
+                where,
+                f"'doc' must be a string or an integer (got {type(value).__name__} {str(value)[:40]}); give the step its document's id",
+            )
+        key = str(value)
+        seen = self.docs.setdefault(key, (type(value), value, where))
+        if seen[0] is not type(value):
+            raise _fail(
+                where,
+                f"'doc' is {value!r} ({type(value).__name__}) but {seen[2]} has {seen[1]!r} ({seen[0].__name__}): two ids that would "
+                "name one cluster; write each document's id with one type",
+            )
+        return key
+
+    def position(self, doc: str, obj: dict, where: str) -> int:
+        """The step's ``position`` (default: its rank within its document), unique within the document."""
+        pos = obj.get("position") if "position" in obj else self.counters.get(doc, 0)
+        if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
+            raise _fail(where, f"'position' must be a non-negative integer (got {pos!r}); fix or drop it")
+        if (doc, pos) in self.steps:
+            raise _fail(
+                where,
+                f"step (doc {doc!r}, 'position' {pos}) is also at {self.steps[doc, pos]}; give each step of a document its own position",
+            )
+        self.steps[doc, pos] = where
+        self.counters[doc] = self.counters.get(doc, 0) + 1
+        return int(pos)
 
 
 def read_logged(path: str | Path, *, V: int | None = None) -> list[LoggedStep]:
@@ -359,38 +411,69 @@ def read_logged(path: str | Path, *, V: int | None = None) -> list[LoggedStep]:
     ------
     CorpusInputError
         If the file is missing or empty, or a line is not JSON, lacks ``doc``, ``target`` or
-        ``draft``, or holds a malformed top-K record (ids not distinct integers, lengths that differ,
-        log-probabilities that are not finite or whose probabilities sum above 1 + 1e-5).
+        ``draft``, has a ``doc`` that is neither a string nor an integer (or the same id as a string
+        on one line and an integer on another), a ``domain`` that is not a string, a ``position``
+        already taken in its document, or a malformed top-K record (ids not distinct integers,
+        log-probabilities that are not JSON numbers, lengths that differ, probabilities summing
+        above 1 + 1e-5). The message names the file, the line and the field.
     """
+    return _read_logged(Path(path), V, _StepKeys())
+
+
+def read_logged_files(paths: Iterable[str | Path], *, V: int | None = None) -> list[LoggedStep]:
+    """The steps of several logs (:func:`read_logged`), checked together: a document's id has one
+    type and its positions are distinct across all the files.
+
+    Parameters
+    ----------
+    paths : iterable of str or Path
+        The files, in order.
+    V : int, optional
+        Vocabulary size, when known.
+
+    Returns
+    -------
+    list of LoggedStep
+        Every step, file after file.
+
+    Raises
+    ------
+    CorpusInputError
+        As :func:`read_logged`; a duplicate (doc, position) or an id typed two ways across two
+        files names both places.
+    """
+    keys = _StepKeys()
+    return [s for p in paths for s in _read_logged(Path(p), V, keys)]
+
+
+def _read_logged(path: Path, V: int | None, keys: _StepKeys) -> list[LoggedStep]:
     from otspec.truncation import truncated_pair
 
-    path = Path(path)
     if path.suffix == ".safetensors":
-        return _read_otspec_trace(path)
+        return _read_otspec_trace(path, keys)
     steps: list[LoggedStep] = []
-    counters: dict[str, int] = {}
     for _n, where, obj in _json_objects(path, "pass a JSON-lines file of logged steps", "step"):
         for key in ("doc", "target", "draft"):
             if key not in obj:
                 raise _fail(where, f"no {key!r} field; every step needs 'doc', 'target' and 'draft' (see the logged-trace schema)")
-        doc = str(obj["doc"])
+        doc = keys.doc(obj["doc"], where)
+        domain = obj.get("domain", path.stem)
+        if not isinstance(domain, str):
+            raise _fail(where, f"'domain' must be a string (got {type(domain).__name__} {str(domain)[:40]}); fix or drop it")
         pid, pp = _side(obj["target"], "target", where)
         qid, qp = _side(obj["draft"], "draft", where)
         try:
             pair = truncated_pair(pid, pp, qid, qp, V=V)
         except InvalidDistributionError as exc:
             raise _fail(where, str(exc)) from None
-        pos = obj.get("position", counters.get(doc, 0))
-        if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
-            raise _fail(where, f"'position' must be a non-negative integer (got {pos!r}); fix or drop it")
-        counters[doc] = counters.get(doc, 0) + 1
-        steps.append(LoggedStep(doc, str(obj.get("domain", path.stem)), int(pos), pair))
+        pos = keys.position(doc, obj, where)
+        steps.append(LoggedStep(doc, domain, pos, pair))
     if not steps:
         raise _fail(f"{path}:1", "empty file: no logged step to read; pass a file with one JSON object per step")
     return steps
 
 
-def _read_otspec_trace(path: Path) -> list[LoggedStep]:
+def _read_otspec_trace(path: Path, keys: _StepKeys) -> list[LoggedStep]:
     """Every drafted position of an otspec decoding trace as a logged step (top-K of p and q)."""
     from otspec.errors import InputFileError
     from otspec.io import load_trace
@@ -409,18 +492,15 @@ def _read_otspec_trace(path: Path) -> list[LoggedStep]:
     prompt = tr["prompt"]
     pid, pv, qid, qv = tr["p_top_ids"], tr["p_top"], tr["q_top_ids"], tr["q_top"]
     steps: list[LoggedStep] = []
-    counters: dict[int, int] = {}
     for r in range(prompt.shape[0]):
-        doc = int(prompt[r])
+        doc = keys.doc(f"{path.name}:prompt{int(prompt[r])}", f"{path}: record {r}")
         for j in range(qid.shape[1]):
             where = f"{path}: record {r}, drafted position {j}"
             try:
                 pair = truncated_pair(pid[r, j], pv[r, j], qid[r, j], qv[r, j])
             except InvalidDistributionError as exc:
                 raise _fail(where, str(exc)) from None
-            pos = counters.get(doc, 0)
-            counters[doc] = pos + 1
-            steps.append(LoggedStep(f"{path.name}:prompt{doc}", "trace", pos, pair))
+            steps.append(LoggedStep(doc, "trace", keys.position(doc, {}, where), pair))
     if not steps:
         raise _fail(str(path), "the trace holds no drafted position; record a longer run")
     return steps

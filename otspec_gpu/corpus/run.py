@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from otspec.errors import CorpusInputError, InvalidOptionError
-from otspec_gpu.corpus.inputs import Document, read_logged, read_sources
+from otspec_gpu.corpus.inputs import Document, read_logged_files, read_sources
 from otspec_gpu.corpus.scoring import Processing, check_pair, load_model, tokenize
-from otspec_gpu.corpus.shards import prepare_output, require_pyarrow, write_shard
-from otspec_gpu.corpus.solvers import SolverSpec, solve_logged
+from otspec_gpu.corpus.shards import HEAD_COLUMNS, check_output, kept_shards, prepare_output, require_pyarrow, write_shard
+from otspec_gpu.corpus.solvers import SolverSpec, columns_for, solve_logged
 
-__all__ = ["ENGINES", "RunPlan", "RunResult", "run_corpus", "run_logged", "DEFAULT_SHARD_DOCS"]
+__all__ = ["ENGINES", "RunPlan", "RunResult", "CorpusInterrupted", "run_corpus", "run_logged", "DEFAULT_SHARD_DOCS"]
 
 ENGINES = ("local", "ray")
 #: Documents per shard: the unit of resumption (a killed run loses at most one shard's work per worker).
@@ -136,6 +136,34 @@ class RunResult:
     timings: dict = field(default_factory=dict)
 
 
+class CorpusInterrupted(KeyboardInterrupt):
+    """A corpus run stopped by Ctrl-C (a ``KeyboardInterrupt``) while computing shards: what it kept.
+
+    The finished shards are recorded in the manifest, so the same call again (without
+    ``overwrite``) resumes exactly where the run stopped.
+
+    Parameters
+    ----------
+    out : Path
+        The output folder.
+    kept : list of int
+        Shards finished and recorded (this call's and earlier ones), in order.
+    n_shards : int or None
+        The run's number of shards.
+
+    Examples
+    --------
+    >>> exc = CorpusInterrupted(Path("runs/he"), [0, 1], 4)
+    >>> isinstance(exc, KeyboardInterrupt), str(exc)
+    (True, "interrupted: 2 of 4 shards kept in 'runs/he'; the same call resumes from them")
+    """
+
+    def __init__(self, out: Path, kept: list[int], n_shards: int | None):
+        self.out, self.kept, self.n_shards = out, list(kept), n_shards
+        total = "?" if n_shards is None else n_shards
+        super().__init__(f"interrupted: {len(self.kept)} of {total} shards kept in {str(out)!r}; the same call resumes from them")
+
+
 def _fingerprint(items: Sequence[Any]) -> str:
     h = hashlib.sha256()
     for it in items:
@@ -210,14 +238,25 @@ def run_corpus(
     Raises
     ------
     CorpusInputError
-        Bad input (names the file and line), or ``out`` holds a run with another configuration.
-        Raised before anything is written, so finished shards are never lost.
+        Bad input (names the file and line); ``out`` is a file, cannot be created or is not
+        writable (checked before the models load); ``out`` holds a run with another configuration,
+        a manifest that is not otspec's JSON, or a file named like a shard that is not one of the
+        run's. Raised before anything is written, so finished shards are never lost.
+
     IncompatibleModelsError
         If the models' vocabularies differ.
     InvalidOptionError
         If ``engine``, ``shard_docs`` or ``max_tokens`` is invalid.
     ImportError
         If pyarrow (or, for ``engine="ray"``, Ray) is missing (the message has the install command).
+    CorpusInterrupted
+        On Ctrl-C while shards are computed (a ``KeyboardInterrupt`` saying which shards were kept).
+
+    Warns
+    -----
+    DamagedShardWarning
+        When resuming, for each finished shard found damaged (it is computed again;
+        :func:`~otspec_gpu.corpus.shards.prepare_output`).
     """
     # Over 80 lines only through this docstring (every option and the output layout).
     t0 = time.perf_counter()
@@ -228,6 +267,7 @@ def run_corpus(
     if max_tokens is not None and (int(max_tokens) != max_tokens or max_tokens < 2):
         raise InvalidOptionError(f"max_tokens must be an integer >= 2 (got {max_tokens!r}); pass e.g. 512")
     require_pyarrow()
+    check_output(out, overwrite=overwrite)  # before the models load and the inputs are read
     spec = spec or SolverSpec()
     processing = processing or Processing()
     docs = list(sources) if sources and isinstance(sources[0], Document) else read_sources(list(sources), field=field)
@@ -246,18 +286,21 @@ def run_corpus(
         n_documents=len(docs),
     )
     plan = RunPlan(docs, ids, int(shard_docs), set(), Path(out), spec, processing)
-    plan.done = prepare_output(out, config, plan.n_shards, overwrite=overwrite)
+    rows = [plan.shard_positions(s) for s in range(plan.n_shards)]
+    plan.done = prepare_output(out, config, rows, [*HEAD_COLUMNS, *columns_for(spec)], overwrite=overwrite)
     todo = len(plan.todo_shards())
-    if engine == "local":
-        from otspec_gpu.corpus.local_engine import run_local
+    try:
+        if engine == "local":
+            from otspec_gpu.corpus.local_engine import run_local
 
-        timings = run_local(plan, tgt, drf, progress=progress, after_shard=after_shard)
-    else:
-        from otspec_gpu.corpus.ray_engine import run_ray
+            timings = run_local(plan, tgt, drf, progress=progress, after_shard=after_shard)
+        else:
+            from otspec_gpu.corpus.ray_engine import run_ray
 
-        timings = run_ray(
-            plan, target if isinstance(target, str) else tgt, draft if isinstance(draft, str) else drf, address=ray_address, workers=workers
-        )
+            tgt_arg, drf_arg = (target if isinstance(target, str) else tgt), (draft if isinstance(draft, str) else drf)
+            timings = run_ray(plan, tgt_arg, drf_arg, address=ray_address, workers=workers)
+    except KeyboardInterrupt as exc:
+        raise CorpusInterrupted(Path(out), *kept_shards(out)) from exc
     n_pos = sum(len(t) - 1 for t in ids)
     return RunResult(Path(out), len(docs), n_pos, plan.n_shards, todo, time.perf_counter() - t0, engine, timings)
 
@@ -297,20 +340,29 @@ def run_logged(
     Raises
     ------
     CorpusInputError
-        A malformed log (file and line named), or ``out`` holds another run; raised before
-        anything is written.
+        A malformed log (file, line and field named), or ``out`` is unusable or holds another run
+        (as for :func:`run_corpus`); raised before anything is written.
+
     InvalidOptionError
         If ``shard_steps`` is not a positive integer.
+    CorpusInterrupted
+        On Ctrl-C while shards are computed.
+
+    Warns
+    -----
+    DamagedShardWarning
+        When resuming, for each finished shard found damaged (it is computed again).
     """
     # Over 80 lines only through this docstring (every option and the output layout).
     t0 = time.perf_counter()
     if int(shard_steps) != shard_steps or shard_steps < 1:
         raise InvalidOptionError(f"shard_steps must be an integer >= 1 (got {shard_steps!r}); pass e.g. 4096")
     require_pyarrow()
+    check_output(out, overwrite=overwrite)  # before the logs are read
     spec = spec or SolverSpec(verifiers=())
     if not paths:
         raise CorpusInputError("no input: pass at least one logged-trace file")
-    steps = [s for p in paths for s in read_logged(p, V=vocab_size)]
+    steps = read_logged_files(paths, V=vocab_size)
     config = dict(
         kind="logged",
         spec=_spec_config(spec),
@@ -332,19 +384,23 @@ def run_logged(
         n_steps=len(steps),
     )
     n_shards = -(-len(steps) // shard_steps)
-    done = prepare_output(out, config, n_shards, overwrite=overwrite)
+    rows = [min(shard_steps, len(steps) - sh * shard_steps) for sh in range(n_shards)]
+    done = prepare_output(out, config, rows, [*HEAD_COLUMNS, *columns_for(spec, logged=True)], overwrite=overwrite)
     doc_index = {d: i for i, d in enumerate(dict.fromkeys(s.doc_id for s in steps))}
-    for sh in range(n_shards):
-        if sh in done:
-            continue
-        part = steps[sh * shard_steps : (sh + 1) * shard_steps]
-        cols = solve_logged([s.pair for s in part], spec)
-        head = {
-            "doc": np.array([s.doc_id for s in part], dtype=object),
-            "domain": np.array([s.domain for s in part], dtype=object),
-            "doc_index": np.array([doc_index[s.doc_id] for s in part], dtype=np.int64),
-            "position": np.array([s.position for s in part], dtype=np.int64),
-            "token": np.full(len(part), -1, dtype=np.int64),
-        }
-        write_shard(out, sh, {**head, **cols})
+    try:
+        for sh in range(n_shards):
+            if sh in done:
+                continue
+            part = steps[sh * shard_steps : (sh + 1) * shard_steps]
+            cols = solve_logged([s.pair for s in part], spec)
+            head = {
+                "doc": np.array([s.doc_id for s in part], dtype=object),
+                "domain": np.array([s.domain for s in part], dtype=object),
+                "doc_index": np.array([doc_index[s.doc_id] for s in part], dtype=np.int64),
+                "position": np.array([s.position for s in part], dtype=np.int64),
+                "token": np.full(len(part), -1, dtype=np.int64),
+            }
+            write_shard(out, sh, {**head, **cols})
+    except KeyboardInterrupt as exc:
+        raise CorpusInterrupted(Path(out), *kept_shards(out)) from exc
     return RunResult(Path(out), len(doc_index), len(steps), n_shards, n_shards - len(done), time.perf_counter() - t0, "logged", {})

@@ -1,6 +1,7 @@
 """otspec_gpu.corpus: solvers against the library's exact optima, teacher-forced scoring, shards,
 resumption, bad inputs, logged traces, and the ``otspec corpus`` command (local engine, tiny models)."""
 
+import inspect
 import json
 
 import numpy as np
@@ -239,6 +240,16 @@ def test_logged_run_gives_certified_intervals(tmp_path):
         (json.dumps({"doc": "a", "target": {"ids": [0], "logprobs": [0.0]}}), r"log.jsonl:2: no 'draft' field"),
         (json.dumps({"doc": "a", "target": {"ids": [0]}, "draft": {"ids": [0], "logprobs": [0.0]}}), r"log.jsonl:2: 'target' must be"),
         (_step("a", [0], ["x"], [0], [0.0]), r"log.jsonl:2: .*numbers"),
+        # the lenient schema of issue 31 (item 4): each was accepted silently
+        (_step("a", [0], ["-0.1"], [0], [0.0]), r"log.jsonl:2: target.logprobs\[0\] must be a JSON number \(got '-0.1'\)"),
+        (_step("a", [0], [-0.1], [0, 1], [-0.5, True]), r"log.jsonl:2: draft.logprobs\[1\] must be a JSON number \(got True\)"),
+        (_step("a", [0], [-0.1], ["0"], [0.0]), r"log.jsonl:2: draft.ids\[0\] must be an integer token id"),
+        (_step(None, [0], [-0.1], [0], [0.0]), r"log.jsonl:2: 'doc' must be a string or an integer \(got NoneType None\)"),
+        (_step(["a"], [0], [-0.1], [0], [0.0]), r"log.jsonl:2: 'doc' must be a string or an integer \(got list"),
+        (_step(True, [0], [-0.1], [0], [0.0]), r"log.jsonl:2: 'doc' must be a string or an integer \(got bool"),
+        (_step("b", [0], [-0.1], [0], [0.0], domain=None), r"log.jsonl:2: 'domain' must be a string \(got NoneType"),
+        (_step("b", [0], [-0.1], [0], [0.0], position=None), r"log.jsonl:2: 'position' must be a non-negative integer \(got None\)"),
+        (_step("a", [0], [-0.1], [0], [0.0], position=0), r"log.jsonl:2: step \(doc 'a', 'position' 0\) is also at .*log.jsonl:1;"),
     ],
 )
 def test_malformed_logged_records(tmp_path, line, match):
@@ -246,6 +257,35 @@ def test_malformed_logged_records(tmp_path, line, match):
     f.write_text(_step("a", [0], [-0.1], [0], [-0.2]) + "\n" + line + "\n")
     with pytest.raises(CorpusInputError, match=match):
         read_logged(f)
+
+
+def test_logged_doc_ids_of_two_types_are_not_merged(tmp_path):
+    """``doc`` 1 and ``"1"`` would be one cluster after str(); refused, naming both lines."""
+    f = tmp_path / "log.jsonl"
+    f.write_text(_step(1, [0], [-0.1], [0], [-0.2]) + "\n" + _step("1", [0], [-0.1], [0], [-0.2]) + "\n")
+    with pytest.raises(CorpusInputError, match=r"log.jsonl:2: 'doc' is '1' \(str\) but .*log.jsonl:1 has 1 \(int\)"):
+        read_logged(f)
+    f.write_text(_step(1, [0], [-0.1], [0], [-0.2]) + "\n" + _step(2, [0], [-0.1], [0], [-0.2]) + "\n")
+    assert [s.doc_id for s in read_logged(f)] == ["1", "2"]  # integers alone are fine
+
+
+def test_logged_files_are_checked_together(tmp_path):
+    """Two files of one run: a document's positions are distinct across them, its id has one type."""
+    from otspec_gpu.corpus.inputs import read_logged_files
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(_step("x", [0], [-0.1], [0], [-0.2]) + "\n")
+    b.write_text(_step("x", [0], [-0.1], [0], [-0.2], position=0) + "\n")  # position 0 of doc x again
+    with pytest.raises(CorpusInputError, match=r"b.jsonl:1: step \(doc 'x', 'position' 0\) is also at .*a.jsonl:1"):
+        read_logged_files([a, b])
+    with pytest.raises(CorpusInputError, match=r"b.jsonl:1: step \(doc 'x'"):
+        run_logged([a, b], out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    b.write_text(_step("x", [0], [-0.1], [0], [-0.2]) + "\n")  # no position: the document's next rank, across files
+    assert [(s.doc_id, s.position) for s in read_logged_files([a, b])] == [("x", 0), ("x", 1)]
+    b.write_text(_step(7, [0], [-0.1], [0], [-0.2]) + "\n" + _step("7", [0], [-0.1], [0], [-0.2]) + "\n")
+    with pytest.raises(CorpusInputError, match=r"b.jsonl:2: 'doc' is '7' \(str\) but .*b.jsonl:1 has 7 \(int\)"):
+        read_logged_files([a, b])
 
 
 def test_logged_mass_within_tolerance_is_accepted(tmp_path):
@@ -320,6 +360,7 @@ def test_cli_defaults_are_the_library_defaults():
     assert DEFAULTS["laws"] == ",".join(DEFAULT_LAWS) and DEFAULTS["ks"] == ",".join(map(str, DEFAULT_KS))
     assert DEFAULTS["verifiers"] == ",".join(DEFAULT_VERIFIERS) and DEFAULTS["mc_samples"] == spec.mc_samples
     assert DEFAULTS["shard_docs"] == DEFAULT_SHARD_DOCS and DEFAULTS["temperature"] == Processing().temperature
+    assert DEFAULTS["shard_steps"] == inspect.signature(run_logged).parameters["shard_steps"].default
 
 
 def test_cli_logged(tmp_path, capsys):
