@@ -50,8 +50,8 @@ from typing import Any
 
 import torch
 
-from otspec._validation import as_int_in_range
 from otspec.errors import IncompatibleModelsError, InvalidDraftCountError, UnsupportedMethodError
+from otspec.plugin import as_int_in_range
 
 __all__ = ["DecodeMode", "DecodeResult", "IncompatibleModelsError", "decode", "mode_for"]
 

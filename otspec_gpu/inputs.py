@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from otspec._validation import as_int_in_range
 from otspec.errors import IncompatibleModelsError, OtspecInputError
+from otspec.plugin import as_int_in_range
 
 __all__ = ["Prompts", "as_prompts", "check_models", "check_sampling", "generators", "whole"]
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import torch
 
-from otspec._validation import as_int_in_range
 from otspec.errors import InvalidDraftsError
+from otspec.plugin import as_int_in_range
 
 __all__ = ["DEFAULT_MAX_NGRAM", "NgramIndex", "PromptLookup", "PromptLookupDrafter", "lookup"]
 

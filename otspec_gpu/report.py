@@ -201,7 +201,7 @@ class Report:
 
     def _repr_html_(self) -> str:
         """The :meth:`table` rows as an HTML table (Jupyter shows it in place of the ``repr``)."""
-        from otspec._display import html_table
+        from otspec.plugin import html_table
 
         return html_table(("quantity", "value"), self.table(), caption="decode report")
 

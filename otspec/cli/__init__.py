@@ -23,7 +23,7 @@ import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-from otspec.cli._common import CliError, run_guarded
+from otspec.cli.toolkit import CliError, run_guarded
 
 __all__ = ["PLUGIN_GROUP", "build_parser", "main"]
 

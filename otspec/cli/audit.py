@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from otspec.cli._common import CliError, print_json
+from otspec.cli.toolkit import CliError, print_json
 
 __all__ = ["register", "run"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from otspec._docs import fill_doc
-from otspec.cli._common import CliError, number_flag, print_json, print_table
+from otspec.cli.toolkit import CliError, number_flag, print_json, print_table
 
 __all__ = ["register", "run"]
 

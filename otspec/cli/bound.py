@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from otspec._docs import fill_doc
-from otspec.cli._common import CliError, print_json, print_table, progress
+from otspec.cli.toolkit import CliError, print_json, print_table, progress
 from otspec.synthetic import DEFAULTS, FAMILIES
 
 __all__ = ["register", "run", "LAWS", "DEFAULT_LAWS", "PRODUCT_TEMPERATURE_STEP"]

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from otspec.cli._common import CliError, number_flag
+from otspec.cli.toolkit import CliError, number_flag
 
 __all__ = ["check_writable", "prompt_arg", "require_decode_stack", "sampling_flags"]
 
@@ -76,7 +76,7 @@ def prompt_arg(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 
 def sampling_flags(args: argparse.Namespace) -> dict:
-    """The sampling and length flags shared by every decoder, parsed by :func:`otspec.cli._common.number_flag`.
+    """The sampling and length flags shared by every decoder, parsed by :func:`otspec.cli.toolkit.number_flag`.
 
     Parameters
     ----------

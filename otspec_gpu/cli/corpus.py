@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from otspec.cli._common import CliError, number_flag, print_json, print_table
+from otspec.cli.toolkit import CliError, number_flag, print_json, print_table
 
 __all__ = ["DEFAULTS", "INTERRUPTED", "register", "run", "resume_command"]
 

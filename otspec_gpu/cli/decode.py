@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from otspec._docs import fill_doc
-from otspec.cli._common import CliError, number_flag, print_json, print_table, progress
+from otspec.cli.toolkit import CliError, fill_doc, number_flag, print_json, print_table, progress
 from otspec_gpu.cli import check_writable, prompt_arg, require_decode_stack, sampling_flags
 from otspec_gpu.prompt_lookup import DEFAULT_MAX_NGRAM
 

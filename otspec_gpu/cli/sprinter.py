@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from otspec.cli._common import CliError, number_flag, print_json, print_table
+from otspec.cli.toolkit import CliError, number_flag, print_json, print_table
 from otspec_gpu.cli import prompt_arg, require_decode_stack, sampling_flags
 
 __all__ = ["run_sprinter"]

@@ -7,7 +7,7 @@ block, indented like the line; nothing else in the docstring changes (so LaTeX b
 
 from __future__ import annotations
 
-from otspec._docs import filler
+from otspec.plugin import filler
 
 __all__ = ["BLOCKS", "fill_doc"]
 
@@ -186,5 +186,5 @@ BLOCKS["tree_raises_section"] = _section("Raises", "tree_raises")
 
 
 #: Fills the placeholders of the torch verifiers' docstrings from :data:`BLOCKS` (the core's
-#: :func:`otspec._docs.filler`: one implementation of the template for both packages).
+#: :func:`otspec.plugin.filler`: one implementation of the template for both packages).
 fill_doc = filler(BLOCKS)

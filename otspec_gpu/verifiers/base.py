@@ -69,8 +69,6 @@ class TorchVerifier:
         Draft law the drafts must come from.
     lossless : bool
         Whether the rule reproduces the target exactly.
-    sample : callable
-        ``sample(p, q, drafts, *, generator, **extra) -> StepOutput``.
     conditional : callable
         ``conditional(p, q, drafts, **extra) -> Tensor[B, V]``.
     k_min, k_max : int or None
@@ -84,18 +82,46 @@ class TorchVerifier:
         ``step(p, q, drafts, *uniforms, **extra) -> StepOutput``: the pure step (no generator, no
         validation, no host synchronisation on CUDA); ``sample`` is the checks, ``uniforms``, then
         ``step``.
+    laws : tuple of str
+        The draft laws the rule is defined on beyond ``draft_law`` (empty: ``draft_law`` alone; with
+        one draft every law is one draw from q, so any law the core twin accepts runs at ``k = 1``).
+    check_drafts : callable or None
+        ``check_drafts(q, drafts)``: the rule's own checks of the drafts' values (distinct drafts,
+        the greedy law's top tokens), run by the default ``sample`` with ``validate=True``.
+    sample : callable
+        ``sample(p, q, drafts, *, generator, validate=True, **extra) -> StepOutput``. Left out, it
+        is the default every rule with a pure step shares: :func:`check_step` (with ``k_min``,
+        ``k_max`` and ``name``), ``check_drafts``, ``uniforms``, then ``step``. A rule passes its
+        own only when it takes extra arguments (a law, a predicate, a method).
     """
 
     name: str
     draft_law: str
     lossless: bool
-    sample: Callable[..., StepOutput] = field(repr=False)
     conditional: Callable[..., torch.Tensor] = field(repr=False)
     k_min: int = 1
     k_max: int | None = None
     reference: str = ""
     uniforms: Callable[..., tuple] | None = field(default=None, repr=False)
     step: Callable[..., StepOutput] | None = field(default=None, repr=False)
+    laws: tuple[str, ...] = ()
+    check_drafts: Callable[[torch.Tensor, torch.Tensor], None] | None = field(default=None, repr=False)
+    sample: Callable[..., StepOutput] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.sample is None:
+            if self.uniforms is None or self.step is None:
+                raise TypeError(f"TorchVerifier {self.name!r} needs a sample, or uniforms and step for the default sample")
+            object.__setattr__(self, "sample", self._default_sample)
+
+    def _default_sample(
+        self, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True
+    ) -> StepOutput:
+        """The checks, the uniforms from ``generator``, then the pure step."""
+        p, q, drafts = check_step(p, q, drafts, k_min=self.k_min, k_max=self.k_max, validate=validate, name=self.name)
+        if validate and self.check_drafts is not None:
+            self.check_drafts(q, drafts)
+        return self.step(p, q, drafts, *self.uniforms(p, q, drafts, generator))
 
 
 def check_step(p: Any, q: Any, drafts: Any, *, k_min: int = 1, k_max: int | None = None, validate: bool = True, name: str = "") -> tuple:

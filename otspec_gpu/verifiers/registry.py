@@ -10,47 +10,31 @@ with its torch twin in :mod:`otspec_gpu.verifiers.step`), the chain rules ``"tok
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 
 import otspec.verifiers as core
 from otspec.errors import UnsupportedMethodError
 from otspec.verifiers import tree as core_tree
+from otspec_gpu.verifiers import step
 from otspec_gpu.verifiers.base import TorchVerifier
 from otspec_gpu.verifiers.chain import CHAIN_RULES, ChainRule
-from otspec_gpu.verifiers.step import (
-    approximate,
-    greedy_optimal,
-    khisti,
-    kseq,
-    naive,
-    nss,
-    optimal_iid,
-    rrs,
-    rrs_wor,
-    spechub,
-    token,
-    wor_iid,
-)
 
 __all__ = ["CHAIN", "NO_TORCH_TWIN", "SINGLE_STEP", "TREE", "VERIFIERS", "TorchRule", "by_name", "lookup"]
 
-_TWINS: dict[str, TorchVerifier] = {
-    v.name: v
-    for v in (
-        token.token,
-        kseq.kseq,
-        rrs.rrs,
-        rrs_wor.rrs_wor,
-        greedy_optimal.greedy_optimal,
-        spechub.spechub,
-        khisti.khisti,
-        nss.nss,
-        naive.naive,
-        optimal_iid.optimal_iid,
-        wor_iid.wor_iid,
-        approximate.approximate,
-    )
-}
+
+def _twins() -> dict[str, TorchVerifier]:
+    """Each public module of :mod:`otspec_gpu.verifiers.step` and the verifier named like it."""
+    out = {}
+    for module_name in step.__all__:
+        ver = getattr(importlib.import_module(f"{step.__name__}.{module_name}"), module_name, None)
+        if not isinstance(ver, TorchVerifier) or ver.name != module_name:
+            raise TypeError(f"otspec_gpu.verifiers.step.{module_name} must define the TorchVerifier {module_name!r}")
+        out[module_name] = ver
+    return out
+
+
+_TWINS: dict[str, TorchVerifier] = _twins()
 
 #: Core single-step verifiers without a torch twin, and why.
 NO_TORCH_TWIN = {

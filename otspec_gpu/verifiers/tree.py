@@ -77,8 +77,9 @@ __all__ = [
     "uniforms",
 ]
 
-#: Tree rules with a pure masked step (no host synchronisation): every tree rule.
-MASKED = ("kseq", "rrs", "rrs_wor")
+#: Tree rules with a pure masked step (no host synchronisation): every tree rule (the registry's
+#: :data:`~otspec_gpu.verifiers.registry.TREE`).
+MASKED = TREE
 
 
 def _node_verifier(rule: str) -> TorchVerifier:
@@ -438,7 +439,7 @@ def step(
     StepOutput
         As :func:`sample`.
     """
-    from otspec_gpu.verifiers.step._recursive import sample_recursive
+    from otspec_gpu.verifiers.recursive import sample_recursive
     from otspec_gpu.verifiers.step.kseq import node_step
 
     B, k, g = drafts.shape

@@ -160,7 +160,7 @@ def test_json_is_strict_with_unavailable_verifiers(capsys):
 
 
 def test_strict_json_reason_fields():
-    from otspec.cli._common import strict_json
+    from otspec.cli.toolkit import strict_json
 
     got = strict_json({"value": float("nan"), "status": "solver_failed", "xs": [1.0, float("inf")], "e": np.float64(-np.inf)})
     text = json.dumps(got, allow_nan=False)

@@ -6,6 +6,10 @@ Every ``import`` in ``otspec`` and ``otspec_gpu`` (module level or inside a func
 ``ast``. In ``otspec`` a module may import only from its own layer or the layers below it; in both
 packages no module imports a private name (``_x``) of another module and no import circle exists;
 ``otspec`` never imports ``otspec_gpu`` or ``torch`` (the torch side registers through entry points).
+A private *module* (a dotted name with a part ``_x``) is imported only from inside the package that
+holds it: ``otspec.cli.toolkit`` and :mod:`otspec.plugin` are what the torch side builds on, never
+``otspec._validation``. Inside ``otspec_gpu`` the torch library (verifiers, kernels, samplers,
+models, scoring) never imports its applications (decoding, SPRINTER, the corpus, the CLI).
 Runtime: well under a second.
 """
 
@@ -21,8 +25,8 @@ GPU_ROOT = ROOT.parent / "otspec_gpu"
 
 #: Lowest layer first. A module imports only from layers with an index <= its own.
 LAYERS = [
-    ("otspec._tolerances", "otspec.errors", "otspec._docs", "otspec._display"),
-    ("otspec._validation", "otspec.sampling"),
+    ("otspec._tolerances", "otspec.errors", "otspec._docs", "otspec._display", "otspec._arith"),
+    ("otspec._validation", "otspec.sampling", "otspec.plugin"),
     ("otspec._race", "otspec.stats"),
     ("otspec.laws", "otspec.models", "otspec.prefixes", "otspec.synthetic", "otspec.io"),
     ("otspec.trees",),
@@ -256,3 +260,126 @@ def test_gpu_checks_see_violations():
         for m, src in [("otspec_gpu.a", "def f():\n    from otspec_gpu import b\n"), ("otspec_gpu.b", "from otspec_gpu.a import x\n")]
     }
     assert _circles(graph) == [["otspec_gpu.a", "otspec_gpu.b"]]
+
+
+# -- private modules stay inside their package ----------------------------------------------------
+
+
+def _private_owner(module: str) -> str | None:
+    """The package a private module belongs to (the dotted prefix before its first ``_x`` part),
+    or None for a public module: ``otspec.cli._common`` -> ``otspec.cli``."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def _imported_modules(tree: ast.AST, known: set[str]):
+    """Every module of either package that ``tree`` imports (``from pkg import _mod`` names the
+    module ``pkg._mod`` when that is one)."""
+    for target, name in _imports(tree, _either):
+        sub = f"{target}.{name}" if name else target
+        yield sub if sub in known else target
+
+
+def _private_module_violations(modules: dict[str, ast.AST]) -> list[str]:
+    known = set(modules)
+    bad = []
+    for module, tree in modules.items():
+        for target in _imported_modules(tree, known):
+            owner = _private_owner(target)
+            if owner is not None and not (module == owner or module.startswith(owner + ".")):
+                bad.append(f"{module} imports the private module {target} (private to {owner})")
+    return bad
+
+
+def test_no_private_modules_across_packages():
+    """No module imports another package's private module, in either package."""
+    modules = dict(_modules()) | dict(_gpu_modules())
+    assert _private_module_violations(modules) == []
+
+
+def test_private_module_check_sees_violations():
+    modules = {
+        "otspec_gpu.cli.decode": ast.parse("from otspec.cli._common import CliError\nfrom otspec import _race\n"),
+        "otspec.cli.bound": ast.parse("from otspec.cli._common import CliError\n"),
+        "otspec.cli._common": ast.parse(""),
+        "otspec._race": ast.parse(""),
+    }
+    assert _private_module_violations(modules) == [
+        "otspec_gpu.cli.decode imports the private module otspec.cli._common (private to otspec.cli)",
+        "otspec_gpu.cli.decode imports the private module otspec._race (private to otspec)",
+    ]
+    assert _private_owner("otspec.verifiers.step._luce_law") == "otspec.verifiers.step"
+    assert _private_owner("otspec.cli.toolkit") is None
+
+
+# -- otspec_gpu: the library never imports its applications ---------------------------------------
+
+#: The applications built on the torch library, each a package or module of ``otspec_gpu``: the
+#: decoder and its recorder (trace, exact theory, report), SPRINTER, the corpus, the command line.
+GPU_APPLICATIONS = (
+    "otspec_gpu.decoding",
+    "otspec_gpu.prompt_lookup",
+    "otspec_gpu.recording",
+    "otspec_gpu.theory",
+    "otspec_gpu.trace",
+    "otspec_gpu.report",
+    "otspec_gpu.sprinter",
+    "otspec_gpu.corpus",
+    "otspec_gpu.cli",
+)
+
+#: Applications that use another application, each with its reason.
+GPU_APP_USES: dict[tuple[str, str], str] = {
+    ("otspec_gpu.corpus", "otspec_gpu.sprinter"): "the corpus reads SPRINTER's packaged prompt sets as one of its sources",
+    ("otspec_gpu.decoding", "otspec_gpu.prompt_lookup"): "prompt lookup is one of the decoder's drafters",
+    ("otspec_gpu.decoding", "otspec_gpu.recording"): "the recorder is the decoder's last stage",
+    ("otspec_gpu.decoding", "otspec_gpu.report"): "a decode result carries its theory-vs-practice report",
+    ("otspec_gpu.recording", "otspec_gpu.theory"): "the recorder stores the exact theory of every round",
+    ("otspec_gpu.recording", "otspec_gpu.trace"): "the recorder accumulates the trace",
+}
+
+
+def _application(name: str) -> str | None:
+    for app in GPU_APPLICATIONS:
+        if name == app or name.startswith(app + "."):
+            return app
+    return None
+
+
+def _gpu_layer_violations(modules: dict[str, ast.AST]) -> list[str]:
+    known = set(modules)
+    bad = []
+    for module, tree in modules.items():
+        mine = _application(module)
+        for target in _targets(module, tree, known, _in_gpu):
+            theirs = _application(target)
+            if theirs is None or theirs == mine or mine == "otspec_gpu.cli":
+                continue
+            if mine is None:
+                bad.append(f"library module {module} imports the application module {target}")
+            elif (mine, theirs) not in GPU_APP_USES:
+                bad.append(f"application {mine} ({module}) imports another application, {target}, without a stated reason")
+    return bad
+
+
+def test_gpu_library_never_imports_its_applications():
+    """The torch library (everything outside :data:`GPU_APPLICATIONS`) imports no application; an
+    application uses another only with a reason in :data:`GPU_APP_USES`; the CLI sits on top."""
+    assert _gpu_layer_violations(dict(_gpu_modules())) == []
+
+
+def test_gpu_layer_check_sees_violations():
+    modules = {
+        "otspec_gpu.verifiers.tree": ast.parse("from otspec_gpu.decoding import decode\n"),
+        "otspec_gpu.sprinter.data": ast.parse("from otspec_gpu.corpus import run_corpus\n"),
+        "otspec_gpu.cli.decode": ast.parse("import otspec_gpu.decoding\n"),
+        "otspec_gpu.decoding": ast.parse(""),
+        "otspec_gpu.corpus": ast.parse(""),
+    }
+    assert _gpu_layer_violations(modules) == [
+        "library module otspec_gpu.verifiers.tree imports the application module otspec_gpu.decoding",
+        "application otspec_gpu.sprinter (otspec_gpu.sprinter.data) imports another application, otspec_gpu.corpus, without a stated reason",
+    ]

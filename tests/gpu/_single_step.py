@@ -10,16 +10,27 @@ from otspec.verifiers.step.approximate import ApproximateVerifier
 
 LAWS = {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}
 
-#: (verifier name, draft law, k): every law each verifier is defined on, k <= 3.
-COMBOS = (
-    [("token", law, 1) for law in LAWS]
-    + [(name, "iid", k) for name in ("kseq", "rrs", "optimal_iid", "khisti") for k in (1, 2, 3)]
-    + [(name, "without_replacement", k) for name in ("rrs_wor", "wor_iid") for k in (1, 2, 3)]
-    + [("greedy_optimal", "greedy", k) for k in (1, 2, 3)]
-    + [("spechub", "greedy", 2)]
-    + [(name, law, k) for name in ("nss", "naive") for law in LAWS for k in (1, 2, 3)]
-    + [("approximate", "iid", 1)]
-)
+
+def _combos() -> list[tuple[str, str, int]]:
+    """Every (name, law, k <= 3) a registered torch twin runs: the laws its numpy twin applies to,
+    restricted to the twin's ``draft_law`` and ``laws`` (any law at k = 1, one draw from q)."""
+    from otspec_gpu.verifiers import SINGLE_STEP
+
+    probe = np.full(4, 0.25)
+    out = []
+    for name, ver in SINGLE_STEP.items():
+        core = otspec.verifiers.by_name(name)
+        runs_on = {ver.draft_law, *ver.laws}
+        for law, make in LAWS.items():
+            for k in range(ver.k_min, min(ver.k_max or 3, 3) + 1):
+                if (k == 1 or law in runs_on) and core.applies_to(make(probe, k)):
+                    out.append((name, law, k))
+    return out
+
+
+#: (verifier name, draft law, k): every law each registered verifier is defined on, k <= 3 (derived
+#: from the registry, so a new twin is tested without editing this table).
+COMBOS = _combos()
 
 
 def extra_for(name: str, law: str, V: int, rng: np.random.Generator | None = None) -> dict:

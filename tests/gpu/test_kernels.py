@@ -240,7 +240,7 @@ def test_masked_rrs_kernel_equals_the_torch_rounds(kdevice, wor, layout, request
     chunk by default, three chunks of two blocks with the small layout."""
     if layout == "small":
         request.getfixturevalue("small_layout")
-    from otspec_gpu.verifiers.step._recursive import sample_recursive
+    from otspec_gpu.verifiers.recursive import sample_recursive
 
     rng = np.random.default_rng(15)
     p = torch.tensor(rng.dirichlet(np.full(300, 0.3), size=8), device=kdevice)

@@ -28,7 +28,7 @@ from otspec_gpu.verifiers.schedule import (
 )
 from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
 
-__all__ = ["conditional", "greedy_optimal", "sample", "schedule", "step", "uniforms"]
+__all__ = ["conditional", "greedy_optimal", "schedule", "step", "uniforms"]
 
 
 @fill_doc
@@ -79,22 +79,6 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 @fill_doc
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One output token per row (coins and residual draws from separate ``rand`` calls).
-
-    {params_greedy_sample}
-
-    {returns_step_raises_inputs}
-    {raises_greedy}
-    {raises_count}
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="greedy_optimal")
-    if validate:
-        check_greedy(q, drafts)
-    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
-
-
-@fill_doc
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, 1]`` float64 accept coins, then ``[B]`` residual uniforms.
 
@@ -133,5 +117,13 @@ def _run(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
 
 
 greedy_optimal = TorchVerifier(
-    "greedy_optimal", "greedy", True, sample, conditional, k_min=1, reference="Hu et al., ICLR 2025", uniforms=uniforms, step=step
+    "greedy_optimal",
+    "greedy",
+    True,
+    conditional,
+    k_min=1,
+    reference="Hu et al., ICLR 2025",
+    uniforms=uniforms,
+    step=step,
+    check_drafts=check_greedy,
 )

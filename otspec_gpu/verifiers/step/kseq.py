@@ -74,7 +74,7 @@ from otspec_gpu.verifiers.schedule import (
 )
 from otspec_gpu.verifiers.step._kseq_root import rho_star_masked
 
-__all__ = ["conditional", "kseq", "node_step", "rho_star", "sample", "schedule", "step", "uniforms"]
+__all__ = ["conditional", "kseq", "node_step", "rho_star", "schedule", "step", "uniforms"]
 
 _MAX_ITER = 200  # each iteration at least halves the bracket in ulps once Newton stalls: < 130 needed
 _BINS = 1024  # histogram bins on the ratio band (1, k] before the Newton iterations
@@ -426,18 +426,6 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     return schedule_conditional(schedule(p, q, drafts), p.dtype)
 
 
-@fill_doc
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One output token per row (accept coins and residual draws from separate ``rand`` calls).
-
-    {params_iid_sample}
-
-    {returns_step_raises}
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="kseq")
-    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
-
-
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The uniforms :func:`sample` consumes: ``[B, k]`` accept coins then ``[B]`` residual uniforms
     (float64, two ``rand`` calls; :func:`~otspec_gpu.verifiers.schedule.draft_round_uniforms`).
@@ -544,7 +532,6 @@ kseq = TorchVerifier(
     "kseq",
     "iid",
     True,
-    sample,
     conditional,
     reference="SpecTr (Sun et al. 2023), Algorithm 2",
     uniforms=uniforms,

@@ -140,5 +140,13 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
 
 
 naive = TorchVerifier(
-    "naive", "iid", True, sample, conditional, reference="Thomas et al. 2026, App. B (NaiveTree)", uniforms=uniforms, step=step
+    "naive",
+    "iid",
+    True,
+    conditional,
+    sample=sample,
+    reference="Thomas et al. 2026, App. B (NaiveTree)",
+    uniforms=uniforms,
+    step=step,
+    laws=("iid", "without_replacement", "greedy"),
 )

@@ -10,7 +10,7 @@ from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
 
-__all__ = ["conditional", "nss", "sample", "step", "uniforms"]
+__all__ = ["conditional", "nss", "step", "uniforms"]
 
 
 @fill_doc
@@ -40,18 +40,6 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 @fill_doc
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One draw from p per row (one ``rand`` call).
-
-    {params_any_sample}
-
-    {returns_step_raises}
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="nss")
-    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
-
-
-@fill_doc
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor]:
     """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B]`` float64 uniforms (one ``rand`` call, as :func:`~otspec_gpu.sampling.categorical`).
 
@@ -76,5 +64,12 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, u: torch.Tensor
 
 
 nss = TorchVerifier(
-    "nss", "iid", True, sample, conditional, reference="Miao et al. (SpecInfer) naive sampling", uniforms=uniforms, step=step
+    "nss",
+    "iid",
+    True,
+    conditional,
+    reference="Miao et al. (SpecInfer) naive sampling",
+    uniforms=uniforms,
+    step=step,
+    laws=("iid", "without_replacement", "greedy"),
 )

@@ -16,10 +16,10 @@ import torch
 from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.recursive import sample_recursive
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual, round_uniforms, schedule_conditional
-from otspec_gpu.verifiers.step._recursive import sample_recursive
 
-__all__ = ["conditional", "rrs", "sample", "schedule", "step", "uniforms"]
+__all__ = ["conditional", "rrs", "schedule", "step", "uniforms"]
 
 
 @fill_doc
@@ -66,18 +66,6 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 @fill_doc
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One RRS output token per row (coins and residual draws from separate ``rand`` calls).
-
-    {params_iid_sample}
-
-    {returns_step_raises}
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs")
-    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
-
-
-@fill_doc
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, k]`` float64 accept coins, then ``[B]`` residual uniforms.
 
@@ -103,4 +91,4 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
     return step_output(sample_recursive(p, q, drafts, coins, u), drafts)
 
 
-rrs = TorchVerifier("rrs", "iid", True, sample, conditional, reference="SpecInfer (Miao et al. 2024)", uniforms=uniforms, step=step)
+rrs = TorchVerifier("rrs", "iid", True, conditional, reference="SpecInfer (Miao et al. 2024)", uniforms=uniforms, step=step)

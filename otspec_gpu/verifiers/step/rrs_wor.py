@@ -19,10 +19,10 @@ from otspec.errors import InvalidDraftsError
 from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.recursive import sample_recursive
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, residual, round_uniforms, schedule_conditional
-from otspec_gpu.verifiers.step._recursive import sample_recursive
 
-__all__ = ["SharedWor", "conditional", "rrs_wor", "sample", "schedule", "shared_wor", "step", "uniforms"]
+__all__ = ["SharedWor", "conditional", "rrs_wor", "schedule", "shared_wor", "step", "uniforms"]
 
 
 @fill_doc
@@ -173,22 +173,6 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 @fill_doc
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One RSD output token per row (coins and residual draws from separate ``rand`` calls).
-
-    {params_distinct_sample}
-
-    {returns_step_raises_inputs}
-    {raises_distinct}
-    {raises_count}
-    """
-    p, q, drafts = check_step(p, q, drafts, validate=validate, name="rrs_wor")
-    if validate:
-        _check_distinct(drafts)
-    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
-
-
-@fill_doc
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The uniforms :func:`sample` consumes, drawn from ``generator`` in its order: ``[B, k]`` float64 accept coins, then ``[B]`` residual uniforms.
 
@@ -221,5 +205,12 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
 
 
 rrs_wor = TorchVerifier(
-    "rrs_wor", "without_replacement", True, sample, conditional, reference="RSD (Jeon et al. 2024)", uniforms=uniforms, step=step
+    "rrs_wor",
+    "without_replacement",
+    True,
+    conditional,
+    reference="RSD (Jeon et al. 2024)",
+    uniforms=uniforms,
+    step=step,
+    check_drafts=lambda q, drafts: _check_distinct(drafts),
 )

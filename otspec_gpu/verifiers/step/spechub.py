@@ -26,7 +26,7 @@ from otspec_gpu.verifiers.schedule import (
 )
 from otspec_gpu.verifiers.step._greedy import check_greedy, q_rest
 
-__all__ = ["conditional", "sample", "schedules", "spechub", "step", "uniforms"]
+__all__ = ["conditional", "schedules", "spechub", "step", "uniforms"]
 
 
 @fill_doc
@@ -92,22 +92,6 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
 
 
 @fill_doc
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One SpecHub output token per row: order coin, accept coins and residual draw, each from its own ``rand`` call.
-
-    {params_hub_sample}
-
-    {returns_step_raises_inputs}
-    {raises_greedy}
-    {raises_count}
-    """
-    p, q, drafts = check_step(p, q, drafts, k_min=2, k_max=2, validate=validate, name="spechub")
-    if validate:
-        check_greedy(q, drafts)
-    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
-
-
-@fill_doc
 def uniforms(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -168,11 +152,11 @@ spechub = TorchVerifier(
     "spechub",
     "greedy",
     True,
-    sample,
     conditional,
     k_min=2,
     k_max=2,
     reference="SpecHub (Sun et al., EMNLP 2024)",
     uniforms=uniforms,
     step=step,
+    check_drafts=check_greedy,
 )

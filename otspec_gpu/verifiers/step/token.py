@@ -22,7 +22,7 @@ from otspec_gpu.verifiers.schedule import (
     schedule_conditional,
 )
 
-__all__ = ["conditional", "sample", "schedule", "step", "token", "uniforms"]
+__all__ = ["conditional", "schedule", "step", "token", "uniforms"]
 
 
 @fill_doc
@@ -61,18 +61,6 @@ def conditional(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, valid
     """
     p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
     return schedule_conditional(schedule(p, q, drafts), p.dtype)
-
-
-@fill_doc
-def sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, generator: torch.Generator, validate: bool = True) -> StepOutput:
-    """One output token per row (accept coins and residual draws from separate ``rand`` calls).
-
-    {params_one_sample}
-
-    {returns_step_raises}
-    """
-    p, q, drafts = check_step(p, q, drafts, k_min=1, k_max=1, validate=validate, name="token")
-    return step(p, q, drafts, *uniforms(p, q, drafts, generator))
 
 
 def uniforms(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +121,6 @@ token = TorchVerifier(
     "token",
     "iid",
     True,
-    sample,
     conditional,
     k_min=1,
     k_max=1,

@@ -1,5 +1,6 @@
 """The round-by-round recursive rejection sampler shared by :mod:`~otspec_gpu.verifiers.step.rrs`
-(drafts with replacement) and :mod:`~otspec_gpu.verifiers.step.rrs_wor` (without replacement)."""
+(drafts with replacement), :mod:`~otspec_gpu.verifiers.step.rrs_wor` (without replacement) and the
+node walk of :mod:`~otspec_gpu.verifiers.tree`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,27 @@
-"""Shared pieces of the CLI: error handling, JSON output, rich tables, progress."""
+"""The command-line toolkit: what every ``otspec`` subcommand, built in or plug-in, is made of.
+
+A plug-in command (an entry point of the group ``"otspec.cli"``, as :mod:`otspec_gpu.cli` registers
+``otspec decode`` and ``otspec corpus``) builds on these pieces so that it behaves like the core's
+commands:
+
+* :class:`CliError` for a usage error the command detects itself, and :func:`run_guarded`, which
+  turns it and every :class:`~otspec.errors.OtspecInputError` into one ``otspec: error: ...`` line
+  on stderr and exit status 2 (never a traceback);
+* :func:`number_flag` to parse a numeric flag with bounds and a message that names the flag, the
+  value, the rule and the fix;
+* :func:`print_json` / :func:`strict_json` for strict RFC 8259 JSON (a NaN becomes ``null`` with a
+  ``"<key>_reason"``), :func:`print_table` for a rich table, :func:`progress` for a progress bar on
+  stderr;
+* :func:`fill_doc` to fill a docstring's ``{register_args}`` line (the argument of every command's
+  ``register``) and the core's other shared blocks.
+
+Examples
+--------
+>>> number_flag("3", "--gamma", int, minimum=1)
+3
+>>> strict_json({"value": float("nan")})["value"] is None
+True
+"""
 
 from __future__ import annotations
 
@@ -8,9 +31,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from otspec._docs import fill_doc
 from otspec.errors import OtspecInputError
 
-__all__ = ["CliError", "number_flag", "run_guarded", "print_json", "strict_json", "print_table", "progress"]
+__all__ = ["CliError", "fill_doc", "number_flag", "run_guarded", "print_json", "strict_json", "print_table", "progress"]
 
 
 class CliError(Exception):
