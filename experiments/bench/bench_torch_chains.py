@@ -13,13 +13,20 @@ decoding harness's dtype). Rows:
 * trees (k = 4 sequences): ``tree.sample`` for each rule against ``otspec.verifiers.tree.sample``
   once per row. B = 64 at V = 262 144 is left out for trees (the inputs alone are 2.4 GB).
 
+Each torch row is timed with the input checks (``torch sample``: ``validate=True``, the default)
+and without (``no validate``); ``validation`` is their difference (the row checks of
+``otspec_gpu._validation.check_rows`` and the drafts' checks). Chains also time ``float64 row sums``:
+the float64 sum of every row of p and q, which is what the row check cost before it summed in
+blocks with an error bound (the check now makes it only for a row it cannot decide otherwise).
+
 The numpy baseline loops over rows; above 8 rows it is timed on 8 rows and scaled linearly (marked
 ``x8`` in the table). Target of the issue: chains at gamma = 8 under 5 ms (B = 1) on this CPU.
 Every time is the median of ``--repeats`` runs.
 
 CUDA rows (``--devices cuda``; default: added when a GPU is present): chains and trees at gamma 4
 (and 8), V in {49 152, 128 256, 262 144}, B in {1, 64}, float32, ``sample(..., validate=False)``
-timed with CUDA events around back-to-back calls; beside each, in the same run, ``step`` (the chains'
+timed with CUDA events around back-to-back calls; beside each, in the same run, ``validated``
+(chains: ``sample`` with ``validate=True``, the checks' device work and host synchronisations), ``step`` (the chains'
 pure step ``token_step`` / ``block_step`` on uniforms drawn once: the kernels and the Python around
 them, without the checks and the two ``torch.rand`` draws), ``graph`` (the same
 call replayed from a captured CUDA graph, :mod:`otspec_gpu.graphs`, the inputs copied into the
@@ -98,6 +105,7 @@ def chain_rows(B, V, g, gen, repeats):
         t_s, res = median_time(lambda: samp(p, q, x, generator=g_t), repeats)
         t_sv, _ = median_time(lambda: samp(p, q, x, generator=g_t, validate=False), repeats)
         t_c, law = median_time(lambda: cond(p, q, x, validate=False), repeats)
+        t_f64, _ = median_time(lambda: [torch.where(t >= 0, t, float("nan")).sum(-1, dtype=torch.float64) for t in (p, q)], repeats)
         t_np, _ = median_time(lambda: [np_mod.sample(pm, qm, path, rng=rng) for pm, qm, path in np_models], max(1, repeats // 2))
         t_np *= B / n_np
         out.append(
@@ -111,6 +119,7 @@ def chain_rows(B, V, g, gen, repeats):
                 "torch_sample_ms": 1e3 * t_s,
                 "torch_sample_novalidate_ms": 1e3 * t_sv,
                 "torch_conditional_ms": 1e3 * t_c,
+                "float64_row_sums_ms": 1e3 * t_f64,
                 "numpy_sample_ms": 1e3 * t_np,
                 "numpy_scaled": n_np < B,
                 "mean_accepted": float(res.accepted.double().mean()),
@@ -197,10 +206,11 @@ def cuda_rows(V, g, B, gen, trees: bool) -> list[dict]:
     u = torch.rand(B, generator=gen, dtype=torch.float64, device=dev)
     for rule, samp, step in (("token", chain.token_sample, chain.token_step), ("block", chain.block_sample, chain.block_step)):
         t = 1e3 * cuda_time(lambda samp=samp: samp(p, q, x, generator=gen, validate=False), dev)
+        t_val = 1e3 * cuda_time(lambda samp=samp: samp(p, q, x, generator=gen), dev)  # validate=True: the value checks too
         t_step = 1e3 * cuda_time(lambda step=step: step(p, q, x, coins, u), dev)
         gr, gr_in = _graph_ms(samp, (p, q, x), gen, validate=False)
         out.append(
-            {"device": dev, "kind": "chain", "rule": rule, "B": B, "V": V, "gamma": g, "k": 1, "torch_ms": t, "step_ms": t_step,
+            {"device": dev, "kind": "chain", "rule": rule, "B": B, "V": V, "gamma": g, "k": 1, "torch_ms": t, "validated_ms": t_val, "step_ms": t_step,
              "graph_ms": gr, "graph_inplace_ms": gr_in, "formula_ms": t_f, "formula_graph_ms": f_graph,
              "formula_graph_inplace_ms": f_inplace, "x_formula": t / t_f}
         )  # fmt: skip
@@ -237,10 +247,10 @@ def cuda_table(rows: list[dict]) -> str:
         return "-" if x is None else (x if isinstance(x, str) else f"{1e3 * x:.0f}")
 
     return markdown_table(
-        ["verifier", "k", "gamma", "V", "B", "torch (us)", "step (us)", "graph (us)", "graph in place (us)", "formula (us)",
+        ["verifier", "k", "gamma", "V", "B", "torch (us)", "validated (us)", "step (us)", "graph (us)", "graph in place (us)", "formula (us)",
          "formula graph (us)", "formula graph in place (us)", "x formula"],
         [
-            [f"{r['kind']}:{r['rule']}", r["k"], r["gamma"], r["V"], r["B"], us(r["torch_ms"]), us(r.get("step_ms")), us(r["graph_ms"]),
+            [f"{r['kind']}:{r['rule']}", r["k"], r["gamma"], r["V"], r["B"], us(r["torch_ms"]), us(r.get("validated_ms")), us(r.get("step_ms")), us(r["graph_ms"]),
              us(r.get("graph_inplace_ms")), us(r["formula_ms"]), us(r["formula_graph_ms"]), us(r.get("formula_graph_inplace_ms")),
              f"{r['x_formula']:.1f}x"]
             for r in rows
@@ -305,6 +315,8 @@ def main() -> None:
             "B",
             "torch sample (ms)",
             "no validate (ms)",
+            "validation (ms)",
+            "float64 row sums (ms)",
             "before, no validate (ms)",
             "torch conditional (ms)",
             "numpy sample (ms)",
@@ -319,6 +331,8 @@ def main() -> None:
                 r["B"],
                 fmt(r["torch_sample_ms"]),
                 fmt(r["torch_sample_novalidate_ms"]),
+                fmt(r["torch_sample_ms"] - r["torch_sample_novalidate_ms"]),
+                fmt(r.get("float64_row_sums_ms")),
                 fmt(r.get("before_novalidate_ms")),
                 fmt(r["torch_conditional_ms"]),
                 fmt(r["numpy_sample_ms"]) + (" (x8)" if r["numpy_scaled"] else ""),
