@@ -1,4 +1,5 @@
-"""The bad-input table of traces (:mod:`otspec.io`) and ``otspec audit``: each case raises a
+"""The bad-input table of traces (:mod:`otspec.io`), ``otspec audit`` and ``otspec corpus`` (logged
+traces, the output folder): each case raises a
 specific :mod:`otspec.errors` class whose message names the problem and the fix (library), or exits
 2 with one line and nothing on stdout (CLI); where the fix is an action, following it works."""
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from otspec.cli import main
-from otspec.errors import InputFileError, InvalidTraceError, InvalidVerifierError, OtspecInputError
+from otspec.errors import CorpusInputError, InputFileError, InvalidTraceError, InvalidVerifierError, OtspecInputError
 from otspec.io import TRACE_METADATA_KEY, TRACE_PHASES, TRACE_VERSION_KEY, Trace, load_trace, save_trace
 from otspec.testing import as_verifier, load_object
 
@@ -121,6 +122,18 @@ LIBRARY_CASES = [
     ),
     ("audit: device for a numpy function", lambda t: as_verifier(lambda p, q, d: p, device="cpu"), InvalidVerifierError, "do not apply"),
     ("audit: module exits at import", lambda t: load_object(str(_exiting(t)) + ":f"), InvalidVerifierError, "called sys.exit(3)"),
+    # otspec corpus --logged: the logged-trace schema (issue 31 item 4), file, line and field named
+    ("corpus --logged: log-probability a string", lambda t: _read_log(t, _rec(lp="-0.5")), CorpusInputError, "target.logprobs[0]"),
+    ("corpus --logged: doc null", lambda t: _read_log(t, _rec(doc=None)), CorpusInputError, "log.jsonl:1: 'doc' must be a string or"),
+    ("corpus --logged: doc a list", lambda t: _read_log(t, _rec(doc=[1])), CorpusInputError, "(got list [1])"),
+    ("corpus --logged: doc 1 and '1'", lambda t: _read_log(t, _rec(doc=1), _rec(doc="1")), CorpusInputError, "name one cluster"),
+    ("corpus --logged: duplicate step", lambda t: _read_log(t, _rec(position=3), _rec(position=3)), CorpusInputError, "log.jsonl:1;"),
+    # otspec corpus output folder (issue 31 item 2): refused before any work
+    ("corpus: stray shard-abc.parquet", lambda t: _rerun(t, "shard-abc.parquet", b"x"), CorpusInputError, "not a shard of otspec"),
+    ("corpus: shard beyond the run", lambda t: _rerun(t, "shard-00007.parquet", b"x"), CorpusInputError, "beyond this run's 1 shards"),
+    ("corpus: corpus.json not JSON", lambda t: _rerun(t, "corpus.json", b"{"), CorpusInputError, "corpus.json: not valid JSON"),
+    ("corpus: --out is a file", lambda t: _logged_run(t, t / "log.jsonl"), CorpusInputError, "is a file; --out must be a folder"),
+    ("corpus: --out under a file", lambda t: _logged_run(t, t / "log.jsonl" / "o"), CorpusInputError, "cannot be created"),
 ]
 
 
@@ -128,6 +141,37 @@ def _exiting(tmp):
     path = tmp / "exits_now.py"
     path.write_text("import sys\nsys.exit(3)\n")
     return path
+
+
+def _rec(doc="a", lp=-0.5, **extra):
+    """One logged step (otspec corpus --logged) as a JSON line."""
+    return json.dumps({"doc": doc, "target": {"ids": [0], "logprobs": [lp]}, "draft": {"ids": [0], "logprobs": [-0.1]}, **extra})
+
+
+def _log(tmp, *lines):
+    path = tmp / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _read_log(tmp, *lines):
+    from otspec_gpu.corpus import read_logged
+
+    return read_logged(_log(tmp, *lines))
+
+
+def _logged_run(tmp, out):
+    from otspec_gpu.corpus import SolverSpec, run_logged
+
+    src = _log(tmp, _rec(), _rec())
+    return run_logged([src], out=out, spec=SolverSpec(laws=("iid",), ks=(2,), verifiers=()))
+
+
+def _rerun(tmp, name, content):
+    """A finished logged run whose folder then gets ``name`` (a stray file, a damaged manifest), run again."""
+    _logged_run(tmp, tmp / "o")
+    (tmp / "o" / name).write_bytes(content)
+    return _logged_run(tmp, tmp / "o")
 
 
 @pytest.mark.parametrize("name, call, exc, fragment", LIBRARY_CASES, ids=[c[0] for c in LIBRARY_CASES])
@@ -152,6 +196,33 @@ CLI_CASES = [
     ("audit: module exits at import", ["audit", "{exiting}:f"], "called sys.exit(3)"),
     ("audit: not a verifier", ["audit", "otspec:__version__"], "not a verifier"),
 ]
+
+
+#: otspec corpus: (name, argv from the folder of the test, fragment); run as the CLI cases above
+CORPUS_CLI_CASES = [
+    ("corpus --logged: log-probability a string", lambda t: ["--logged", str(_log(t, _rec(lp="-0.5")))], "target.logprobs[0]"),
+    ("corpus --logged: doc 1 and '1'", lambda t: ["--logged", str(_log(t, _rec(doc=1), _rec(doc="1")))], "name one cluster"),
+    ("corpus: stray shard-abc.parquet", lambda t: _spoiled(t, "shard-abc.parquet", b"x"), "not a shard of otspec"),
+    ("corpus: corpus.json not JSON", lambda t: _spoiled(t, "corpus.json", b"[1"), "corpus.json: not valid JSON"),
+    ("corpus: --out under a file", lambda t: ["--logged", str(_log(t, _rec())), "--out", str(t / "log.jsonl" / "o")], "cannot be created"),
+]
+
+
+def _spoiled(tmp, name, content):
+    _logged_run(tmp, tmp / "o")
+    (tmp / "o" / name).write_bytes(content)
+    return ["--logged", str(tmp / "log.jsonl"), "--ks", "2", "--laws", "iid", "--verifiers", "none"]
+
+
+@pytest.mark.parametrize("name, argv, fragment", CORPUS_CLI_CASES, ids=[c[0] for c in CORPUS_CLI_CASES])
+def test_corpus_cli_exits_2_with_one_line(tmp_path, capsys, name, argv, fragment):
+    pytest.importorskip("pyarrow")
+    args = argv(tmp_path)
+    args = ["corpus", *args, *([] if "--out" in args else ["--out", str(tmp_path / "o")])]
+    assert main(args) == 2
+    cap = capsys.readouterr()
+    assert fragment in cap.err and len(cap.err.strip().splitlines()) == 1 and cap.err.startswith("otspec: error: ")
+    assert "Traceback" not in cap.err and cap.out == ""
 
 
 @pytest.mark.parametrize("name, argv, fragment", CLI_CASES, ids=[c[0] for c in CLI_CASES])
