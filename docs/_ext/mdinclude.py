@@ -115,10 +115,15 @@ def _source_note(text: str, path: str) -> str:
     return text[: first.start()] + note + "\n" + _PROVENANCE.sub("", text[first.start() :])
 
 
+#: A revision named in a generated reStructuredText report (it is in the report's JSON).
+_RST_REVISION = re.compile(r"revision ``[0-9a-f]{7,40}(?:\+dirty)?``")
+
+
 def include_read(app, relative_path, parent_docname, content):
-    """``.. include::`` of a generated file under ``_static/results``: machine folders shown relative."""
+    """``.. include::`` of a generated file under ``_static/results``: machine folders shown relative,
+    the revision left to the JSON beside it."""
     if "_static/results" in Path(relative_path).as_posix():
-        content[0] = _relative_paths(content[0])
+        content[0] = _RST_REVISION.sub("the revision recorded in its JSON", _relative_paths(content[0]))
 
 
 def _column_groups(spec: str) -> list[list[int]]:

@@ -45,3 +45,12 @@ def test_large_p_is_consistent_and_a_different_estimand_is_not_comparable(tmp_pa
     )
     rows = {r["claim"]: r for r in claims_ledger.main(["--results", str(tmp_path)])["rows"]}
     assert rows["a"]["verdict"] == "consistent" and rows["b"]["verdict"] == "not comparable"
+
+
+def test_the_published_ledger_is_rebuilt_from_the_one_results_folder(tmp_path):
+    """docs/_static/results is the one folder of results: the ledger the results page shows is what
+    the script makes from the experiment JSONs there (benchmark JSONs beside them carry no rows)."""
+    results = ROOT / "docs" / "_static" / "results"
+    claims_ledger.main(["--results", str(results), "--out", str(tmp_path)])
+    assert (tmp_path / "claims_ledger.md").read_text() == (results / "claims_ledger.md").read_text()
+    assert not (ROOT / "docs" / "_generated").exists()
