@@ -58,7 +58,7 @@ def _single(name, B, V, seed):
     rng = np.random.default_rng(seed)
     p = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device="cuda")
     q = torch.tensor(rng.dirichlet(np.full(V, 0.5), size=B), device="cuda")
-    k = 1 if SINGLE_STEP[name].k_max == 1 else 3
+    k = min(3, SINGLE_STEP[name].k_max or 3)  # spechub takes exactly 2
     d = torch.multinomial(q, k, replacement=SINGLE_STEP[name].draft_law == "iid", generator=torch.Generator("cuda").manual_seed(seed))
     return p, q, d
 

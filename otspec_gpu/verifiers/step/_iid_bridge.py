@@ -34,6 +34,7 @@ ROUNDS = 12
 POLISH_ROUNDS = 2
 
 
+# long-function: one host-sync-free tensor computation with shared intermediates
 def selection(p: torch.Tensor, q: torch.Tensor, k: int) -> dict:
     r"""The closed-form selection law :math:`r^*` per row, in ascending p/q order.
 
@@ -158,8 +159,12 @@ def super_tokens(sel: dict, k: int) -> dict:
     valid = idx < n[:, None]
     nxt = torch.cat([d[:, 1:], d.new_full((B, 1), torch.inf)], 1)
     start = valid & ((idx == n[:, None] - 1) | (d != nxt))  # starts a super-token in descending order
-    st_asc = torch.flip(torch.cumsum(torch.flip(start.long(), [1]), 1), [1]) * valid  # 1-based, descending
     m = start.sum(1)
+    # starts at or after each position (1-based super-token index), as m - (starts before it): an
+    # integer suffix count without a flipped scan (Inductor 2.11's split scan of a flipped int64 input
+    # failed to generate code on CUDA)
+    s_int = start.long()
+    st_asc = (m[:, None] - torch.cumsum(s_int, 1) + s_int) * valid
     st = torch.zeros_like(order).scatter_(1, order, st_asc)
     w = sel["qs"].new_zeros(B, V + 1).scatter_add_(1, st_asc, sel["qs"])[:, 1:]
     rho = sel["qs"].new_zeros(B, V + 1).scatter_add_(1, st_asc, sel["rs"])[:, 1:]
