@@ -136,6 +136,7 @@ def aggregate(per_t: dict, tv: dict, g: np.ndarray, dom: np.ndarray, seed: int) 
     return summary, per_domain
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--target", default="smollm2", choices=_real.TARGETS, help="target model (default smollm2)")

@@ -70,6 +70,7 @@ def negative_control(p_rows: np.ndarray, q_rows: np.ndarray, k: int, draws: int,
     return np.concatenate(exp), np.concatenate(ok).astype(float), np.concatenate(bad).astype(float)
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--draft", default="int8")

@@ -73,6 +73,7 @@ def payload_pair(target, draft) -> str:
     return f"{target.name} / {draft.name}"
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--draft", default="int8")

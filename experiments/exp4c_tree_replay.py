@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> dict:
     return report(args, target, draft, chosen, (n_pos, draws, reps), results, controls, elapsed)
 
 
+# long-function: the report's tables written in order, one block per table
 def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: list, controls: list, elapsed: float) -> dict:
     """JSON + markdown + plot, and the claims-ledger row; ``sizes`` = (contexts per prompt, draws per tree, reps)."""
     n_pos, draws, reps = sizes

@@ -44,6 +44,7 @@ def optima(p: np.ndarray, q: np.ndarray, ks: list[int]) -> dict[str, list[float]
     return out
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main(argv: list[str] | None = None) -> dict:
     ap = _output.parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--vocab", type=int, default=262_144, help="vocabulary size V (default 262144, Gemma 3)")

@@ -108,6 +108,7 @@ def rst_tables(payload: dict) -> str:
     )
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main(argv=None):
     ap = parser(NAME, __doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=32, help="tokens generated per decoded prompt (default 32)")

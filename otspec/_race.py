@@ -1087,6 +1087,7 @@ class WorMinimum:
     evaluated: int
 
 
+# long-function: bound, prune, then integrate: one pass over shared buffers that splitting would copy
 def wor_dual_minimum(p_sorted: np.ndarray, q_sorted: np.ndarray, k: int) -> WorMinimum:
     r"""Minimise :math:`P(H_i) - Q_{WOR}(H_i^k)` over the prefixes of a token order.
 

@@ -189,6 +189,7 @@ class BlockReport:
         return html_table(header, rows, notes=[f"skipped: {s}" for s in self.skipped])
 
 
+# long-function: the public entry: one row per verifier in a fixed order, with its docstring
 def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str = "auto", memory_cap: float | None = None) -> BlockReport:
     r"""Exact :math:`E[\tau]` of every chain (and, for ``k > 1``, tree) verifier next to the optima.
 

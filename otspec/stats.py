@@ -454,6 +454,7 @@ def clustered_ratio(
     return _bootstrap((s[0], s[1]), _ratio_stat, int(c.sum()), confidence, n_resamples, method, seed)
 
 
+# long-function: a long numpydoc docstring with the delta-method math; the code is short
 @fill_doc
 def clustered_relative_change(
     numerator_a: Any,

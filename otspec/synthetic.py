@@ -101,6 +101,7 @@ def _positive(name: str, value: float) -> float:
     return v
 
 
+# long-function: a long numpydoc docstring with the generator's model; the code is short
 def synthetic_pair(
     V: int,
     *,

@@ -268,6 +268,7 @@ def _config(target, draft, mode: DecodeMode, sampling: dict, n_new: int, seed: i
     )
 
 
+# long-function: the public entry: the decode loop over the four pipeline stages, with its docstring
 def decode(
     target: Any,
     draft: Any,

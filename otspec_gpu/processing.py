@@ -17,6 +17,7 @@ from otspec.errors import InvalidDistributionError, UnsupportedMethodError
 __all__ = ["probs_from_logits"]
 
 
+# long-function: a long numpydoc docstring on the processing order; the code is short
 def probs_from_logits(
     logits: Any, *, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None, dtype: torch.dtype | None = None
 ) -> torch.Tensor:

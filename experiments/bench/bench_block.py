@@ -179,6 +179,7 @@ def tree_table(seed: int, quick: bool) -> list[dict]:
     return rows
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="experiments/out/bench_block")

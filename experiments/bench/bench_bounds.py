@@ -401,6 +401,7 @@ def _extract_tree(rev: str) -> str:
     return tmp
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="experiments/out/bench_bounds")

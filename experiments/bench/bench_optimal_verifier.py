@@ -152,6 +152,7 @@ BRIDGE_COLUMNS = [
 ]
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="experiments/bench/out")

@@ -258,6 +258,7 @@ def cuda_table(rows: list[dict]) -> str:
     )  # fmt: skip
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="experiments/out/bench_torch_chains")

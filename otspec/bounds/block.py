@@ -515,6 +515,7 @@ def solve_path_lp(
     return result
 
 
+# long-function: the public entry: validation, method dispatch and certification read top to bottom
 def block_optimum(
     p_model: Any, q_model: Any, gamma: int, *, method: str = "closed_form", memory_cap: float | None = None
 ) -> BlockOptimumResult:

@@ -222,6 +222,7 @@ def pairs32(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pair_set, pair_token
 
 
+# long-function: graph build, solve and flow read-back share large arrays; one pass keeps them unsplit
 @fill_doc
 def solve(p: np.ndarray, sets: np.ndarray, weights: np.ndarray) -> PlanAnswer:
     """Solve the membership problem as an integer max-flow.

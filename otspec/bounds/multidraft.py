@@ -105,6 +105,7 @@ def _check_applies(method: str, law: DraftLaw) -> None:
         maxflow.require_ortools()  # the install hint before any sizing or enumeration work
 
 
+# long-function: the public entry: its numpydoc docstring is most of its length
 def optimal_acceptance(
     p: Any,
     law: DraftLaw,

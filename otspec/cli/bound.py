@@ -134,6 +134,7 @@ def _make_law(name: str, q: np.ndarray, k: int):
     return {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}[name](q, k)
 
 
+# long-function: one subcommand: parse, solve, then print a table or JSON, step by step
 def run(args) -> int:
     """Solve ``otspec bound``: the optimal acceptance of each requested draft law, printed.
 

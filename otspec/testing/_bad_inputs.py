@@ -12,6 +12,7 @@ from otspec.testing.results import Counterexample, PropertyResult
 __all__ = ["bad_inputs_property"]
 
 
+# long-function: a table of bad-input cases, one per line
 def bad_inputs_property(v, probs, spec, seed) -> PropertyResult:
     import otspec
 

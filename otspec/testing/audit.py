@@ -162,6 +162,7 @@ def _stopped(name: str, form: str, lossless: bool, spec, seed: int, finding: Ver
     return AuditReport(verifier=name, form=form, lossless_claim=lossless, spec=spec, seed=int(seed), properties=(row,))
 
 
+# long-function: the audit's checks run in a fixed order, each a short call with its report
 def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, spec) -> list:
     catalogue = [pr for pr in step_problems(rng, 40, 64) if _applies(v, pr)]
     if not catalogue:  # the catalogue covers every kind and k <= 3 that the other problems use

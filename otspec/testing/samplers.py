@@ -125,6 +125,7 @@ def _one_test_check(n: int, pval: float, false_alarm: float, tv: float, df: int,
     )
 
 
+# long-function: a public assertion whose numpydoc docstring states the test, N and the false-alarm rate
 @fill_doc
 def assert_sampler_matches(
     verifier: Any,
@@ -291,6 +292,7 @@ def _joint_sampler_test(v, p, law, K, n, false_alarm, tv, rng) -> SamplerCheck:
     return _one_test_check(n, pval, false_alarm, tv, df, pooled)
 
 
+# long-function: a public assertion whose numpydoc docstring states the test, N and the false-alarm rate
 @fill_doc
 def assert_sampler_lossless(
     verifier: Any,

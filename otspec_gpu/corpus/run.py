@@ -176,6 +176,7 @@ def _spec_config(spec: SolverSpec) -> dict:
     return dict(laws=list(spec.laws), ks=list(spec.ks), verifiers=list(spec.verifiers), mc_samples=spec.mc_samples, seed=spec.seed)
 
 
+# long-function: the public entry: validation, resume checks and the engine call in order
 def run_corpus(
     sources: Sequence[str] | Sequence[Document],
     *,
@@ -305,6 +306,7 @@ def run_corpus(
     return RunResult(Path(out), len(docs), n_pos, plan.n_shards, todo, time.perf_counter() - t0, engine, timings)
 
 
+# long-function: the public entry: validation, resume checks and the solver call in order
 def run_logged(
     paths: Sequence[str | Path],
     *,

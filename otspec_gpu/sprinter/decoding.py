@@ -266,6 +266,7 @@ class _Run:
                 st.done[r] = True
 
 
+# long-function: the public entry: the SPRINTER loop over the shared pipeline stages, with its docstring
 def decode(
     target: Any,
     draft: Any,

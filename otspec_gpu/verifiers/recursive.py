@@ -13,6 +13,7 @@ from otspec_gpu.verifiers.schedule import accept_ratio, gather
 __all__ = ["sample_recursive"]
 
 
+# long-function: one host-sync-free step over the draft rounds; splitting would pass every buffer around
 def sample_recursive(
     p: torch.Tensor,
     q: torch.Tensor,

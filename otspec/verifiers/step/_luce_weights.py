@@ -88,6 +88,7 @@ def _normalise(theta: np.ndarray, active: np.ndarray, in_A: np.ndarray) -> np.nd
     return b
 
 
+# long-function: one Newton / fixed-point loop whose state is shared by every step
 def fit_luce_weights(
     r_star: np.ndarray,
     q: np.ndarray,

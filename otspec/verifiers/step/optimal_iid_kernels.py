@@ -357,6 +357,7 @@ def local_ratios(Tl, Yl, Ll, dens, k):
     return R0
 
 
+# long-function: a numba kernel: one compiled loop, splitting it costs calls inside the hot loop
 @njit(cache=True)
 def flip_build(Tl, Yl, Ll, dens, k, perm, max_flips):
     """Threshold tree by randomized incremental construction (Chew's algorithm for a convex

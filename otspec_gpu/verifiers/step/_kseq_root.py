@@ -119,6 +119,7 @@ def _pow_pos(base: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return torch.pow(base.clamp_min(0.0), k)
 
 
+# long-function: one host-sync-free multisection with shared intermediates
 def rho_star_masked(p: torch.Tensor, q: torch.Tensor, k: int | torch.Tensor, k_max: int | None = None) -> torch.Tensor:
     r""":math:`\rho^*` per row by :func:`passes` multisection passes, fixed shapes, no host read (on
     CUDA with Triton, the fused kernels of :func:`otspec_gpu.kernels.kseq.rho_star_passes`).

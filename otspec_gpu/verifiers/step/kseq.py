@@ -142,6 +142,7 @@ def _model_root(lo: np.ndarray, hi: np.ndarray, A: np.ndarray, Bq: np.ndarray, P
     return x
 
 
+# long-function: the exact root with its long docstring and two code paths (host and masked)
 def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tensor:
     r"""The optimal division factor :math:`\rho^* \in [1, k]` per row ``[B]`` (float64).
 
