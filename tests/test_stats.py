@@ -244,3 +244,28 @@ def test_corrections_refuse_a_2d_table():
         assert correct(table.ravel())[0].shape == (6,)
         assert correct(table[0])[0].shape == (3,)
     assert holm(table[0])[0][0] == pytest.approx(0.03)  # min(1, 3 * 0.01), one family of 3
+
+
+def test_few_clusters_warn_below_the_stated_count():
+    """Below MIN_CLUSTERS the interval undercovers (experiments/stats_coverage.py); every estimator
+    says so with a FewClustersWarning, and at MIN_CLUSTERS it stays silent."""
+    import warnings
+
+    from otspec.stats import MIN_CLUSTERS, FewClustersWarning, clustered_relative_change
+
+    rng = np.random.default_rng(5)
+    few, enough = _clustered(rng, n_clusters=MIN_CLUSTERS - 1), _clustered(rng, n_clusters=MIN_CLUSTERS)
+    with pytest.warns(FewClustersWarning, match=f"{MIN_CLUSTERS - 1} clusters"):
+        clustered_mean(*few, n_resamples=200)
+    with pytest.warns(FewClustersWarning):
+        clustered_ratio(few[0], few[0] + 1.0, few[1], n_resamples=200)
+    with pytest.warns(FewClustersWarning):
+        clustered_difference(few[0], few[0] * 0.5, few[1], n_resamples=200)
+    with pytest.warns(FewClustersWarning, match=f"{MIN_CLUSTERS - 1} clusters"):  # independent: the smaller sample counts
+        clustered_difference(enough[0], few[0], enough[1], clusters_b=few[1], n_resamples=200)
+    with pytest.warns(FewClustersWarning):
+        clustered_relative_change(few[0], np.ones_like(few[0]), few[1], few[0] + 1, np.ones_like(few[0]), few[1], n_resamples=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FewClustersWarning)
+        clustered_mean(*enough, n_resamples=200)
+        clustered_difference(enough[0], enough[0] * 0.5, enough[1], n_resamples=200)
