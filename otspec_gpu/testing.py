@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from otspec.errors import InvalidVerifierError
+from otspec.laws import ALL as LAWS
 from otspec.laws import DraftLaw
 from otspec.verifiers import Verifier
 
@@ -42,7 +43,7 @@ __all__ = ["ONE_Q_KINDS", "OPTIONS", "TorchStepVerifier", "adapt", "is_torch_ver
 
 #: Draft-law kinds a torch verifier may be audited on: its ``q`` is one ``[V]`` row, so the law
 #: must be built from one draft distribution.
-ONE_Q_KINDS = ("iid", "without_replacement", "greedy")
+ONE_Q_KINDS = tuple(law.kind for law in LAWS if law.parameters == "q")
 
 #: The options :func:`adapt` passes on to :class:`TorchStepVerifier`.
 OPTIONS = frozenset({"device", "name", "lossless", "kinds", "k"})

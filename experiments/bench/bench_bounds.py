@@ -92,10 +92,11 @@ def tuple_level(seed: int, quick: bool):
         otspec.optimal_acceptance(p0, otspec.iid(q0, 2), method=method)
     for kind, k, V in cases:
         p, q = synthetic_pair(V, seed=seed)
-        if kind == "product":
-            law = otspec.product([q, synthetic_pair(V, seed=seed + 1)[1]])
+        law_class = otspec.laws.by_kind(kind)
+        if law_class.parameters == "qs":  # k drafters: q and a second seeded draft
+            law = law_class.constructor([q, synthetic_pair(V, seed=seed + 1)[1]])
         else:
-            law = {"iid": otspec.iid, "without_replacement": otspec.without_replacement}[kind](q, k)
+            law = law_class.constructor(q, k)
         sets, _ = law.enumerate_sets()
         arcs = sets.shape[0] * V
         # the largest case is there to find where each engine stops: time it once
@@ -107,7 +108,7 @@ def tuple_level(seed: int, quick: bool):
             methods = [m for m in methods if m not in ("lp", "cvxpy")]
             row["lp_s"] = "not run (480 s at revision 4e56b75)"
         for method in methods:
-            if method == "prefix" and kind == "product":
+            if method == "prefix" and not law.prefix_exact:
                 continue
             reps = 1 if (method == "cvxpy" or big) else 3
             try:

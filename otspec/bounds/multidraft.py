@@ -27,6 +27,7 @@ from otspec.bounds.result import AcceptanceResult
 from otspec.bounds.sizing import check_acceptance, estimate_bytes, num_sets_bound
 from otspec.bounds.subsets import SUBSETS_MAX_V
 from otspec.errors import InvalidOptionError, NotADraftLawError, ProblemTooLargeError, UnsupportedMethodError
+from otspec.laws import ALL as LAWS
 from otspec.laws import DraftLaw
 
 __all__ = ["optimal_acceptance", "METHODS", "SUBSETS_MAX_V", "AUTO_MAX_TUPLES"]
@@ -64,12 +65,12 @@ def _auto_method(law: DraftLaw, memory_cap: float | None) -> str:
         return "flow"
     cap = as_memory_cap(memory_cap)
     if maxflow.maxflow_available():
-        return "product" if law.kind == "product" and estimate_bytes("maxflow", law) > cap else "maxflow"
+        return "product" if law.branch_and_bound and estimate_bytes("maxflow", law) > cap else "maxflow"
     if dense_arcs <= _FLOW_MAX_ARCS and law.num_tuples() <= AUTO_MAX_TUPLES:
         return "flow"
     if law.num_tuples() <= AUTO_MAX_TUPLES:
         return "lp"
-    if law.kind == "product":
+    if law.branch_and_bound:
         return "product"
     fixes = []
     if estimate_bytes("maxflow", law) <= cap:
@@ -84,19 +85,24 @@ def _auto_method(law: DraftLaw, memory_cap: float | None) -> str:
     )
 
 
+def _kinds_where(capability: str) -> str:
+    """The registered laws with a class-level ``capability``, as prose: ``"a, b and c"``."""
+    kinds = [cls.kind for cls in LAWS if getattr(cls, capability)]
+    return " and ".join(filter(None, [", ".join(kinds[:-1]), kinds[-1]]))
+
+
 def _check_applies(method: str, law: DraftLaw) -> None:
     """Refuse a method that cannot solve ``law`` (before any sizing or enumeration work)."""
     if method == "prefix" and not law.prefix_exact:
         raise UnsupportedMethodError(
-            f"method='prefix' is exact only for iid, without_replacement and greedy laws (got {law.kind}); "
-            "use method='lp', 'flow' or 'subsets'"
+            f"method='prefix' is exact only for {_kinds_where('prefix_exact')} laws (got {law.kind}); use method='lp', 'flow' or 'subsets'"
         )
     if method == "subsets" and law.V > SUBSETS_MAX_V:
         raise UnsupportedMethodError(
             f"method='subsets' enumerates 2^V token sets and is limited to V <= {SUBSETS_MAX_V} (got V = {law.V}); "
             + ("use method='prefix' or 'lp'" if law.prefix_exact else "use method='flow' or 'lp'")
         )
-    if method == "product" and law.kind != "product":
+    if method == "product" and not law.branch_and_bound:
         raise UnsupportedMethodError(
             f"method='product' is the branch-and-bound for independent drafters (otspec.product) (got a {law.kind} law); "
             + ("use method='prefix'" if law.prefix_exact else "use method='flow' or 'lp'")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from otspec import _race
 from otspec._arith import power
 from otspec._tolerances import ROUNDING_PER_TERM
 from otspec.bounds.certificate import CutAnswer
@@ -139,27 +138,17 @@ def solve(p: np.ndarray, law: DraftLaw) -> CutAnswer:
         against their closed form), and the primal lower bound of :func:`~otspec.bounds.primal.prefix_lower`
         (``None`` with a reason for without-replacement laws too large to check).
     """
-    if law.kind == "iid":
-        value, cut, err, order = iid_prefix(p, law.q, law.k, return_order=True)
+    if law.iid_q is not None:  # i.i.d. drafts: the fused argsort + cumsum hot path
+        value, cut, err, order = iid_prefix(p, law.iid_q, law.k, return_order=True)
         lower, reason, checks = prefix_lower(p, law, cut, order)
         return CutAnswer("prefix", value, cut, err, checks, lower=lower, lower_reason=reason)
     order = law.prefix_cut_order(p)
-    if law.kind == "without_replacement":
-        # Integrates only the prefixes that cheap rigorous bounds cannot exclude; its error bound
-        # already covers the rounding of P's prefix sums (accumulated in extended precision).
-        res = _race.wor_dual_minimum(p[order], law.q[order], law.k)
-        i, value, err = int(res.index), float(res.value), float(res.error_bound)
-    else:
-        P = np.concatenate([[0.0], np.cumsum(p[order])])
-        Qv, err = law.prefix_prob_all_in(order)
-        f = P - Qv
-        i = int(np.argmin(f))
-        value = 1.0 + float(f[i])
-        err += ROUNDING_PER_TERM * law.V  # P's prefix sums
+    i, value, err = law.prefix_minimum(p, order)  # the law's own evaluation of the prefixes
     in_cut = np.zeros(law.V, dtype=bool)
     in_cut[order[:i]] = True
     cut = np.flatnonzero(in_cut)
-    lower, reason, checks = prefix_lower(p, law, cut, order if law.kind != "greedy" else None)
-    if law.kind == "greedy":
-        checks["closed_form_minus_value"] = law.optimum(p) - value
+    lower, reason, checks = prefix_lower(p, law, cut, order)
+    closed = law.closed_form_optimum(p)
+    if closed is not None:
+        checks["closed_form_minus_value"] = closed - value
     return CutAnswer("prefix", value, cut, float(err), checks, lower=lower, lower_reason=reason)

@@ -264,13 +264,7 @@ def membership_violation_by_sets(r: np.ndarray, law: DraftLaw) -> float:
     float
         The worst violation, ``max(0, ...)``.
     """
-    V = law.V
-    sets, weights = law.enumerate_sets()
-    bits = np.where(sets >= 0, np.left_shift(1, np.maximum(sets, 0)), 0).sum(axis=1)
-    inside = np.bincount(bits, weights=weights, minlength=2**V)
-    for b in range(V):  # zeta transform: inside[H] = P(every draft in H)
-        v = inside.reshape(-1, 2, 2**b)
-        v[:, 1, :] += v[:, 0, :]
+    inside = law.subset_prob_all_in()  # inside[H] = P(every draft in H)
     f = 1.0 - inside[::-1]  # the complement of mask m is (2^V - 1) - m
     excess = float(np.max(subset_sums(r) - f))
     return max(0.0, excess, abs(float(r.sum()) - 1.0))
@@ -299,11 +293,11 @@ def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarra
     checks : dict
         ``selection_law_membership`` (the violation of :math:`r^* \\in B(f)`, when checked).
     """
-    if law.kind == "greedy":
-        top, qt = law.top, law.q_rest
-        routed = min(float(p[top].sum()), float(np.maximum(qt - p, 0.0).sum()))
-        return routed + float(np.minimum(p, qt).sum()), "", {}
-    if law.kind != "iid" and not (law.V <= WOR_CHECK_MAX_V and law.num_tuples() <= _WOR_CHECK_MAX_TUPLES):
+    closed = law.closed_form_lower(p)
+    if closed is not None:  # the law's own coupling in closed form
+        return closed, "", {}
+    iid_q = law.iid_q
+    if iid_q is None and not (law.V <= WOR_CHECK_MAX_V and law.num_tuples() <= _WOR_CHECK_MAX_TUPLES):
         # decided before Q(H*^k) is computed: at full vocabulary that is a race integral over V
         return (
             None,
@@ -314,12 +308,12 @@ def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarra
     in_cut = np.zeros(law.V, dtype=bool)
     in_cut[cut] = True
     g = float(law.prob_all_in(in_cut))
-    if order is None and law.kind != "greedy":
+    if order is None:
         order = law.prefix_cut_order(p)
-    if law.kind == "iid":
-        lower, viol = iid_primal_sorted(p[order], law.q[order], int(cut.size), g, law.k)
+    if iid_q is not None:
+        lower, viol = iid_primal_sorted(p[order], iid_q[order], int(cut.size), g, law.k)
         if viol == viol:  # not nan: the order was a valid Lorenz order
             return lower, "", {"selection_law_membership": viol}
     r = cap_floor_law(p, law.q, in_cut, g, order)
-    viol = lorenz_violation(r, law.q, law.k, order[::-1]) if law.kind == "iid" else membership_violation_by_sets(r, law)
+    viol = lorenz_violation(r, iid_q, law.k, order[::-1]) if iid_q is not None else membership_violation_by_sets(r, law)
     return float(np.minimum(p, r).sum()), "", {"selection_law_membership": viol}

@@ -90,7 +90,7 @@ def _fix(law) -> str:
     is never offered for it)."""
     if law.prefix_exact:
         return "use method='prefix' (exact for this law, O(V log V)), a smaller V or k, or raise memory_cap"
-    if law.kind == "product":
+    if law.branch_and_bound:
         return "use method='product' (branch-and-bound at full vocabulary, no plan), a smaller V or k, or raise memory_cap"
     return "use a smaller V or k, or raise memory_cap"
 
@@ -117,7 +117,7 @@ def check_acceptance(method: str, law, memory_cap: float | None) -> None:
     if method == "subsets":
         V = law.V
         check_memory(8.0 * 6 * 2**V, memory_cap, f"method='subsets' with V = {V}", "use a smaller V")
-        if law.kind != "iid":  # the zeta transform enumerates the law's sets first
+        if law.cut_function_enumerates:  # the zeta transform enumerates the law's sets first
             check_memory(estimate_bytes("lp", law), memory_cap, f"enumerating {law!r}", "use a smaller V or k")
         return
     closed = "" if law.prefix_exact else f"; a {law.kind} law has no closed form"

@@ -10,30 +10,12 @@ import numpy as np
 from otspec._tolerances import ROUNDING_PER_TERM
 from otspec.bounds.certificate import CutAnswer
 from otspec.laws import DraftLaw
+from otspec.laws.enumeration import subset_sums
 
 __all__ = ["SUBSETS_MAX_V", "solve", "subset_sums"]
 
 #: Brute force over 2^V subsets is the oracle for tiny vocabularies only.
 SUBSETS_MAX_V = 20
-
-
-def subset_sums(x: np.ndarray) -> np.ndarray:
-    """``out[mask] = sum of x over the bits of mask`` for all 2^V masks (bit b = token b).
-
-    Parameters
-    ----------
-    x : ndarray, shape (V,)
-        Per-token values.
-
-    Returns
-    -------
-    ndarray, shape (2**V,)
-        The sum over every subset, indexed by its bit mask.
-    """
-    out = np.zeros(1)
-    for b in range(x.size):
-        out = np.concatenate([out, out + x[b]])
-    return out
 
 
 def solve(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> CutAnswer:
@@ -55,17 +37,7 @@ def solve(p: np.ndarray, law: DraftLaw, memory_cap: float | None) -> CutAnswer:
     """
     V = law.V
     P = subset_sums(p)
-    if law.kind == "iid":
-        Qall = subset_sums(law.q) ** law.k
-    else:
-        sets, weights = law.enumerate_sets(memory_cap=memory_cap)
-        bits = np.where(sets >= 0, np.left_shift(1, np.maximum(sets, 0)), 0).sum(axis=1)
-        f = np.bincount(bits, weights=weights, minlength=2**V)
-        # Sum over subsets (zeta transform): f[H] <- sum of f[m] over m subset of H.
-        for b in range(V):
-            g = f.reshape(-1, 2, 2**b)
-            g[:, 1, :] += g[:, 0, :]
-        Qall = f
+    Qall = law.subset_prob_all_in(memory_cap=memory_cap)  # Q(H^k) for every H: the law's cut function
     vals = P + 1.0 - Qall
     m = int(np.argmin(vals))
     value = float(vals[m])

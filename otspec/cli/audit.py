@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 
 from otspec.cli.toolkit import CliError, print_json
+from otspec.laws import KINDS
 
 __all__ = ["register", "run"]
 
-_KINDS = ("iid", "without_replacement", "greedy", "product", "explicit")
+_KINDS = KINDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

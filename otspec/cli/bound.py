@@ -131,7 +131,7 @@ def _make_law(name: str, q: np.ndarray, k: int):
         with np.errstate(divide="ignore"):
             logq = np.log(q)
         return otspec.product([q] + [softmax(logq, 1.0 + PRODUCT_TEMPERATURE_STEP * j) for j in range(1, k)])
-    return {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}[name](q, k)
+    return otspec.laws.by_kind(name).constructor(q, k)
 
 
 # long-function: one subcommand: parse, solve, then print a table or JSON, step by step

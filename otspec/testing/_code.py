@@ -45,10 +45,13 @@ def law_code(law) -> str:
     >>> law_code(otspec.iid([0.25, 0.75], 2))
     'otspec.iid(np.array([1, 3]) / 4, 2)'
     """
-    kind = law.kind
-    if kind in ("iid", "without_replacement", "greedy"):
-        return f"otspec.{kind}({array_code(law.q)}, {law.k})"
-    if kind == "product":
-        return "otspec.product([" + ", ".join(array_code(q) for q in law.qs) + "])"
+    import otspec
+
+    # the constructor as users spell it: otspec.<kind> where the top level exports it
+    ctor = f"otspec.{law.kind}" if hasattr(otspec, law.kind) else f"otspec.laws.{law.kind}"
+    if law.parameters == "q":
+        return f"{ctor}({array_code(law.q)}, {law.k})"
+    if law.parameters == "qs":
+        return f"{ctor}([" + ", ".join(array_code(q) for q in law.qs) + "])"
     tuples, weights = law.enumerate()
-    return f"otspec.explicit({np.asarray(tuples).tolist()}, {array_code(weights)}, vocab_size={law.V})"
+    return f"{ctor}({np.asarray(tuples).tolist()}, {array_code(weights)}, vocab_size={law.V})"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from otspec.laws import KINDS, IIDLaw, by_kind
 from otspec.testing._code import array_code, law_code
 
 __all__ = [
@@ -22,7 +23,11 @@ __all__ = [
     "wide_range_problems",
 ]
 
-LAW_KINDS = ("iid", "without_replacement", "greedy", "product", "explicit")
+#: Every registered draft law (:data:`otspec.laws.KINDS`).
+LAW_KINDS = KINDS
+
+#: What every other law shrinks to: k i.i.d. drafts from the first q.
+_SIMPLEST = IIDLaw.kind
 
 
 @dataclass(frozen=True)
@@ -30,34 +35,38 @@ class AuditProblem:
     p: tuple
     kind: str
     k: int
-    qs: tuple  # one weight tuple (iid/wor/greedy), k of them (product), () (explicit)
-    tuples: tuple = ()  # explicit only
+    qs: tuple  # one weight tuple (parameters "q"), k of them ("qs"), () ("tuples")
+    tuples: tuple = ()  # parameters "tuples" only
     tw: tuple = ()
 
     @property
     def V(self) -> int:
         return len(self.p)
 
+    @property
+    def parameters(self) -> str:
+        """How the law is built (:attr:`otspec.laws.DraftLaw.parameters`)."""
+        return by_kind(self.kind).parameters
+
     def valid(self) -> bool:
         if sum(self.p) <= 0 or self.k < 1 or self.V < 2:
             return False
-        if self.kind == "explicit":
+        if self.parameters == "tuples":
             return bool(self.tuples) and all(len(t) == self.k for t in self.tuples) and all(w > 0 for w in self.tw)
         if any(sum(q) <= 0 for q in self.qs):
             return False
-        if self.kind in ("without_replacement", "greedy"):
+        if by_kind(self.kind).k_within_support:
             return self.k <= sum(1 for x in self.qs[0] if x > 0)
-        return len(self.qs) == (self.k if self.kind == "product" else 1)
+        return len(self.qs) == (self.k if self.parameters == "qs" else 1)
 
     def build(self):
-        import otspec
-
         p = normalized(self.p)
-        if self.kind == "product":
-            return p, otspec.product([normalized(q) for q in self.qs])
-        if self.kind == "explicit":
-            return p, otspec.explicit([list(t) for t in self.tuples], normalized(self.tw), vocab_size=self.V)
-        return p, getattr(otspec, self.kind)(normalized(self.qs[0]), self.k)
+        make = by_kind(self.kind).constructor
+        if self.parameters == "qs":
+            return p, make([normalized(q) for q in self.qs])
+        if self.parameters == "tuples":
+            return p, make([list(t) for t in self.tuples], normalized(self.tw), vocab_size=self.V)
+        return p, make(normalized(self.qs[0]), self.k)
 
     def size(self) -> tuple:
         _, law = self.build()
@@ -69,18 +78,18 @@ class AuditProblem:
 
     def shrinks(self) -> Iterator[AuditProblem]:
         """Simpler problems, most aggressive first."""
-        if self.kind != "iid" and self.qs:
-            yield replace(self, kind="iid", qs=(self.qs[0],), tuples=(), tw=())
+        if self.kind != _SIMPLEST and self.qs:
+            yield replace(self, kind=_SIMPLEST, qs=(self.qs[0],), tuples=(), tw=())
         if self.k > 1:
-            if self.kind == "product":
+            if self.parameters == "qs":
                 yield replace(self, k=self.k - 1, qs=self.qs[:-1])
-            elif self.kind == "explicit":
+            elif self.parameters == "tuples":
                 yield replace(self, k=self.k - 1, tuples=tuple(t[:-1] for t in self.tuples))
             else:
                 yield replace(self, k=self.k - 1)
         for j in range(self.V):
             yield self._drop(j)
-        if self.kind == "explicit":
+        if self.parameters == "tuples":
             for i in range(len(self.tuples)):
                 yield replace(self, tuples=self.tuples[:i] + self.tuples[i + 1 :], tw=self.tw[:i] + self.tw[i + 1 :])
         arrays = [("p", None)] + [("qs", i) for i in range(len(self.qs))]
@@ -95,7 +104,7 @@ class AuditProblem:
         def cut(w):
             return tuple(w[:j]) + tuple(w[j + 1 :])
 
-        if self.kind == "explicit":
+        if self.parameters == "tuples":
             keep = [(tuple(t), w) for t, w in zip(self.tuples, self.tw, strict=False) if j not in t]
             tuples = tuple(tuple(x - (x > j) for x in t) for t, _ in keep)
             return replace(self, p=cut(self.p), tuples=tuples, tw=tuple(w for _, w in keep))
@@ -189,9 +198,12 @@ def wide_range_problems(max_tuples: int) -> list:
         for k in (1, 2):
             if V**k > max_tuples:
                 continue
-            probs += [AuditProblem(pw, kind, k, (qw,)) for kind in ("iid", "without_replacement", "greedy")]
-            probs.append(AuditProblem(pw, "product", k, (qw,) + ((1,) * V,) * (k - 1)))
-            probs.append(AuditProblem(pw, "explicit", k, (), ((0,) * k, (V - 1,) * k), (1, 1)))
+            for kind in LAW_KINDS:  # the extremes: two constant tuples, a flat second drafter
+                params = by_kind(kind).parameters
+                if params == "tuples":
+                    probs.append(AuditProblem(pw, kind, k, (), ((0,) * k, (V - 1,) * k), (1, 1)))
+                else:
+                    probs.append(AuditProblem(pw, kind, k, (qw,) + (((1,) * V,) * (k - 1) if params == "qs" else ())))
     return _unique_valid(probs)
 
 
@@ -207,12 +219,13 @@ def random_problems(rng: np.random.Generator, n: int, max_tuples: int, keep=None
         if V**k > max_tuples:
             continue
         p, q, other = (_random_weights(rng, V) for _ in range(3))
-        if kind == "explicit":
+        params = by_kind(kind).parameters
+        if params == "tuples":
             m = int(rng.integers(1, 5))
             tuples = tuple(tuple(int(x) for x in rng.integers(0, V, size=k)) for _ in range(m))
             pr = AuditProblem(p, kind, k, (), tuples, tuple(int(x) for x in rng.integers(1, 5, size=m)))
         else:
-            pr = AuditProblem(p, kind, k, (q,) + ((other,) * (k - 1) if kind == "product" else ()))
+            pr = AuditProblem(p, kind, k, (q,) + ((other,) * (k - 1) if params == "qs" else ()))
         if pr.valid() and (keep is None or keep(pr)):
             out.append(pr)
     return out

@@ -82,7 +82,7 @@ def reference_optimum(p: np.ndarray, law: DraftLaw) -> float:
     import otspec
 
     # brute force over the 2^V cuts is exact and cheap at the sizes tests use, and needs no solver
-    method = "subsets" if law.kind in ("product", "explicit") and law.V <= 12 else "auto"
+    method = "subsets" if not law.prefix_exact and law.V <= 12 else "auto"
     result = otspec.optimal_acceptance(p, law, method=method)
     if result.status != "optimal" and law.num_tuples() <= LP_FALLBACK_TUPLES:
         lp = otspec.optimal_acceptance(p, law, method="lp")

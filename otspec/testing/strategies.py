@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-import otspec
+from otspec.laws import KINDS, IIDLaw, by_kind
 from otspec.testing._code import array_code, law_code
 
 __all__ = ["LAW_KINDS", "Problem", "distributions", "laws", "pairs", "problems"]
 
 #: Every kind of draft law otspec has, in the order shrinking prefers (simplest first).
-LAW_KINDS = ("iid", "without_replacement", "greedy", "product", "explicit")
+LAW_KINDS = KINDS
 
 
 def _sizes(V: Any, lo: int, hi: int) -> st.SearchStrategy:
@@ -194,16 +194,17 @@ def laws(
         kind = draw(st.sampled_from(kinds))
         dist = distributions(n, zeros=zeros, peaky=peaky)
         qq = np.asarray(q, dtype=np.float64) if q is not None else draw(dist)
-        if kind in ("without_replacement", "greedy") and kk > np.count_nonzero(qq):
-            kind = "iid"
-        if kind == "product":
-            return otspec.product([qq] + [draw(dist) for _ in range(kk - 1)])
-        if kind == "explicit":
+        law_class = by_kind(kind)
+        if law_class.k_within_support and kk > np.count_nonzero(qq):
+            law_class = IIDLaw  # too few tokens for distinct drafts: fall back to i.i.d.
+        if law_class.parameters == "qs":
+            return law_class.constructor([qq] + [draw(dist) for _ in range(kk - 1)])
+        if law_class.parameters == "tuples":
             m = draw(st.integers(1, 4))
             tuples = draw(st.lists(st.lists(st.integers(0, n - 1), min_size=kk, max_size=kk), min_size=m, max_size=m))
             w = draw(st.lists(st.integers(1, 6), min_size=m, max_size=m))
-            return otspec.explicit(tuples, np.asarray(w, dtype=np.float64) / sum(w), vocab_size=n)
-        return getattr(otspec, kind)(qq, kk)
+            return law_class.constructor(tuples, np.asarray(w, dtype=np.float64) / sum(w), vocab_size=n)
+        return law_class.constructor(qq, kk)
 
     return build()
 

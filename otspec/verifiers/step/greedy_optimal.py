@@ -36,7 +36,7 @@ def greedy_closed_form(p: np.ndarray, law: DraftLaw) -> float:
         The optimal acceptance (:meth:`GreedyLaw.optimum <otspec.laws.GreedyLaw.optimum>`, clipped to 1
         against rounding), attained by :data:`greedy_optimal`.
     """
-    return min(law.optimum(p), 1.0)
+    return min(law.closed_form_optimum(p), 1.0)
 
 
 class GreedyOptimalVerifier(Verifier):
@@ -56,10 +56,10 @@ class GreedyOptimalVerifier(Verifier):
     reference = "Hu et al., 'Towards Optimal Multi-draft Speculative Decoding', ICLR 2025"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind == "greedy"
+        return law.top_and_rest is not None
 
     def _schedule(self, p, law, tuples):
-        top, qt = (law.top, law.q_rest)
+        top, qt = law.top_and_rest
 
         def build():
             prem = np.maximum(p - qt, 0.0)

@@ -152,7 +152,7 @@ class WorIIDVerifier(Verifier):
     reference = "otspec: drafts without replacement at the i.i.d. optimum (docs/wor_iid.rst)"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind == "without_replacement"
+        return law.without_replacement_q is not None
 
     @fill_doc
     def state(self, p: Any, law: DraftLaw) -> OptimalIIDState:

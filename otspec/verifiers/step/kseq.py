@@ -358,7 +358,7 @@ class KSeqVerifier(Verifier):
     reference = "SpecTr (Sun et al. 2023), Algorithm 2"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind == "iid"
+        return law.iid_q is not None
 
     @fill_doc
     def details(self, p: Any, q: Any, k: int) -> KSeqDetails:

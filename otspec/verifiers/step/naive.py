@@ -55,21 +55,19 @@ class NaiveVerifier(Verifier):
         return a + (1.0 - a) * hit
 
     def _closed_form(self, p, law):
-        if law.kind == "greedy" and law.k >= 2:
+        greedy = law.top_and_rest
+        if greedy is not None and law.k >= 2:
             # X_1 is the top token g0 (deterministic): keep it w.p. p(g0); the residual is p off g0,
             # which hits G \ {g0} surely and the random draft w.p. q~(y): p(G) + sum_{y not in G} p q~.
-            top, q_rest = (law.top, law.q_rest)
+            top, q_rest = greedy
             return float(p[top].sum() + p @ q_rest), {}
-        if law.kind == "greedy":
+        if greedy is not None:
             return float(np.minimum(p, law.first_draft_marginal()).sum()), {}
-        if law.kind == "iid":
-            qs = [law.q] * law.k
-        elif law.kind == "product":
-            qs = list(law.qs)
-        else:
+        if law.independent_qs is None:
             return None
+        qs = list(law.independent_qs)
         q1 = qs[0]
-        if law.kind == "iid":
+        if law.iid_q is not None:
             miss = (1.0 - q1) ** (law.k - 1)
         else:
             miss = np.prod([1.0 - qj for qj in qs[1:]], axis=0) if len(qs) > 1 else np.ones_like(p)

@@ -43,17 +43,8 @@ class NSSVerifier(Verifier):
         return np.sum(np.where(distinct_mask(tuples), p[tuples], 0.0), axis=1)
 
     def _closed_form(self, p, law):
-        kind = law.kind
-        if kind == "iid":
-            with np.errstate(divide="ignore"):  # q == 1 gives log1p(-1) = -inf and hit = 1
-                hit = -np.expm1(law.k * np.log1p(-law.q))  # 1 - (1 - q)^k, accurate for small q
-        elif kind == "product":
-            hit = 1.0 - np.prod([1.0 - qj for qj in law.qs], axis=0)
-        elif kind == "greedy":
-            top, q_rest = (law.top, law.q_rest)
-            hit = q_rest.copy()
-            hit[top] = 1.0
-        else:
+        hit = law.inclusion_probabilities()  # P(y among the drafts), the law's closed form
+        if hit is None:
             return None
         return float(p @ hit), {}
 

@@ -452,17 +452,18 @@ def prepare(p: Any, q: Any, k: Any, *, method: str = "auto", draw: str = "auto")
 
 def _iid_source(law: DraftLaw) -> tuple[np.ndarray | None, str]:
     """``(q, "")`` when the law is k i.i.d. drafts from q, else ``(None, reason)``."""
-    if law.kind == "iid":
-        return law.q, ""
-    if law.kind == "product":
-        q0 = law.qs[0]
-        if all(np.array_equal(q0, qj) for qj in law.qs[1:]):
+    if law.iid_q is not None:
+        return law.iid_q, ""
+    qs = law.independent_qs
+    if qs is not None:
+        q0 = qs[0]
+        if all(np.array_equal(q0, qj) for qj in qs[1:]):
             return q0, ""
         return None, (
             "the drafters of this product law differ, so P(some draft in S) = 1 - prod_j (1 - q_j(S)) is not a function of one "
             "measure of S and the closed-form selection law does not apply"
         )
-    if law.kind == "without_replacement":
+    if law.without_replacement_q is not None:
         return None, (
             "without replacement, P(some draft in S) is not a function of q(S) alone, so the closed-form selection law and the "
             "threshold construction fail (an exact method at scale is open)"

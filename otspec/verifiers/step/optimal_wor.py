@@ -150,7 +150,7 @@ class OptimalWORVerifier(Verifier):
         self._cache: tuple | None = None
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind == "without_replacement"
+        return law.without_replacement_q is not None
 
     # -- the state for one (p, law) -------------------------------------------------------------
     def _solve(self, p: np.ndarray, law: DraftLaw) -> OptimalWORState:

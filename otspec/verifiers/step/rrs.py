@@ -183,11 +183,11 @@ class RRSVerifier(Verifier):
     reference = "SpecInfer (Miao et al. 2024)"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind in ("iid", "product")
+        return law.independent_qs is not None
 
     @staticmethod
     def _qs(law):
-        return list(law.qs) if law.kind == "product" else [law.q] * law.k
+        return list(law.independent_qs)
 
     def _schedule(self, p, law, tuples):
         qs = self._qs(law)

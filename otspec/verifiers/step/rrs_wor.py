@@ -249,7 +249,7 @@ class RRSWorVerifier(Verifier):
     reference = "RSD (Jeon et al. 2024)"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind == "without_replacement"
+        return law.without_replacement_q is not None
 
     def _schedule(self, p, law, tuples):
         return rrs_wor_schedule(p, law.q, tuples)

@@ -43,7 +43,7 @@ __all__ = ["SpecHubVerifier", "spechub"]
 
 def _hub_schedules(p: np.ndarray, law: DraftLaw, tuples: np.ndarray):
     q = law.q
-    top, qt = (law.top, law.q_rest)
+    top, qt = law.top_and_rest
     a = int(top[0])
     qa = float(q[a])
     i = tuples[:, 1]
@@ -83,7 +83,7 @@ class SpecHubVerifier(Verifier):
     reference = "SpecHub (Sun, Zhou, Chen, Sun, EMNLP 2024)"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind == "greedy" and law.k == 2
+        return law.top_and_rest is not None and law.k == 2
 
     def _rows(self, p, law, tuples):
         sched_ia, sched_ai, qa = _hub_schedules(p, law, tuples)

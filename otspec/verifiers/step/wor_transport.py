@@ -182,7 +182,7 @@ class WorTransportVerifier(Verifier):
     reference = "otspec: the Gale transport of the optimal WOR selection law, by maximum flow (docs/wor_iid.rst)"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return law.kind == "without_replacement"
+        return law.without_replacement_q is not None
 
     def _state(self, p: np.ndarray, law: DraftLaw) -> _State:
         def build() -> _State:
