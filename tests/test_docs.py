@@ -320,6 +320,7 @@ def test_package_metadata_is_complete_and_every_extra_documented():
     assert any(c.startswith("License :: OSI Approved") for c in meta["classifiers"])
     assert any(c.startswith("Programming Language :: Python :: 3.") for c in meta["classifiers"])
     assert {"Documentation", "Repository", "Changelog"} <= set(meta["urls"])
+    assert (ROOT / meta["readme"]).is_file() and "MIT License" in (ROOT / "LICENSE").read_text(encoding="utf-8")
     install = (ROOT / "docs" / "install.rst").read_text(encoding="utf-8")
     missing = [extra for extra in meta["optional-dependencies"] if f"``{extra}``" not in install]
     assert not missing, f"extras not documented in docs/install.rst: {missing}"
