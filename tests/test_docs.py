@@ -61,7 +61,7 @@ def test_math_is_rendered_by_a_local_mathjax(html):
 
 
 def test_markdown_tables_render_as_tables(html):
-    for name in ("benchmarks", "optimal_wor", "wor_integral"):
+    for name in ("benchmarks", "results", "wor_iid"):
         page = (html / f"{name}.html").read_text(encoding="utf-8")
         assert "<table" in page
         assert not re.search(r"^\s*\|(\s*-+\s*\|)+\s*$", page, re.M), f"{name}: a raw Markdown table"
