@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from otspec._docs import fill_doc
+from otspec._optional import require
 from otspec.errors import OtspecInputError, ShapeMismatchError
 
 __all__ = [
@@ -60,11 +61,7 @@ _Z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004
 
 def _pyplot():
     """Import matplotlib.pyplot lazily, with an install hint when it is missing."""
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ImportError(f"otspec.plot needs matplotlib, which is not installed; install the plots extra: {PLOTS_INSTALL}") from exc
-    return plt
+    return require("matplotlib.pyplot", "plots", needed_by="otspec.plot")
 
 
 def _axes(ax: Any, figsize: tuple[float, float] = (6.0, 4.0)) -> Any:

@@ -9,7 +9,9 @@ core does imports these instead of the core's private modules:
   name, value, rule and fix;
 * :func:`filler`: a docstring decorator that replaces a line holding only ``{name}`` by a shared
   numpydoc block (one template for every package);
-* :func:`html_table`: the escaped HTML table of the core's ``_repr_html_`` methods.
+* :func:`html_table`: the escaped HTML table of the core's ``_repr_html_`` methods;
+* :func:`require`: import an optional dependency, or fail with what needed it and the command
+  that installs it (the one guard of every optional import).
 
 Command-line plug-ins have their own toolkit, :mod:`otspec.cli.toolkit`.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from otspec._display import html_table
 from otspec._docs import filler
+from otspec._optional import require
 from otspec._validation import as_int_in_range
 
-__all__ = ["as_int_in_range", "filler", "html_table"]
+__all__ = ["as_int_in_range", "filler", "html_table", "require"]

@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import importlib
 
-try:
-    import torch  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised in an environment without torch
-    raise ImportError(
-        "otspec_gpu needs torch, which is not installed; install the pinned CPU build and the extra with "
-        '`pip install torch==2.13.0 && pip install "otspec[torch]"`'
-    ) from exc
+from otspec.plugin import require
+
+# the pinned CPU build first, then the extra (a bare `torch` would pull the newest CUDA build)
+require("torch", "torch", needed_by="otspec_gpu", install='pip install torch==2.13.0 && pip install "otspec[torch]"')
 
 __all__ = ["SINGLE_STEP", "decode", "drafting", "probs_from_logits", "processing", "sample_drafts", "verifiers"]
 

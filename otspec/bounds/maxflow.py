@@ -47,6 +47,7 @@ import math
 import numpy as np
 
 from otspec._docs import fill_doc
+from otspec._optional import require
 from otspec.bounds.membership import PlanAnswer, membership_pairs
 
 __all__ = ["solve", "peel_abundant_tokens", "pairs32", "scale_bits", "require_ortools", "MAXFLOW_INSTALL", "maxflow_available"]
@@ -83,11 +84,7 @@ def require_ortools():
     ImportError
         If OR-Tools is not installed (the message has the install command).
     """
-    try:
-        max_flow = importlib.import_module("ortools.graph.python.max_flow")
-    except ImportError as exc:
-        raise ImportError(f"method='maxflow' needs OR-Tools, which is not installed; install the maxflow extra: {MAXFLOW_INSTALL}") from exc
-    return max_flow
+    return require("ortools.graph.python.max_flow", "maxflow", needed_by="method='maxflow' (OR-Tools)")
 
 
 def scale_bits(k: int) -> int:

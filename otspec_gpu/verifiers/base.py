@@ -24,7 +24,7 @@ from otspec.errors import (
 from otspec_gpu._validation import check_probs
 from otspec_gpu.verifiers.schedule import gather
 
-__all__ = ["StepOutput", "TorchVerifier", "check_step", "step_output"]
+__all__ = ["StepOutput", "TorchVerifier", "check_step", "deprecated_module_sample", "step_output"]
 
 
 class StepOutput(NamedTuple):
@@ -217,3 +217,37 @@ def step_output(token: torch.Tensor, drafts: torch.Tensor) -> StepOutput:
     hit = eq.any(dim=1)
     index = torch.where(hit, torch.argmax(eq.to(torch.uint8), dim=1), torch.full_like(token, -1))
     return StepOutput(accepted=hit.long(), token=token, index=index)
+
+
+def deprecated_module_sample(verifier: TorchVerifier) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that keeps the module-level ``sample`` of 0.1.0 for one minor release.
+
+    The rules' modules no longer define ``sample`` (the :class:`TorchVerifier` default is the same
+    function); ``module.sample`` still returns the verifier's ``sample``, with a
+    :class:`DeprecationWarning` naming the replacement.
+
+    Parameters
+    ----------
+    verifier : TorchVerifier
+        The module's verifier.
+
+    Returns
+    -------
+    callable
+        ``__getattr__(name)`` for the module.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name == "sample":
+            import warnings
+
+            warnings.warn(
+                f"otspec_gpu.verifiers.step.{verifier.name}.sample is deprecated; call the verifier's own "
+                f"otspec_gpu.verifiers.SINGLE_STEP[{verifier.name!r}].sample (the same function)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return verifier.sample
+        raise AttributeError(f"module 'otspec_gpu.verifiers.step.{verifier.name}' has no attribute {name!r}")
+
+    return __getattr__

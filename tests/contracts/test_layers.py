@@ -25,7 +25,7 @@ GPU_ROOT = ROOT.parent / "otspec_gpu"
 
 #: Lowest layer first. A module imports only from layers with an index <= its own.
 LAYERS = [
-    ("otspec._tolerances", "otspec.errors", "otspec._docs", "otspec._display", "otspec._arith"),
+    ("otspec._tolerances", "otspec.errors", "otspec._docs", "otspec._display", "otspec._arith", "otspec._optional"),
     ("otspec._validation", "otspec.sampling", "otspec.plugin"),
     ("otspec._race", "otspec.stats"),
     ("otspec.laws", "otspec.models", "otspec.prefixes", "otspec.synthetic", "otspec.io"),
@@ -321,6 +321,7 @@ def test_private_module_check_sees_violations():
 #: decoder and its recorder (trace, exact theory, report), SPRINTER, the corpus, the command line.
 GPU_APPLICATIONS = (
     "otspec_gpu.decoding",
+    "otspec_gpu.drafters",
     "otspec_gpu.prompt_lookup",
     "otspec_gpu.recording",
     "otspec_gpu.theory",
@@ -334,7 +335,8 @@ GPU_APPLICATIONS = (
 #: Applications that use another application, each with its reason.
 GPU_APP_USES: dict[tuple[str, str], str] = {
     ("otspec_gpu.corpus", "otspec_gpu.sprinter"): "the corpus reads SPRINTER's packaged prompt sets as one of its sources",
-    ("otspec_gpu.decoding", "otspec_gpu.prompt_lookup"): "prompt lookup is one of the decoder's drafters",
+    ("otspec_gpu.decoding", "otspec_gpu.drafters"): "the decoder takes its drafter from the drafter registry",
+    ("otspec_gpu.drafters", "otspec_gpu.prompt_lookup"): "prompt lookup is one of the registered drafters",
     ("otspec_gpu.decoding", "otspec_gpu.recording"): "the recorder is the decoder's last stage",
     ("otspec_gpu.decoding", "otspec_gpu.report"): "a decode result carries its theory-vs-practice report",
     ("otspec_gpu.recording", "otspec_gpu.theory"): "the recorder stores the exact theory of every round",

@@ -67,3 +67,12 @@ def test_default_sample_is_checks_uniforms_step():
 def test_a_verifier_without_sample_needs_a_pure_step():
     with pytest.raises(TypeError, match="needs a sample"):
         TorchVerifier("x", "iid", True, lambda *a: None)
+
+
+@pytest.mark.parametrize("name", [n for n in step.__all__ if SINGLE_STEP[n].sample == SINGLE_STEP[n]._default_sample])
+def test_module_sample_of_0_1_0_warns_and_is_the_verifiers(name):
+    module = getattr(step, name)
+    with pytest.warns(DeprecationWarning, match=rf"SINGLE_STEP\['{name}'\]\.sample"):
+        assert module.sample == SINGLE_STEP[name].sample
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018

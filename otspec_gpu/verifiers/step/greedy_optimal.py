@@ -16,7 +16,7 @@ import torch
 
 from otspec_gpu._scratch import to_float64
 from otspec_gpu.verifiers._docs import fill_doc
-from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, deprecated_module_sample, step_output
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
     accept_ratio,
@@ -127,3 +127,5 @@ greedy_optimal = TorchVerifier(
     step=step,
     check_drafts=check_greedy,
 )
+
+__getattr__ = deprecated_module_sample(greedy_optimal)  # the 0.1.0 module-level sample, for one minor release

@@ -62,7 +62,7 @@ import torch
 from otspec_gpu._scratch import host_shortcuts, scratch, to_float64
 from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
-from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, deprecated_module_sample, step_output
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
     accept_ratio,
@@ -538,3 +538,5 @@ kseq = TorchVerifier(
     uniforms=uniforms,
     step=step,
 )
+
+__getattr__ = deprecated_module_sample(kseq)  # the 0.1.0 module-level sample, for one minor release

@@ -8,7 +8,7 @@ import torch
 
 from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
-from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, deprecated_module_sample, step_output
 
 __all__ = ["conditional", "nss", "step", "uniforms"]
 
@@ -73,3 +73,5 @@ nss = TorchVerifier(
     step=step,
     laws=("iid", "without_replacement", "greedy"),
 )
+
+__getattr__ = deprecated_module_sample(nss)  # the 0.1.0 module-level sample, for one minor release

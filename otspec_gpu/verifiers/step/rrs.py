@@ -15,7 +15,7 @@ import torch
 
 from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
-from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, deprecated_module_sample, step_output
 from otspec_gpu.verifiers.recursive import sample_recursive
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, gather, residual, round_uniforms, schedule_conditional
 
@@ -92,3 +92,5 @@ def step(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, coins: torch.Te
 
 
 rrs = TorchVerifier("rrs", "iid", True, conditional, reference="SpecInfer (Miao et al. 2024)", uniforms=uniforms, step=step)
+
+__getattr__ = deprecated_module_sample(rrs)  # the 0.1.0 module-level sample, for one minor release

@@ -18,7 +18,7 @@ import torch
 from otspec.errors import InvalidDraftsError
 from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
-from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, deprecated_module_sample, step_output
 from otspec_gpu.verifiers.recursive import sample_recursive
 from otspec_gpu.verifiers.schedule import AcceptSchedule, accept_ratio, residual, round_uniforms, schedule_conditional
 
@@ -214,3 +214,5 @@ rrs_wor = TorchVerifier(
     step=step,
     check_drafts=lambda q, drafts: _check_distinct(drafts),
 )
+
+__getattr__ = deprecated_module_sample(rrs_wor)  # the 0.1.0 module-level sample, for one minor release

@@ -14,7 +14,7 @@ import torch
 
 from otspec_gpu._scratch import scratch, to_float64
 from otspec_gpu.verifiers._docs import fill_doc
-from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, deprecated_module_sample, step_output
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
     accept_ratio,
@@ -160,3 +160,5 @@ spechub = TorchVerifier(
     step=step,
     check_drafts=check_greedy,
 )
+
+__getattr__ = deprecated_module_sample(spechub)  # the 0.1.0 module-level sample, for one minor release

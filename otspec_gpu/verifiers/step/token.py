@@ -11,7 +11,7 @@ import torch
 
 from otspec_gpu.kernels import try_kernel, use_kernels
 from otspec_gpu.verifiers._docs import fill_doc
-from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
+from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, deprecated_module_sample, step_output
 from otspec_gpu.verifiers.schedule import (
     AcceptSchedule,
     accept_ratio,
@@ -128,3 +128,5 @@ token = TorchVerifier(
     uniforms=uniforms,
     step=step,
 )
+
+__getattr__ = deprecated_module_sample(token)  # the 0.1.0 module-level sample, for one minor release
