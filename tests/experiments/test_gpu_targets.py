@@ -68,3 +68,13 @@ def test_decode_share_benchmark_runs_on_cpu_and_writes_its_tables(tmp_path):
         assert set(r["phase_s"]) == {"draft", "target", "verify", "rollback"}
     assert "| chain token | off |" in (tmp_path / "bench_gpu_decode_share.md").read_text()
     assert mod.main(["--quick", "--out", str(tmp_path), "--prompts", "0"]) == 2
+
+
+def test_committed_gpu_targets_table_is_the_one_its_committed_json_gives():
+    """The serving-speed table in docs/benchmarks.rst is ``gpu_targets.py`` over the committed JSON of that
+    H200 run, so the page cannot drift from the measurements."""
+    results = ROOT / "docs" / "_static" / "results" / "gpu"
+    for table in sorted(results.glob("targets_*.md")):
+        run = results / ("run_" + table.stem.split("_", 1)[1])
+        if run.is_dir():  # older tables predate committed run folders
+            assert _module().table(str(run)).strip() == table.read_text().strip(), table.name

@@ -117,6 +117,14 @@ def test_inductor_compiled_bridge_step_equals_the_eager_step(device, fresh, monk
     p, q, d = _problem("optimal_iid", 8, 400, device, seed=7)
     uni = v.uniforms(p, q, d, torch.Generator(device).manual_seed(9))
     ref = v.step(p, q, d, *uni)
-    got = compiled._compiled(v.step)(p, q, d, *uni)
+    try:
+        got = compiled._compiled(v.step)(p, q, d, *uni)
+    except Exception as exc:
+        # torch 2.11's Triton code generator failed on a split scan of this step at B > 1 on an H200
+        # (docs/benchmarks.rst, "GPU at serving speed"); decoding then falls back to the eager step with
+        # a warning. Only that failure is expected: any other error, or wrong tokens, fails the test.
+        if device == "cuda" and type(exc).__name__ == "InductorError":
+            pytest.xfail(f"Inductor could not generate CUDA code for this step: {str(exc)[:160]}")
+        raise
     for a, b in zip(ref, got, strict=True):
         assert torch.equal(a, b)
