@@ -61,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     except OSError:
         rev = ""
-    meta = {"command": " ".join(["python", *sys.argv]), "revision": rev, "torch": torch.__version__,
-            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu"}
+    meta = {
+        "command": " ".join(["python", *sys.argv]),
+        "revision": rev,
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+    }
     rows = probe(args.device)
     with open(os.path.join(args.out, "inductor_scans.json"), "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=1)
