@@ -17,8 +17,11 @@ so the membership acceptance :math:`P(Y \in D)` is at least :math:`\alpha^*_{iid
 at most :math:`\alpha^*_{WOR} - \alpha^*_{iid}`. The exact membership acceptance comes from the
 kernel on enumerable laws; at scale it is :math:`\alpha^*_{iid}` plus a Monte Carlo estimate of
 the residual's share (each sampled draft tuple and selection contributes its exact probability of a
-rejection followed by a residual draw inside D). ``docs/wor_iid.rst``
-has the proofs.
+rejection followed by a residual draw inside D). That estimate's 99% interval starts at
+:math:`\alpha^*_{iid}` (every sample is at least that); when fewer than 10 samples had a nonzero
+residual share its upper end is an exact binomial bound (Clopper-Pearson on the share of such
+samples, times the largest share a sample can have) instead of a normal interval of width ~0.
+``docs/wor_iid.rst`` has the proofs.
 
 Cost per draw: :math:`O(k^2)` for the hit stream plus one draw of ``optimal_iid`` (whose
 preparation is built once per (p, q, k)).
@@ -40,6 +43,22 @@ from otspec.verifiers.step.optimal_iid import OptimalIIDState, prepare
 from otspec.verifiers.tuples import membership_mask
 
 __all__ = ["WorIIDVerifier", "hit_strings", "hit_string_weights", "rebuild_hits", "wor_iid"]
+
+#: The Monte Carlo acceptance uses its normal interval only when at least this many samples had a
+#: nonzero residual share (the usual n p >= 10 rule for a normal approximation of a rare event);
+#: below it the upper end is an exact binomial (Clopper-Pearson) bound.
+_MIN_NONZERO_FOR_NORMAL = 10
+
+
+def _clopper_pearson_upper(m: int, n: int, tail: float) -> float:
+    """Exact upper confidence bound on a binomial proportion after m successes in n trials: the
+    largest proportion under which seeing at most m has probability ``tail`` (m = 0: the rule of
+    three's exact form, ``1 - tail ** (1 / n)``)."""
+    if m >= n:
+        return 1.0
+    from scipy.stats import beta
+
+    return float(beta.ppf(1.0 - tail, m + 1, n - m))
 
 
 def hit_strings(k: int) -> np.ndarray:
@@ -252,12 +271,23 @@ class WorIIDVerifier(Verifier):
         hit_rng, level_rng, choice_rng = spawn_streams(rng, 3)
         y = stt.select(self._hits(law, tuples, hit_rng), level_rng.random(n), choice_rng.random(n))
         keep = stt.accept[y]
-        vals = stt.alpha + (1.0 - keep) * res[tuples].sum(axis=1)
+        z = (1.0 - keep) * res[tuples].sum(axis=1)  # the residual's share of each sample, >= 0
         est = AcceptanceEstimate.from_samples(
-            vals, "alpha*_iid + mean over sampled draft tuples and selections of P(rejected, residual in D | tuple, selection)"
+            stt.alpha + z, "alpha*_iid + mean over sampled draft tuples and selections of P(rejected, residual in D | tuple, selection)"
         )
-        extras = dict(est.extras, alpha_iid=stt.alpha)
-        return AcceptanceEstimate(est.value, est.how, est.ci_low, est.ci_high, est.n_samples, extras)
+        low, high = max(stt.alpha, est.ci_low), est.ci_high  # every sample is >= alpha*_iid: a certified floor
+        m = int(np.count_nonzero(z))
+        interval = "normal"
+        if m < _MIN_NONZERO_FOR_NORMAL:
+            # The normal interval needs a spread of nonzero terms: with none it has width 0 (the
+            # residual's share is rare, not absent), with a handful it is too narrow. Each term lies
+            # in [0, z_max], so the mean is at most z_max P(z > 0), and P(z > 0) has the exact
+            # Clopper-Pearson upper bound for m positives in n at the interval's one-sided level.
+            z_max = min(1.0, float((1.0 - stt.accept).max()) * float(np.sort(res)[-law.k :].sum()))
+            high = max(high, min(1.0, stt.alpha + z_max * _clopper_pearson_upper(m, n, (1.0 - est.extras["confidence"]) / 2)))
+            interval = "clopper_pearson"
+        extras = dict(est.extras, alpha_iid=stt.alpha, nonzero_residual_samples=m, interval=interval)
+        return AcceptanceEstimate(est.value, est.how, low, high, est.n_samples, extras)
 
     def _sample(self, p, law, d, rng) -> np.ndarray:
         streams = spawn_streams(rng, 5)
