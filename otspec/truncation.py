@@ -382,7 +382,7 @@ def _greedy_interval(t: TruncatedPair, k: int) -> tuple[float, float]:
     The draft's rest :math:`r = q(\Omega \setminus G)` is bounded from what lies *outside* G -- the
     logged entries off G plus the tail -- never as ``1 - q(G)``: for a confident draft that
     difference is a few ulps of 1, all rounding, and dividing by it gave inverted or wrong
-    intervals (issue 31). Every bound is rounded outward, and an excess beyond rounding widens
+    intervals. Every bound is rounded outward, and an excess beyond rounding widens
     by the greedy optimum's true sensitivity in q, which the renormalisation amplifies by
     :math:`1 / r` (see :func:`certified_interval`).
     """
