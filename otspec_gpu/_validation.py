@@ -24,7 +24,7 @@ ROW_SUM_BLOCK = 64
 
 
 def _gamma(n: int, u: float) -> float:
-    """Higham's :math:`\gamma_n = n u / (1 - n u)`: the relative error bound of ``n`` roundings."""
+    r"""Higham's :math:`\gamma_n = n u / (1 - n u)`: the relative error bound of ``n`` roundings."""
     return n * u / (1.0 - n * u)
 
 
@@ -38,10 +38,10 @@ def row_sums(x: torch.Tensor) -> tuple[torch.Tensor, float]:
 
     .. math::
 
-        |\hat s - s| \le eta s, \qquad
-        eta = \gamma_c(u) + \gamma_{m + r + 1}(u_{64}) \, (1 + \gamma_c(u)),
+        |\hat s - s| \le \beta s, \qquad
+        \beta = \gamma_c(u) + \gamma_{m + r + 1}(u_{64}) \, (1 + \gamma_c(u)),
 
-    with :math:`c` the block size, :math:`m = \lfloor V / c floor` blocks, :math:`u` the unit
+    with :math:`c` the block size, :math:`m = \lfloor V / c \rfloor` blocks, :math:`u` the unit
     roundoff of ``x``'s dtype (:math:`2^{-24}` for float32), :math:`u_{64} = 2^{-53}` and
     :math:`\gamma_n(u) = n u / (1 - n u)`. Why: a sum of :math:`c` numbers computed by *any* order
     or tree of additions (whatever torch's kernel does, in the dtype or wider) rounds each term at
@@ -58,7 +58,7 @@ def row_sums(x: torch.Tensor) -> tuple[torch.Tensor, float]:
     Returns
     -------
     (torch.Tensor, float)
-        ``[...]`` float64 row sums and :math:`eta`.
+        ``[...]`` float64 row sums and :math:`\beta`.
 
     References
     ----------
@@ -88,8 +88,8 @@ def check_rows(x: torch.Tensor, name: str) -> None:
 
     **Fast pass** (one device synchronisation, no float64 copy of ``x``): the row minima and the
     blocked row sums :math:`\hat s` of :func:`row_sums`, whose error is at most
-    :math:`E = eta \hat s / (1 - eta)` on a non-negative row (:math:`|\hat s - s| \le eta s`
-    and :math:`s \le \hat s / (1 - eta)`). Every row with minimum :math:`\ge 0` and
+    :math:`E = \beta \hat s / (1 - \beta)` on a non-negative row (:math:`|\hat s - s| \le \beta s`
+    and :math:`s \le \hat s / (1 - \beta)`). Every row with minimum :math:`\ge 0` and
     :math:`|\hat s - 1| + E \le \mathrm{tol}` has a true sum within the tolerance and passes.
     NaN and inf fail this comparison.
 
