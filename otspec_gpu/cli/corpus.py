@@ -235,10 +235,10 @@ def run(args: argparse.Namespace) -> int:
     spec = _spec(args)
     res = None
     try:
-        with warnings.catch_warnings():  # damaged shards are reported as they are found, one line each
+        with warnings.catch_warnings():  # damaged shards (as they are found), few clusters...: one line each
             warnings.showwarning = _show_warning
             res = _compute(args, spec)
-        summary = summarize(read_results(args.out), confidence=confidence, seed=spec.seed)
+            summary = summarize(read_results(args.out), confidence=confidence, seed=spec.seed)
     except ImportError as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt as exc:
