@@ -2,8 +2,9 @@
 
 Everything renders offline: the theme (pydata-sphinx-theme) ships its own assets, MathJax comes from
 the ``sphinx-mathjax-offline`` package (copied into ``_static/mathjax``, no CDN), Markdown tables are
-parsed locally by ``.. mdinclude::`` (docs/_ext/mdinclude.py), and the tutorial notebook is executed
-by myst-nb at every build (so a broken example fails the build, and the test suite builds it).
+parsed locally by ``.. mdinclude::`` (docs/_ext/mdinclude.py), tables of committed results JSON are
+built by ``.. jsontable::`` (docs/_ext/jsontable.py), and the tutorial and gallery notebooks are
+executed by myst-nb at every build (so a broken example fails the build, and the test suite builds it).
 """
 
 import os
@@ -26,6 +27,7 @@ extensions = [
     "myst_nb",
     "clihelp",
     "mdinclude",
+    "jsontable",
 ]
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
