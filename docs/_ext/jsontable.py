@@ -39,7 +39,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
-_COLUMN = re.compile(r"^(?P<key>[\w.]+)\s*(?P<fmt>[^=]*?)\s*(?:=\s*(?P<head>.+))?$")
+_COLUMN = re.compile(r"^(?P<key>[\w.]+)\s*(?P<fmt>\{[^}]*\}\S*)?\s*(?:=\s*(?P<head>.+))?$")
 
 
 def parse_columns(spec: str) -> list[tuple[str, str, str]]:
