@@ -92,6 +92,10 @@ def test_unrecorded_shard_is_checked_by_reading_it(done):
         with pytest.warns(DamagedShardWarning, match=r"it has 1 rows where this run's shard has 2|columns are not this run's"):
             assert _logged(src, out).shards_computed == 1
     assert read_results(out).equals(rows)
+    man = json.loads((out / MANIFEST).read_text())  # a manifest without shard records (an older otspec's)
+    del man["shards"]
+    (out / MANIFEST).write_text(json.dumps(man))
+    assert _logged(src, out).shards_computed == 0 and kept_shards(out) == ([0, 1, 2], 3)
 
 
 def test_damaged_shard_of_a_model_run_is_recomputed(tmp_path):
