@@ -5,7 +5,7 @@ E[tau | drafted tree] at both draft lengths (not significant after Holm). This s
 part of the decoder that draws tau on a tree. For real SmolLM2 contexts (target continuations
 sampled at T, as in experiment 4b) it runs **one decoder round** with the decoder's own parts: the
 scorer's caches (``otspec_gpu.scoring.DecodeCaches``: prefill, the draft's processed rows, one
-target forward over the k drafted sequences) and the drafter (``otspec_gpu.drafting.Drafter`` in
+target forward over the k drafted sequences) and the drafter (``otspec_gpu.drafting.ModelDrafter`` in
 tree mode, with the draft law ``otspec_gpu.decoding.mode_for`` gives the rule), so the rows are
 the decoder's float64 processed rows of its float32 logits. On each drafted tree it
 
@@ -73,7 +73,7 @@ def draft_trees(target, draft, contexts: list, k: int, gamma: int, law: str, tem
     """
     import torch
 
-    from otspec_gpu.drafting import Drafter
+    from otspec_gpu.drafting import ModelDrafter
     from otspec_gpu.processing import probs_from_logits
     from otspec_gpu.scoring import DecodeCaches
 
@@ -84,7 +84,7 @@ def draft_trees(target, draft, contexts: list, k: int, gamma: int, law: str, tem
     Ps, Qs, Xs = [], [], []
     for ids in contexts:
         caches = DecodeCaches(target, draft, [list(ids)], k, transform, device)
-        X, Q, n_drafts = Drafter("tree", 1, k, gamma, law).draft(caches.next_q, caches.pend, caches.pend_valid, gen)
+        X, Q, n_drafts = ModelDrafter("tree", 1, k, gamma, law).draft(caches.next_q, caches.pend, caches.pend_valid, gen)
         if int(n_drafts[0]) != k:  # a short draft support (not at T > 0 without top-k / top-p)
             raise RuntimeError(f"a context has {int(n_drafts[0])} < k = {k} real drafts; this replay needs full trees")
         P = caches.score(X)  # [k, gamma + 1, V]
@@ -336,7 +336,7 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
     }
     notes = [
         f"{len(chosen)} prompts ({', '.join(p.id for p in chosen)}) x {n_pos} contexts, one drafted tree per context, draft law and L "
-        f"(one decoder round: DecodeCaches + Drafter); {draws} draws per tree and rule, "
+        f"(one decoder round: DecodeCaches + ModelDrafter); {draws} draws per tree and rule, "
         f"from calls on up to {args.batch} different trees x {reps} cop{'y' if reps == 1 else 'ies'} each.",
         "z uses the exact variance of tau given the tree (the torch walk's law); |z| > 3 would flag a biased sampler "
         "(false-alarm rate ~0.3% per row). tau-law chi2: Pearson, pooled tau histogram vs the pooled exact law (conservative); "

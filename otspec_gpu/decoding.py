@@ -13,16 +13,19 @@ One **round** drafts, verifies and emits tokens for every prompt of the batch:
    :math:`p(\cdot \mid \text{context}, Y)`, from which a bonus token is drawn;
 4. both KV caches are rolled back exactly to the emitted prefix.
 
-**Pipeline.** :func:`decode` is a loop over four parts, one module each: the **drafter**
-(:class:`otspec_gpu.drafting.Drafter`), the **scorer** (:class:`otspec_gpu.scoring.DecodeCaches`:
+**Pipeline.** :func:`decode` is a loop over four parts, one module each: the **drafter** (the
+protocol :class:`otspec_gpu.drafters.Drafter`), the **scorer** (:class:`otspec_gpu.scoring.DecodeCaches`:
 both models' KV caches, the target forward and the rollback), the **verifier step**
 (:class:`otspec_gpu.verifying.VerifierStep`) and the **recorder**
 (:class:`otspec_gpu.recording.Recorder`: trace, theory and phase timings).
 
-**Prompt-lookup drafts.** ``draft=PromptLookup(max_ngram)`` (or ``"prompt-lookup"``) drafts without a
-model: :class:`otspec_gpu.prompt_lookup.PromptLookupDrafter` copies the continuation of the most
-recent earlier match of the context's last n-gram, with one-hot draft rows, for the chain rules; the
-drafter sees every round's emitted tokens through ``observe``.
+**Drafters.** ``draft`` is a draft model, a drafter name or a
+:class:`otspec_gpu.drafters.DraftSource` (:mod:`otspec_gpu.drafters`): a draft model feeds every mode
+(:class:`otspec_gpu.drafters.ModelDraft`); ``PromptLookup(max_ngram)`` (or ``"prompt-lookup"``)
+drafts without a model, copying the continuation of the most recent earlier match of the context's
+last n-gram with one-hot draft rows, for the chain rules (:mod:`otspec_gpu.prompt_lookup`). The
+loop asks the source which modes it feeds and which model the scorer caches, and the run's
+drafter for ``draft``, ``observe`` and ``record``; it never branches on which drafter it has.
 
 **KV caches.** Each model keeps one ``transformers`` ``DynamicCache`` with ``B * k`` rows and a
 boolean *validity mask* over cache positions (:mod:`otspec_gpu.scoring`). With one prompt every
@@ -53,7 +56,7 @@ import torch
 from otspec.errors import IncompatibleModelsError, InvalidDraftCountError, UnsupportedMethodError
 from otspec.plugin import as_int_in_range
 
-__all__ = ["DecodeMode", "DecodeResult", "IncompatibleModelsError", "decode", "mode_for"]
+__all__ = ["DecodeMode", "DecodeResult", "DecodeSettings", "IncompatibleModelsError", "decode", "mode_for"]
 
 
 @dataclass(frozen=True)
@@ -220,52 +223,83 @@ class _Outputs:
         return n_emit
 
 
-def _lookup(draft: Any):
-    """The prompt-lookup settings when ``draft`` asks for prompt-lookup drafts, else ``None``."""
-    from otspec_gpu.prompt_lookup import PromptLookup
+@dataclass(frozen=True, eq=False)
+class DecodeSettings:
+    """The checked arguments of :func:`decode`.
 
-    if isinstance(draft, PromptLookup):
-        return draft
-    return PromptLookup() if isinstance(draft, str) and draft == "prompt-lookup" else None
+    Attributes
+    ----------
+    mode : DecodeMode
+        The resolved request (:func:`mode_for`).
+    source : otspec_gpu.drafters.DraftSource
+        What drafts (:func:`otspec_gpu.drafters.as_source` of ``draft``); it feeds ``mode``.
+    prompts : list of list of int
+        Token ids per prompt (:func:`otspec_gpu.inputs.as_prompts`).
+    V : int
+        The vocabulary size.
+    sampling : dict
+        ``temperature`` (checked), ``top_k`` and ``top_p``: the transform of both models' logits.
+    n_new : int
+        Tokens to generate per prompt.
+    seed : int
+        Seed of the drafting, verification and bonus streams.
+    top_k_trace : int
+        Largest probabilities kept per trace row.
+    """
 
+    mode: DecodeMode
+    source: Any
+    prompts: Any
+    V: int
+    sampling: dict
+    n_new: int
+    seed: int
+    top_k_trace: int
 
-def _settings(target, draft, prompt, verifier, drafts, gamma, temperature, max_new_tokens, seed, top_k_trace, chat):
-    """Checked arguments of :func:`decode`: (mode, prompts, V, temperature, n_new, seed, top_k_trace, lookup)."""
-    from otspec_gpu import inputs
+    def config(self, target) -> dict:
+        """The run's settings, in the order the trace config lists them (timings and counts follow).
 
-    lookup = _lookup(draft)
-    V = inputs.check_models(target, target if lookup is not None else draft)
-    mode = mode_for(verifier, drafts, gamma)
-    if lookup is not None and mode.mode != "chain":
-        raise UnsupportedMethodError(
-            f"prompt-lookup drafts propose one sequence, verified by a chain rule (got verifier {verifier!r} with drafts = {mode.k}, "
-            f"gamma = {mode.gamma}); use verifier='token' or 'block' with drafts=1"
+        Parameters
+        ----------
+        target : otspec_gpu.models.LM
+            The target model.
+
+        Returns
+        -------
+        dict
+        """
+        mode = self.mode
+        return dict(
+            target=target.name,
+            draft=self.source.name,
+            verifier=mode.verifier,
+            mode=mode.mode,
+            rule=mode.rule,
+            draft_law=mode.draft_law,
+            drafts=mode.k,
+            gamma=mode.gamma,
+            **self.sampling,
+            max_new_tokens=self.n_new,
+            seed=self.seed,
+            batch=len(self.prompts),
+            vocab_size=self.V,
         )
+
+
+def _settings(target, draft, prompt, verifier, drafts, gamma, sampling: dict, max_new_tokens, seed, top_k_trace, chat) -> DecodeSettings:
+    """Checked arguments of :func:`decode`."""
+    from otspec_gpu import drafters, inputs
+
+    source = drafters.as_source(draft)
+    V = inputs.check_models(target, target if source.model is None else source.model)
+    mode = mode_for(verifier, drafts, gamma)
+    drafters.check_supports(source, mode)
     n_new = inputs.whole(max_new_tokens, "max_new_tokens")
     seed = inputs.whole(seed, "seed", minimum=0)
     top_k_trace = inputs.whole(top_k_trace, "top_k_trace")
-    temperature = inputs.check_sampling(temperature)
+    sampling = dict(sampling, temperature=inputs.check_sampling(sampling["temperature"]))
     prompts = inputs.as_prompts(target, prompt, chat=chat)
-    return mode, prompts, V, temperature, n_new, seed, top_k_trace, lookup
-
-
-def _config(target, draft, mode: DecodeMode, sampling: dict, n_new: int, seed: int, prompts: list, V: int) -> dict:
-    """The run's settings, in the order the trace config lists them (timings and counts follow)."""
-    return dict(
-        target=target.name,
-        draft=draft.name,
-        verifier=mode.verifier,
-        mode=mode.mode,
-        rule=mode.rule,
-        draft_law=mode.draft_law,
-        drafts=mode.k,
-        gamma=mode.gamma,
-        **sampling,
-        max_new_tokens=n_new,
-        seed=seed,
-        batch=len(prompts),
-        vocab_size=V,
-    )
+    return DecodeSettings(mode, source, prompts, V, sampling, n_new, seed, top_k_trace)
 
 
 # long-function: the public entry: the decode loop over the four pipeline stages, with its docstring
@@ -294,11 +328,13 @@ def decode(
     ----------
     target : otspec_gpu.models.LM
         The target model (:func:`otspec_gpu.models.load` / ``wrap``).
-    draft : otspec_gpu.models.LM, otspec_gpu.prompt_lookup.PromptLookup or "prompt-lookup"
-        A draft model sharing the target's vocabulary, or prompt-lookup drafts (no draft model: the
-        continuation of the most recent earlier match of the context's last n-gram, with one-hot
-        draft rows; ``"prompt-lookup"`` is ``PromptLookup()``, ``max_ngram = 3``), which run with
-        the chain verifiers ``token`` and ``block`` (:mod:`otspec_gpu.prompt_lookup`).
+    draft : otspec_gpu.models.LM, str or otspec_gpu.drafters.DraftSource
+        A draft model sharing the target's vocabulary, a drafter name
+        (:func:`otspec_gpu.drafters.by_name`: ``"prompt-lookup"``, i.e. ``PromptLookup()`` with
+        ``max_ngram = 3``, or a model name), or a draft source such as
+        :class:`otspec_gpu.prompt_lookup.PromptLookup` (no draft model: the continuation of the most
+        recent earlier match of the context's last n-gram, with one-hot draft rows; chain verifiers
+        ``token`` and ``block`` only).
     prompt : str, list of str, list of int or list of list of int
         One prompt or a batch (token ids need no tokenizer). A batch of ``B`` prompts runs as
         ``B`` independent decodings in one batched forward per round.
@@ -338,51 +374,44 @@ def decode(
     Raises
     ------
     OtspecInputError
-        If a model is not an :class:`~otspec_gpu.models.LM`, ``temperature`` is negative or not
-        finite, a prompt is not text or token ids (two levels of nesting at most), tokenizes to
+        If ``target`` is not an :class:`~otspec_gpu.models.LM`, ``draft`` is not a model, a
+        drafter name or a draft source (an unknown name: ``UnknownModelError``), ``temperature``
+        is negative or not finite, a prompt is not text or token ids (two levels of nesting at most), tokenizes to
         nothing, or holds an id outside the vocabulary.
     IncompatibleModelsError
         If the two models' vocabularies differ.
     UnsupportedMethodError
-        If ``verifier``, ``drafts`` and ``gamma`` do not combine (:func:`mode_for`), or
-        prompt-lookup drafts go to a verifier other than a chain rule.
+        If ``verifier``, ``drafts`` and ``gamma`` do not combine (:func:`mode_for`), or the drafter
+        does not feed that mode (:func:`otspec_gpu.drafters.check_supports`; prompt lookup: chains).
     NotAnIntegerError, InvalidDraftCountError
         If ``drafts``, ``gamma``, ``max_new_tokens`` or ``top_k_trace`` is not a positive integer,
         or ``seed`` is not an integer ``>= 0``.
     """
     # Over 80 lines only through this docstring: the code is the four-part loop below.
-    from otspec_gpu.drafting import Drafter
     from otspec_gpu.inputs import generators
     from otspec_gpu.processing import probs_from_logits
     from otspec_gpu.recording import PhaseClock, Recorder
     from otspec_gpu.scoring import DecodeCaches
     from otspec_gpu.verifying import VerifierStep
 
-    mode, prompts, V, temperature, n_new, seed, top_k_trace, lookup = _settings(
-        target, draft, prompt, verifier, drafts, gamma, temperature, max_new_tokens, seed, top_k_trace, chat
-    )
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+    s = _settings(target, draft, prompt, verifier, drafts, gamma, sampling, max_new_tokens, seed, top_k_trace, chat)
+    mode, prompts, V = s.mode, s.prompts, s.V
     device = next(target.model.parameters()).device
     B, k = len(prompts), mode.k
-    g_draft, g_verify, g_bonus = generators(seed, 3, device)
-
-    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+    g_draft, g_verify, g_bonus = generators(s.seed, 3, device)
 
     def transform(logits: torch.Tensor) -> torch.Tensor:
-        return probs_from_logits(logits, **sampling, dtype=torch.float64)
+        return probs_from_logits(logits, **s.sampling, dtype=torch.float64)
 
     clock = PhaseClock(device)
     t_start = clock.now()
-    caches = DecodeCaches(target, None if lookup is not None else draft, prompts, k, transform, device)
+    caches = DecodeCaches(target, s.source.model, prompts, k, transform, device)
     t_prefill = clock.now() - t_start
-    if lookup is None:
-        drafter = Drafter(mode.mode, B, k, mode.gamma, mode.draft_law)
-    else:
-        from otspec_gpu.prompt_lookup import PromptLookupDrafter
-
-        drafter = PromptLookupDrafter(prompts, mode.gamma, lookup.max_ngram, V, device)
+    drafter = s.source.drafter(mode, prompts, V, device)
     step = VerifierStep(mode.mode, mode.rule, B, k)
-    recorder = Recorder(mode, B, V, top_k_trace, theory, step.rule_for)
-    out = _Outputs(B, n_new, target.eos_token_id if stop_at_eos else None)
+    recorder = Recorder(mode, B, V, s.top_k_trace, theory, step.rule_for)
+    out = _Outputs(B, s.n_new, target.eos_token_id if stop_at_eos else None)
     rows0 = torch.arange(B, device=device) * k  # first row of each prompt
     rnd = 0
     while not all(out.done):
@@ -405,9 +434,8 @@ def decode(
         rnd += 1
         if progress is not None:
             progress(min(len(o) for o in out.tokens))
-    config = _config(target, lookup if lookup is not None else draft, mode, sampling, n_new, seed, prompts, V)
-    if lookup is not None:  # per prompt, the matched suffix length of each round (0: no match)
-        config["lookup_matched"] = drafter.matched
+    config = s.config(target)
+    config.update(drafter.record())  # the drafter's own entries (e.g. prompt lookup's matched n-grams)
     t_calls, d_calls = caches.calls()
     config.update(prefill_s=t_prefill, wall_s=time.perf_counter() - t_start, timer=clock.timer, target_calls=t_calls, draft_calls=d_calls)
     config["prompt_tokens"] = [len(p) for p in prompts]

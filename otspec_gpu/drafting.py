@@ -21,9 +21,9 @@ import torch
 
 from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
 from otspec_gpu._validation import check_probs
-from otspec_gpu.sampling import categorical
+from otspec_gpu.sampling import categorical, invert_cdf, search_cdf
 
-__all__ = ["LAWS", "Drafter", "greedy_top", "sample_drafts"]
+__all__ = ["LAWS", "ModelDrafter", "greedy_top", "sample_drafts"]
 
 #: Names of the draft laws (the otspec law constructors of the same names).
 LAWS = ("iid", "without_replacement", "greedy")
@@ -59,10 +59,11 @@ def greedy_top(q: torch.Tensor, m: int) -> torch.Tensor:
     return idx.gather(1, order)
 
 
-def _skip_draw(cdf: torch.Tensor, q64: torch.Tensor, taken: torch.Tensor, last: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _skip_draw(cdf: torch.Tensor, q64: torch.Tensor, taken: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One draw per row from the shared law ``q64`` ``[V]`` with the tokens ``taken`` ``[n, j]``
     (distinct, positive q) removed: a uniform on the remaining mass, mapped past every removed token
-    that lies below it (in increasing token order), then through the shared CDF ``cdf`` ``[V]``."""
+    that lies below it (in increasing token order), then through the shared CDF ``cdf`` ``[V]`` by
+    :func:`otspec_gpu.sampling.invert_cdf` (its zero-weight guard)."""
     n, j = taken.shape
     removed = q64[taken].sum(1) if j else torch.zeros(n, dtype=torch.float64, device=cdf.device)
     t = torch.rand(n, dtype=torch.float64, device=cdf.device, generator=generator) * (cdf[-1] - removed)
@@ -72,23 +73,22 @@ def _skip_draw(cdf: torch.Tensor, q64: torch.Tensor, taken: torch.Tensor, last: 
         gap = cdf[srt] - below  # the removed token's own slice of the CDF
         for c in range(j):  # loop over the few drawn tokens only
             t = torch.where(t >= below[:, c], t + gap[:, c], t)
-    return torch.minimum(torch.searchsorted(cdf, t, right=True), last)
+    return invert_cdf(cdf[None], t)
 
 
 def _shared(q: torch.Tensor, k: int, law: str, n: int, generator: torch.Generator) -> torch.Tensor:
     q64 = q[0].double()
     cdf = torch.cumsum(q64, 0)
-    last = q.shape[1] - 1 - torch.argmax(torch.flip(q[0] > 0, dims=[0]).to(torch.uint8))
     if law == "iid":
-        u = torch.rand((n, k), dtype=torch.float64, device=q.device, generator=generator) * cdf[-1]
-        return torch.minimum(torch.searchsorted(cdf, u, right=True), last)
+        u = torch.rand((n, k), dtype=torch.float64, device=q.device, generator=generator)
+        return search_cdf(cdf[None], u.reshape(-1)).view(n, k)
     if law == "without_replacement":
         out = torch.zeros((n, 0), dtype=torch.long, device=q.device)
         for _ in range(k):  # successive sampling: one draw per slot
-            out = torch.cat([out, _skip_draw(cdf, q64, out, last, generator)[:, None]], dim=1)
+            out = torch.cat([out, _skip_draw(cdf, q64, out, generator)[:, None]], dim=1)
         return out
     top = greedy_top(q, k - 1).expand(n, -1)
-    return torch.cat([top, _skip_draw(cdf, q64, top, last, generator)[:, None]], dim=1)
+    return torch.cat([top, _skip_draw(cdf, q64, top, generator)[:, None]], dim=1)
 
 
 def sample_drafts(
@@ -158,11 +158,8 @@ def sample_drafts(
         return _shared(q, k, law, int(n), generator)
     q64 = q.double()
     if law == "iid":
-        cdf = torch.cumsum(q64, dim=-1)
-        u = torch.rand((B, k), dtype=torch.float64, device=q.device, generator=generator) * cdf[:, -1:]
-        idx = torch.searchsorted(cdf, u, right=True)
-        last = V - 1 - torch.argmax(torch.flip(q > 0, dims=[1]).to(torch.uint8), dim=1, keepdim=True)
-        return torch.minimum(idx, last)
+        u = torch.rand((B, k), dtype=torch.float64, device=q.device, generator=generator)
+        return search_cdf(torch.cumsum(q64, dim=-1), u)  # [B, k]
     if law == "without_replacement":
         u = torch.rand((B, V), dtype=torch.float64, device=q.device, generator=generator)
         # Gumbel keys log q - log(-log U); U = 0 gives -inf (never chosen), q = 0 gives -inf too
@@ -174,11 +171,12 @@ def sample_drafts(
 
 
 # ------------------------------------------------------------------------------------------------
-# The decoder's drafter: chains, k single-token drafts and trees, on a draft model
+# The decoder's drafter of a draft model: chains, k single-token drafts and trees
 
 
-class Drafter:
-    r"""The drafting part of a decoding round: ``k`` drafts of ``gamma`` tokens per prompt.
+class ModelDrafter:
+    r"""The drafter of a draft model (a :class:`otspec_gpu.drafters.Drafter`, made by
+    :class:`otspec_gpu.drafters.ModelDraft`): ``k`` drafts of ``gamma`` tokens per prompt and round.
 
     The draft model is reached only through ``next_q(ids, valid) -> q`` (feed ``ids`` ``[R, n]``,
     ``valid`` marking real tokens, to the draft's cache and return the processed conditionals
@@ -237,8 +235,6 @@ class Drafter:
             Drafts ``X`` ``[R, gamma]``, their conditionals ``Q`` ``[R, gamma, V]`` and the number
             of real drafts per prompt ``[B]`` (``k`` but for short supports).
         """
-        from otspec_gpu.sampling import categorical
-
         q_t = next_q(first, first_valid)  # [R, V]
         x_t, n_drafts = self.first_tokens(q_t, generator)
         qs, xs = [q_t], [x_t]
@@ -258,6 +254,16 @@ class Drafter:
         emitted : sequence of sequence of int
             Per prompt, the round's emitted tokens.
         """
+
+    def record(self) -> dict:
+        """What the run's config records about the drafting (nothing beyond the draft's name).
+
+        Returns
+        -------
+        dict
+            ``{}``.
+        """
+        return {}
 
     def first_tokens(self, q: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The drafts at the first position from the draft conditionals ``q`` ``[R, V]``.
@@ -279,8 +285,6 @@ class Drafter:
         k = self.k
         full = torch.full((q.shape[0] // k,), k, dtype=torch.long, device=q.device)
         if self.mode == "chain" or (self.mode == "tree" and self.law == "iid"):
-            from otspec_gpu.sampling import categorical
-
             return categorical(q, generator), full
         q0 = q[::k]  # [B, V] one row per prompt
         if self.law == "iid" or k == 1:

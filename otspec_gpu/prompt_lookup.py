@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
@@ -54,7 +55,11 @@ DEFAULT_MAX_NGRAM = 3
 
 @dataclass(frozen=True)
 class PromptLookup:
-    """Prompt-lookup drafts, passed as the ``draft`` of :func:`otspec_gpu.decoding.decode`.
+    """Prompt-lookup drafts, passed as the ``draft`` of :func:`otspec_gpu.decoding.decode` (a
+    :class:`otspec_gpu.drafters.DraftSource`, registered as ``"prompt-lookup"``).
+
+    It proposes one sequence per prompt, so it feeds the chain mode only (``modes``: the verifiers
+    ``token`` and ``block`` with ``drafts=1``), and needs no draft model (``model`` is ``None``).
 
     Parameters
     ----------
@@ -73,6 +78,8 @@ class PromptLookup:
     """
 
     max_ngram: int = DEFAULT_MAX_NGRAM
+    modes: ClassVar[tuple[str, ...]] = ("chain",)
+    model: ClassVar[Any] = None
 
     def __post_init__(self):
         object.__setattr__(self, "max_ngram", as_int_in_range(self.max_ngram, "max_ngram"))
@@ -87,6 +94,26 @@ class PromptLookup:
             ``"prompt-lookup-n<max_ngram>"``.
         """
         return f"prompt-lookup-n{self.max_ngram}"
+
+    def drafter(self, mode, prompts: Sequence[Sequence[int]], V: int, device) -> PromptLookupDrafter:
+        """The run's :class:`PromptLookupDrafter`.
+
+        Parameters
+        ----------
+        mode : otspec_gpu.decoding.DecodeMode
+            The run's mode (a chain: ``gamma`` tokens per draft).
+        prompts : list of list of int
+            Token ids per prompt (the initial contexts).
+        V : int
+            Vocabulary size (width of the one-hot draft rows).
+        device : torch.device
+            Where the drafts and their rows are put.
+
+        Returns
+        -------
+        PromptLookupDrafter
+        """
+        return PromptLookupDrafter(prompts, mode.gamma, self.max_ngram, V, device)
 
 
 def _copy(context: Sequence[int], start: int, gamma: int) -> list[int]:
@@ -199,8 +226,8 @@ class NgramIndex:
 
 
 class PromptLookupDrafter:
-    r"""The decoder's drafter for prompt-lookup drafts (the interface of
-    :class:`otspec_gpu.drafting.Drafter`, with no draft model).
+    r"""The decoder's drafter for prompt-lookup drafts (a :class:`otspec_gpu.drafters.Drafter`, with
+    no draft model).
 
     Parameters
     ----------
@@ -227,7 +254,7 @@ class PromptLookupDrafter:
         self.matched: list[list[int]] = [[] for _ in prompts]
 
     def draft(self, next_q=None, first=None, first_valid=None, generator=None):
-        """Draft one round for every prompt (the arguments of ``Drafter.draft`` are not used).
+        """Draft one round for every prompt (the arguments of the protocol's ``draft`` are not used).
 
         Parameters
         ----------
@@ -261,3 +288,13 @@ class PromptLookupDrafter:
         """
         for ix, toks in zip(self.index, emitted, strict=True):
             ix.extend(toks)
+
+    def record(self) -> dict:
+        """The run's config entry: per prompt, the matched suffix length of every round.
+
+        Returns
+        -------
+        dict
+            ``{"lookup_matched": matched}`` (0: no match).
+        """
+        return {"lookup_matched": self.matched}

@@ -1,11 +1,12 @@
 r"""The one inverse-CDF sampler of the torch side (twin of :mod:`otspec.sampling`).
 
 Every categorical draw in :mod:`otspec_gpu` (verifier residuals, bonus tokens, the decoder's
-draft tokens) goes through :func:`search_cdf`: the first index whose cumulative weight exceeds
-:math:`x = \min(u S, S^-)`, :math:`S` the row total and :math:`S^-` the float64 just below it.
-That index always carries positive weight (the cumulative sum steps up there), so no token of
-weight 0 is ever returned, even when :math:`u S` rounds up to :math:`S` (then the last token of
-positive weight is returned). Cumulative sums are taken in float64 (a float32 running sum over
+draft tokens and every draft law of :mod:`otspec_gpu.drafting`) goes through :func:`search_cdf`
+(or :func:`invert_cdf`, for a position already scaled to the row's mass): the first index whose
+cumulative weight exceeds :math:`x = \min(u S, S^-)`, :math:`S` the row total and :math:`S^-` the
+float64 just below it. That index always carries positive weight (the cumulative sum steps up
+there), so no token of weight 0 is ever returned, even when :math:`u S` rounds up to :math:`S`
+(then the last token of positive weight is returned). Cumulative sums are taken in float64 (a float32 running sum over
 :math:`V = 262\,144` tokens drifts by :math:`\sim 10^{-3}`).
 
 Randomness: :func:`categorical` draws one float64 uniform per draw from the caller's
@@ -19,24 +20,59 @@ import torch
 
 from otspec_gpu._scratch import scratch
 
-__all__ = ["categorical", "sample_weights", "search_cdf"]
+__all__ = ["categorical", "invert_cdf", "sample_weights", "search_cdf"]
+
+
+def invert_cdf(cdf: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    r"""The inverse CDF at positions ``t`` of the cumulative weight, with the zero-weight guard.
+
+    Parameters
+    ----------
+    cdf : torch.Tensor
+        ``[B, V]`` float64 cumulative sums of non-negative weights (last column: the row total).
+    t : torch.Tensor
+        ``[B, n]`` float64 positions in ``[0, S]`` of each row (``n`` per row), or ``[n]`` with
+        ``B == 1`` (``n`` positions in the one row).
+
+    Returns
+    -------
+    torch.Tensor
+        Long, the shape of ``t``: the first index whose cumulative sum exceeds
+        :math:`\min(t, S^-)`; never a token of weight 0 (a row of total 0 returns ``V - 1``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> cdf = torch.tensor([[0.0, 0.5, 1.0, 1.0]], dtype=torch.float64)
+    >>> invert_cdf(cdf, torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)).tolist()
+    [1, 2, 2]
+    """
+    V = cdf.shape[1]
+    if t.ndim == 1:  # n positions in the one row
+        total = cdf[0, -1]
+        x = torch.minimum(t, torch.nextafter(total, torch.zeros_like(total)))
+        return torch.searchsorted(cdf[0], x, right=True).clamp_(max=V - 1)
+    total = cdf[:, -1:]  # [B, 1]
+    x = torch.minimum(t, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, x, right=True).clamp_(max=V - 1)
 
 
 def search_cdf(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    r"""Inverse CDF with the zero-weight guard: one token per uniform.
+    r"""Inverse CDF with the zero-weight guard: one token per uniform (:func:`invert_cdf` at
+    :math:`u S`).
 
     Parameters
     ----------
     cdf : torch.Tensor
         ``[B, V]`` float64 cumulative sums of non-negative weights (last column: the row total).
     u : torch.Tensor
-        ``[B]`` float64 uniforms on ``[0, 1)``, one per row; or ``[n]`` with ``B == 1`` (``n``
-        draws from the one row).
+        ``[B]`` float64 uniforms on ``[0, 1)``, one per row; ``[B, n]``, ``n`` per row; or ``[n]``
+        with ``B == 1`` (``n`` draws from the one row).
 
     Returns
     -------
     torch.Tensor
-        ``[B]`` (or ``[n]``) long: the first index whose cumulative sum exceeds
+        Long, the shape of ``u``: the first index whose cumulative sum exceeds
         :math:`\min(u S, S^-)`; never a token of weight 0 (a row of total 0 returns ``V - 1``).
 
     Examples
@@ -46,12 +82,11 @@ def search_cdf(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     >>> search_cdf(cdf, torch.tensor([0.9999999999999999], dtype=torch.float64)).tolist()
     [1]
     """
-    V = cdf.shape[1]
-    total = cdf[:, -1]
-    x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    if u.ndim == 2:
+        return invert_cdf(cdf, u * cdf[:, -1:])
     if cdf.shape[0] == 1 and u.shape[0] != 1:
-        return torch.searchsorted(cdf[0], x, right=True).clamp_(max=V - 1)
-    return torch.searchsorted(cdf, x[:, None], right=True).squeeze(1).clamp_(max=V - 1)
+        return invert_cdf(cdf, u * cdf[0, -1])
+    return invert_cdf(cdf, (u * cdf[:, -1])[:, None]).squeeze(1)
 
 
 def sample_weights(w: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

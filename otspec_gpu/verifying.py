@@ -27,7 +27,7 @@ class VerifierStep:
     """The verifier of one decoding mode, called once per round.
 
     A prompt with fewer real drafts than ``k`` (a short support, see
-    :class:`otspec_gpu.drafting.Drafter`) is verified with the law its drafts actually came from:
+    :class:`otspec_gpu.drafting.ModelDrafter`) is verified with the law its drafts actually came from:
     the same rule with ``n`` drafts, or -- when the rule takes no ``n`` drafts (``spechub`` needs
     exactly 2) -- the ``token`` rule with the single draft (``n = 1``: q is a point mass).
 

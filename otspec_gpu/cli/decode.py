@@ -146,11 +146,12 @@ def run(args: argparse.Namespace) -> int:
     Raises
     ------
     CliError
-        If a flag is out of range (``--ngram`` without ``--draft prompt-lookup`` included), the ``--trace`` path cannot be written (checked before decoding;
+        If a flag is out of range (a drafter flag such as ``--ngram`` with a drafter that does not take it included), the ``--trace`` path cannot be written (checked before decoding;
         a write that still fails afterwards is reported after the text is printed), a text prompt
         goes to a model without a tokenizer, or transformers is not installed.
     OtspecInputError
-        If the verifier, draft count and block length do not combine, or a model name is unknown.
+        If the verifier, draft count and block length do not combine, the drafter does not feed
+        that mode (prompt lookup: chains only), or a model or drafter name is unknown.
     """
     if args.verifier == "sprinter":  # approximate (SPRINTER): its own decoder and report
         from otspec_gpu.cli.sprinter import run_sprinter
@@ -158,21 +159,18 @@ def run(args: argparse.Namespace) -> int:
         return run_sprinter(args)
     drafts = number_flag(args.drafts, "--drafts", int, minimum=1)
     gamma = number_flag(args.gamma, "--gamma", int, minimum=1)
-    lookup = _lookup_flag(args)
+    options = _drafter_options(args)
     sampling = sampling_flags(args)
     prompt, labels = prompt_arg(args)
     check_writable(args.trace)
     require_decode_stack()
-    from otspec_gpu import models
+    from otspec_gpu import drafters, models
     from otspec_gpu.decoding import decode, mode_for
 
-    mode = mode_for(args.verifier, drafts, gamma)  # reject a bad combination before loading models
-    if lookup is not None and mode.mode != "chain":
-        raise CliError(
-            f"--draft prompt-lookup proposes one sequence: use --verifier token or block with --drafts 1 (got --verifier {args.verifier})"
-        )
+    mode = mode_for(args.verifier, drafts, gamma)  # reject a bad combination before loading the target
+    draft = drafters.by_name(args.draft, **options)  # a draft model is loaded here
+    drafters.check_supports(draft, mode)
     target = models.load(args.target)
-    draft = lookup if lookup is not None else models.load(args.draft)
     if args.prompt and target.tokenizer is None:
         raise CliError(f"model {target.name!r} has no tokenizer; pass the prompt as token ids with --prompt-ids, e.g. --prompt-ids 1,2,3")
     with progress(not args.json and sys.stderr.isatty()) as bar:
@@ -192,16 +190,24 @@ def run(args: argparse.Namespace) -> int:
     return _show(args, res, labels, target, draft)
 
 
-def _lookup_flag(args: argparse.Namespace):
-    """The prompt-lookup settings of ``--draft prompt-lookup [--ngram N]``, else ``None``."""
-    from otspec_gpu.prompt_lookup import PromptLookup
+#: The drafter options set by flags: flag -> (option of otspec_gpu.drafters.by_name, parsed type).
+_DRAFTER_FLAGS = {"ngram": ("max_ngram", int)}
 
-    ngram = getattr(args, "ngram", None)
-    if args.draft != "prompt-lookup":
-        if ngram is not None:
-            raise CliError(f"--ngram {ngram} applies to --draft prompt-lookup only (got --draft {args.draft}); drop --ngram")
-        return None
-    return PromptLookup(number_flag(ngram if ngram is not None else str(DEFAULT_MAX_NGRAM), "--ngram", int, minimum=1))
+
+def _drafter_options(args: argparse.Namespace) -> dict:
+    """The options of ``--draft`` given by flags (``--ngram N``), checked against what the drafter takes."""
+    from otspec_gpu.drafters import DRAFTERS, options_of
+
+    options = {}
+    for flag, (option, kind) in _DRAFTER_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if option not in options_of(args.draft):
+            takers = " or ".join(f"--draft {n}" for n in DRAFTERS if option in options_of(n))
+            raise CliError(f"--{flag} {value} applies to {takers} only (got --draft {args.draft}); drop --{flag}")
+        options[option] = number_flag(value, f"--{flag}", kind, minimum=1)
+    return options
 
 
 def _save_trace(res, path: str | None) -> str | None:

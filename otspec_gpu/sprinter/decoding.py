@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from otspec.errors import SprinterInputError
-from otspec_gpu.drafting import Drafter
+from otspec_gpu.drafting import ModelDrafter
 from otspec_gpu.inputs import as_prompts, check_models, check_sampling, generators, whole
 from otspec_gpu.processing import probs_from_logits
 from otspec_gpu.scoring import SequenceScorer
@@ -167,7 +167,7 @@ class _Run:
         self.sc, self.verifier, self.sampling = scorers, verifier, sampling
         self.g_draft, self.g_pass, self.g_accept, self.g_resid, self.g_bonus = gens
         self.eos, self.cap, self.n_new = eos, cap, n_new
-        self.drafter = Drafter("chain", 1, 1, 1, "iid")
+        self.drafter = ModelDrafter("chain", 1, 1, 1, "iid")
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         return probs_from_logits(logits, **self.sampling, dtype=torch.float64)

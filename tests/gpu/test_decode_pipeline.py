@@ -10,7 +10,7 @@ import torch
 
 from otspec_gpu import models
 from otspec_gpu.decoding import decode, mode_for
-from otspec_gpu.drafting import Drafter
+from otspec_gpu.drafting import ModelDrafter
 from otspec_gpu.recording import PhaseClock
 from otspec_gpu.report import summarize
 
@@ -66,7 +66,7 @@ def test_token_draws_never_return_a_zero_weight_token(monkeypatch):
     q = torch.tensor([[0.1, 0.2, 0.0, 0.0]], dtype=torch.float64)
     u_top = torch.tensor([1.0], dtype=torch.float64)
     monkeypatch.setattr(torch, "rand", lambda *a, **kw: u_top.clone())
-    x, n = Drafter("chain", 1, 1, 1, "iid").first_tokens(q, torch.Generator())
+    x, n = ModelDrafter("chain", 1, 1, 1, "iid").first_tokens(q, torch.Generator())
     assert x.tolist() == [1] and n.tolist() == [1]
 
 
@@ -115,7 +115,7 @@ def test_more_drafts_than_tokens_follow_the_short_support_rule(law):
 
     q = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
     for seed in range(20):
-        x, n = Drafter("single", 1, 5, 1, law).first_tokens(q.expand(5, -1), torch.Generator().manual_seed(seed))
+        x, n = ModelDrafter("single", 1, 5, 1, law).first_tokens(q.expand(5, -1), torch.Generator().manual_seed(seed))
         ref = sample_drafts(q, 3, law, generator=torch.Generator().manual_seed(seed))[0].tolist()
         assert x.tolist() == ref + [ref[0]] * 2 and n.tolist() == [3]
 

@@ -182,7 +182,7 @@ def test_bad_lookup_arguments():
 
 @pytest.mark.parametrize("verifier,drafts,gamma", [("rrs", 2, 1), ("kseq", 2, 3), ("greedy_optimal", 3, 1)])
 def test_prompt_lookup_needs_a_chain_verifier(target, verifier, drafts, gamma):
-    with pytest.raises(UnsupportedMethodError, match="chain rule"):
+    with pytest.raises(UnsupportedMethodError, match=r"proposes one drafted sequence per prompt \(chain\).*'block', 'token'"):
         decode(target, "prompt-lookup", [1, 2, 1], verifier=verifier, drafts=drafts, gamma=gamma, max_new_tokens=2)
 
 
@@ -204,7 +204,7 @@ def test_cli_prompt_lookup(capsys):
     for argv, msg in [
         (["--draft", "prompt-lookup", "--ngram", "0"], "--ngram must be >= 1"),
         (["--draft", "tiny-draft", "--ngram", "2"], "applies to --draft prompt-lookup only"),
-        (["--draft", "prompt-lookup", "--verifier", "rrs", "-k", "2", "-g", "1"], "proposes one sequence"),
+        (["--draft", "prompt-lookup", "--verifier", "rrs", "-k", "2", "-g", "1"], "proposes one drafted sequence per prompt (chain)"),
     ]:
         assert main(["decode", "--target", "tiny", "--prompt-ids", "1,2", "-n", "2", *argv]) == 2
         assert msg in capsys.readouterr().err
