@@ -258,7 +258,9 @@ def _tables_with_header(page: str, *names: str):
 def test_wide_result_tables_fit_a_laptop_screen(html):
     page = (html / "results.html").read_text(encoding="utf-8")
     css = (html / "_static" / "otspec.css").read_text(encoding="utf-8")
-    assert re.search(r"table\.table\.otspec-wrap td\s*{[^}]*white-space:\s*normal", css.replace(",\n", " "), re.S)
+    # cells wrap at spaces, never inside a word (a number is never split)
+    rule = re.search(r"table\.table td,[^{]*{([^}]*)}", css, re.S)
+    assert rule and "white-space: normal" in rule.group(1) and "word-break: normal" in rule.group(1)
     # the claims ledger and experiment 2's main table, each split into two narrower tables
     ledger = _tables_with_header(page, "claim")
     exp2 = _tables_with_header(page, "pair", "gamma", "prompts") + _tables_with_header(page, "pair", "gain % (exact)")
@@ -270,6 +272,9 @@ def test_wide_result_tables_fit_a_laptop_screen(html):
         assert _table_width(body, wrap=True) <= LAPTOP_PX, _table_width(body, wrap=True)
     # the ledger's text columns must wrap: unwrapped, it would be wider than the screen
     assert _table_width(ledger[0][1], wrap=False) > LAPTOP_PX
+    # and every other table of the results page fits once its cells wrap at spaces
+    wide = [body[:80] for _, body in _TABLE.findall(page) if _table_width(body, wrap=True) > LAPTOP_PX]
+    assert not wide, wide
 
 
 # --- gallery, citation, version, metadata -------------------------------------------------------------
