@@ -7,7 +7,7 @@ paths (the same data source as experiment 2: target contexts sampled at T, a gam
 drafted from the draft model, the target's rows on it), it calls the decoder's own samplers
 (``otspec_gpu.verifiers.chain.token_sample`` / ``block_sample``, float32 rows as in the decoder)
 ``--draws`` times per path and compares the mean tau with the exact expectation the decoder records
-(``otspec_gpu.theory.chain_theory``, float64 of the same float32 rows). Per path the exact law of
+(``otspec.theory.chain_theory``, float64 of the same float32 rows). Per path the exact law of
 tau (``token_conditional`` / ``block_conditional``) gives the variance, so
 
     z = sum_paths (sum of draws of tau - draws * E[tau | path]) / sqrt(sum_paths draws * Var[tau | path])
@@ -46,7 +46,7 @@ def replay(P64: np.ndarray, Q64: np.ndarray, x: np.ndarray, rule: str, draws: in
     """(sum of tau over draws, exact E[tau | path], exact Var[tau | path]) for one path and rule."""
     import torch
 
-    from otspec_gpu import theory
+    from otspec import theory
     from otspec_gpu.verifiers import chain
 
     P = torch.from_numpy(P64).float()
