@@ -26,7 +26,6 @@ from otspec.verifiers import block, step, token_chain, tree  # noqa: F401  (otsp
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.greedy_optimal import greedy_optimal
-from otspec.verifiers.step.iid_embedding_wor import wor_iid
 from otspec.verifiers.step.khisti import khisti
 from otspec.verifiers.step.kseq import kseq
 from otspec.verifiers.step.naive import naive
@@ -38,6 +37,7 @@ from otspec.verifiers.step.rrs import rrs
 from otspec.verifiers.step.rrs_wor import rrs_wor
 from otspec.verifiers.step.spechub import spechub
 from otspec.verifiers.step.token import token
+from otspec.verifiers.step.wor_iid import wor_iid
 
 # What a user imports: the base class to write a verifier, one instance per rule, the table and the
 # lookup. Result types, per-node kernels and helpers are imported from their modules

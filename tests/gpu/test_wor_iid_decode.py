@@ -43,7 +43,7 @@ def test_decoding_takes_the_device_path():
 def test_rebuild_hits_equals_the_numpy_core():
     """The device hit stream equals the numpy core's on the same uniforms, position by position
     (k = 1..5, 2 000 rows of random distinct drafts each, ordered-draft q with zeros excluded)."""
-    from otspec.verifiers.step.iid_embedding_wor import rebuild_hits as np_rebuild
+    from otspec.verifiers.step.wor_iid import rebuild_hits as np_rebuild
     from otspec_gpu.verifiers.step.wor_iid import rebuild_hits
 
     rng = np.random.default_rng(3)

@@ -16,7 +16,7 @@ module                    rule
 ``optimal_plan``          sample the optimal transport plan of the LP
 ``optimal_iid``           the exact optimal verifier for i.i.d. drafts at any V
 ``optimal_wor``           the exact optimal verifier for drafts without replacement (two-level Luce)
-``iid_embedding_wor``     ``wor_iid``: drafts without replacement at the i.i.d. optimum (hit stream)
+``wor_iid``               drafts without replacement at the i.i.d. optimum (hit stream)
 ``approximate``           a lossy SPRINTER-style rule
 ========================  =====================================================================
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec.verifiers.step.iid_embedding_wor import hit_strings
+from otspec.verifiers.step.wor_iid import hit_strings
 from otspec_gpu.sampling import sample_weights
 from otspec_gpu.verifiers._docs import fill_doc
 from otspec_gpu.verifiers.base import StepOutput, TorchVerifier, check_step, step_output
@@ -44,7 +44,7 @@ def rebuild_hits(q_drafts: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
     Hit ``i >= 1``: with ``j`` drafts found and ``C`` the cumulative q of the ordered drafts, it
     repeats draft ``#{l : C_l <= u}`` when that is below ``j``, else it is the new draft ``j`` (the
-    numpy core's :func:`~otspec.verifiers.step.iid_embedding_wor.rebuild_hits`).
+    numpy core's :func:`~otspec.verifiers.step.wor_iid.rebuild_hits`).
 
     Parameters
     ----------

@@ -15,7 +15,7 @@ import pytest
 
 import otspec
 from otspec.verifiers import wor_iid
-from otspec.verifiers.step.iid_embedding_wor import hit_string_weights, hit_strings, rebuild_hits
+from otspec.verifiers.step.wor_iid import hit_string_weights, hit_strings, rebuild_hits
 from otspec.verifiers.step.optimal_iid import selection_law
 from tests._oracles import check_wor_sampler, small_wor_cases
 from tests._tolerances import FALSE_ALARM
@@ -157,7 +157,7 @@ def test_bound_cli_prints_the_certified_shortfall(capsys):
 def test_kernel_rows_do_not_depend_on_the_chunk_size(monkeypatch):
     """The selection rows are built in chunks of tuples (Bell(k) hit patterns each): one tuple per
     chunk gives the same kernel as one chunk."""
-    import otspec.verifiers.step.iid_embedding_wor as mod
+    import otspec.verifiers.step.wor_iid as mod
 
     p, q = np.array([0.35, 0.05, 0.3, 0.1, 0.2]), np.array([0.1, 0.3, 0.2, 0.25, 0.15])
     law = otspec.without_replacement(q, 3)
