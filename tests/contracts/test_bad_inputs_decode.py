@@ -77,6 +77,35 @@ def test_library_rejects(pair, name, kwargs, exc, fragment):
     assert isinstance(info.value, OtspecInputError)
 
 
+DRAFTS = [
+    # (name, draft, decode kwargs, error class, message fragment)
+    ("draft neither model nor name nor source", 3, {}, OtspecInputError, "draft must be an otspec_gpu.models.LM, a drafter name"),
+    ("unknown drafter name", "nope", {}, OtspecInputError, "unknown drafter 'nope'"),
+    (
+        "prompt lookup with single-token drafts",
+        "prompt-lookup",
+        dict(verifier="kseq", drafts=2, gamma=1),
+        UnsupportedMethodError,
+        "proposes one drafted sequence",
+    ),
+    (
+        "prompt lookup with a tree",
+        "prompt-lookup",
+        dict(verifier="rrs_wor", drafts=2, gamma=3),
+        UnsupportedMethodError,
+        "proposes one drafted sequence",
+    ),
+]
+
+
+@pytest.mark.parametrize("name,draft,kwargs,exc,fragment", DRAFTS, ids=[c[0] for c in DRAFTS])
+def test_library_rejects_drafters(pair, name, draft, kwargs, exc, fragment):
+    with pytest.raises(exc) as info:
+        decode(pair[0], draft, [1, 2, 3], max_new_tokens=2, **kwargs)
+    assert fragment in str(info.value)
+    assert isinstance(info.value, OtspecInputError)
+
+
 def test_vocabularies_must_match(pair):
     with pytest.raises(IncompatibleModelsError, match="vocabularies differ"):
         decode(pair[0], models.tiny(vocab_size=7), [1, 2], max_new_tokens=2)
@@ -103,6 +132,13 @@ CLI = [
     ("spechub with 3 drafts", [*TINY, "--prompt-ids", "1", "--verifier", "spechub", "-k", "3", "-g", "1"], "exactly 2"),
     ("trace folder missing", [*TINY, "--prompt-ids", "1", "--trace", "/nonexistent-otspec/t.safetensors"], "does not exist"),
     ("both prompt kinds", [*TINY, "--prompt", "a", "--prompt-ids", "1"], "not allowed with argument"),
+    ("unknown drafter", [*TINY, "--prompt-ids", "1", "--draft", "nope"], "unknown drafter 'nope'"),
+    ("--ngram with a draft model", [*TINY, "--prompt-ids", "1", "--ngram", "2"], "applies to --draft prompt-lookup only"),
+    (
+        "prompt lookup with a tree",
+        [*TINY, "--prompt-ids", "1", "--draft", "prompt-lookup", "--verifier", "kseq", "-k", "2"],
+        "proposes one drafted sequence",
+    ),
 ]
 
 
