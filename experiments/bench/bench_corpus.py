@@ -1,7 +1,7 @@
 """Benchmark of ``otspec corpus``: the exact solvers alone, and whole runs with SmolLM2 + int8.
 
     python experiments/bench/bench_corpus.py --out experiments/out/bench_corpus --seed 0 \
-        --models --docs 12 --rst docs/_generated/corpus_bench.rst
+        --models --docs 12 --rst docs/_static/results/corpus_bench.rst
 
 Part 1 (solvers alone, one process = one core; traces in, Parquet out): N LM-shaped pairs at
 V = 49 152 (``otspec.synthetic.synthetic_pair``, zipf logits and a noisy draft), per position:
@@ -178,7 +178,7 @@ def main() -> None:
     ap.add_argument("--models", action="store_true", help="also time whole runs with SmolLM2 + int8 (local vs Ray)")
     ap.add_argument("--docs", type=int, default=12)
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--rst", default=None, help="also write the tables as reStructuredText (for docs/_generated)")
+    ap.add_argument("--rst", default=None, help="also write the tables as reStructuredText (for docs/_static/results)")
     ap.add_argument("--revision", default=None, help="git revision of the code, when it runs from an exported copy")
     args = ap.parse_args()
     sol, srows = solvers_part(args.positions, args.seed, args.repeats)
