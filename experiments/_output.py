@@ -2,7 +2,9 @@
 
 Every experiment takes ``--seed``, ``--out`` (default ``experiments/out/<name>``, gitignored) and
 ``--quick`` (tiny sizes, seconds: what CI runs), and writes ``<name>.json``, ``<name>.md`` (tables
-with the exact command and git revision) and one or more PNG plots into ``--out``. Importing this
+with the exact command and git revision) and one or more PNG plots into ``--out``. Every script has
+one shape, :func:`experiment`: parse, run (every number, into the JSON payload), report (tables and
+figures from that payload), write (see ``experiments/README.md``). Importing this
 module first makes torch single-threaded unless ``OMP_NUM_THREADS`` is set.
 """
 
@@ -12,6 +14,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 # One math thread unless the caller asks for more (before torch / numpy load their thread pools): on
@@ -32,7 +35,7 @@ if _HERE not in sys.path:
 
 from bench._report import command_line, git_revision, markdown_table, write_report
 
-__all__ = ["parser", "parse", "write", "save_figure", "markdown_table", "command_line", "git_revision", "fmt"]
+__all__ = ["experiment", "parser", "parse", "write", "save_figure", "markdown_table", "command_line", "git_revision", "fmt"]
 
 
 def parser(name: str, description: str) -> argparse.ArgumentParser:
@@ -73,6 +76,33 @@ def write(out_dir: str, name: str, args: argparse.Namespace, payload: dict, tabl
         md = md.rstrip("\n") + "\n\n## Notes\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
     with open(md_path, "w") as f:
         f.write(md)
+
+
+def experiment(
+    name: str,
+    doc: str,
+    argv: list[str] | None,
+    *,
+    run: Callable[[argparse.Namespace], dict],
+    report: Callable[[dict, argparse.Namespace], tuple[dict[str, str], list[str]]],
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> dict:
+    """The one shape of every experiment script: parse -> run -> report -> write.
+
+    ``arguments(ap)`` adds the script's own flags to the shared ones (:func:`parser`);
+    ``run(args)`` computes every number from seeded generators and returns the JSON payload;
+    ``report(payload, args)`` draws the figures into ``args.out`` and returns the markdown tables and
+    notes, reading the payload only (plus the flags), so a report can be rebuilt from a stored JSON;
+    :func:`write` stores the JSON and the markdown with the command and revision. Returns the payload.
+    """
+    ap = parser(name, doc.splitlines()[0])
+    if arguments is not None:
+        arguments(ap)
+    args = parse(ap, argv)
+    payload = run(args)
+    tables, notes = report(payload, args)
+    write(args.out, name, args, payload, tables, notes)
+    return payload
 
 
 def fmt(x: float, digits: int = 4) -> str:

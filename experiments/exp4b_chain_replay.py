@@ -69,13 +69,7 @@ def replay(P64: np.ndarray, Q64: np.ndarray, x: np.ndarray, rule: str, draws: in
     return total, float(e), var
 
 
-def payload_pair(target, draft) -> str:
-    return f"{target.name} / {draft.name}"
-
-
-# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
-def main(argv: list[str] | None = None) -> dict:
-    ap = _output.parser(NAME, __doc__.splitlines()[0])
+def arguments(ap) -> None:
     ap.add_argument("--draft", default="int8")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--prompts", type=int, default=8, help="a domain-stratified subset of the own prompts (default 8)")
@@ -83,13 +77,46 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--gammas", default="4,8")
     ap.add_argument("--draws", type=int, default=512, help="sampler calls per path and rule")
     ap.add_argument("--batch", type=int, default=128, help="rows per sampler call (memory: batch x (gamma+1) x V floats)")
-    args = _output.parse(ap, argv)
-    import torch
 
+
+def _design(args) -> tuple[list[int], int, int, list]:
+    """The gammas, contexts per prompt, draws per path and the prompts (tiny with ``--quick``)."""
     gammas = [2] if args.quick else [int(g) for g in args.gammas.split(",")]
     n_pos, draws = (2, 200) if args.quick else (args.positions, args.draws)
     chosen = _real.select_prompts("own")[::32] if args.quick else _real.select_prompts("own", args.prompts, seed=args.seed)
-    n_prompts = len(chosen)
+    return gammas, n_pos, draws, chosen
+
+
+def _replay_rule(paths, path_prompt, rule: str, draws: int, args, gen) -> dict:
+    """One (gamma, rule) row: every path replayed ``draws`` times against its exact law."""
+    s_tau, s_e, s_var, per_path = 0.0, 0.0, 0.0, []
+    for P, Q, x in paths:
+        tot, e, var = replay(P, Q, x, rule, draws, args.batch, gen)
+        s_tau += tot
+        s_e += draws * e
+        s_var += draws * var
+        per_path.append(tot / draws - e)
+    n = draws * len(paths)
+    iv = clustered_mean(per_path, path_prompt, seed=args.seed)  # equal draws per path: the same mean
+    return {
+        "paths": len(paths),
+        "draws": n,
+        "mean_realized": s_tau / n,
+        "mean_exact": s_e / n,
+        "bias": (s_tau - s_e) / n,
+        "bias_se": float(np.sqrt(s_var)) / n,
+        "z": (s_tau - s_e) / float(np.sqrt(s_var)) if s_var > 0 else float("nan"),
+        "paths_below": int(np.sum(np.array(per_path) < 0)),
+        "bias_clustered": iv.as_dict(),
+        "paths_detail": {"prompt": path_prompt, "realized_minus_exact": _output.rounded(per_path)},
+    }
+
+
+def run(args) -> dict:
+    """Draft real paths, replay both chain samplers on each, and compare with the exact laws."""
+    import torch
+
+    gammas, n_pos, draws, chosen = _design(args)
     T = args.temperature
     t0 = time.perf_counter()
     target, draft = _real.load_pair(args.draft, quick=args.quick)
@@ -102,60 +129,20 @@ def main(argv: list[str] | None = None) -> dict:
     for g in gammas:
         paths = _real.draft_paths(target, draft, contexts, g, T, args.seed + g)
         for rule in ("token", "block"):
-            s_tau, s_e, s_var, per_path = 0.0, 0.0, 0.0, []
-            for P, Q, x in paths:
-                tot, e, var = replay(P, Q, x, rule, draws, args.batch, gen)
-                s_tau += tot
-                s_e += draws * e
-                s_var += draws * var
-                per_path.append(tot / draws - e)
-            n = draws * len(paths)
-            iv = clustered_mean(per_path, path_prompt, seed=args.seed)  # equal draws per path: the same mean
-            results.append(
-                {
-                    "gamma": g,
-                    "rule": rule,
-                    "paths": len(paths),
-                    "draws": n,
-                    "mean_realized": s_tau / n,
-                    "mean_exact": s_e / n,
-                    "bias": (s_tau - s_e) / n,
-                    "bias_se": float(np.sqrt(s_var)) / n,
-                    "z": (s_tau - s_e) / float(np.sqrt(s_var)) if s_var > 0 else float("nan"),
-                    "paths_below": int(np.sum(np.array(per_path) < 0)),
-                    "bias_clustered": iv.as_dict(),
-                    "paths_detail": {"prompt": path_prompt, "realized_minus_exact": _output.rounded(per_path)},
-                }
-            )
+            results.append({"gamma": g, "rule": rule, **_replay_rule(paths, path_prompt, rule, draws, args, gen)})
     elapsed = time.perf_counter() - t0
-    table = _output.markdown_table(
-        [
-            "gamma",
-            "rule",
-            "paths",
-            "draws",
-            "mean exact E[tau]",
-            "mean realized tau",
-            "realized - exact [95% CI, prompts]",
-            "z",
-            "paths below",
-        ],
-        [
-            [
-                r["gamma"],
-                r["rule"],
-                r["paths"],
-                r["draws"],
-                f"{r['mean_exact']:.4f}",
-                f"{r['mean_realized']:.4f}",
-                _output.ci(r["bias_clustered"], 4, signed=True),
-                f"{r['z']:+.2f}",
-                f"{r['paths_below']} / {r['paths']}",
-            ]
-            for r in results
-        ],
-    )
-    z_all = float(np.sum([r["z"] for r in results]) / np.sqrt(len(results)))
+    return {
+        "target": target.name,
+        "draft": draft.name,
+        "temperature": T,
+        "results": results,
+        "z_combined": float(np.sum([r["z"] for r in results]) / np.sqrt(len(results))),
+        "seconds": elapsed,
+    }
+
+
+def _figure(d: dict, draws: int, out: str) -> None:
+    results = d["results"]
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     labels = [f"{r['rule']}\ngamma={r['gamma']}" for r in results]
     bias = np.array([r["bias"] for r in results])
@@ -172,30 +159,57 @@ def main(argv: list[str] | None = None) -> dict:
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(results)), labels)
     ax.set_ylabel("realized - exact tau per round")
-    ax.set_title(f"decoder chain samplers on {payload_pair(target, draft)} paths, {draws} draws per path", fontsize="medium")
+    ax.set_title(f"decoder chain samplers on {d['target']} / {d['draft']} paths, {draws} draws per path", fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    _output.save_figure(fig, args.out, NAME)
-    payload = {
-        "target": target.name,
-        "draft": draft.name,
-        "temperature": T,
-        "results": results,
-        "z_combined": z_all,
-        "seconds": elapsed,
-        "png": NAME + ".png",
-    }
+    _output.save_figure(fig, out, NAME)
+
+
+def report(d: dict, args) -> tuple[dict[str, str], list[str]]:
+    """The table, the figure and the notes, from the payload."""
+    _, n_pos, draws, chosen = _design(args)
+    results = d["results"]
+    head = [
+        "gamma",
+        "rule",
+        "paths",
+        "draws",
+        "mean exact E[tau]",
+        "mean realized tau",
+        "realized - exact [95% CI, prompts]",
+        "z",
+        "paths below",
+    ]
+    rows = [
+        [
+            r["gamma"],
+            r["rule"],
+            r["paths"],
+            r["draws"],
+            f"{r['mean_exact']:.4f}",
+            f"{r['mean_realized']:.4f}",
+            _output.ci(r["bias_clustered"], 4, signed=True),
+            f"{r['z']:+.2f}",
+            f"{r['paths_below']} / {r['paths']}",
+        ]
+        for r in results
+    ]
+    _figure(d, draws, args.out)
+    d["png"] = NAME + ".png"
     notes = [
-        f"{n_prompts} prompts ({', '.join(p.id for p in chosen)}) x {n_pos} contexts, one drafted path per context and gamma; "
+        f"{len(chosen)} prompts ({', '.join(p.id for p in chosen)}) x {n_pos} contexts, one drafted path per context and gamma; "
         f"{draws} sampler calls per path and rule.",
         "[95% CI, prompts]: BCa cluster bootstrap over prompts (otspec.stats, 2000 resamples) of the per-path mean realized - exact tau.",
         "z uses the exact variance of tau given the path (from the exact conditional law); |z| > 3 would flag a biased sampler "
         "(false-alarm rate ~0.3% per row).",
-        f"Combined over the {len(results)} rows (independent coin draws): z = {z_all:+.2f}.",
-        f"Run time {elapsed:.0f} s.",
+        f"Combined over the {len(results)} rows (independent coin draws): z = {d['z_combined']:+.2f}.",
+        f"Run time {d['seconds']:.0f} s.",
     ]
-    _output.write(args.out, NAME, args, payload, {"Decoder chain samplers replayed on real drafted paths": table}, notes)
-    return payload
+    return {"Decoder chain samplers replayed on real drafted paths": _output.markdown_table(head, rows)}, notes
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return _output.experiment(NAME, __doc__, argv, arguments=arguments, run=run, report=report)
 
 
 if __name__ == "__main__":

@@ -186,8 +186,7 @@ def row(rule: str, theory_rule: str, gamma: int, k: int, counts: np.ndarray, ex:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = _output.parser(NAME, __doc__.splitlines()[0])
+def arguments(ap) -> None:
     ap.add_argument("--draft", default="int8")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--prompts", type=int, default=16, help="a domain-stratified subset of the own prompts (default 16)")
@@ -198,9 +197,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--draws", type=int, default=512, help="sampler calls per tree and rule")
     ap.add_argument("--batch", type=int, default=16, help="different trees per sampler call (default 16, as the decoder's batches)")
     ap.add_argument("--reps", type=int, default=1, help="copies of each tree per sampler call (divides --draws; default 1)")
-    args = _output.parse(ap, argv)
-    import torch
 
+
+def _design(args) -> tuple[tuple[str, ...], list[int], int, int, int, list]:
+    """The rules, draft lengths, contexts per prompt, draws per tree, copies per call and prompts."""
     rules = tuple(r for r in args.rules.split(",") if r)
     if any(r not in RULES for r in rules):
         raise SystemExit(f"--rules: each of {rules} must be one of {RULES}")
@@ -209,6 +209,14 @@ def main(argv: list[str] | None = None) -> dict:
     if draws % reps:
         raise SystemExit(f"--reps ({reps}) must divide --draws ({draws})")
     chosen = _real.select_prompts("own")[::32] if args.quick else _real.select_prompts("own", args.prompts, seed=args.seed)
+    return rules, gammas, n_pos, draws, reps, chosen
+
+
+def run(args) -> dict:
+    """Draft real trees, replay every rule's sampler on them, and score each against its exact law."""
+    import torch
+
+    rules, gammas, n_pos, draws, reps, chosen = _design(args)
     T, k = args.temperature, args.k
     t0 = time.perf_counter()
     target, draft = _real.load_pair(args.draft, quick=args.quick)
@@ -251,56 +259,13 @@ def main(argv: list[str] | None = None) -> dict:
                     controls.append(c)
             del P, Q, X
     elapsed = time.perf_counter() - t0
-    return report(args, target, draft, chosen, (n_pos, draws, reps), results, controls, elapsed)
+    return _payload(args, target, draft, chosen, results, controls, elapsed)
 
 
-# long-function: the report's tables written in order, one block per table
-def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: list, controls: list, elapsed: float) -> dict:
-    """JSON + markdown + plot, and the claims-ledger row; ``sizes`` = (contexts per prompt, draws per tree, reps)."""
-    n_pos, draws, reps = sizes
+def _payload(args, target, draft, chosen, results: list, controls: list, elapsed: float) -> dict:
+    """The JSON payload: the rows, the combined statistics and the claims-ledger row."""
     z_all = float(np.sum([r["z"] for r in results]) / np.sqrt(len(results)))
     z_max = float(np.max(np.abs([r["z"] for r in results])))
-    cols = ["L", "rule", "scored against", "trees", "draws", "mean exact E[tau]", "mean realized tau"]
-    cols += ["realized - exact [95% CI, prompts]", "z", "tau-law chi2 (dof, p)", "trees below"]
-
-    def cells(r, label):
-        law = r["tau_law"]
-        return [
-            r["gamma"],
-            label,
-            r["theory"],
-            r["trees"],
-            r["draws"],
-            f"{r['mean_exact']:.4f}",
-            f"{r['mean_realized']:.4f}",
-            _output.ci(r["bias_clustered"], 4, signed=True),
-            f"{r['z']:+.2f}",
-            f"{law['chi2']:.1f} ({law['dof']}, {law['pvalue']:.2f})",
-            f"{r['trees_below']} / {r['trees']}",
-        ]
-
-    rows = [cells(r, r["rule"]) for r in results] + [cells(c, f"{c['rule']} (negative control)") for c in controls]
-    table = _output.markdown_table(cols, rows)
-    fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
-    for off, group, colour, lab in ((0, results, "C0", "sampler vs its own exact law"), (len(results), controls, "C3", "negative control")):
-        if not group:
-            continue
-        x = np.arange(off, off + len(group))
-        b = np.array([r["bias"] for r in group])
-        lo = np.array([r["bias_clustered"]["low"] for r in group], float)
-        hi = np.array([r["bias_clustered"]["high"] for r in group], float)
-        ax.errorbar(x, b, yerr=np.nan_to_num(np.stack([b - lo, hi - b])), fmt="o", color=colour, capsize=4, label=lab)
-    every = results + controls
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(every)), [f"{r['rule']}\nvs {r['theory']}\nL={r['gamma']}" for r in every], fontsize="small")
-    ax.set_ylabel("realized - exact tau per round")
-    ax.set_title(
-        f"decoder tree samplers on {target.name} / {draft.name} trees (k = {results[0]['k']})\n{draws} draws per tree, 95% CI over prompts",
-        fontsize="medium",
-    )
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    _output.save_figure(fig, args.out, NAME)
     n_str = f"{sum(r['draws'] for r in results):,}".replace(",", " ")  # 65 536, as the ledger writes numbers
     p_min = min(r["tau_law"]["pvalue"] for r in results)
     ok = z_max <= Z_ALARM and p_min >= P_ALARM and all(c["detected"] for c in controls)
@@ -319,7 +284,7 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
             "section": "section 4",
         }
     ]
-    payload = {
+    return {
         "target": target.name,
         "draft": draft.name,
         "temperature": args.temperature,
@@ -334,23 +299,78 @@ def report(args, target, draft, chosen, sizes: tuple[int, int, int], results: li
         "png": NAME + ".png",
         "ledger": ledger,
     }
+
+
+def _figure(d: dict, draws: int, out: str) -> None:
+    """Realized - exact tau per row, the negative controls in red."""
+    results, controls = d["results"], d["negative_controls"]
+    fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+    for off, group, colour, lab in ((0, results, "C0", "sampler vs its own exact law"), (len(results), controls, "C3", "negative control")):
+        if not group:
+            continue
+        x = np.arange(off, off + len(group))
+        b = np.array([r["bias"] for r in group])
+        lo = np.array([r["bias_clustered"]["low"] for r in group], float)
+        hi = np.array([r["bias_clustered"]["high"] for r in group], float)
+        ax.errorbar(x, b, yerr=np.nan_to_num(np.stack([b - lo, hi - b])), fmt="o", color=colour, capsize=4, label=lab)
+    every = results + controls
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(every)), [f"{r['rule']}\nvs {r['theory']}\nL={r['gamma']}" for r in every], fontsize="small")
+    ax.set_ylabel("realized - exact tau per round")
+    ax.set_title(
+        f"decoder tree samplers on {d['target']} / {d['draft']} trees (k = {results[0]['k']})\n{draws} draws per tree, 95% CI over prompts",
+        fontsize="medium",
+    )
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    _output.save_figure(fig, out, NAME)
+
+
+def _cells(r: dict, label: str) -> list:
+    law = r["tau_law"]
+    return [
+        r["gamma"],
+        label,
+        r["theory"],
+        r["trees"],
+        r["draws"],
+        f"{r['mean_exact']:.4f}",
+        f"{r['mean_realized']:.4f}",
+        _output.ci(r["bias_clustered"], 4, signed=True),
+        f"{r['z']:+.2f}",
+        f"{law['chi2']:.1f} ({law['dof']}, {law['pvalue']:.2f})",
+        f"{r['trees_below']} / {r['trees']}",
+    ]
+
+
+def report(d: dict, args) -> tuple[dict[str, str], list[str]]:
+    """The table, the figure and the notes, from the payload."""
+    _, _, n_pos, draws, reps, _ = _design(args)
+    results, controls, prompts = d["results"], d["negative_controls"], d["prompts"]
+    cols = ["L", "rule", "scored against", "trees", "draws", "mean exact E[tau]", "mean realized tau"]
+    cols += ["realized - exact [95% CI, prompts]", "z", "tau-law chi2 (dof, p)", "trees below"]
+    rows = [_cells(r, r["rule"]) for r in results] + [_cells(c, f"{c['rule']} (negative control)") for c in controls]
+    _figure(d, draws, args.out)
     notes = [
-        f"{len(chosen)} prompts ({', '.join(p.id for p in chosen)}) x {n_pos} contexts, one drafted tree per context, draft law and L "
+        f"{len(prompts)} prompts ({', '.join(prompts)}) x {n_pos} contexts, one drafted tree per context, draft law and L "
         f"(one decoder round: DecodeCaches + ModelDrafter); {draws} draws per tree and rule, "
         f"from calls on up to {args.batch} different trees x {reps} cop{'y' if reps == 1 else 'ies'} each.",
         "z uses the exact variance of tau given the tree (the torch walk's law); |z| > 3 would flag a biased sampler "
         "(false-alarm rate ~0.3% per row). tau-law chi2: Pearson, pooled tau histogram vs the pooled exact law (conservative); "
         "p < 0.0027 would flag a wrong law of tau. The control counts as detected when either test flags it.",
         "[95% CI, prompts]: BCa cluster bootstrap over prompts (otspec.stats, 2000 resamples) of the per-tree mean realized - exact tau.",
-        f"Combined over the {len(results)} rows (independent coin draws): z = {z_all:+.2f}. Largest gap between the decoder's recorded "
+        f"Combined over the {len(results)} rows (independent coin draws): z = {d['z_combined']:+.2f}. Largest gap between the decoder's recorded "
         f"E[tau | tree] (numpy) and the torch walk's: {max(r['recorded_vs_torch_max_abs'] for r in results):.1e}.",
         "Negative control: the RRS sampler's draws on the i.i.d. trees scored against K-SEQ's exact law (a wrong node rule); "
         + ", ".join(f"L = {c['gamma']}: expected z {c['z_expected']:+.1f}, observed {c['z']:+.1f}" for c in controls)
         + ".",
-        f"Run time {elapsed:.0f} s.",
+        f"Run time {d['seconds']:.0f} s.",
     ]
-    _output.write(args.out, NAME, args, payload, {"Decoder tree samplers replayed on real drafted trees": table}, notes)
-    return payload
+    return {"Decoder tree samplers replayed on real drafted trees": _output.markdown_table(cols, rows)}, notes
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return _output.experiment(NAME, __doc__, argv, arguments=arguments, run=run, report=report)
 
 
 if __name__ == "__main__":

@@ -44,16 +44,21 @@ def optima(p: np.ndarray, q: np.ndarray, ks: list[int]) -> dict[str, list[float]
     return out
 
 
-# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
-def main(argv: list[str] | None = None) -> dict:
-    ap = _output.parser(NAME, __doc__.splitlines()[0])
+def arguments(ap) -> None:
     ap.add_argument("--vocab", type=int, default=262_144, help="vocabulary size V (default 262144, Gemma 3)")
     ap.add_argument("--draft-noise", type=float, default=1.0, help="draft logit noise of the pair used for the k sweep")
-    args = _output.parse(ap, argv)
-    V = 2000 if args.quick else args.vocab
-    ks = [1, 2, 4] if args.quick else [1, 2, 3, 4, 6, 8, 12, 16]
-    noises = [0.5, 2.0] if args.quick else [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0]
-    tv_ks = [2, 4] if args.quick else [2, 8]
+
+
+def _sizes(args) -> tuple[int, list[int], list[float], list[int]]:
+    """V, the k sweep, the draft noises and the TV sweep's k (tiny with ``--quick``)."""
+    if args.quick:
+        return 2000, [1, 2, 4], [0.5, 2.0], [2, 4]
+    return args.vocab, [1, 2, 3, 4, 6, 8, 12, 16], [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0], [2, 8]
+
+
+def run(args) -> dict:
+    """(a) one pair over a k sweep and (b) pairs of increasing draft noise: every number of the payload."""
+    V, ks, noises, tv_ks = _sizes(args)
     t0 = time.perf_counter()
 
     # (a) one pair, k sweep
@@ -87,58 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
         "k1_equals_one_minus_tv": abs(opt["iid"][0] - (1.0 - tv)) if ks[0] == 1 else None,
         "sweep_wor_minus_iid_min": min(row[f"wor_k{k}"] - row[f"iid_k{k}"] for row in sweep for k in tv_ks),
     }
-    elapsed = time.perf_counter() - t0
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
-    plot.acceptance_vs_k(
-        ks,
-        {r"$1-(1-\alpha_1)^k$ (independent tries)": indep, "K-SEQ (SpecTr)": member},
-        optimum={"i.i.d.": opt["iid"], "w/o repl.": opt["wor"], "greedy": opt["greedy"]},
-        e_line="i.i.d.",
-        ax=ax1,
-        title=f"V = {V:,}, TV(p, q) = {tv:.3f}",
-    )
-    ax1.set_xscale("log", base=2)
-    ax1.set_xticks(ks, [str(k) for k in ks])
-    curves = {f"{law} k={k}": [row[f"{law}_k{k}"] for row in sweep] for k in tv_ks for law in LAWS}
-    plot.acceptance_vs_tv([row["tv"] for row in sweep], curves, ax=ax2, title=r"$\alpha^*$ vs TV (draft noise sweep)")
-    png = _output.save_figure(fig, args.out, NAME)
-
-    rows = [
-        [
-            k,
-            _output.fmt(opt["iid"][i]),
-            _output.fmt(opt["wor"][i]),
-            _output.fmt(opt["greedy"][i]),
-            _output.fmt(indep[i]),
-            _output.fmt(member[i]),
-            _output.fmt(ratio[i], 3),
-            _output.fmt(guarantee[i], 3),
-        ]
-        for i, k in enumerate(ks)
-    ]
-    table_k = _output.markdown_table(
-        [
-            "k",
-            "alpha* iid",
-            "alpha* w/o repl.",
-            "alpha* greedy",
-            "1-(1-alpha_1)^k",
-            "K-SEQ",
-            "K-SEQ phase-1 / alpha* iid",
-            "guarantee 1-(1-1/k)^k",
-        ],
-        rows,
-    )
-    cols = ["draft noise", "TV"] + [f"{law} k={k}" for k in tv_ks for law in LAWS]
-    table_tv = _output.markdown_table(
-        cols,
-        [
-            [_output.fmt(r["draft_noise"], 2), _output.fmt(r["tv"], 3)] + [_output.fmt(r[f"{law}_k{k}"]) for k in tv_ks for law in LAWS]
-            for r in sweep
-        ],
-    )
-    payload = {
+    return {
         "vocab": V,
         "ks": ks,
         "tv": tv,
@@ -151,17 +105,76 @@ def main(argv: list[str] | None = None) -> dict:
         "kseq_guarantee": guarantee,
         "tv_sweep": sweep,
         "checks": checks,
-        "seconds": elapsed,
-        "png": os.path.basename(png),
+        "seconds": time.perf_counter() - t0,
     }
+
+
+def _figure(d: dict, tv_ks: list[int], out: str) -> str:
+    """The k sweep and the TV sweep side by side; returns the PNG's path."""
+    ks, opt, sweep = d["ks"], d["optimum"], d["tv_sweep"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    plot.acceptance_vs_k(
+        ks,
+        {r"$1-(1-\alpha_1)^k$ (independent tries)": d["independent_tries"], "K-SEQ (SpecTr)": d["kseq_membership"]},
+        optimum={"i.i.d.": opt["iid"], "w/o repl.": opt["wor"], "greedy": opt["greedy"]},
+        e_line="i.i.d.",
+        ax=ax1,
+        title=f"V = {d['vocab']:,}, TV(p, q) = {d['tv']:.3f}",
+    )
+    ax1.set_xscale("log", base=2)
+    ax1.set_xticks(ks, [str(k) for k in ks])
+    curves = {f"{law} k={k}": [row[f"{law}_k{k}"] for row in sweep] for k in tv_ks for law in LAWS}
+    plot.acceptance_vs_tv([row["tv"] for row in sweep], curves, ax=ax2, title=r"$\alpha^*$ vs TV (draft noise sweep)")
+    return _output.save_figure(fig, out, NAME)
+
+
+def report(d: dict, args) -> tuple[dict[str, str], list[str]]:
+    """The figure, the two tables and the notes, from the payload."""
+    tv_ks = _sizes(args)[3]
+    ks, opt, sweep, checks = d["ks"], d["optimum"], d["tv_sweep"], d["checks"]
+    d["png"] = os.path.basename(_figure(d, tv_ks, args.out))
+    rows = [
+        [
+            k,
+            _output.fmt(opt["iid"][i]),
+            _output.fmt(opt["wor"][i]),
+            _output.fmt(opt["greedy"][i]),
+            _output.fmt(d["independent_tries"][i]),
+            _output.fmt(d["kseq_membership"][i]),
+            _output.fmt(d["kseq_ratio"][i], 3),
+            _output.fmt(d["kseq_guarantee"][i], 3),
+        ]
+        for i, k in enumerate(ks)
+    ]
+    head_k = [
+        "k",
+        "alpha* iid",
+        "alpha* w/o repl.",
+        "alpha* greedy",
+        "1-(1-alpha_1)^k",
+        "K-SEQ",
+        "K-SEQ phase-1 / alpha* iid",
+        "guarantee 1-(1-1/k)^k",
+    ]
+    cols = ["draft noise", "TV"] + [f"{law} k={k}" for k in tv_ks for law in LAWS]
+    table_tv = _output.markdown_table(
+        cols,
+        [
+            [_output.fmt(r["draft_noise"], 2), _output.fmt(r["tv"], 3)] + [_output.fmt(r[f"{law}_k{k}"]) for k in tv_ks for law in LAWS]
+            for r in sweep
+        ],
+    )
     notes = [
         "Pairs: otspec.synthetic.synthetic_pair (Zipf-shaped target, draft = target logits + Gaussian noise), float64.",
         f"Checks: min(alpha*_wor - alpha*_iid) = {checks['wor_minus_iid_min']:.3g} (k sweep) and {checks['sweep_wor_minus_iid_min']:.3g} (TV sweep); "
         f"min(K-SEQ phase-1 / alpha* - guarantee) = {checks['kseq_ratio_minus_guarantee_min']:.3g}.",
-        f"Run time {elapsed:.1f} s.",
+        f"Run time {d['seconds']:.1f} s.",
     ]
-    _output.write(args.out, NAME, args, payload, {"Optimum vs k": table_k, "Optimum vs TV": table_tv}, notes)
-    return payload
+    return {"Optimum vs k": _output.markdown_table(head_k, rows), "Optimum vs TV": table_tv}, notes
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return _output.experiment(NAME, __doc__, argv, arguments=arguments, run=run, report=report)
 
 
 if __name__ == "__main__":
