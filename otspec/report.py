@@ -100,7 +100,9 @@ class ComparisonTable(list):
         return html_table(header, rows, notes=notes)
 
 
-def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None) -> ComparisonTable:
+def compare(
+    p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None, fit: bool = True
+) -> ComparisonTable:
     r"""Acceptance of every verifier in :data:`ALL` that applies to ``law``, against the optimum.
 
     ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``. Each verifier's
@@ -120,6 +122,10 @@ def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 
         Draft tuples for Monte Carlo estimates.
     rng : numpy.random.Generator, optional
         Generator for Monte Carlo estimates.
+    fit : bool
+        False: a verifier whose acceptance needs a costly fit on this law (it has a
+        ``certified_bracket`` that is not None: ``optimal_wor`` at scale) gets a row with
+        ``how="bracket"``, NaN acceptance and the certified interval in ``ci_low, ci_high``.
 
     Returns
     -------
@@ -147,6 +153,12 @@ def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 
     rows = ComparisonTable()
     for v in ALL:
         if not v.applies_to(law):
+            continue
+        bracket = None if fit else getattr(v, "certified_bracket", lambda p, law: None)(p, law)
+        if bracket is not None:  # the acceptance needs a fit (seconds to minutes): its certified interval
+            lo, hi = bracket
+            why = "not fitted (the acceptance needs a weight fit); the interval is certified"
+            rows.append(ComparisonRow(v.name, math.nan, "bracket", lo, hi, optimum, math.nan, math.nan, v.lossless, why))
             continue
         try:
             est = v.acceptance(p, law, n_samples=n_samples, rng=rng)

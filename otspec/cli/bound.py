@@ -89,6 +89,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="refuse tuple-level solves whose estimated memory exceeds this many GiB (default 4)",
     )
     ap.add_argument("--verifiers", action="store_true", help="also tabulate every applicable verifier's acceptance vs the optimum")
+    ap.add_argument(
+        "--fit-wor",
+        action="store_true",
+        help=(
+            "with --verifiers: fit optimal_wor's Luce weights at scale for its acceptance (tens of seconds to minutes "
+            "above V ~ 10 000); by default its row is the certified interval [0, alpha*_WOR]"
+        ),
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.set_defaults(func=run)
 
@@ -142,7 +150,7 @@ def run(args) -> int:
     ----------
     args : argparse.Namespace
         The parsed options of ``otspec bound`` (source pair, ``drafts``, ``law``, ``method``,
-        ``memory_cap`` in GiB, ``verifiers``, ``json``).
+        ``memory_cap`` in GiB, ``verifiers``, ``fit_wor``, ``json``).
 
     Returns
     -------
@@ -192,7 +200,7 @@ def run(args) -> int:
         from otspec import report
 
         for name, law, res, _ in rows:
-            verifier_rows[name] = report.compare(p, law, optimum=res.value)
+            verifier_rows[name] = report.compare(p, law, optimum=res.value, fit=args.fit_wor)
 
     tv = float(0.5 * np.abs(p - q).sum())
     if args.json:
@@ -223,7 +231,10 @@ def run(args) -> int:
             f"verifiers vs optimum, law = {name}",
             ["verifier", "acceptance", "how", "optimum", "shortfall", "% of optimum"],
             [_verifier_cells(r) for r in vr],
-            caption=" ".join(c for c in (_unavailable_footnote(vr, methods[name]), _certified_footnote(vr, p, laws[name])) if c) or None,
+            caption=" ".join(
+                c for c in (_unavailable_footnote(vr, methods[name]), _certified_footnote(vr, p, laws[name]), _bracket_footnote(vr)) if c
+            )
+            or None,
         )
     return 0
 
@@ -236,6 +247,9 @@ def _verifier_cells(r) -> tuple:
     """One table row of ``otspec bound --verifiers``: numbers, or the dash for a verifier that could not run."""
     if r.how == "unavailable":
         return (r.name, NOT_COMPUTED, NOT_COMPUTED, f"{r.optimum:.8f}", NOT_COMPUTED, NOT_COMPUTED)
+    if r.how == "bracket":  # a certified interval, not fitted (see _bracket_footnote)
+        short = f"<= {r.optimum - r.ci_low:.2e}" if r.ci_low > 0 else NOT_COMPUTED
+        return (r.name, f"[{r.ci_low:.8f}, {r.ci_high:.8f}]", r.how, f"{r.optimum:.8f}", short, NOT_COMPUTED)
     return (r.name, f"{r.acceptance:.8f}", r.how, f"{r.optimum:.8f}", f"{r.shortfall:.2e}", f"{r.percent_of_optimum:.2f}")
 
 
@@ -259,6 +273,17 @@ def _unavailable_footnote(vr: list, method: str) -> str | None:
     if others:
         note += f" For {', '.join(others)}: use a smaller --vocab or --drafts (the exact kernel enumerates the law)."
     return note
+
+
+def _bracket_footnote(vr: list) -> str | None:
+    """Why a row is an interval: the verifier's acceptance needs a weight fit, which --fit-wor runs."""
+    names = [r.name for r in vr if r.how == "bracket"]
+    if not names:
+        return None
+    return (
+        f"{', '.join(names)}: certified interval, not fitted (the acceptance needs its Luce weight fit, tens of seconds "
+        "to minutes at this V; --fit-wor runs it and reports the value with its certified gap)."
+    )
 
 
 def _certified_footnote(vr: list, p: np.ndarray, law) -> str | None:

@@ -200,3 +200,27 @@ def test_verifiers_not_computed_show_a_dash_and_one_footnote(capsys, monkeypatch
     rows = json.loads(capsys.readouterr().out)["verifiers"]["iid"]
     kh = next(r for r in rows if r["name"] == "khisti")
     assert kh["acceptance"] is None and kh["how"] == "unavailable" and "enumerable" in kh["reason"]
+
+
+def test_optimal_wor_row_is_its_certified_bracket_unless_fitted(capsys):
+    """Regression (issue 35 item 0): ``--verifiers`` fitted optimal_wor's Luce weights at scale
+    (minutes at V = 262 144 without numba). Without ``--fit-wor`` its row is the certified interval
+    [0, alpha*_WOR] and no fit runs; with it, the fitted closed form lies inside that interval."""
+    from otspec.verifiers import optimal_wor
+
+    V, k = 60, 4  # C(60, 4) > 20 000 draft sets: the quadrature oracle and the iterative fit
+    p, q = synthetic_pair(V, seed=2)
+    law = otspec.without_replacement(q, k)
+    opt = otspec.optimal_acceptance(p, law)
+    optimal_wor._cache = None  # a fresh verifier state: nothing prepared for this pair
+    base = ["bound", "--vocab", str(V), "--drafts", str(k), "--seed", "2", "--law", "without_replacement", "--verifiers", "--json"]
+    assert main(base) == 0
+    row = {r["name"]: r for r in _strict_loads(capsys.readouterr().out)["verifiers"]["without_replacement"]}["optimal_wor"]
+    assert row["how"] == "bracket" and row["acceptance"] is None
+    assert row["ci_low"] == 0.0 and opt.value - opt.error_bound <= row["ci_high"] <= opt.value + 2 * opt.error_bound + EXACT_ATOL
+    assert not optimal_wor._cached(p, law), "the bracket must not run the weight fit"
+    assert main(["bound", "--vocab", str(V), "--drafts", str(k), "--seed", "2", "--law", "without_replacement", "--verifiers"]) == 0
+    assert "certified interval, not fitted" in " ".join(capsys.readouterr().out.split())
+    assert main([*base, "--fit-wor"]) == 0
+    row = {r["name"]: r for r in _strict_loads(capsys.readouterr().out)["verifiers"]["without_replacement"]}["optimal_wor"]
+    assert row["how"] == "closed_form" and 0.0 <= row["acceptance"] <= opt.value + opt.error_bound + EXACT_ATOL

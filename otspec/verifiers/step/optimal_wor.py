@@ -266,6 +266,39 @@ class OptimalWORVerifier(Verifier):
             self._prepare(self._check(p, law), law)
         return super().acceptance(p, law, method=method, n_samples=n_samples, rng=rng)
 
+    @fill_doc
+    def certified_bracket(self, p, law: DraftLaw) -> tuple[float, float] | None:
+        r"""A certified interval for the acceptance that needs no weight fit, or None when the
+        acceptance itself is cheap (an enumerable law, or a pair already prepared).
+
+        At scale the acceptance :math:`\sum_y r_b(y)\min(1, p(y)/\tilde r(y))` needs the Luce
+        weight fit (tens of seconds to minutes per pair at V above ~10 000). Without it, what is
+        certified is the upper end: no lossless verifier of drafts without replacement accepts
+        more than :math:`\alpha^*_{WOR}` (the prefix scan, O(V log V)), so the interval is
+        :math:`[0, \alpha^*_{WOR} + \epsilon]` with :math:`\epsilon` the scan's error bound. The
+        fit (:meth:`state`) certifies the lower end: acceptance
+        :math:`\ge \alpha^*_{WOR} - \mathrm{gap} - \mathrm{law\_error} - \mathrm{alpha\_error}`.
+        ``otspec bound --verifiers`` prints this interval unless ``--fit-wor`` is given.
+
+        Parameters
+        ----------
+        {p_wor_law_args}
+
+        Returns
+        -------
+        tuple of float, or None
+            ``(low, high)`` with ``low <= acceptance <= high``; None if :meth:`acceptance` is cheap.
+
+        Raises
+        ------
+        {wor_law_raises}
+        """
+        p = self._check(p, law)
+        if self._enumerable(law) or self._cached(p, law):
+            return None
+        sel = wor_selection(p, np.asarray(law.q, dtype=np.float64), law.k)
+        return 0.0, min(1.0, float(sel.alpha + sel.error_bound))
+
     # -- the rule ---------------------------------------------------------------------------------
     def _schedule(self, p, law, tuples) -> AcceptSchedule:
         st = self._cache[1]
