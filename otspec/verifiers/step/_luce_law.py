@@ -34,8 +34,9 @@ Two evaluations:
   the ranges are cut where rigorous tail bounds fall below :data:`TAIL_EPS`, except the left end
   in s, where the integrand is :math:`b_y s\, G_y(0)(1 + O(s k))` and the trapezoid nodes left of
   :data:`S_LEFT` are summed in closed form (a geometric series) onto the first node. Cost:
-  :math:`O(N_s N_t V k)`, every (s, t) node independent of the others (compiled with numba when
-  it is installed, the t-nodes split over numba's threads).
+  :math:`O(N_s N_t V k)`, every (s, t) node independent of the others (compiled with numba, a
+  core dependency, the t-nodes split over numba's threads; without numba a warning says it runs
+  as plain Python).
   Error estimate: the rules of step 2h and 4h are sub-sums of the same nodes (free); their
   distances :math:`d_1 = \|T_h - T_{2h}\|_1 \approx \mathrm{err}(2h)` and
   :math:`d_2 = \|T_{2h} - T_{4h}\|_1 \approx \mathrm{err}(4h)` extrapolate, with
@@ -48,6 +49,7 @@ Two evaluations:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -328,7 +330,16 @@ def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, 
     g = quadrature_grid(q, b, in_A, k, h)
     if isinstance(g, LuceLaw):
         return g
-    from otspec.verifiers.step._luce_kernels import integrate, num_threads  # lazily: numba is slow to import
+    from otspec.verifiers.step._luce_kernels import COMPILED, UncompiledLuceWarning, integrate, num_threads  # lazily: slow import
+
+    if not COMPILED:  # the user is told: the plain-Python loops are 100-1000x slower than compiled
+        warnings.warn(
+            "numba is not importable, so the Luce law's double integral runs as plain Python (100-1000x slower "
+            "than compiled: minutes per evaluation above a few thousand tokens); numba is a core dependency of "
+            "otspec: reinstall it (pip install numba)",
+            UncompiledLuceWarning,
+            stacklevel=2,
+        )
 
     nchunks = max(1, min(num_threads(), g.taus.size))
     acc = np.zeros((nchunks, 4, g.pos.size))

@@ -222,3 +222,31 @@ def test_degenerate_tie_fallback():
     np.testing.assert_allclose(K.output_law(), p, atol=EXACT, rtol=0)
     assert 0.0 <= st.gap <= 1e-12
     assert abs(K.acceptance() - st.acceptance) <= EXACT
+
+
+def test_uncompiled_luce_integral_warns():
+    """numba is a core dependency; where it cannot be imported the Luce integral runs as plain
+    Python (100-1000x slower) and says so (issue 35 item 0: no silent 100x cliff). A subprocess
+    hides numba; the law it computes equals the compiled one."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, warnings; sys.modules['numba'] = None\n"
+        "import numpy as np\n"
+        "from otspec.verifiers.step._luce_law import luce_law_quadrature\n"
+        "from otspec.verifiers.step._luce_kernels import UncompiledLuceWarning\n"
+        "q = np.arange(1.0, 11.0); q /= q.sum(); b = np.linspace(1, 2, 10); A = np.arange(10) >= 5\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    r = luce_law_quadrature(q, b, A, 3).r\n"
+        "assert any(issubclass(x.category, UncompiledLuceWarning) for x in w), w\n"
+        "print(repr(r.tolist()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    from otspec.verifiers.step._luce_law import luce_law_quadrature
+
+    q = np.arange(1.0, 11.0)
+    q /= q.sum()
+    r = luce_law_quadrature(q, np.linspace(1, 2, 10), np.arange(10) >= 5, 3).r
+    assert np.abs(np.array(eval(out)) - r).max() <= 1e-12
