@@ -15,8 +15,8 @@ import pytest
 
 import otspec
 from otspec.verifiers import wor_iid
-from otspec.verifiers.step.wor_iid import hit_string_weights, hit_strings, rebuild_hits
 from otspec.verifiers.step.optimal_iid import selection_law
+from otspec.verifiers.step.wor_iid import hit_string_weights, hit_strings, rebuild_hits
 from tests._oracles import check_wor_sampler, small_wor_cases
 from tests._tolerances import FALSE_ALARM
 
