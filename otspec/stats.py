@@ -20,7 +20,7 @@ Notes
 Bootstrap intervals cover less than their nominal level when the clusters are few, and less again
 when their sizes are very unequal. In the simulation ``experiments/stats_coverage.py`` (300 data
 sets per cell; :doc:`corpus` has the table) the 95% BCa interval of a mean covered 90-93% at 10-20
-equal clusters and 94-96% from 40, but 85-89% at 10-40 clusters of lognormal sizes and still 89-93%
+equal clusters and 93-96% from 40, but 85-92% at 10-40 clusters of lognormal sizes and still 89-93%
 at 80-160. Below :data:`MIN_CLUSTERS` clusters every interval warns (:class:`FewClustersWarning`).
 
 Examples
