@@ -90,10 +90,12 @@ def experiment(
     """The one shape of every experiment script: parse -> run -> report -> write.
 
     ``arguments(ap)`` adds the script's own flags to the shared ones (:func:`parser`);
-    ``run(args)`` computes every number from seeded generators and returns the JSON payload;
+    ``run(args)`` computes every number from seeded generators and returns the JSON payload (keys
+    starting with ``_`` are not written: in-memory arrays for the figures, ``_name`` for the files'
+    name when it is not the script's);
     ``report(payload, args)`` draws the figures into ``args.out`` and returns the markdown tables and
-    notes, reading the payload only (plus the flags), so a report can be rebuilt from a stored JSON;
-    :func:`write` stores the JSON and the markdown with the command and revision. Returns the payload.
+    notes, reading the payload only (plus the flags); :func:`write` stores the JSON and the markdown
+    with the command and revision. Returns the written payload.
     """
     ap = parser(name, doc.splitlines()[0])
     if arguments is not None:
@@ -101,7 +103,9 @@ def experiment(
     args = parse(ap, argv)
     payload = run(args)
     tables, notes = report(payload, args)
-    write(args.out, name, args, payload, tables, notes)
+    out_name = payload.get("_name", name)  # a run may name its files (e.g. after a non-default model pair)
+    payload = {key: value for key, value in payload.items() if not key.startswith("_")}
+    write(args.out, out_name, args, payload, tables, notes)
     return payload
 
 

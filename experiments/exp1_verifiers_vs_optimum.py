@@ -136,9 +136,7 @@ def aggregate(per_t: dict, tv: dict, g: np.ndarray, dom: np.ndarray, seed: int) 
     return summary, per_domain
 
 
-# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
-def main(argv: list[str] | None = None) -> dict:
-    ap = _output.parser(NAME, __doc__.splitlines()[0])
+def arguments(ap) -> None:
     ap.add_argument("--target", default="smollm2", choices=_real.TARGETS, help="target model (default smollm2)")
     ap.add_argument("--draft", default="int8", help="'int8' (default; smollm2 only) or a temperature self-draft 't<T>', e.g. t0.7")
     ap.add_argument("--prompt-set", default="all", choices=("own", "humaneval", "all"), help="experiments/_prompts.py set (default all)")
@@ -147,12 +145,54 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--mc", type=int, default=16, help="Monte Carlo draft tuples per step for RRS w/o replacement")
     ap.add_argument("--ks", default="1,2,3,4,6,8", help="numbers of drafts (default 1,2,3,4,6,8)")
     ap.add_argument("--temperatures", default="0.6,1.0", help="sampling temperatures (default 0.6,1.0)")
-    args = _output.parse(ap, argv)
+
+
+def _sizes(args) -> tuple[list[int], list[float], int]:
+    """The draft counts, temperatures and positions per prompt (tiny with ``--quick``)."""
     ks = [1, 2, 3] if args.quick else [int(k) for k in args.ks.split(",")]
     temps = [0.8, 1.0] if args.quick else [float(t) for t in args.temperatures.split(",")]
-    n_tok = 4 if args.quick else args.tokens
+    return ks, temps, 4 if args.quick else args.tokens
+
+
+def _gap_by_tv(per_t: dict, tv: dict, temps: list[float], n_ks: int) -> list[dict]:
+    """Where K-SEQ / RRS lose most: the mean gap by TV tercile of the steps, per k."""
+    all_d = {key: np.concatenate([per_t[T][key] for T in temps]) for key in per_t[temps[0]]}
+    all_tv = np.concatenate([tv[T] for T in temps])
+    edges = np.quantile(all_tv, [0, 1 / 3, 2 / 3, 1])
+    bins = np.clip(np.searchsorted(edges, all_tv, side="right") - 1, 0, 2)
+    by_tv = []
+    for b in range(3):
+        sel = bins == b
+        row = {"tv_low": float(edges[b]), "tv_high": float(edges[b + 1]), "n": int(sel.sum())}
+        for v, law in (("kseq", "iid"), ("rrs", "iid"), ("rrs_wor", "wor")):
+            row[f"gap_{v}"] = (np.nanmean(all_d[f"opt_{law}"][sel] - all_d[v][sel], 0)).tolist() if sel.any() else [math.nan] * n_ks
+        by_tv.append(row)
+    return by_tv
+
+
+def _checks(per_t: dict, temps: list[float], ks: list[int]) -> dict:
+    """The invariants every step must satisfy (exact ones to rounding)."""
+    all_d = {key: np.concatenate([per_t[T][key] for T in temps]) for key in per_t[temps[0]]}
+    ratio = all_d["kseq_phase1"] / all_d["opt_iid"]
+    return {
+        "min_wor_minus_iid": float(np.nanmin(all_d["opt_wor"] - all_d["opt_iid"])),
+        "max_abs_greedy_verifier_minus_optimum": float(np.nanmax(np.abs(all_d["greedy_optimal"] - all_d["opt_greedy"]))),
+        "min_kseq_phase1_ratio_minus_guarantee": float(np.nanmin(ratio - plot.kseq_guarantee(ks))),
+        "kseq_phase1_ratio_min_by_k": np.nanmin(ratio, 0).tolist(),
+        "kseq_phase1_ratio_mean_by_k": np.nanmean(ratio, 0).tolist(),
+        "kseq_membership_ratio_mean_by_k": np.nanmean(all_d["kseq"] / all_d["opt_iid"], 0).tolist(),
+        # wor_iid: between the i.i.d. and the without-replacement optimum (exact bound: >= alpha*_iid)
+        "min_wor_iid_minus_opt_iid": float(np.nanmin(all_d["wor_iid"] - all_d["opt_iid"])),
+        "max_verifier_above_optimum": float(
+            max(np.nanmax(all_d[v] - all_d[f"opt_{law}"]) for v, law in VERIFIERS if v not in MONTE_CARLO and np.isfinite(all_d[v]).any())
+        ),
+    }
+
+
+def run(args) -> dict:
+    """Real next-token distributions at every temperature, every verifier and optimum at every step."""
+    ks, temps, n_tok = _sizes(args)
     prompts = _real.select_prompts("own")[::16][:3] if args.quick else _real.select_prompts(args.prompt_set, args.prompts, seed=args.seed)
-    n_prompts = len(prompts)
     t0 = time.perf_counter()
     # outputs of a non-default pair get their own file names (same folder): exp1_..._t0.7, exp1_..._gemma3-270m_t0.7
     tag = [] if args.quick else ([args.target] if args.target != "smollm2" else []) + ([args.draft] if args.draft != "int8" else [])
@@ -177,37 +217,33 @@ def main(argv: list[str] | None = None) -> dict:
         per_t[T] = {key: np.stack([r[key] for r in rows]) for key in rows[0]}  # (n_steps, len(ks))
         tv[T] = 0.5 * np.abs(P - Q).sum(1)
     t_total = time.perf_counter() - t0
-
     summary, per_domain = aggregate(per_t, tv, g, dom, args.seed)
-    all_d = {key: np.concatenate([per_t[T][key] for T in temps]) for key in per_t[temps[0]]}
-    guarantee = plot.kseq_guarantee(ks)
-    ratio = all_d["kseq_phase1"] / all_d["opt_iid"]
-    checks = {
-        "min_wor_minus_iid": float(np.nanmin(all_d["opt_wor"] - all_d["opt_iid"])),
-        "max_abs_greedy_verifier_minus_optimum": float(np.nanmax(np.abs(all_d["greedy_optimal"] - all_d["opt_greedy"]))),
-        "min_kseq_phase1_ratio_minus_guarantee": float(np.nanmin(ratio - guarantee)),
-        "kseq_phase1_ratio_min_by_k": np.nanmin(ratio, 0).tolist(),
-        "kseq_phase1_ratio_mean_by_k": np.nanmean(ratio, 0).tolist(),
-        "kseq_membership_ratio_mean_by_k": np.nanmean(all_d["kseq"] / all_d["opt_iid"], 0).tolist(),
-        # wor_iid: between the i.i.d. and the without-replacement optimum (exact bound: >= alpha*_iid)
-        "min_wor_iid_minus_opt_iid": float(np.nanmin(all_d["wor_iid"] - all_d["opt_iid"])),
-        "max_verifier_above_optimum": float(
-            max(np.nanmax(all_d[v] - all_d[f"opt_{law}"]) for v, law in VERIFIERS if v not in MONTE_CARLO and np.isfinite(all_d[v]).any())
-        ),
+    return {
+        "target": base.target,
+        "draft": base.draft,
+        "vocab": int(base.p.shape[1]),
+        "steps_per_temperature": base.n,
+        "ks": ks,
+        "temperatures": temps,
+        "summary": summary,
+        "checks": _checks(per_t, temps, ks),
+        "gap_by_tv": _gap_by_tv(per_t, tv, temps, len(ks)),
+        "per_domain": per_domain,
+        "prompts": [{"id": p.id, "domain": p.domain} for p in prompts],
+        "steps": {
+            "prompt": [int(j) for j in base.prompt],  # index into "prompts": the cluster of every step
+            "values": {str(T): {key: [_output.rounded(row) for row in a] for key, a in per_t[T].items()} for T in temps},
+        },
+        "seconds": {"load": t_load, "models": t_models, "total": t_total},
+        "png": [f"{name}.png", f"{name}_gaps.png"],
+        "_name": name,
+        "_per_t": per_t,
     }
-    # where K-SEQ / RRS lose most: mean gap by TV tercile, at the largest k
-    all_tv = np.concatenate([tv[T] for T in temps])
-    edges = np.quantile(all_tv, [0, 1 / 3, 2 / 3, 1])
-    bins = np.clip(np.searchsorted(edges, all_tv, side="right") - 1, 0, 2)
-    by_tv = []
-    for b in range(3):
-        sel = bins == b
-        row = {"tv_low": float(edges[b]), "tv_high": float(edges[b + 1]), "n": int(sel.sum())}
-        for v, law in (("kseq", "iid"), ("rrs", "iid"), ("rrs_wor", "wor")):
-            row[f"gap_{v}"] = (np.nanmean(all_d[f"opt_{law}"][sel] - all_d[v][sel], 0)).tolist() if sel.any() else [math.nan] * len(ks)
-        by_tv.append(row)
 
-    # ---- plots
+
+def _figures(d: dict, out: str) -> None:
+    """Acceptance against k per temperature, and the gaps (by k, and by step TV at the largest k)."""
+    ks, temps, summary, by_tv = d["ks"], d["temperatures"], d["summary"], d["gap_by_tv"]
     nT = len(temps)
     fig, axes = plt.subplots(1, nT, figsize=(3.6 * nT, 3.8), layout="constrained", sharey=True)
     for ax, T in zip(np.atleast_1d(axes), temps, strict=False):
@@ -225,7 +261,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
         if ax is not np.atleast_1d(axes)[-1]:
             ax.get_legend().remove()
-    png1 = _output.save_figure(fig, args.out, name)
+    _output.save_figure(fig, out, d["_name"])
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     Tref = 1.0 if 1.0 in temps else temps[-1]
@@ -242,76 +278,47 @@ def main(argv: list[str] | None = None) -> dict:
         ax=a2,
         title=f"gap by per-step TV(p, q), k = {ks[kk]}, all T",
     )
-    png2 = _output.save_figure(fig, args.out, name + "_gaps")
+    _output.save_figure(fig, out, d["_name"] + "_gaps")
 
-    # ---- tables
-    cols = [
-        "T",
-        "k",
-        "alpha* iid",
-        "alpha* w/o",
-        "alpha* greedy",
-        "K-SEQ",
-        "RRS",
-        "Khisti",
-        "RRS w/o (MC)",
-        "w/o at i.i.d. opt.",
-        "greedy verifier",
-        "SpecHub",
-    ]
+
+def _cell(d: dict, i: int, digits: int) -> str:
+    return _output.ci({"value": d["mean"][i], "low": d["low"][i], "high": d["high"][i]}, digits)
+
+
+def _acceptance_table(d: dict) -> str:
+    cols = ["T", "k", "alpha* iid", "alpha* w/o", "alpha* greedy", "K-SEQ", "RRS", "Khisti", "RRS w/o (MC)", "w/o at i.i.d. opt."]
+    cols += ["greedy verifier", "SpecHub"]
+    keys = ("opt_iid", "opt_wor", "opt_greedy", "kseq", "rrs", "khisti", "rrs_wor", "wor_iid", "greedy_optimal", "spechub")
     rows = []
-    for T in temps:
-        s = summary[str(T)]
-        for i, k in enumerate(ks):
-            rows.append(
-                [T, k]
-                + [
-                    _output.fmt(s[key]["mean"][i])
-                    for key in (
-                        "opt_iid",
-                        "opt_wor",
-                        "opt_greedy",
-                        "kseq",
-                        "rrs",
-                        "khisti",
-                        "rrs_wor",
-                        "wor_iid",
-                        "greedy_optimal",
-                        "spechub",
-                    )
-                ]
-            )
-    table_acc = _output.markdown_table(cols, rows)
+    for T in d["temperatures"]:
+        s = d["summary"][str(T)]
+        rows += [[T, k] + [_output.fmt(s[key]["mean"][i]) for key in keys] for i, k in enumerate(d["ks"])]
+    return _output.markdown_table(cols, rows)
 
-    def cell(d: dict, i: int, digits: int) -> str:
-        return _output.ci({"value": d["mean"][i], "low": d["low"][i], "high": d["high"][i]}, digits)
 
-    gcols = [
-        "T",
-        "k",
-        "K-SEQ gap",
-        "RRS gap",
-        "RRS w/o gap",
-        "w/o at i.i.d. opt. gap",
-        "greedy gap",
-        "K-SEQ / alpha* iid",
-        "K-SEQ phase-1 / alpha* (min)",
-        "guarantee",
-    ]
+def _gap_table(d: dict) -> str:
+    gcols = ["T", "k", "K-SEQ gap", "RRS gap", "RRS w/o gap", "w/o at i.i.d. opt. gap", "greedy gap", "K-SEQ / alpha* iid"]
+    gcols += ["K-SEQ phase-1 / alpha* (min)", "guarantee"]
+    guarantee = plot.kseq_guarantee(d["ks"])
     grows = []
-    for T in temps:
-        s, d = summary[str(T)], per_t[T]
-        rmin = np.nanmin(d["kseq_phase1"] / d["opt_iid"], 0)
-        for i, k in enumerate(ks):
+    for T in d["temperatures"]:
+        s, per = d["summary"][str(T)], d["_per_t"][T]
+        rmin = np.nanmin(per["kseq_phase1"] / per["opt_iid"], 0)
+        for i, k in enumerate(d["ks"]):
             grows.append(
                 [T, k]
-                + [cell(s[f"gap_{v}"], i, 4) for v in ("kseq", "rrs", "rrs_wor", "wor_iid", "greedy_optimal")]
-                + [cell(s["kseq_over_opt_iid"], i, 3), _output.fmt(rmin[i], 3), _output.fmt(guarantee[i], 3)]
+                + [_cell(s[f"gap_{v}"], i, 4) for v in ("kseq", "rrs", "rrs_wor", "wor_iid", "greedy_optimal")]
+                + [_cell(s["kseq_over_opt_iid"], i, 3), _output.fmt(rmin[i], 3), _output.fmt(guarantee[i], 3)]
             )
-    table_gap = _output.markdown_table(gcols, grows)
+    return _output.markdown_table(gcols, grows)
+
+
+def _tv_and_domain_tables(d: dict) -> tuple[str, str]:
+    ks, temps, per_domain = d["ks"], d["temperatures"], d["per_domain"]
+    kk = len(ks) - 1
     tv_rows = [
         [f"{r['tv_low']:.3f}-{r['tv_high']:.3f}", r["n"]] + [_output.fmt(r[f"gap_{v}"][kk]) for v in ("kseq", "rrs", "rrs_wor")]
-        for r in by_tv
+        for r in d["gap_by_tv"]
     ]
     table_tv = _output.markdown_table(
         ["step TV", "steps", f"K-SEQ gap k={ks[kk]}", f"RRS gap k={ks[kk]}", f"RRS w/o gap k={ks[kk]}"], tv_rows
@@ -320,34 +327,24 @@ def main(argv: list[str] | None = None) -> dict:
     table_dom = _output.markdown_table(
         ["T", f"quantity (k = {ks[-1]})", *[f"{dn} ({per_domain[str(temps[0])][dn]['prompts']} prompts)" for dn in dnames]],
         [
-            [T, label] + [cell(per_domain[str(T)][dn][key], 0, 4) for dn in dnames]
+            [T, label] + [_cell(per_domain[str(T)][dn][key], 0, 4) for dn in dnames]
             for T in temps
             for key, label in (("opt_iid", "alpha* iid"), ("gap_kseq", "K-SEQ gap"), ("gap_rrs", "RRS gap"), ("gap_rrs_wor", "RRS w/o gap"))
         ],
     )
-    payload = {
-        "target": base.target,
-        "draft": base.draft,
-        "vocab": int(base.p.shape[1]),
-        "steps_per_temperature": base.n,
-        "ks": ks,
-        "temperatures": temps,
-        "summary": summary,
-        "checks": checks,
-        "gap_by_tv": by_tv,
-        "per_domain": per_domain,
-        "prompts": [{"id": p.id, "domain": p.domain} for p in prompts],
-        "steps": {
-            "prompt": [int(j) for j in base.prompt],  # index into "prompts": the cluster of every step
-            "values": {str(T): {key: [_output.rounded(row) for row in a] for key, a in per_t[T].items()} for T in temps},
-        },
-        "seconds": {"load": t_load, "models": t_models, "total": t_total},
-        "png": [os.path.basename(png1), os.path.basename(png2)],
-    }
+    return table_tv, table_dom
+
+
+def report(d: dict, args) -> tuple[dict[str, str], list[str]]:
+    """The two figures, the four tables and the notes, from the payload."""
+    _figures(d, args.out)
+    table_tv, table_dom = _tv_and_domain_tables(d)
+    checks, prompts, sec = d["checks"], d["prompts"], d["seconds"]
+    n_tok = _sizes(args)[2]
     notes = [
-        f"{base.n} steps per temperature: {n_prompts} prompts x {n_tok} positions ("
-        + ", ".join(f"{dn} {len({p.id for p in prompts if p.domain == dn})}" for dn in dict.fromkeys(p.domain for p in prompts))
-        + f" prompts), contexts sampled from the target at T = 1; V = {base.p.shape[1]}.",
+        f"{d['steps_per_temperature']} steps per temperature: {len(prompts)} prompts x {n_tok} positions ("
+        + ", ".join(f"{dn} {len({p['id'] for p in prompts if p['domain'] == dn})}" for dn in dict.fromkeys(p["domain"] for p in prompts))
+        + f" prompts), contexts sampled from the target at T = 1; V = {d['vocab']}.",
         "Gaps are optimum minus acceptance, mean over steps (exact per step except RRS w/o replacement and w/o at i.i.d. opt.: Monte Carlo); "
         "[low, high]: 95% BCa cluster-bootstrap interval over prompts (otspec.stats, 2000 resamples); K-SEQ / alpha* is a ratio of "
         "means with the denominator resampled with it.",
@@ -355,22 +352,19 @@ def main(argv: list[str] | None = None) -> dict:
         f"max |greedy verifier - alpha*_greedy| = {checks['max_abs_greedy_verifier_minus_optimum']:.3g}; "
         f"min(K-SEQ phase-1 / alpha*_iid - (1-(1-1/k)^k)) = {checks['min_kseq_phase1_ratio_minus_guarantee']:.3g}; "
         f"max(exact verifier - its optimum) = {checks['max_verifier_above_optimum']:.3g}.",
-        f"Time: load {t_load:.0f} s, models {t_models - t_load:.0f} s, total {t_total:.0f} s.",
+        f"Time: load {sec['load']:.0f} s, models {sec['models'] - sec['load']:.0f} s, total {sec['total']:.0f} s.",
     ]
-    _output.write(
-        args.out,
-        name,
-        args,
-        payload,
-        {
-            "Acceptance (mean over steps)": table_acc,
-            "Gap to the optimum": table_gap,
-            "Gap per domain (largest k)": table_dom,
-            "Where the gap is largest": table_tv,
-        },
-        notes,
-    )
-    return payload
+    tables = {
+        "Acceptance (mean over steps)": _acceptance_table(d),
+        "Gap to the optimum": _gap_table(d),
+        "Gap per domain (largest k)": table_dom,
+        "Where the gap is largest": table_tv,
+    }
+    return tables, notes
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return _output.experiment(NAME, __doc__, argv, arguments=arguments, run=run, report=report)
 
 
 if __name__ == "__main__":

@@ -70,9 +70,7 @@ def negative_control(p_rows: np.ndarray, q_rows: np.ndarray, k: int, draws: int,
     return np.concatenate(exp), np.concatenate(ok).astype(float), np.concatenate(bad).astype(float)
 
 
-# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
-def main(argv: list[str] | None = None) -> dict:
-    ap = _output.parser(NAME, __doc__.splitlines()[0])
+def arguments(ap) -> None:
     ap.add_argument("--draft", default="int8")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--prompts", type=int, default=8, help="a domain-stratified subset of the own prompts (default 8)")
@@ -86,18 +84,18 @@ def main(argv: list[str] | None = None) -> dict:
         metavar="RULE:GAMMA[:K]",
         help="also decode these chain / tree runs (e.g. token:4 block:4 kseq:4:2 rrs:4:2), each with its own seed",
     )
-    args = _output.parse(ap, argv)
+
+
+def _prompts(args) -> list:
+    return _real.select_prompts("own")[::32] if args.quick else _real.select_prompts("own", args.prompts, seed=args.seed)
+
+
+def _decode_all(args, target, draft, prompts, n_tok: int) -> list:
+    """The traces: the single-step runs, the --multi runs (own seeds), the quick chain and tree, and --traces."""
     from otspec.io import load_trace
     from otspec_gpu.decoding import decode
 
-    n_tok = 6 if args.quick else args.tokens
-    chosen = _real.select_prompts("own")[::32] if args.quick else _real.select_prompts("own", args.prompts, seed=args.seed)
-    n_prompts = len(chosen)
     T = args.temperature
-    t0 = time.perf_counter()
-    target, draft = _real.load_pair(args.draft, quick=args.quick)
-    prompts = _real.prompt_token_ids(target, chosen, args.seed, quick=args.quick)
-    rng = np.random.default_rng(args.seed)  # the negative control's stream
     traces = []
     for verifier, k in SINGLE:
         out = decode(
@@ -119,43 +117,24 @@ def main(argv: list[str] | None = None) -> dict:
         if len(parts) not in (2, 3) or not all(x.isdigit() for x in parts[1:]):
             raise SystemExit(f"--multi {spec!r}: expected RULE:GAMMA or RULE:GAMMA:K, e.g. token:4 or kseq:4:2")
         rule, g, k = parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
+        seed = args.seed + 101 + i  # runs on their own streams: families are independent samples
         out = decode(
-            target,
-            draft,
-            prompts,
-            verifier=rule,
-            drafts=k,
-            gamma=g,
-            temperature=T,
-            max_new_tokens=n_tok,
-            seed=args.seed + 101 + i,  # runs on their own streams: families are independent samples
-            stop_at_eos=False,
+            target, draft, prompts, verifier=rule, drafts=k, gamma=g, temperature=T, max_new_tokens=n_tok, seed=seed, stop_at_eos=False
         )
         out.trace.save(os.path.join(args.out, f"trace_multi_{rule}_g{g}_k{k}.safetensors"))
         traces.append(out.trace)
     if args.quick:  # one chain and one tree so that every family's code path runs
-        traces.append(
-            decode(
-                target, draft, prompts, verifier="block", gamma=2, temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False
-            ).trace
-        )
-        traces.append(
-            decode(
-                target,
-                draft,
-                prompts,
-                verifier="kseq",
-                drafts=2,
-                gamma=2,
-                temperature=T,
-                max_new_tokens=n_tok,
-                seed=args.seed,
-                stop_at_eos=False,
-            ).trace
-        )
+        common = dict(temperature=T, max_new_tokens=n_tok, seed=args.seed, stop_at_eos=False)
+        traces.append(decode(target, draft, prompts, verifier="block", gamma=2, **common).trace)
+        traces.append(decode(target, draft, prompts, verifier="kseq", drafts=2, gamma=2, **common).trace)
     for folder in args.traces:
         for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
             traces.append(load_trace(path))
+    return traces
+
+
+def _families(traces: list) -> tuple[dict, dict]:
+    """(expected, realized, mode) and the prompt clusters of every family, runs of one family pooled."""
     fams, clusters = {}, {}
     for i, tr in enumerate(traces):
         c, cfg = tr.columns, tr.config
@@ -166,22 +145,16 @@ def main(argv: list[str] | None = None) -> dict:
         prev = fams.get(name)
         fams[name] = (np.concatenate([prev[0], e]), np.concatenate([prev[1], y]), cfg.get("mode")) if prev else (e, y, cfg.get("mode"))
         clusters[name] = np.concatenate([clusters[name], g]) if name in clusters else g
-    t_decode = time.perf_counter() - t0
+    return fams, clusters
 
-    # negative control on real steps
-    steps = _real.real_steps_ids(target, draft, prompts, 4 if args.quick else 12, T, args.seed)
-    kk = 2 if args.quick else 4
-    e_nc, ok_nc, bad_nc = negative_control(steps.p, steps.q, kk, 20 if args.quick else 60, args.wrong_temperature, rng)
-    elapsed = time.perf_counter() - t0
 
-    rows, results = [], {}
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.5), layout="constrained")
+def _family_results(fams: dict, clusters: dict, seed: int) -> tuple[dict, dict]:
+    """Per family: realized vs exact with its cluster interval; and every chain / tree round pooled."""
+    results = {}
     for name, (e, y, mode) in fams.items():
         nb = max(1, min(6, e.size // 15))
         b = plot.calibration_bins(e, y, n_bins=nb)
-        ax = axes[0] if mode == "single" else axes[1]
-        plot.calibration(e, y, n_bins=nb, label=name, ax=ax)
-        diff = clustered_mean(y - e, clusters[name], seed=args.seed)
+        diff = clustered_mean(y - e, clusters[name], seed=seed)
         results[name] = {
             "mode": mode,
             "n": int(e.size),
@@ -191,56 +164,28 @@ def main(argv: list[str] | None = None) -> dict:
             "realized_minus_exact": diff.as_dict(),
             "samples": {"cluster": clusters[name].tolist(), "expected": _output.rounded(e), "realized": _output.rounded(y)},
         }
-        rows.append(
-            [
-                name,
-                mode,
-                e.size,
-                diff.n_clusters,
-                f"{e.mean():.4f}",
-                f"{y.mean():.4f}",
-                _output.ci(diff, 4, signed=True),
-                f"{b.z_overall:+.2f}",
-            ]
-        )
     # every multi-token round pooled: is realized tau below its expectation in chains and trees?
     multi_names = [n for n, (_, _, mode) in fams.items() if mode != "single"]
     multi = [results[n] for n in multi_names]
     pooled = {"rounds": 0, "families": len(multi), "families_below": int(sum(r["mean_realized"] < r["mean_expected"] for r in multi))}
     if multi_names:
         d_multi = np.concatenate([fams[n][1] - fams[n][0] for n in multi_names])
-        iv = clustered_mean(d_multi, np.concatenate([clusters[n] for n in multi_names]), seed=args.seed)
+        iv = clustered_mean(d_multi, np.concatenate([clusters[n] for n in multi_names]), seed=seed)
         pooled.update(
             rounds=int(d_multi.size),
             mean_realized_minus_exact=iv.value,
             realized_minus_exact=iv.as_dict(),
             z=float(d_multi.mean() / (d_multi.std(ddof=1) / np.sqrt(d_multi.size))) if d_multi.size > 1 else float("nan"),
         )
-        rows.append(
-            [
-                f"all chain and tree rounds pooled ({pooled['families_below']} of {pooled['families']} families below)",
-                "chain+tree",
-                d_multi.size,
-                iv.n_clusters,
-                "-",
-                "-",
-                _output.ci(iv, 4, signed=True),
-                f"{pooled['z']:+.2f}",
-            ]
-        )
-    for ax in axes[:2]:  # many families: a smaller legend
-        if ax.get_legend() is not None:
-            ax.legend(fontsize="xx-small", loc="upper left")
-    axes[0].set_title("single-step rounds: P(accept | drafts)")
-    axes[1].set_title("chains and trees: E[tau | drafted path / tree]")
-    axes[1].set_xlabel("exact E[tau | drafts]")
-    axes[1].set_ylabel("realized tau (bin mean)")
+    return results, pooled
+
+
+def _control(args, target, draft, prompts, chosen, rng) -> tuple[dict, tuple]:
+    """The negative control on real steps: its summary and its draws (promised, correct, wrong q)."""
+    steps = _real.real_steps_ids(target, draft, prompts, 4 if args.quick else 12, args.temperature, args.seed)
+    kk = 2 if args.quick else 4
+    e_nc, ok_nc, bad_nc = negative_control(steps.p, steps.q, kk, 20 if args.quick else 60, args.wrong_temperature, rng)
     nb = 8 if not args.quick else 2
-    plot.calibration(e_nc, ok_nc, n_bins=nb, label="K-SEQ, drafts from q", ax=axes[2])
-    plot.calibration(e_nc, bad_nc, n_bins=nb, label=f"K-SEQ, drafts from q at T x {args.wrong_temperature:g} (bug)", ax=axes[2])
-    axes[2].set_title(f"negative control: real steps, k = {kk}")
-    axes[2].set_xlabel("acceptance promised by theory")
-    png = _output.save_figure(fig, args.out, NAME)
     b_ok, b_bad = plot.calibration_bins(e_nc, ok_nc, n_bins=nb), plot.calibration_bins(e_nc, bad_nc, n_bins=nb)
     nc = {
         "k": kk,
@@ -252,55 +197,127 @@ def main(argv: list[str] | None = None) -> dict:
         "z_wrong_q": b_bad.z_overall,
     }
     g_nc = np.repeat(np.array([chosen[j].id for j in steps.prompt]), e_nc.size // steps.n)  # draws of a step: its prompt
-    for label, y_nc, b_nc in (("correct", ok_nc, b_ok), ("wrong q", bad_nc, b_bad)):
-        iv = clustered_mean(y_nc - e_nc, g_nc, seed=args.seed)
-        nc[f"realized_minus_promised_{label.replace(' ', '_')}"] = iv.as_dict()
-        rows.append(
-            [
-                f"negative control: K-SEQ k={kk}, {label}",
-                "numpy",
-                e_nc.size,
-                iv.n_clusters,
-                f"{e_nc.mean():.4f}",
-                f"{y_nc.mean():.4f}",
-                _output.ci(iv, 4, signed=True),
-                f"{b_nc.z_overall:+.2f}",
-            ]
-        )
-    table = _output.markdown_table(
-        [
-            "family",
-            "mode",
-            "records",
-            "prompt clusters",
-            "mean exact",
-            "mean realized",
-            "realized - exact [95% CI]",
-            "z (realized - exact)",
-        ],
-        rows,
-    )
-    payload = {
+    for label, y_nc in (("correct", ok_nc), ("wrong q", bad_nc)):
+        nc[f"realized_minus_promised_{label.replace(' ', '_')}"] = clustered_mean(y_nc - e_nc, g_nc, seed=args.seed).as_dict()
+    return nc, (e_nc, ok_nc, bad_nc)
+
+
+def run(args) -> dict:
+    """Decode, gather the families, and the negative control; ``_fams`` / ``_nc`` are the figures' arrays."""
+    n_tok = 6 if args.quick else args.tokens
+    chosen = _prompts(args)
+    t0 = time.perf_counter()
+    target, draft = _real.load_pair(args.draft, quick=args.quick)
+    prompts = _real.prompt_token_ids(target, chosen, args.seed, quick=args.quick)
+    rng = np.random.default_rng(args.seed)  # the negative control's stream
+    fams, clusters = _families(_decode_all(args, target, draft, prompts, n_tok))
+    t_decode = time.perf_counter() - t0
+    nc, nc_draws = _control(args, target, draft, prompts, chosen, rng)
+    elapsed = time.perf_counter() - t0
+    results, pooled = _family_results(fams, clusters, args.seed)
+    return {
         "target": target.name,
         "draft": draft.name,
-        "temperature": T,
+        "temperature": args.temperature,
         "families": results,
         "negative_control": nc,
         "chain_tree_pooled": pooled,
         "seconds": {"decode": t_decode, "total": elapsed},
-        "png": os.path.basename(png),
+        "png": NAME + ".png",
+        "_fams": fams,
+        "_nc": nc_draws,
     }
+
+
+def _figure(d: dict, args) -> None:
+    """Calibration of every family (single-step; chains and trees) and of the negative control."""
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.5), layout="constrained")
+    for name, (e, y, mode) in d["_fams"].items():
+        plot.calibration(e, y, n_bins=max(1, min(6, e.size // 15)), label=name, ax=axes[0] if mode == "single" else axes[1])
+    for ax in axes[:2]:  # many families: a smaller legend
+        if ax.get_legend() is not None:
+            ax.legend(fontsize="xx-small", loc="upper left")
+    axes[0].set_title("single-step rounds: P(accept | drafts)")
+    axes[1].set_title("chains and trees: E[tau | drafted path / tree]")
+    axes[1].set_xlabel("exact E[tau | drafts]")
+    axes[1].set_ylabel("realized tau (bin mean)")
+    e_nc, ok_nc, bad_nc = d["_nc"]
+    nb, kk = 8 if not args.quick else 2, d["negative_control"]["k"]
+    plot.calibration(e_nc, ok_nc, n_bins=nb, label="K-SEQ, drafts from q", ax=axes[2])
+    plot.calibration(e_nc, bad_nc, n_bins=nb, label=f"K-SEQ, drafts from q at T x {args.wrong_temperature:g} (bug)", ax=axes[2])
+    axes[2].set_title(f"negative control: real steps, k = {kk}")
+    axes[2].set_xlabel("acceptance promised by theory")
+    _output.save_figure(fig, args.out, NAME)
+
+
+def _rows(d: dict) -> list[list]:
+    """One table row per family, the pooled chain / tree row and the two negative-control rows."""
+    rows = []
+    for name, r in d["families"].items():
+        iv = r["realized_minus_exact"]
+        mean_e, mean_y = r["mean_expected"], r["mean_realized"]
+        rows.append(
+            [
+                name,
+                r["mode"],
+                r["n"],
+                iv["n_clusters"],
+                f"{mean_e:.4f}",
+                f"{mean_y:.4f}",
+                _output.ci(iv, 4, signed=True),
+                f"{r['z_overall']:+.2f}",
+            ]
+        )
+    pooled = d["chain_tree_pooled"]
+    if "realized_minus_exact" in pooled:  # some chain or tree family exists
+        iv = pooled["realized_minus_exact"]
+        label = f"all chain and tree rounds pooled ({pooled['families_below']} of {pooled['families']} families below)"
+        rows.append(
+            [label, "chain+tree", pooled["rounds"], iv["n_clusters"], "-", "-", _output.ci(iv, 4, signed=True), f"{pooled['z']:+.2f}"]
+        )
+    nc = d["negative_control"]
+    for label, mean_y, z in (("correct", nc["correct"], nc["z_correct"]), ("wrong q", nc["wrong_q"], nc["z_wrong_q"])):
+        iv = nc[f"realized_minus_promised_{label.replace(' ', '_')}"]
+        row = [
+            f"negative control: K-SEQ k={nc['k']}, {label}",
+            "numpy",
+            nc["draws"],
+            iv["n_clusters"],
+            f"{nc['promised']:.4f}",
+            f"{mean_y:.4f}",
+        ]
+        rows.append(row + [_output.ci(iv, 4, signed=True), f"{z:+.2f}"])
+    return rows
+
+
+def report(d: dict, args) -> tuple[dict[str, str], list[str]]:
+    """The figure, the table and the notes, from the payload."""
+    _figure(d, args)
+    head = [
+        "family",
+        "mode",
+        "records",
+        "prompt clusters",
+        "mean exact",
+        "mean realized",
+        "realized - exact [95% CI]",
+        "z (realized - exact)",
+    ]
+    chosen = _prompts(args)
     notes = [
         "z = sum(realized - exact) / sqrt(sum of variances): exact Bernoulli variances for single-step acceptance, the sample variance for tau; |z| > 3 would flag a bias (false-alarm rate ~0.3% per family under independence).",
         "[95% CI]: BCa cluster bootstrap over prompts (otspec.stats, 2000 resamples); a cluster is one prompt in one run (negative control: one prompt).",
-        f"Prompts: {n_prompts} of the own set ({', '.join(p.id for p in chosen)}).",
+        f"Prompts: {len(chosen)} of the own set ({', '.join(p.id for p in chosen)}).",
         f"Traces added from: {', '.join(args.traces) if args.traces else 'none'}.",
         f"Own chain / tree runs (--multi, seeds {args.seed + 101}...): {', '.join(args.multi) if args.multi else 'none'}.",
         "Families with the same name (same rule, gamma, k and draft) from several runs are pooled.",
-        f"Run time {elapsed:.0f} s.",
+        f"Run time {d['seconds']['total']:.0f} s.",
     ]
-    _output.write(args.out, NAME, args, payload, {"Realized vs exact, per family": table}, notes)
-    return payload
+    return {"Realized vs exact, per family": _output.markdown_table(head, _rows(d))}, notes
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return _output.experiment(NAME, __doc__, argv, arguments=arguments, run=run, report=report)
 
 
 if __name__ == "__main__":
