@@ -73,8 +73,10 @@ MIN_CLUSTERS = 40
 
 
 class FewClustersWarning(UserWarning):
-    """An interval from fewer than :data:`MIN_CLUSTERS` clusters: it covers less than its nominal
-    level (see :data:`MIN_CLUSTERS`); read it as approximate, or collect more documents."""
+    """A bootstrap interval from fewer than :data:`MIN_CLUSTERS` clusters: it covers less than its
+    nominal level (see :data:`MIN_CLUSTERS`); read it as approximate, or collect more documents.
+    Not raised when every cluster gives the same estimate (the interval is then the value, with no
+    resampling)."""
 
 
 def _warn_few_clusters(C: int) -> None:
@@ -278,11 +280,11 @@ def _bootstrap(
     C = data[0].shape[-1]
     if C < 2:
         return BootstrapInterval(value, math.nan, math.nan, float(confidence), n, C, method)
-    _warn_few_clusters(C)
     # every cluster alone gives the same estimate: every resample does too (scipy would return NaN)
     singles = statistic(*(d[..., None] for d in data), axis=-1)
     if np.all(np.isfinite(singles)) and np.ptp(singles) == 0.0:
         return BootstrapInterval(value, value, value, float(confidence), n, C, method)
+    _warn_few_clusters(C)
     return _scipy_interval(data, statistic, True, value, n, C, confidence, n_resamples, method, seed)
 
 
@@ -421,9 +423,9 @@ def _independent_difference(a, ga, b, gb, confidence, n_resamples, method, seed)
     n, C = int(ca.sum() + cb.sum()), int(sa.size + sb.size)
     if sa.size < 2 or sb.size < 2:
         return BootstrapInterval(value, math.nan, math.nan, float(confidence), n, C, method)
-    _warn_few_clusters(min(sa.size, sb.size))
     if np.ptp(sa / ca) == 0.0 and np.ptp(sb / cb) == 0.0:
         return BootstrapInterval(value, value, value, float(confidence), n, C, method)
+    _warn_few_clusters(min(sa.size, sb.size))
     return _scipy_interval((ia, ib), stat, False, value, n, C, confidence, n_resamples, method, seed)
 
 
