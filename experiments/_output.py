@@ -86,6 +86,7 @@ def experiment(
     run: Callable[[argparse.Namespace], dict],
     report: Callable[[dict, argparse.Namespace], tuple[dict[str, str], list[str]]],
     arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    after_write: Callable[[argparse.Namespace], None] | None = None,
 ) -> dict:
     """The one shape of every experiment script: parse -> run -> report -> write.
 
@@ -95,7 +96,8 @@ def experiment(
     name when it is not the script's);
     ``report(payload, args)`` draws the figures into ``args.out`` and returns the markdown tables and
     notes, reading the payload only (plus the flags); :func:`write` stores the JSON and the markdown
-    with the command and revision. Returns the written payload.
+    with the command and revision; ``after_write(args)`` derives further files from the written JSON
+    (e.g. reStructuredText tables for the documentation). Returns the written payload.
     """
     ap = parser(name, doc.splitlines()[0])
     if arguments is not None:
@@ -106,6 +108,8 @@ def experiment(
     out_name = payload.get("_name", name)  # a run may name its files (e.g. after a non-default model pair)
     payload = {key: value for key, value in payload.items() if not key.startswith("_")}
     write(args.out, out_name, args, payload, tables, notes)
+    if after_write is not None:
+        after_write(args)
     return payload
 
 
