@@ -153,6 +153,11 @@ class Report:
     optimum: float = math.nan
     optimum_how: str = ""
 
+    @property
+    def mean_acceptance_length(self) -> float:
+        """``mean_accepted_length`` under its name in the metric dictionary (:mod:`otspec.metrics`): 1 + mean tau."""
+        return self.mean_accepted_length
+
     def to_dict(self) -> dict:
         """JSON-ready form (``otspec decode --json``).
 
