@@ -11,16 +11,18 @@ import numpy as np
 
 from otspec._docs import fill_doc
 from otspec.cli.toolkit import CliError, print_json, print_table, progress
+from otspec.laws import KINDS, by_kind
 from otspec.synthetic import DEFAULTS, FAMILIES
 
 __all__ = ["register", "run", "LAWS", "DEFAULT_LAWS", "PRODUCT_TEMPERATURE_STEP"]
 
-#: Laws evaluated when no ``--law`` is given; ``k1`` is the single-draft baseline 1 - TV.
-DEFAULT_LAWS = ("iid", "without_replacement", "greedy", "k1")
+#: Laws evaluated when no ``--law`` is given: every registered law built from one draft
+#: distribution (``constructor(q, k)``), and ``k1``, the single-draft baseline 1 - TV.
+DEFAULT_LAWS = (*(kind for kind in KINDS if by_kind(kind).parameters == "q"), "k1")
 
-#: Laws the command can evaluate: the defaults and ``product`` (k heterogeneous drafters, only when
-#: asked for by name).
-LAWS = (*DEFAULT_LAWS, "product")
+#: Laws the command can evaluate: the defaults and the laws of k drafters (``product``: k
+#: heterogeneous drafters from a temperature ladder of q, only when asked for by name).
+LAWS = (*DEFAULT_LAWS, *(kind for kind in KINDS if by_kind(kind).parameters == "qs"))
 
 #: ``--law product``: drafter j (j = 0..k-1) draws from q at temperature 1 + j * this step.
 PRODUCT_TEMPERATURE_STEP = 0.25
@@ -134,12 +136,13 @@ def _make_law(name: str, q: np.ndarray, k: int):
 
     if name == "k1":
         return otspec.iid(q, 1)
-    if name == "product":
+    law_class = by_kind(name)
+    if law_class.parameters == "qs":  # k drafters: q at temperatures 1, 1 + step, ...
         as_int_in_range(k, "k")
         with np.errstate(divide="ignore"):
             logq = np.log(q)
-        return otspec.product([q] + [softmax(logq, 1.0 + PRODUCT_TEMPERATURE_STEP * j) for j in range(1, k)])
-    return otspec.laws.by_kind(name).constructor(q, k)
+        return law_class.constructor([q] + [softmax(logq, 1.0 + PRODUCT_TEMPERATURE_STEP * j) for j in range(1, k)])
+    return law_class.constructor(q, k)
 
 
 # long-function: one subcommand: parse, solve, then print a table or JSON, step by step
