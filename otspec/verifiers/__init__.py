@@ -25,11 +25,15 @@ from otspec.errors import UnsupportedMethodError
 from otspec.verifiers import block, step, token_chain, tree  # noqa: F401  (otspec.verifiers.block, ... after `import otspec`)
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.approximate import approximate
+from otspec.verifiers.step.exact_match import exact_match
+from otspec.verifiers.step.fuzzy import fuzzy
 from otspec.verifiers.step.greedy_optimal import greedy_optimal
 from otspec.verifiers.step.khisti import khisti
 from otspec.verifiers.step.kseq import kseq
+from otspec.verifiers.step.lossy_optimal import lossy_optimal
 from otspec.verifiers.step.naive import naive
 from otspec.verifiers.step.nss import nss
+from otspec.verifiers.step.one_hot import one_hot
 from otspec.verifiers.step.optimal_iid import optimal_iid
 from otspec.verifiers.step.optimal_plan import optimal_plan
 from otspec.verifiers.step.optimal_wor import optimal_wor
@@ -37,6 +41,7 @@ from otspec.verifiers.step.rrs import rrs
 from otspec.verifiers.step.rrs_wor import rrs_wor
 from otspec.verifiers.step.spechub import spechub
 from otspec.verifiers.step.token import token
+from otspec.verifiers.step.typical import typical
 from otspec.verifiers.step.wor_iid import wor_iid
 
 # What a user imports: the base class to write a verifier, one instance per rule, the table and the
@@ -60,6 +65,11 @@ __all__ = [
     "optimal_wor",
     "wor_iid",
     "approximate",
+    "exact_match",
+    "one_hot",
+    "typical",
+    "fuzzy",
+    "lossy_optimal",
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
@@ -78,6 +88,11 @@ ALL: tuple[Verifier, ...] = (
     optimal_wor,
     wor_iid,
     approximate,
+    exact_match,
+    one_hot,
+    typical,
+    fuzzy,
+    lossy_optimal,
 )
 
 

@@ -18,6 +18,11 @@ module                    rule
 ``optimal_wor``           the exact optimal verifier for drafts without replacement (two-level Luce)
 ``wor_iid``               drafts without replacement at the i.i.d. optimum (hit stream)
 ``approximate``           a lossy SPRINTER-style rule
+``exact_match``           engines' strict rule: sample p, accept iff it is a draft
+``one_hot``               speculative sampling against the point mass of a deterministic draft
+``typical``               Medusa's typical acceptance (lossy; vLLM's defaults)
+``fuzzy``                 accept outright when a divergence of p and q is small (lossy)
+``lossy_optimal``         the lossy rule on the exact TV frontier (MATH §16)
 ========================  =====================================================================
 
 Instances are reached as ``otspec.verifiers.kseq`` etc.; these modules as
