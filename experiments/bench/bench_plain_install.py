@@ -1,0 +1,202 @@
+"""The plain install without numba against the same code with numba, in one run (issue 35).
+
+numba is a core dependency, but an install can lack it (a platform without wheels, ``--no-deps``):
+this script hides it (``sys.modules["numba"] = None`` in a child process, so every ``import numba``
+fails as it would without the package) and times, in that child and in one with numba, at
+V = 262 144 and k = 8 on the seed-0 LM-shaped pair of ``otspec.synthetic``:
+
+1. ``otspec bound -V 262144 -k 8 --verifiers --json``, the whole command in a fresh process (target
+   <= 5 s on the plain install), and each verifier row's ``acceptance`` call behind it;
+2. interleaved with three floors in the same process (``--samples`` rounds, medians of wall and
+   CPU time, one warm-up call of each first): the i.i.d. optimum with its certificate
+   (``optimal_acceptance(p, iid(q, 8), method="prefix")``), the without-replacement optimum with
+   its certificate, and the optimal i.i.d. verifier's preparation + one draw on a fresh pair
+   (``prepare(..., draw="bridge")``). The floors: numpy's default ``argsort`` of p/q (what the
+   i.i.d. scan and r* call), a stable ``argsort`` of p/q (what the WOR bench names its floor),
+   and argsort + ``cumsum`` of the sorted p (the i.i.d. bench's floor);
+3. one evaluation of the Luce law's double integral at V = 100, k = 3 (``optimal_wor``'s oracle),
+   compiled and as plain Python: the cliff that ``UncompiledLuceWarning`` announces.
+
+Usage: ``python experiments/bench/bench_plain_install.py --out docs/_static/results``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _report import markdown_table, write_report
+
+#: Prepended to every child: hide numba (an ``import numba`` then raises ImportError).
+_HIDE = "import sys; sys.modules['numba'] = None\n"
+
+_TIMING_CHILD = r"""
+import json, sys, time, warnings
+import numpy as np, otspec
+from otspec.synthetic import synthetic_pair
+from otspec.verifiers.step.optimal_iid import prepare
+V, k, samples = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+p, q = synthetic_pair(V, seed=0)
+ratio = p / q
+iid, wor = otspec.iid(q, k), otspec.without_replacement(q, k)
+drafts = iid.sample(np.random.default_rng(0), 1)
+fns = {
+    "argsort": lambda: np.argsort(ratio),
+    "stable_argsort": lambda: np.argsort(ratio, kind="stable"),
+    "argsort_cumsum": lambda: np.cumsum(p[np.argsort(p / q)]),
+    "iid_optimum": lambda: otspec.optimal_acceptance(p, iid, method="prefix"),
+    "wor_optimum": lambda: otspec.optimal_acceptance(p, wor),
+    "iid_fresh_draw": lambda: prepare(p, q, k, draw="bridge").sample_batch(drafts, rng=np.random.default_rng(0)),
+}
+out = {name: fn() for name, fn in fns.items()}  # warm-up (imports, compiled kernels loaded once)
+wall = {n: [] for n in fns}
+cpu = {n: [] for n in fns}
+for _ in range(samples):
+    for name, fn in fns.items():
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn()
+        wall[name].append(time.perf_counter() - t0)
+        cpu[name].append(time.process_time() - c0)
+res = {n: {"wall_s": float(np.median(wall[n])), "cpu_s": float(np.median(cpu[n]))} for n in fns}
+res["iid_value"], res["iid_status"] = out["iid_optimum"].value, out["iid_optimum"].status
+res["iid_membership"] = out["iid_optimum"].checks.get("selection_law_membership")
+res["wor_value"], res["wor_error_bound"] = out["wor_optimum"].value, out["wor_optimum"].error_bound
+res["numba_loaded"] = sys.modules.get("numba") is not None
+print(json.dumps(res))
+"""
+
+_ROWS_CHILD = r"""
+import json, sys, time
+import numpy as np, otspec
+from otspec.synthetic import synthetic_pair
+from otspec.cli.bound import DEFAULT_LAWS, _make_law
+V, k = int(sys.argv[1]), int(sys.argv[2])
+p, q = synthetic_pair(V, seed=0)
+rows = []
+for name in DEFAULT_LAWS:
+    law = _make_law(name, q, k)
+    opt = otspec.optimal_acceptance(p, law)
+    for v in otspec.verifiers.ALL:
+        if not v.applies_to(law):
+            continue
+        t = time.perf_counter()
+        bracket = getattr(v, "certified_bracket", lambda p, law: None)(p, law)
+        if bracket is None:
+            try:
+                how = v.acceptance(p, law).how
+            except otspec.errors.ProblemTooLargeError:
+                how = "unavailable"
+        else:
+            how = "bracket"
+        rows.append({"law": name, "verifier": v.name, "how": how, "seconds": time.perf_counter() - t})
+print(json.dumps({"rows": rows, "numba_loaded": sys.modules.get("numba") is not None}))
+"""
+
+_LUCE_CHILD = r"""
+import json, sys, time, warnings
+import numpy as np
+from otspec.verifiers.step._luce_law import luce_law_quadrature
+V, k = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(0)
+q = rng.dirichlet(np.full(V, 0.5)); b = rng.uniform(0.5, 2.0, V); A = np.arange(V) >= V // 2
+luce_law_quadrature(q, b, A, k, h=0.5)  # warm-up: compiled kernels loaded once
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    t = time.perf_counter()
+    r = luce_law_quadrature(q, b, A, k, h=0.25)
+    dt = time.perf_counter() - t
+print(json.dumps({"seconds": dt, "warned": [x.category.__name__ for x in w], "r_head": r.r[:3].tolist(),
+                  "numba_loaded": sys.modules.get("numba") is not None}))
+"""
+
+
+def _child(code: str, args: list[str], plain: bool) -> dict:
+    out = subprocess.run([sys.executable, "-c", (_HIDE if plain else "") + code, *args], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _command(args: list[str], plain: bool, repeats: int) -> dict:
+    code = _HIDE + "from otspec.cli import main; sys.exit(main(sys.argv[1:]))"
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        if plain:
+            subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True)
+        else:
+            subprocess.run([sys.executable, "-m", "otspec", *args], check=True, capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+    return {"command": "otspec " + " ".join(args), "plain": plain, "seconds": sorted(times)[len(times) // 2], "all_seconds": times}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="experiments/out/bench_plain_install")
+    ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of the whole command per install (median)")
+    ap.add_argument("--quick", action="store_true", help="V = 5000 (smoke test)")
+    args = ap.parse_args()
+    V, k = (5000, 8) if args.quick else (262144, 8)
+    load0 = os.getloadavg()
+    timing, commands, rows, luce = {}, [], {}, {}
+    for plain in (True, False):
+        tag = "plain (numba hidden)" if plain else "with numba"
+        commands.append(_command(["bound", "-V", str(V), "-k", str(k), "--verifiers", "--json"], plain, args.repeats))
+        print(commands[-1], flush=True)
+        timing[tag] = _child(_TIMING_CHILD, [str(V), str(k), str(args.samples)], plain)
+        print(tag, timing[tag], flush=True)
+        rows[tag] = _child(_ROWS_CHILD, [str(V), str(k)], plain)
+        luce[tag] = _child(_LUCE_CHILD, ["100", "3"], plain)
+        print(tag, luce[tag], flush=True)
+    load1 = os.getloadavg()
+
+    def ratio(t: dict, name: str, floor: str, clock: str) -> str:
+        return f"{t[name][clock] / t[floor][clock]:.2f}"
+
+    t_rows = []
+    for tag, t in timing.items():
+        for name in ("iid_optimum", "wor_optimum", "iid_fresh_draw"):
+            t_rows.append(
+                (
+                    tag,
+                    name,
+                    f"{t[name]['wall_s'] * 1e3:.1f}",
+                    *(f"{ratio(t, name, fl, 'wall_s')} / {ratio(t, name, fl, 'cpu_s')}" for fl in ("argsort", "stable_argsort", "argsort_cumsum")),
+                )
+            )
+    floors = [
+        (tag, *(f"{t[fl]['wall_s'] * 1e3:.1f} / {t[fl]['cpu_s'] * 1e3:.1f}" for fl in ("argsort", "stable_argsort", "argsort_cumsum")))
+        for tag, t in timing.items()
+    ]
+    cmd_rows = [(c["command"], "plain (numba hidden)" if c["plain"] else "with numba", f"{c['seconds']:.2f}") for c in commands]
+    slow = []
+    for tag, r in rows.items():
+        for x in sorted(r["rows"], key=lambda x: -x["seconds"])[:6]:
+            slow.append((tag, x["law"], x["verifier"], x["how"], f"{x['seconds']:.2f}"))
+    luce_rows = [(tag, f"{x['seconds']:.3f}", ", ".join(x["warned"]) or "-") for tag, x in luce.items()]
+    tables = {
+        f"otspec bound at V = {V}, k = {k}: whole command in a fresh process (median of {args.repeats}; target <= 5 s plain)": markdown_table(
+            ["command", "install", "seconds"], cmd_rows
+        ),
+        "The slowest verifier rows behind it (acceptance call, seconds)": markdown_table(["install", "law", "verifier", "how", "s"], slow),
+        f"Same-run ratios (wall / CPU, medians of {args.samples} interleaved rounds) to three floors": markdown_table(
+            ["install", "computation", "ms (wall)", "/ argsort", "/ stable argsort", "/ argsort + cumsum"], t_rows
+        ),
+        "The floors (ms, wall / CPU)": markdown_table(["install", "argsort", "stable argsort", "argsort + cumsum"], floors),
+        "One Luce law evaluation (optimal_wor's oracle) at V = 100, k = 3, h = 0.25": markdown_table(["install", "seconds", "warning"], luce_rows),
+        "machine load": f"load average before {tuple(round(x, 2) for x in load0)}, after {tuple(round(x, 2) for x in load1)}",
+    }
+    write_report(
+        args.out,
+        "bench_plain_install",
+        {"V": V, "k": k, "samples": args.samples, "commands": commands, "timing": timing, "rows": rows, "luce": luce, "load_before": load0, "load_after": load1},
+        tables,
+    )
+
+
+if __name__ == "__main__":
+    main()
