@@ -54,7 +54,7 @@ def ratio_keys(p: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> n
     return out
 
 
-def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = False) -> tuple:
+def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = False, return_scan: bool = False) -> tuple:
     r"""The i.i.d. optimum :math:`1 + \min_i [P(H_i) - q(H_i)^k]` over the prefixes :math:`H_i` of the
     tokens sorted by :math:`p/q` (:doc:`math`, the sorted-prefix dual); returns ``(value, cut,
     error_bound)``.
@@ -76,6 +76,10 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
         Number of i.i.d. drafts.
     return_order : bool
         Also return the token order (ascending p/q).
+    return_scan : bool
+        Also return (after ``order``) the scan's arrays in that order, ``(ps, qs, cp, cq, pw)``: p,
+        q, their prefix sums and :math:`\min(q(H_i), 1)^k` by repeated squaring, which the
+        certificate's O(V) primal reuses (:func:`~otspec.bounds.primal.iid_primal_sorted`).
 
     Returns
     -------
@@ -86,7 +90,9 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
     error_bound : float
         Bound on the rounding error of ``value``.
     order : ndarray of int64
-        Only with ``return_order``: the tokens in ascending p/q.
+        Only with ``return_order`` (or ``return_scan``): the tokens in ascending p/q.
+    scan : tuple of ndarray
+        Only with ``return_scan``: ``(ps, qs, cp, cq, pw)``.
     """
     V = p.size
     # Few, reused buffers: on a loaded machine fresh pages cost more than the arithmetic.
@@ -103,10 +109,16 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
         sub = order[pos]
         order[pos] = sub[np.lexsort((sub, ks[pos]))]
     del key, ks, tie
-    cp = np.cumsum(np.take(p, order, out=a), out=a)  # P(H_i), i = 1..V
-    cq = np.cumsum(np.take(q, order, out=b), out=b)
-    f = power(np.minimum(cq, 1.0), k)
-    np.subtract(cp, f, out=f)  # P(H_i) - Q(H_i^k); the empty prefix has 0
+    if return_scan:  # keep the sorted p, q and the powers for the certificate (no second gather)
+        ps, qs = np.take(p, order), np.take(q, order)
+        cp, cq = np.cumsum(ps, out=a), np.cumsum(qs, out=b)
+        pw = power(np.minimum(cq, 1.0), k)
+        f = np.subtract(cp, pw)
+    else:
+        cp = np.cumsum(np.take(p, order, out=a), out=a)  # P(H_i), i = 1..V
+        cq = np.cumsum(np.take(q, order, out=b), out=b)
+        f = power(np.minimum(cq, 1.0), k)
+        np.subtract(cp, f, out=f)  # P(H_i) - Q(H_i^k); the empty prefix has 0
     j = int(np.argmin(f))
     if f[j] < 0.0:
         i = j + 1
@@ -116,6 +128,8 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
     in_cut = np.zeros(V, dtype=bool)
     in_cut[order[:i]] = True
     err = ROUNDING_PER_TERM * V * k + ROUNDING_PER_TERM * V  # Q's and P's prefix sums
+    if return_scan:
+        return value, np.flatnonzero(in_cut), err, order, (ps, qs, cp, cq, pw)
     if return_order:
         return value, np.flatnonzero(in_cut), err, order
     return value, np.flatnonzero(in_cut), err
@@ -139,8 +153,8 @@ def solve(p: np.ndarray, law: DraftLaw) -> CutAnswer:
         (``None`` with a reason for without-replacement laws too large to check).
     """
     if law.iid_q is not None:  # i.i.d. drafts: the fused argsort + cumsum hot path
-        value, cut, err, order = iid_prefix(p, law.iid_q, law.k, return_order=True)
-        lower, reason, checks = prefix_lower(p, law, cut, order)
+        value, cut, err, order, scan = iid_prefix(p, law.iid_q, law.k, return_scan=True)
+        lower, reason, checks = prefix_lower(p, law, cut, order, scan=scan)
         return CutAnswer("prefix", value, cut, err, checks, lower=lower, lower_reason=reason)
     order = law.prefix_cut_order(p)
     i, value, err = law.prefix_minimum(p, order)  # the law's own evaluation of the prefixes

@@ -12,7 +12,9 @@ law):
   membership is *checked*, not assumed: for i.i.d. drafts by the Lorenz test (densities
   :math:`r/q` sorted descending, the cumulated :math:`r` against :math:`\Phi(t) = 1 - (1 - t)^k` of
   the cumulated q; both curves are checked at the breakpoints, which suffices since :math:`\Phi` is
-  concave and the Lorenz curve piecewise linear), O(V log V); without replacement by enumerating
+  concave and the Lorenz curve piecewise linear), in O(V) along the prefix scan's p/q order, which
+  is a density order of :math:`r^*` (:func:`lorenz_scan`; a sort only where that order fails its
+  O(V) check); without replacement by enumerating
   every token set where that fits (:data:`WOR_CHECK_MAX_V`), otherwise the result is dual only;
 * **greedy**: the explicit plan of the closed form (accept the random draft x with
   :math:`\min(p_x, \tilde q_x)`, route the rest of its set's mass to the always-drafted tokens G).
@@ -31,6 +33,7 @@ __all__ = [
     "WOR_CHECK_MAX_V",
     "cap_floor_law",
     "iid_primal_sorted",
+    "lorenz_scan",
     "lorenz_violation",
     "membership_violation_by_sets",
     "prefix_lower",
@@ -148,10 +151,16 @@ def cap_floor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, g: float, or
     return r
 
 
-def iid_primal_sorted(ps: np.ndarray, qs: np.ndarray, n_cut: int, g: float, k: int) -> tuple[float, float]:
+def iid_primal_sorted(
+    ps: np.ndarray, qs: np.ndarray, n_cut: int, g: float, k: int, scan: tuple | None = None
+) -> tuple[float, float]:
     r"""The i.i.d. primal in the p/q order, with no gather beyond the two the caller made:
     :math:`r^*` by the cap/floor formulas on the suffix/prefix, its Lorenz test along the reversed
     order (after the O(V) near-sortedness check of :func:`lorenz_violation`) and its acceptance.
+
+    Given the prefix scan's own arrays (``scan``; every q positive), the whole check is O(V)
+    in about ten passes with no sort (:func:`_iid_primal_scan`): the floor's constant by a binary
+    search on the prefix sums, the Lorenz test as a prefix scan in the same p/q order.
 
     Parameters
     ----------
@@ -163,6 +172,9 @@ def iid_primal_sorted(ps: np.ndarray, qs: np.ndarray, n_cut: int, g: float, k: i
         :math:`q(H^*)^k`.
     k : int
         Number of i.i.d. drafts.
+    scan : tuple of ndarray, optional
+        ``(cp, cq, pw)``: the scan's prefix sums of ``ps`` and ``qs`` and
+        :math:`\min(\sum_{j \le i} q_j, 1)^k` (repeated squaring).
 
     Returns
     -------
@@ -172,6 +184,10 @@ def iid_primal_sorted(ps: np.ndarray, qs: np.ndarray, n_cut: int, g: float, k: i
         As :func:`lorenz_violation` (``nan`` when the sorted path does not apply; the caller then
         takes the generic one).
     """
+    if scan is not None and qs.size and qs.min() > 0:
+        out = _iid_primal_scan(ps, qs, n_cut, g, k, *scan)
+        if out is not None:
+            return out
     pos = qs > 0
     everywhere = bool(pos.all())  # the common case: slices instead of index arrays
     r = np.zeros(ps.size)
@@ -191,6 +207,108 @@ def iid_primal_sorted(ps: np.ndarray, qs: np.ndarray, n_cut: int, g: float, k: i
     np.subtract(1.0, phi, out=phi)
     excess = float(np.max(np.cumsum(rr) - phi, initial=0.0)) + _ORDER_EPS
     return lower, max(0.0, excess, abs(float(r.sum()) - 1.0), float(-min(r.min(initial=0.0), 0.0)))
+
+
+def _iid_primal_scan(ps, qs, n, g, k, cp, cq, pw) -> tuple[float, float] | None:
+    r""":func:`iid_primal_sorted` from the prefix scan's arrays (every q positive): O(V), no sort.
+
+    * The floor's constant c' on the first ``n`` tokens: a binary search (searchsorted
+      ``side="right"``, as :func:`_floor`) on :math:`S_i = P_{\ge i} + (p_i/q_i)\,Q_{<i}`,
+      nondecreasing in i, whose terms are read off the prefix sums (O(log V) of them).
+    * The acceptance: :math:`\min(p, \max(p, c'q)) = p` and :math:`\min(p, \min(p, cq)) =
+      \min(p, cq)` exactly in floating point, so it is :math:`P(H^*) + r^*(A)`.
+    * The Lorenz test along the reversed order: the top tokens from i on hold r-mass
+      :math:`R - R_{<i}` and q-mass :math:`1 - Q_{<i}`, so the excess over
+      :math:`\Phi = 1 - (1 - t)^k` at that breakpoint is :math:`Q_{<i}^k - R_{<i} + R - 1`: the
+      scan's powers minus the prefix sums of r, one pass (the same test as the reversed cumulative
+      sums, within rounding). The densities must not increase along the reversed order beyond the
+      relative :data:`_ORDER_EPS`, checked against the running minimum exactly as before.
+
+    Returns None where a constant overflows (subnormal masses): the caller takes the other path.
+    """
+    V = ps.size
+    r = np.empty(V)
+    A = slice(n, None)
+    r[A] = _cap(ps[A], qs[A], 1.0 - g, presorted=True)
+    if g > 0 and n > 0:
+        top = float(cp[n - 1])
+        lo, hi = 0, n
+        while lo < hi:  # first i with S_i > g
+            mid = (lo + hi) >> 1
+            if mid == 0:
+                s_mid = top
+            else:
+                with np.errstate(over="ignore"):
+                    s_mid = (top - float(cp[mid - 1])) + float(ps[mid] / qs[mid]) * float(cq[mid - 1])
+            if s_mid <= g:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = max(lo - 1, 0)
+        p_gt = top - float(cp[j]) if j + 1 < n else 0.0
+        q_le = float(cq[j])
+        with np.errstate(over="ignore"):
+            c = (g - p_gt) / q_le
+        if not np.isfinite(c):
+            return None
+        np.multiply(qs[:n], c, out=r[:n])
+        np.maximum(r[:n], ps[:n], out=r[:n])
+        lower_cut = float(cp[n - 1])
+    else:  # g = 0 (an empty cut, or q(H*)^k underflowed): r* is 0 on the cut, as in _floor's caller
+        r[:n] = 0.0
+        lower_cut = 0.0
+    rA = r[A]
+    lower = lower_cut + float(rA.sum())
+    viol = lorenz_scan(r, qs, pw)
+    if viol is None:
+        return None
+    neg = float(-min(rA.min(initial=0.0), 0.0))  # r >= p >= 0 on the cut by construction
+    return lower, max(viol, neg)
+
+
+def lorenz_scan(r: np.ndarray, qs: np.ndarray, pw: np.ndarray) -> float | None:
+    r"""The Lorenz test of ``r`` in O(V) along a given ascending-density order, or None if the
+    order is not one (then :func:`lorenz_violation` sorts).
+
+    With the tokens in ascending :math:`r/q` (every q positive), the top tokens from i on hold
+    r-mass :math:`R - R_{<i}` and q-mass :math:`1 - Q_{<i}`, so the excess of the Lorenz curve
+    over :math:`\Phi(t) = 1 - (1 - t)^k` at that breakpoint is :math:`Q_{<i}^k - R_{<i} + R - 1`:
+    ``pw`` (the prefix scan's powers :math:`\min(Q_{\le i}, 1)^k`) minus the prefix sums of r.
+    The order is accepted when no density exceeds :math:`1 + \epsilon` times any density after
+    it (:data:`_ORDER_EPS`, added to the result: the sorted curve lies within it), the same
+    condition as :func:`lorenz_violation`'s check of a caller's order.
+
+    Parameters
+    ----------
+    r : ndarray, shape (V,)
+        A candidate selection law, in the order.
+    qs : ndarray, shape (V,)
+        q in the same order (all positive).
+    pw : ndarray, shape (V,)
+        :math:`\min(\sum_{j \le i} q_j, 1)^k`.
+
+    Returns
+    -------
+    float or None
+        ``max(0, excess, |R - 1|)`` as :func:`lorenz_violation` (plus :data:`_ORDER_EPS`), or
+        None.
+
+    Examples
+    --------
+    >>> q = np.array([0.5, 0.5])
+    >>> pw = np.minimum(np.cumsum(q), 1.0) ** 2
+    >>> lorenz_scan(np.array([0.25, 0.75]), q, pw) < 1e-11, round(lorenz_scan(np.array([0.0, 1.0]), q, pw), 6)
+    (True, 0.25)
+    """
+    d = np.divide(r, qs)
+    run = np.minimum.accumulate(d[::-1])  # along the reversed (descending) order
+    if not np.all(d[::-1][1:] <= (1.0 + _ORDER_EPS) * run[:-1]):
+        return None
+    cr = np.cumsum(r, out=d)  # R_{<i+1}
+    total = float(cr[-1])
+    gap = np.subtract(pw[:-1], cr[:-1], out=run[:-1])  # Q_{<i}^k - R_{<i} at i = 1..V-1
+    excess = max(0.0, (total - 1.0) + float(gap.max(initial=0.0))) + _ORDER_EPS
+    return max(0.0, excess, abs(total - 1.0))
 
 
 def lorenz_violation(r: np.ndarray, q: np.ndarray, k: int, order: np.ndarray | None = None) -> float:
@@ -270,7 +388,9 @@ def membership_violation_by_sets(r: np.ndarray, law: DraftLaw) -> float:
     return max(0.0, excess, abs(float(r.sum()) - 1.0))
 
 
-def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarray | None = None) -> tuple[float | None, str, dict]:
+def prefix_lower(
+    p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarray | None = None, scan: tuple | None = None
+) -> tuple[float | None, str, dict]:
     """The primal lower bound of a prefix-method answer: ``(lower, reason, checks)``.
 
     Parameters
@@ -283,6 +403,9 @@ def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarra
         The prefix method's optimal cut.
     order : ndarray of int64, shape (V,), optional
         The tokens in ascending p/q, when the caller has it (saves the sorts).
+    scan : tuple of ndarray, optional
+        i.i.d. laws: ``(ps, qs, cp, cq, pw)`` from :func:`~otspec.bounds.prefix.iid_prefix`
+        (``return_scan``) in that order: the check then gathers nothing and sorts nothing.
 
     Returns
     -------
@@ -311,7 +434,10 @@ def prefix_lower(p: np.ndarray, law: DraftLaw, cut: np.ndarray, order: np.ndarra
     if order is None:
         order = law.prefix_cut_order(p)
     if iid_q is not None:
-        lower, viol = iid_primal_sorted(p[order], iid_q[order], int(cut.size), g, law.k)
+        if scan is not None:
+            lower, viol = iid_primal_sorted(scan[0], scan[1], int(cut.size), g, law.k, scan=scan[2:])
+        else:
+            lower, viol = iid_primal_sorted(p[order], iid_q[order], int(cut.size), g, law.k)
         if viol == viol:  # not nan: the order was a valid Lorenz order
             return lower, "", {"selection_law_membership": viol}
     r = cap_floor_law(p, law.q, in_cut, g, order)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import otspec
-from otspec._tolerances import EXACT_ATOL
+from otspec._tolerances import CERTIFICATE_ATOL, EXACT_ATOL
 from otspec.bounds import primal
 from tests._tolerances import CLEAR_DIFFERENCE
 from tests.conftest import random_simplex
@@ -131,3 +131,82 @@ def test_a_wrong_closed_form_value_is_never_optimal(p, q, k):
     r = otspec.optimal_acceptance(p / p.sum(), law, method="prefix")
     exact = otspec.optimal_acceptance(p / p.sum(), law, method="lp").value
     assert r.status != "optimal" or abs(r.value - exact) <= EXACT_ATOL, (r, exact)
+
+
+def _density_ordered(rng, V, k, member):
+    """A random law r over V tokens, q > 0, both in ascending r/q order, with the scan's powers."""
+    q = random_simplex(rng, V, zeros=0, alpha=0.5)
+    q = np.maximum(q, 1e-300)
+    q /= q.sum()
+    if member:  # the closed form's r* of a random pair: a member of B(f)
+        p = random_simplex(rng, V, zeros=V // 5, alpha=0.5)
+        res = otspec.optimal_acceptance(p, otspec.iid(q, k), method="prefix")
+        in_cut = np.zeros(V, dtype=bool)
+        in_cut[res.cut] = True
+        r = primal.cap_floor_law(p, q, in_cut, otspec.iid(q, k).prob_all_in(in_cut))
+    else:
+        r = random_simplex(rng, V, zeros=0, alpha=0.3)
+    o = np.argsort(r / q, kind="stable")
+    r, q = r[o], q[o]
+    return r, q, np.minimum(np.cumsum(q), 1.0) ** k
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lorenz_scan_is_the_sorted_lorenz_test(seed):
+    """Issue 35 item 1: the O(V) Lorenz test along the scan's order gives the sort-based test's
+    violation (within rounding and its declared order allowance) on members and non-members, and
+    on a member perturbed into a non-member (mass moved to the top-density token) both refuse it
+    by the same amount."""
+    rng = np.random.default_rng(seed)
+    V, k = int(rng.integers(2, 400)), int(rng.integers(1, 9))
+    r, q, pw = _density_ordered(rng, V, k, member=seed % 2 == 0)
+    scan, ref = primal.lorenz_scan(r, q, pw), primal.lorenz_violation(r, q, k)
+    assert scan is not None  # the order is a density order
+    assert abs(scan - ref) <= 2e-12 + primal._ORDER_EPS
+    if seed % 2 == 0:
+        assert ref <= 1e-12 and scan <= 3e-12
+        # perturb: move delta of the lowest-density mass to the highest-density token (the
+        # densities stay in order, the curve rises at the top by delta where it was tight)
+        delta = min(1e-6, float(r[0]))
+        if delta > 1e-9 and k > 1:
+            bad = r.copy()
+            bad[0] -= delta
+            bad[-1] += delta
+            s_bad, ref_bad = primal.lorenz_scan(bad, q, pw), primal.lorenz_violation(bad, q, k)
+            assert s_bad is not None and abs(s_bad - ref_bad) <= 2e-12 + primal._ORDER_EPS
+            assert (s_bad > CERTIFICATE_ATOL) == (ref_bad > CERTIFICATE_ATOL)
+
+
+def test_lorenz_scan_refuses_a_non_density_order():
+    """An order along which a density rises by more than the allowance is not a Lorenz order:
+    the scan declines (None) and the caller sorts."""
+    q = np.array([0.25, 0.25, 0.5])
+    r = np.array([0.5, 0.25, 0.25])  # densities 2, 1, 0.5: descending, not ascending
+    assert primal.lorenz_scan(r, q, np.minimum(np.cumsum(q), 1.0) ** 2) is None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_scan_primal_equals_the_sorted_primal(seed):
+    """The certificate from the prefix scan's arrays (no gather, no sort) equals the former path
+    (gathers, cap/floor passes, reversed cumulative sums) on random pairs, ties included."""
+    from otspec.bounds.prefix import iid_prefix
+
+    rng = np.random.default_rng(100 + seed)
+    V, k = int(rng.integers(2, 3000)), int(rng.integers(1, 9))
+    p, q = random_simplex(rng, V, zeros=V // 6, alpha=0.4), random_simplex(rng, V, zeros=0, alpha=0.4)
+    if seed % 3 == 0:
+        q[: V // 2] = q[: V // 2].mean()  # ties in p/q where p ties too
+        p[: V // 4] = p[: V // 4].mean()
+    q = np.maximum(q, 1e-300)
+    q /= q.sum()
+    law = otspec.iid(q, k)
+    value, cut, _, order, scan = iid_prefix(p, q, k, return_scan=True)
+    in_cut = np.zeros(V, dtype=bool)
+    in_cut[cut] = True
+    g = law.prob_all_in(in_cut)
+    fast = primal._iid_primal_scan(scan[0], scan[1], cut.size, g, k, *scan[2:])
+    slow = primal.iid_primal_sorted(p[order], q[order], cut.size, g, k)
+    assert fast is not None
+    assert abs(fast[0] - slow[0]) <= 1e-13 and abs(fast[1] - slow[1]) <= 1e-12
+    res = otspec.optimal_acceptance(p, law, method="prefix")
+    assert res.status == "optimal" and abs(res.lower_bound - slow[0]) <= 1e-13
