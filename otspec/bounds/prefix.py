@@ -99,7 +99,14 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
     a, b = np.empty(V), np.empty(V)
     key = ratio_keys(p, q, out=a)
     order = np.argsort(key)
-    ks = np.take(key, order, out=b)
+    # the sorted keys for the tie check: where q > 0 everywhere they are p/q of the sorted p and q
+    # (the same division, so the same floats), which the certificate keeps (no gather of the keys)
+    direct = return_scan and q.min() > 0
+    if direct:
+        ps, qs = np.take(p, order), np.take(q, order)
+        ks = np.divide(ps, qs, out=b)
+    else:
+        ks = np.take(key, order, out=b)
     tie = np.equal(ks[1:], ks[:-1])
     if tie.any():  # stable_argsort's tie rule: runs of equal keys re-sorted by token id
         involved = np.zeros(V, dtype=bool)
@@ -108,9 +115,11 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
         pos = np.flatnonzero(involved)
         sub = order[pos]
         order[pos] = sub[np.lexsort((sub, ks[pos]))]
+        direct = False  # the order changed: gather again
     del key, ks, tie
     if return_scan:  # keep the sorted p, q and the powers for the certificate (no second gather)
-        ps, qs = np.take(p, order), np.take(q, order)
+        if not direct:
+            ps, qs = np.take(p, order), np.take(q, order)
         cp, cq = np.cumsum(ps, out=a), np.cumsum(qs, out=b)
         pw = power(np.minimum(cq, 1.0), k)
         f = np.subtract(cp, pw)

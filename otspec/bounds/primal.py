@@ -428,16 +428,21 @@ def prefix_lower(
             f"by enumeration up to V = {WOR_CHECK_MAX_V} (got V = {law.V}) for drafts without replacement",
             {},
         )
+    if scan is not None and iid_q is not None:
+        # Q(H*^k) from the scan's own prefix sum (the dual's arithmetic), no mask: r* sums to 1
+        # whichever rounding of g it is built with, and its membership is checked either way
+        n_cut = int(cut.size)
+        g = float(np.power(min(float(scan[3][n_cut - 1]), 1.0), law.k)) if n_cut else 0.0
+        lower, viol = iid_primal_sorted(scan[0], scan[1], n_cut, g, law.k, scan=scan[2:])
+        if viol == viol:  # not nan: the order was a valid Lorenz order
+            return lower, "", {"selection_law_membership": viol}
     in_cut = np.zeros(law.V, dtype=bool)
     in_cut[cut] = True
     g = float(law.prob_all_in(in_cut))
     if order is None:
         order = law.prefix_cut_order(p)
     if iid_q is not None:
-        if scan is not None:
-            lower, viol = iid_primal_sorted(scan[0], scan[1], int(cut.size), g, law.k, scan=scan[2:])
-        else:
-            lower, viol = iid_primal_sorted(p[order], iid_q[order], int(cut.size), g, law.k)
+        lower, viol = iid_primal_sorted(p[order], iid_q[order], int(cut.size), g, law.k)
         if viol == viol:  # not nan: the order was a valid Lorenz order
             return lower, "", {"selection_law_membership": viol}
     r = cap_floor_law(p, law.q, in_cut, g, order)
