@@ -403,14 +403,63 @@ def _extract_tree(rev: str) -> str:
 
 
 # long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
+def _iid_only(args) -> None:
+    """``--only iid``: the i.i.d. optimum with its certificate against its argsort + cumsum floor,
+    this revision and (``--baseline``) another, each in a fresh process of the same run."""
+    load_before = _load_average()
+    rev = subprocess.run(["git", "rev-parse", args.baseline], check=True, capture_output=True, text=True).stdout.strip() if args.baseline else None
+    tree = _extract_tree(rev) if rev else None
+    try:
+        fl = iid_floor(args.seed, args.quick, tree)
+    finally:
+        if tree:
+            shutil.rmtree(tree, ignore_errors=True)
+    rows = [
+        (
+            r["V"],
+            r["k"],
+            f"baseline {rev[:7]}" if r["tree"] == "baseline" else "this revision",
+            f"{r['optimum_ms']:.1f}",
+            f"{r['floor_ms']:.1f}",
+            f"{r['ratio']:.2f}",
+            f"{r['optimum_cpu_ms']:.1f}",
+            f"{r['floor_cpu_ms']:.1f}",
+            f"{r['cpu_ratio']:.2f}",
+            r["status"],
+        )
+        for r in fl
+    ]
+    cols = ["V", "k", "code", "optimum ms", "floor ms", "ratio (wall)", "optimum CPU ms", "floor CPU ms", "ratio (CPU)", "status"]
+    load = {"load_average_1min_before": load_before, "load_average_1min_after": _load_average(), "baseline_revision": rev}
+    write_report(
+        args.out,
+        "bench_bounds_iid",
+        {"iid_floor": fl, "machine_load": load},
+        {
+            "i.i.d. optimum with its certificate against the argsort + cumsum floor (interleaved, one fresh process per code; medians)": (
+                markdown_table(cols, rows)
+            ),
+            "Machine load": f"1-minute load average {load_before:.2f} before, {load['load_average_1min_after']:.2f} after",
+        },
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="experiments/out/bench_bounds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="smallest sizes only (smoke test)")
     ap.add_argument("--baseline", default=None, help="git revision to time the max-flow runs and the i.i.d. optimum against")
-    ap.add_argument("--only", choices=("product",), default=None, help="run one section only (product: the branch-and-bound)")
+    ap.add_argument(
+        "--only",
+        choices=("product", "iid"),
+        default=None,
+        help="run one section only (product: the branch-and-bound; iid: the i.i.d. optimum against its floor, with --baseline)",
+    )
     args = ap.parse_args()
+    if args.only == "iid":
+        _iid_only(args)
+        return
     if args.only == "product":
         load = _load_average()
         rows = product_bnb(args.seed, args.quick)
