@@ -40,6 +40,8 @@ _TWINS: dict[str, TorchVerifier] = _twins()
 NO_TORCH_TWIN = {
     "optimal_plan": "it solves a transport LP over the draft tuples of each problem (no batched tensor form)",
     "optimal_wor": "its Luce weights are fitted per (p, q) by an iterative solver on the CPU (seconds per pair; no batched tensor form)",
+    "fuzzy": "a lossy single-position study rule (one JS/TV test per (p, q) pair); the numpy kernel is its reference, no decoder uses it",
+    "lossy_optimal": "it runs an optimal lossless plan underneath (optimal_plan's LP on enumerable laws), a study rule for the lossy frontier",
 }
 
 

@@ -5,18 +5,24 @@ point mass :math:`\delta_x`, not :math:`q`. Speculative sampling against that po
 :math:`x` with probability :math:`\min(1, p(x)/1) = p(x)` and otherwise draws from the residual
 :math:`\mathrm{norm}((p - \delta_x)_+)`, which is :math:`p` restricted to :math:`y \ne x`:
 
-.. math:: \pi(y \mid x) = p(x)\,1\{y = x\} + (1 - p(x))\,\frac{p(y)\,1\{y \ne x\}}{1 - p(x)} = p(y),
+.. math:: \pi(y \mid x) = p(x)\,1\{y = x\} + (1 - p(x))\,\frac{p(y)\,1\{y \ne x\}}{1 - p(x)} = p(y).
 
-lossless, with acceptance :math:`p(x) = p(\arg\max q)`. For a deterministic tuple of :math:`k`
-tokens with distinct set :math:`S = \{s_1, \dots, s_m\}` (EAGLE's top-k with :math:`q = 1`) the
-rounds continue: accept :math:`s_j` with probability :math:`p(s_j) / (1 - p(s_1) - \dots - p(s_{j-1}))`,
-else draw from :math:`p` restricted to :math:`\Omega \setminus S`. The output is again exactly
-:math:`p` and the acceptance is :math:`p(S)`, the optimum :math:`\alpha^*(p, \delta_S) = p(S)` for
-that draft law (MATH §16: a lossless rule outputs a draft with probability at most :math:`p(S)`).
+For a tuple of :math:`k` tokens with distinct set :math:`S = \{s_1, \dots, s_m\}` (EAGLE's top-k
+with :math:`q = 1`) the rounds continue: accept :math:`s_j` with probability
+:math:`p(s_j) / (1 - p(s_1) - \dots - p(s_{j-1}))`, else draw from :math:`p` restricted to
+:math:`\Omega \setminus S`. Given *any* drafted tuple the output is exactly :math:`p`, so the rule
+is lossless for every draft law, and its acceptance is :math:`\mathbb{E}_Q[p(S)]`:
 
-Using the draft model's :math:`q` instead of the point mass in the ratio :math:`\min(1, p/q)` is
-the pitfall this rule avoids: the drafted token was not sampled from :math:`q`, and that ratio
-loses losslessness.
+* on a deterministic draft (:func:`is_deterministic`) it is :math:`p(S)` (:math:`p(\arg\max q)` for
+  one argmax draft), the optimum :math:`\alpha^*(p, \delta_S) = p(S)` for that law (MATH §16: a
+  lossless rule outputs a draft with probability at most :math:`p(S)`);
+* on sampled drafts it is :math:`\sum_y p(y) q(y)` for one draft, the same law and acceptance as
+  ``exact_match`` (one coin on :math:`p(x)` instead of a draw compared with :math:`x`) and far
+  below the speculative-sampling optimum :math:`1 - d_{TV}(p, q)`.
+
+Using the draft model's :math:`q` in the ratio :math:`\min(1, p/q)` for an argmax draft is the
+pitfall this rule avoids: the drafted token was not sampled from :math:`q`, and that ratio with the
+residual :math:`\mathrm{norm}((p - q)_+)` loses losslessness.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ import numpy as np
 
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
-from otspec.verifiers.schedule import AcceptSchedule, accept_ratio
-from otspec.verifiers.tuples import distinct_mask
+from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual_rows
+from otspec.verifiers.tuples import distinct_mask, membership_mask
 
 __all__ = ["OneHotVerifier", "one_hot", "is_deterministic"]
 
@@ -54,7 +60,8 @@ def is_deterministic(law: DraftLaw) -> bool:
 
 
 class OneHotVerifier(Verifier):
-    r"""Speculative sampling against the point mass of a deterministic draft (argmax / top-k drafts).
+    r"""Speculative sampling against the point mass of the drafted tokens (argmax / top-k drafts;
+    lossless for every law, optimal on deterministic ones).
 
     Examples
     --------
@@ -66,34 +73,34 @@ class OneHotVerifier(Verifier):
     """
 
     name = "one_hot"
-    optimal = True
-    rule = "the one-hot rule needs a deterministic draft law (one draft tuple with probability 1, e.g. an argmax draft)"
-    fix = (
-        "build the law of what the drafter actually proposes (otspec.explicit([[x]], [1.0], vocab_size=V) for an argmax "
-        "draft), or use exact_match / token for sampled drafts"
-    )
+    rule = "the one-hot rule applies to every draft law (it is optimal on deterministic drafts)"
     reference = "vLLM's one-hot treatment of argmax drafts; EAGLE top-k with q = 1; MATH §16"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return is_deterministic(law)
+        return True
 
     def _schedule(self, p, law, tuples):
         first = distinct_mask(tuples)  # a repeated token gets acceptance 0 (its mass is already offered)
         mass = np.where(first, p[tuples], 0.0)
         before = np.cumsum(mass, axis=1) - mass  # p of the distinct tokens offered before round j
         accept = np.where(first, accept_ratio(mass, np.maximum(1.0 - before, 0.0)), 0.0)
-        off = np.ones(law.V, dtype=bool)
-        off[tuples[0]] = False  # the law has one tuple, so one residual: p off the drafted set
-        rest = np.where(off, p, 0.0)
-        residual = rest / rest.sum() if rest.sum() > 0.0 else p.copy()  # never reached when p(S) = 1
+        rest = np.where(membership_mask(tuples, law.V), 0.0, p[None, :])  # p off each drafted set
+        residual, _ = residual_rows(rest, np.zeros_like(rest))
+        # a row whose drafted set carries all of p never reaches its residual (residual_rows keeps 0 there)
+        residual = np.where(residual.sum(axis=1, keepdims=True) > 0.0, residual, p[None, :])
         return AcceptSchedule(tokens=tuples, accept=accept, residual=residual)
 
     def _tuple_acceptance(self, p, law, tuples):
         return np.sum(np.where(distinct_mask(tuples), p[tuples], 0.0), axis=1)
 
     def _closed_form(self, p, law):
-        tuples, _ = law.enumerate()
-        return float(self._tuple_acceptance(p, law, tuples)[0]), {}
+        hit = law.inclusion_probabilities()  # P(y among the drafts)
+        if hit is not None:
+            return float(p @ hit), {"deterministic": False}
+        if is_deterministic(law):
+            tuples, _ = law.enumerate()
+            return float(self._tuple_acceptance(p, law, tuples)[0]), {"deterministic": True}
+        return None
 
 
 one_hot = OneHotVerifier()

@@ -13,7 +13,7 @@ import pytest
 
 import otspec
 from otspec._tolerances import FLOAT64_ATOL
-from otspec.errors import InvalidOptionError, UnsupportedMethodError
+from otspec.errors import InvalidOptionError
 from otspec.testing import assert_lossless
 from otspec.verifiers import exact_match, fuzzy, lossy_optimal, one_hot, typical
 from otspec.verifiers.lossy import efficiency
@@ -123,17 +123,23 @@ def test_one_hot_is_lossless_and_attains_p_of_the_drafted_set():
             assert exact_match.acceptance(p, law).value == pytest.approx(pS, abs=FLOAT64_ATOL)  # sample-and-match too
 
 
-def test_one_hot_refuses_sampled_drafts_and_its_ratio_with_q_would_not_be_lossless():
+def test_one_hot_on_sampled_drafts_is_lossless_but_only_as_good_as_exact_match():
+    """Given any drafted tuple the one-hot rule outputs p (the residual is p off the drafted set), so it
+    is lossless on every law, and accepts E_Q[p(S)] -- exact match's value, not the optimum."""
+    for p, _, law in _cases(13, n=60):
+        K = one_hot.kernel(p, law)
+        assert np.abs(K.pi - p[None, :]).max() <= FLOAT64_ATOL
+        assert one_hot.acceptance(p, law).value == pytest.approx(exact_match.acceptance(p, law).value, abs=FLOAT64_ATOL)
+        assert K.acceptance() == pytest.approx(exact_match.acceptance(p, law).value, abs=FLOAT64_ATOL)
+    # the pitfall it avoids: an argmax draft x = 1 verified with min(1, p/q) and the residual (p - q)_+
     p, q = np.array([0.2, 0.5, 0.3]), np.array([0.1, 0.6, 0.3])
-    with pytest.raises(UnsupportedMethodError, match="deterministic draft"):
-        one_hot.kernel(p, otspec.iid(q, 1))
-    # the pitfall: an argmax draft x = 1 verified with min(1, p/q) and the residual (p - q)_+
     x = int(np.argmax(q))
     a = min(1.0, p[x] / q[x])
     res = np.maximum(p - q, 0.0) / np.maximum(p - q, 0.0).sum()
     out = (1 - a) * res
     out[x] += a
     assert _tv(out, p) > CLEAR_DIFFERENCE
+    assert not is_deterministic(otspec.iid(q, 1))
 
 
 # -- typical acceptance --------------------------------------------------------------------------
