@@ -27,7 +27,9 @@ from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.exact_match import exact_match
 from otspec.verifiers.step.fuzzy import fuzzy
+from otspec.verifiers.step.gls import gls
 from otspec.verifiers.step.greedy_optimal import greedy_optimal
+from otspec.verifiers.step.gumbel_coupling import gumbel
 from otspec.verifiers.step.khisti import khisti
 from otspec.verifiers.step.kseq import kseq
 from otspec.verifiers.step.lossy_optimal import lossy_optimal
@@ -70,6 +72,8 @@ __all__ = [
     "typical",
     "fuzzy",
     "lossy_optimal",
+    "gumbel",
+    "gls",
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
@@ -93,6 +97,8 @@ ALL: tuple[Verifier, ...] = (
     typical,
     fuzzy,
     lossy_optimal,
+    gumbel,
+    gls,
 )
 
 

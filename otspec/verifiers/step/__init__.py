@@ -23,6 +23,8 @@ module                    rule
 ``typical``               Medusa's typical acceptance (lossy; vLLM's defaults)
 ``fuzzy``                 accept outright when a divergence of p and q is small (lossy)
 ``lossy_optimal``         the lossy rule on the exact TV frontier (MATH §16)
+``gumbel_coupling``       drafter-invariant Gumbel-max coupling, k = 1 (Daliri et al.)
+``gls``                   Gumbel-max list sampling, K shared-exponential drafts (Rowan et al.)
 ========================  =====================================================================
 
 Instances are reached as ``otspec.verifiers.kseq`` etc.; these modules as
