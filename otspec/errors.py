@@ -36,6 +36,7 @@ __all__ = [
     "InvalidTraceError",
     "InvalidVerifierError",
     "CorpusInputError",
+    "EngineLogError",
 ]
 
 
@@ -119,3 +120,9 @@ class CorpusInputError(InputFileError):
     """Bad input to a dataset-level run (:mod:`otspec_gpu.corpus`): an empty file, a document shorter
     than 2 tokens, a JSONL line without the text field, a malformed top-K record, log-probabilities
     whose mass exceeds 1; the message names the file and the line."""
+
+
+class EngineLogError(InputFileError):
+    """A serving engine's logprob log (vLLM, OpenAI-style, SGLang, Parquet top-K; :mod:`otspec.logs`)
+    that is malformed or cannot be paired; the message names the file, the line (record, row) and
+    the field."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from otspec.cli import main
-from otspec.errors import CorpusInputError, InputFileError, InvalidTraceError, InvalidVerifierError, OtspecInputError
+from otspec.errors import CorpusInputError, EngineLogError, InputFileError, InvalidTraceError, InvalidVerifierError, OtspecInputError
 from otspec.io import TRACE_METADATA_KEY, TRACE_PHASES, TRACE_VERSION_KEY, Trace, load_trace, save_trace
 from otspec.testing import as_verifier, load_object
 
@@ -134,7 +134,234 @@ LIBRARY_CASES = [
     ("corpus: corpus.json not JSON", lambda t: _rerun(t, "corpus.json", b"{"), CorpusInputError, "corpus.json: not valid JSON"),
     ("corpus: --out is a file", lambda t: _logged_run(t, t / "log.jsonl"), CorpusInputError, "is a file; --out must be a folder"),
     ("corpus: --out under a file", lambda t: _logged_run(t, t / "log.jsonl" / "o"), CorpusInputError, "cannot be created"),
+    # engine logs (otspec.logs, issue 37 part 1): file, line / record / row and field named
+    ("vllm: not JSON", lambda t: _elog(t, "x.jsonl", "{oops\n{}"), EngineLogError, "x.jsonl:1: not valid JSON"),
+    ("vllm: no request_id", lambda t: _elog(t, "x.jsonl", _vllm(request_id=None)), EngineLogError, "no 'request_id' field"),
+    ("vllm: request_id a list", lambda t: _elog(t, "x.jsonl", _vllm(request_id=[1])), EngineLogError, "'request_id' must be a string"),
+    (
+        "vllm: position 0 not null",
+        lambda t: _elog(t, "x.jsonl", _vllm(first={"5": {"logprob": -0.1}})),
+        EngineLogError,
+        "prompt_logprobs[0] must be null",
+    ),
+    ("vllm: null inside", lambda t: _elog(t, "x.jsonl", _vllm(second=None)), EngineLogError, "prompt_logprobs[1] is null"),
+    ("vllm: lengths differ", lambda t: _elog(t, "x.jsonl", _vllm(ids=[5, 7, 9])), EngineLogError, "2 positions but prompt_token_ids 3"),
+    (
+        "vllm: logprob a string",
+        lambda t: _elog(t, "x.jsonl", _vllm(lp="-0.2")),
+        EngineLogError,
+        "prompt_logprobs[1]['7'].logprob must be a JSON number",
+    ),
+    ("vllm: logprob above 0", lambda t: _elog(t, "x.jsonl", _vllm(lp=0.5)), EngineLogError, "is not a natural-log probability"),
+    ("vllm: logprob NaN", lambda t: _elog(t, "x.jsonl", _vllm(lp=float("nan"))), EngineLogError, "is not a natural-log probability"),
+    ("vllm: token key not an id", lambda t: _elog(t, "x.jsonl", _vllm(key="x")), EngineLogError, "key 'x' must be a non-negative integer"),
+    ("vllm: prompt token not logged", lambda t: _elog(t, "x.jsonl", _vllm(ids=[5, 8])), EngineLogError, "does not log the prompt token 8"),
+    ("vllm: rank 0", lambda t: _elog(t, "x.jsonl", _vllm(rank=0)), EngineLogError, "rank must be a positive integer"),
+    ("vllm: no logprob key", lambda t: _elog(t, "x.jsonl", _vllm(entry={"rank": 1})), EngineLogError, "has no 'logprob'"),
+    (
+        "vllm: sampled token not logged",
+        lambda t: _elog(t, "x.jsonl", _vllm(outputs=[{"token_ids": [3], "logprobs": [{"4": -0.1}]}])),
+        EngineLogError,
+        "outputs[0].logprobs[0] does not log the sampled token 3",
+    ),
+    (
+        "vllm: position logged twice",
+        lambda t: _elog(t, "x.jsonl", _vllm() + "\n" + _vllm()),
+        EngineLogError,
+        "x.jsonl:1; log each position once",
+    ),
+    ("vllm: unknown format", lambda t: _elog(t, "x.jsonl", json.dumps({"request": 1})), EngineLogError, "unknown log format"),
+    ("parquet: not Parquet", lambda t: _elog(t, "x.parquet", "hello"), EngineLogError, "cannot read the Parquet file"),
+    ("parquet: missing columns", lambda t: _pq(t, drop="topk_ids"), EngineLogError, "missing columns ['topk_ids']"),
+    (
+        "parquet: lengths differ",
+        lambda t: _pq(t, topk_logprobs=[[-0.1]]),
+        EngineLogError,
+        "row 0: topk_ids and topk_logprobs must be lists of one length",
+    ),
+    ("parquet: negative id", lambda t: _pq(t, topk_ids=[[-1, 2]]), EngineLogError, "row 0: topk_ids[0] must be a non-negative integer"),
+    ("parquet: NaN logprob", lambda t: _pq(t, topk_logprobs=[[float("nan"), -2.0]]), EngineLogError, "topk_logprobs[0] = nan"),
+    ("parquet: logprob above 0", lambda t: _pq(t, topk_logprobs=[[0.3, -2.0]]), EngineLogError, "topk_logprobs[0] = 0.3 is not"),
+    ("parquet: duplicate id", lambda t: _pq(t, topk_ids=[[2, 2]]), EngineLogError, "logs token 2 twice"),
+    ("parquet: negative position", lambda t: _pq(t, position=[-3]), EngineLogError, "position must be a non-negative integer"),
+    ("parquet: doc null", lambda t: _pq(t, doc=[None]), EngineLogError, "doc must be a string or an integer"),
+    ("parquet: token_id negative", lambda t: _pq(t, token_id=[-2]), EngineLogError, "token_id must be a non-negative integer"),
+    (
+        "parquet: empty shard",
+        lambda t: _pq(t, doc=[], position=[], token_id=[], topk_ids=[], topk_logprobs=[]),
+        EngineLogError,
+        "the shard is empty",
+    ),
+    ("openai: no id", lambda t: _elog(t, "x.json", _oa(id=None)), EngineLogError, "no 'id' field"),
+    ("openai: choices not a list", lambda t: _elog(t, "x.json", _oa(choices={})), EngineLogError, "choices must be a list"),
+    (
+        "openai: no logprobs",
+        lambda t: _elog(t, "x.json", _oa(choices=[{"index": 0}])),
+        EngineLogError,
+        "choices[0].logprobs.content must be a list",
+    ),
+    ("openai: token not text", lambda t: _elog(t, "x.json", _oa(token=5)), EngineLogError, "content[0].token must be a string"),
+    ("openai: top_logprobs missing", lambda t: _elog(t, "x.json", _oa(top=None)), EngineLogError, "content[0].top_logprobs must be a list"),
+    (
+        "openai: top token not text",
+        lambda t: _elog(t, "x.json", _oa(top=[{"token": 1, "logprob": -0.1}])),
+        EngineLogError,
+        "top_logprobs[0].token must be a string",
+    ),
+    (
+        "openai: one text twice",
+        lambda t: _elog(t, "x.json", _oa(top=[{"token": "a", "logprob": -1.0}, {"token": "a", "logprob": -2.0}])),
+        EngineLogError,
+        "logs the text 'a' twice",
+    ),
+    (
+        "openai: logprob a string",
+        lambda t: _elog(t, "x.json", _oa(top=[{"token": "a", "logprob": "-1"}])),
+        EngineLogError,
+        "top_logprobs[0].logprob must be a JSON number",
+    ),
+    ("openai: own logprob missing", lambda t: _elog(t, "x.json", _oa(lp=None)), EngineLogError, "content[0].logprob must be a JSON number"),
+    (
+        "openai: texts differ",
+        lambda t: _epair(t, "x.json", _oa(), _oa(token="b")),
+        EngineLogError,
+        "the target saw token 'a' but the draft",
+    ),
+    (
+        "openai: record not an object",
+        lambda t: _elog(t, "x.json", "[1]", fmt="openai"),
+        EngineLogError,
+        "record 0: a record must be a JSON object",
+    ),
+    (
+        "sglang: meta_info not an object",
+        lambda t: _elog(t, "x.jsonl", json.dumps({"meta_info": 3})),
+        EngineLogError,
+        "'meta_info' must be an object",
+    ),
+    ("sglang: no id", lambda t: _elog(t, "x.jsonl", _sg(id=None)), EngineLogError, "no 'rid' field"),
+    ("sglang: lengths differ", lambda t: _elog(t, "x.jsonl", _sg(tops=[None])), EngineLogError, "input_top_logprobs has 1 positions but"),
+    (
+        "sglang: entry not a triple",
+        lambda t: _elog(t, "x.jsonl", _sg(top=[[-0.1]])),
+        EngineLogError,
+        "input_top_logprobs[1][0] must be [logprob, token_id]",
+    ),
+    ("sglang: null top inside", lambda t: _elog(t, "x.jsonl", _sg(top=None)), EngineLogError, "input_top_logprobs[1] is null"),
+    (
+        "sglang: id a string",
+        lambda t: _elog(t, "x.jsonl", _sg(top=[[-0.1, "4"]])),
+        EngineLogError,
+        "[1][0][1] must be a non-negative integer",
+    ),
+    ("sglang: logprob a string", lambda t: _elog(t, "x.jsonl", _sg(top=[["-0.1", 4]])), EngineLogError, "[1][0][0] must be a JSON number"),
+    ("sglang: token twice", lambda t: _elog(t, "x.jsonl", _sg(top=[[-0.1, 4], [-2.0, 4]])), EngineLogError, "logs token 4 twice"),
+    ("sglang: top not a list", lambda t: _elog(t, "x.jsonl", _sg(top={"4": -0.1})), EngineLogError, "input_top_logprobs[1] must be a list"),
+    (
+        "sglang: token list not a list",
+        lambda t: _elog(t, "x.jsonl", _sg(toks="abc")),
+        EngineLogError,
+        "meta_info.input_token_logprobs must be a list",
+    ),
+    (
+        "sglang: first logprob null later",
+        lambda t: _elog(t, "x.jsonl", _sg(own=None)),
+        EngineLogError,
+        "input_token_logprobs[1][0] must be a JSON number",
+    ),
+    (
+        "pair: draft lacks a position",
+        lambda t: _epair(t, "x.jsonl", _vllm(), _vllm(request_id="other")),
+        EngineLogError,
+        "not by the draft log",
+    ),
+    (
+        "pair: tokens differ",
+        lambda t: _epair(t, "x.jsonl", _vllm(ids=[5, 7]), _vllm(ids=[5, 1])),
+        EngineLogError,
+        "the target saw token 7 but the draft",
+    ),
+    ("pair: mass above 1", lambda t: _epair(t, "x.jsonl", _vllm(lp=-0.01), _vllm()), EngineLogError, "sum"),
+    (
+        "pair: temperature 0",
+        lambda t: _epair(t, "x.jsonl", _vllm(), _vllm(), temperature=0),
+        EngineLogError,
+        "temperature must be a positive number",
+    ),
+    ("pair: top_p 1.5", lambda t: _epair(t, "x.jsonl", _vllm(), _vllm(), top_p=1.5), EngineLogError, "top_p must lie in (0, 1]"),
+    ("logs: missing file", lambda t: _read_engine(t / "nope.jsonl"), EngineLogError, "no such file"),
+    ("logs: unknown fmt", lambda t: _elog(t, "x.jsonl", _vllm(), fmt="tgi"), EngineLogError, "fmt must be 'auto' or one of"),
+    ("logs: otspec steps given", lambda t: _elog(t, "x.jsonl", _rec()), EngineLogError, "holds paired otspec steps"),
 ]
+
+
+def _vllm(request_id="r", ids=(5, 7), first=None, second="keep", lp=-0.2, key="7", rank=1, entry=None, outputs=None) -> str:
+    """A vLLM prompt_logprobs record (otspec.logs), changed where asked (``None`` drops request_id)."""
+    second = (
+        {key: entry if entry is not None else {"logprob": lp, "rank": rank}, "1": {"logprob": -1.9, "rank": 2}}
+        if second == "keep"
+        else second
+    )
+    rec = {"request_id": request_id, "prompt_token_ids": list(ids), "prompt_logprobs": [first, second]}
+    if request_id is None:
+        del rec["request_id"]
+    if outputs is not None:
+        rec["outputs"] = outputs
+    return json.dumps(rec)
+
+
+def _oa(id="c", choices=None, token="a", top="keep", lp=-0.1) -> str:
+    top = [{"token": "a", "logprob": -0.1}, {"token": "b", "logprob": -2.5}] if top == "keep" else top
+    rec = {
+        "id": id,
+        "choices": choices if choices is not None else [{"logprobs": {"content": [{"token": token, "logprob": lp, "top_logprobs": top}]}}],
+    }
+    if id is None:
+        del rec["id"]
+    return json.dumps(rec)
+
+
+def _sg(id="s", toks="keep", tops="keep", top="keep", own=-0.1) -> str:
+    toks = [[None, 3], [own, 4]] if toks == "keep" else toks
+    tops = [None, [[-0.1, 4], [-2.5, 0]] if top == "keep" else top] if tops == "keep" else tops
+    meta = {"input_token_logprobs": toks, "input_top_logprobs": tops}
+    if id is not None:
+        meta["id"] = id
+    return json.dumps({"meta_info": meta})
+
+
+def _read_engine(path, fmt="auto"):
+    from otspec.logs import read_log
+
+    return read_log(path, fmt)
+
+
+def _elog(tmp, name, text, fmt="auto"):
+    path = tmp / name
+    path.write_text(text + "\n")
+    return _read_engine(path, fmt)
+
+
+def _epair(tmp, name, target, draft, **options):
+    from otspec.logs import pair_logs
+
+    (tmp / "t").mkdir()
+    (tmp / "d").mkdir()
+    (tmp / "t" / name).write_text(target + "\n")
+    (tmp / "d" / name).write_text(draft + "\n")
+    return pair_logs(tmp / "t" / name, tmp / "d" / name, **options)
+
+
+def _pq(tmp, drop=None, **columns):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    cols = {"doc": ["r"], "position": [1], "token_id": [2], "topk_ids": [[2, 3]], "topk_logprobs": [[-0.1, -2.0]]}
+    cols.update(columns)
+    if drop:
+        del cols[drop]
+    pq.write_table(pa.table(cols), tmp / "x.parquet")
+    return _read_engine(tmp / "x.parquet")
 
 
 def _exiting(tmp):

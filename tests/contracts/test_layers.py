@@ -32,7 +32,7 @@ LAYERS = [
     ("otspec.trees",),
     ("otspec.bounds",),
     ("otspec.verifiers",),
-    ("otspec.report", "otspec.truncation", "otspec.theory", "otspec.trace_report"),
+    ("otspec.report", "otspec.truncation", "otspec.theory", "otspec.trace_report", "otspec.logs"),
     ("otspec.cli", "otspec.plot", "otspec.testing", "otspec.__main__", "otspec"),
 ]
 
