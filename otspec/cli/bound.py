@@ -204,6 +204,12 @@ def run(args) -> int:
 
         for name, law, res, _ in rows:
             verifier_rows[name] = report.compare(p, law, optimum=res.value, fit=args.fit_wor)
+    # the lossy rules' distance to the target and efficiency (acceptance - optimum) / TV, per law
+    lossy = {
+        name: {r.name: _lossy_cost(p, law, r) for r in verifier_rows[name] if not r.lossless}
+        for name, law, _, _ in rows
+        if name in verifier_rows
+    }
 
     tv = float(0.5 * np.abs(p - q).sum())
     if args.json:
@@ -217,7 +223,10 @@ def run(args) -> int:
         if skipped:
             out["not_applicable"] = [{"law": name, "reason": why} for name, why in skipped]
         if args.verifiers:
-            out["verifiers"] = {name: [dataclasses.asdict(r) for r in vr] for name, vr in verifier_rows.items()}
+            out["verifiers"] = {
+                name: [{**dataclasses.asdict(r), **_cost_fields(lossy[name].get(r.name), r.lossless)} for r in vr]
+                for name, vr in verifier_rows.items()
+            }
         print_json(out)
         return 0
     title = f"optimal acceptance, V = {p.size}, k = {args.drafts}  ({meta['source']}; TV(p, q) = {tv:.4f})"
@@ -232,8 +241,8 @@ def run(args) -> int:
     for name, vr in verifier_rows.items():
         print_table(
             f"verifiers vs optimum, law = {name}",
-            ["verifier", "acceptance", "how", "optimum", "shortfall", "% of optimum"],
-            [_verifier_cells(r) for r in vr],
+            ["verifier", "acceptance", "how", "optimum", "shortfall", "% of optimum", "TV to p", "efficiency"],
+            [_verifier_cells(r) + _cost_cells(lossy[name].get(r.name), r.lossless) for r in vr],
             caption=" ".join(
                 c for c in (_unavailable_footnote(vr, methods[name]), _certified_footnote(vr, p, laws[name]), _bracket_footnote(vr)) if c
             )
@@ -254,6 +263,41 @@ def _verifier_cells(r) -> tuple:
         short = f"<= {r.optimum - r.ci_low:.2e}" if r.ci_low > 0 else NOT_COMPUTED
         return (r.name, f"[{r.ci_low:.8f}, {r.ci_high:.8f}]", r.how, f"{r.optimum:.8f}", short, NOT_COMPUTED)
     return (r.name, f"{r.acceptance:.8f}", r.how, f"{r.optimum:.8f}", f"{r.shortfall:.2e}", f"{r.percent_of_optimum:.2f}")
+
+
+def _lossy_cost(p: np.ndarray, law, r) -> tuple[float, float] | None:
+    """``(TV to p, efficiency)`` of a lossy verifier's row (``None`` when its output law is not computable here)."""
+    from otspec.errors import OtspecInputError
+    from otspec.verifiers import by_name
+    from otspec.verifiers.lossy import tv_distance
+
+    if r.how in ("unavailable", "bracket"):
+        return None
+    v = by_name(r.name)
+    try:
+        tv = v.tv_to_target(p, law) if hasattr(v, "tv_to_target") else tv_distance(v.kernel(p, law).output_law(), p)
+    except OtspecInputError:  # too large to enumerate: no exact output law
+        return None
+    return tv, ((r.acceptance - r.optimum) / tv if tv > 0.0 else float("nan"))
+
+
+def _cost_fields(cost: tuple[float, float] | None, lossless: bool) -> dict:
+    """The JSON fields of one verifier row: ``tv_to_target`` and ``efficiency`` (null for lossless rules)."""
+    if lossless:
+        return {"tv_to_target": 0.0, "efficiency": None}
+    if cost is None:
+        return {"tv_to_target": None, "efficiency": None}
+    return {"tv_to_target": cost[0], "efficiency": cost[1] if cost[1] == cost[1] else None}
+
+
+def _cost_cells(cost: tuple[float, float] | None, lossless: bool) -> tuple:
+    """The ``TV to p`` and ``efficiency`` cells: 0 and n/a (0/0) for lossless rules."""
+    if lossless:
+        return ("0", "n/a")
+    if cost is None:
+        return (NOT_COMPUTED, NOT_COMPUTED)
+    tv, eff = cost
+    return (f"{tv:.2e}", f"{eff:.3f}" if eff == eff else NOT_COMPUTED)
 
 
 def _unavailable_footnote(vr: list, method: str) -> str | None:
