@@ -17,6 +17,7 @@ V = 262 144 and k = 8 on the seed-0 LM-shaped pair of ``otspec.synthetic``:
 3. one evaluation of the Luce law's double integral at V = 100, k = 3 (``optimal_wor``'s oracle),
    compiled and as plain Python: the cliff that ``UncompiledLuceWarning`` announces.
 
+Every child imports the committed revision (``git archive HEAD``), not the working tree.
 Usage: ``python experiments/bench/bench_plain_install.py --out docs/_static/results``.
 """
 
@@ -72,6 +73,7 @@ res["iid_value"], res["iid_status"] = out["iid_optimum"].value, out["iid_optimum
 res["iid_membership"] = out["iid_optimum"].checks.get("selection_law_membership")
 res["wor_value"], res["wor_error_bound"] = out["wor_optimum"].value, out["wor_optimum"].error_bound
 res["numba_loaded"] = sys.modules.get("numba") is not None
+res["otspec_file"] = otspec.__file__
 print(json.dumps(res))
 """
 
@@ -120,22 +122,54 @@ print(json.dumps({"seconds": dt, "warned": [x.category.__name__ for x in w], "r_
 """
 
 
+#: The committed revision the children import (a ``git archive`` of it; set in main): the shared
+#: working tree may hold other people's unfinished files.
+_TREE: dict = {"cwd": None}
+
+
+def _extract_head() -> str:
+    """``git archive HEAD`` of the package into a temporary folder; the children run there, so
+    ``import otspec`` is the committed revision (the current folder comes first on sys.path)."""
+    import tarfile
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="otspec_head_")
+    data = subprocess.run(["git", "archive", "HEAD", "otspec"], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=__import__("io").BytesIO(data)) as tf:
+        tf.extractall(tmp, filter="data")
+    return tmp
+
+
 def _child(code: str, args: list[str], plain: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", (_HIDE if plain else "") + code, *args], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", (_HIDE if plain else "") + code, *args], check=True, capture_output=True, text=True, cwd=_TREE["cwd"]
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _command(args: list[str], plain: bool, repeats: int) -> dict:
     code = _HIDE + "from otspec.cli import main; sys.exit(main(sys.argv[1:]))"
-    times = []
+    times, failures = [], []
+    first = None
+    if not plain:  # the first run in a fresh tree compiles numba's kernels into its cache: timed apart
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "otspec", *args], capture_output=True, text=True, cwd=_TREE["cwd"])
+        first = time.perf_counter() - t0
     for _ in range(repeats):
         t0 = time.perf_counter()
-        if plain:
-            subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True)
-        else:
-            subprocess.run([sys.executable, "-m", "otspec", *args], check=True, capture_output=True, text=True)
+        argv = [sys.executable, "-c", code, *args] if plain else [sys.executable, "-m", "otspec", *args]
+        run = subprocess.run(argv, capture_output=True, text=True, cwd=_TREE["cwd"])
         times.append(time.perf_counter() - t0)
-    return {"command": "otspec " + " ".join(args), "plain": plain, "seconds": sorted(times)[len(times) // 2], "all_seconds": times}
+        if run.returncode != 0:  # a result too: recorded with the end of its stderr
+            failures.append({"returncode": run.returncode, "stderr_tail": run.stderr[-2000:]})
+    return {
+        "command": "otspec " + " ".join(args),
+        "plain": plain,
+        "seconds": sorted(times)[len(times) // 2],
+        "all_seconds": times,
+        "failures": failures,
+        "first_run_seconds": first,
+    }
 
 
 def main() -> None:
@@ -146,6 +180,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="V = 5000 (smoke test)")
     args = ap.parse_args()
     V, k = (5000, 8) if args.quick else (262144, 8)
+    _TREE["cwd"] = _extract_head()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     load0 = os.getloadavg()
     timing, commands, rows, luce = {}, [], {}, {}
     for plain in (True, False):
@@ -158,6 +194,7 @@ def main() -> None:
         luce[tag] = _child(_LUCE_CHILD, ["100", "3"], plain)
         print(tag, luce[tag], flush=True)
     load1 = os.getloadavg()
+    __import__("shutil").rmtree(_TREE["cwd"], ignore_errors=True)
 
     def ratio(t: dict, name: str, floor: str, clock: str) -> str:
         return f"{t[name][clock] / t[floor][clock]:.2f}"
@@ -176,7 +213,16 @@ def main() -> None:
                 )
             )
             floors.append((tag, name, *(f"{t[fl]['wall_s'] * 1e3:.1f} / {t[fl]['cpu_s'] * 1e3:.1f}" for fl in fl_names)))
-    cmd_rows = [(c["command"], "plain (numba hidden)" if c["plain"] else "with numba", f"{c['seconds']:.2f}") for c in commands]
+    cmd_rows = [
+        (
+            c["command"],
+            "plain (numba hidden)" if c["plain"] else "with numba",
+            f"{c['seconds']:.2f}",
+            "-" if c["first_run_seconds"] is None else f"{c['first_run_seconds']:.2f}",
+            len(c["failures"]) or "-",
+        )
+        for c in commands
+    ]
     slow = []
     for tag, r in rows.items():
         for x in sorted(r["rows"], key=lambda x: -x["seconds"])[:6]:
@@ -184,7 +230,7 @@ def main() -> None:
     luce_rows = [(tag, f"{x['seconds']:.3f}", ", ".join(x["warned"]) or "-") for tag, x in luce.items()]
     tables = {
         f"otspec bound at V = {V}, k = {k}: whole command in a fresh process (median of {args.repeats}; target <= 5 s plain)": markdown_table(
-            ["command", "install", "seconds"], cmd_rows
+            ["command", "install", "seconds", "first run (numba compiles its cache)", "failed runs"], cmd_rows
         ),
         "The slowest verifier rows behind it (acceptance call, seconds)": markdown_table(["install", "law", "verifier", "how", "s"], slow),
         f"Same-run ratios (wall / CPU, medians of {args.samples} interleaved rounds) to three floors": markdown_table(
@@ -199,7 +245,7 @@ def main() -> None:
     write_report(
         args.out,
         "bench_plain_install",
-        {"V": V, "k": k, "samples": args.samples, "commands": commands, "timing": timing, "rows": rows, "luce": luce, "load_before": load0, "load_after": load1},
+        {"children_import": f"otspec at HEAD {head} (git archive)", "V": V, "k": k, "samples": args.samples, "commands": commands, "timing": timing, "rows": rows, "luce": luce, "load_before": load0, "load_after": load1},
         tables,
     )
 
