@@ -17,16 +17,22 @@ cumulative sum that skips the tokens already drawn in its row.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 import torch
 
 from otspec.errors import InvalidDraftCountError, InvalidDraftsError, UnsupportedMethodError
+from otspec.laws import ALL as ALL_LAWS
+from otspec.laws import by_kind
 from otspec_gpu._validation import check_probs
 from otspec_gpu.sampling import categorical, invert_cdf, search_cdf
 
-__all__ = ["LAWS", "ModelDrafter", "greedy_top", "sample_drafts"]
+__all__ = ["LAWS", "ModelDrafter", "draw_greedy", "draw_iid", "draw_without_replacement", "greedy_top", "sample_drafts"]
 
-#: Names of the draft laws (the otspec law constructors of the same names).
-LAWS = ("iid", "without_replacement", "greedy")
+#: Names of the draft laws decoding can draw: every registered law with a torch sampler hook
+#: (:attr:`otspec.laws.DraftLaw.torch_sampler`), in the registry's order.
+LAWS = tuple(cls.kind for cls in ALL_LAWS if cls.torch_sampler is not None)
 
 
 def greedy_top(q: torch.Tensor, m: int) -> torch.Tensor:
@@ -76,31 +82,82 @@ def _skip_draw(cdf: torch.Tensor, q64: torch.Tensor, taken: torch.Tensor, genera
     return invert_cdf(cdf[None], t)
 
 
-def _shared(q: torch.Tensor, k: int, law: str, n: int, generator: torch.Generator) -> torch.Tensor:
+def _shared_cdf(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     q64 = q[0].double()
-    cdf = torch.cumsum(q64, 0)
-    if law == "iid":
+    return q64, torch.cumsum(q64, 0)
+
+
+def draw_iid(q: torch.Tensor, k: int, *, generator: torch.Generator, n: int | None = None, validate: bool = True) -> torch.Tensor:
+    """The torch sampler of :class:`otspec.laws.iid.IIDLaw` (its ``torch_sampler`` hook): ``k``
+    independent inverse-CDF draws in float64 per row of the checked ``q`` ``[B, V]`` (``[n, k]`` from
+    one shared ``[1, V]`` row when ``n`` is given). Any ``k`` works: i.i.d. drafts may repeat."""
+    if n is not None:
+        _, cdf = _shared_cdf(q)
         u = torch.rand((n, k), dtype=torch.float64, device=q.device, generator=generator)
         return search_cdf(cdf[None], u.reshape(-1)).view(n, k)
-    if law == "without_replacement":
+    u = torch.rand((q.shape[0], k), dtype=torch.float64, device=q.device, generator=generator)
+    return search_cdf(torch.cumsum(q.double(), dim=-1), u)  # [B, k]
+
+
+def draw_without_replacement(
+    q: torch.Tensor, k: int, *, generator: torch.Generator, n: int | None = None, validate: bool = True
+) -> torch.Tensor:
+    """The torch sampler of :class:`otspec.laws.without_replacement.WithoutReplacementLaw`:
+    successive sampling proportional to q, in drawing order (Gumbel-top-k on ``log q`` in float64 per
+    row; successive skip draws on one shared CDF when ``n`` is given). Needs ``k`` tokens of positive
+    q in every row (checked when ``validate``)."""
+    if validate and bool(((q > 0).sum(dim=1) < k).any()):
+        raise InvalidDraftsError(f"k = {k} drafts without replacement need at least k tokens of positive q in every row; lower k")
+    if n is not None:
+        q64, cdf = _shared_cdf(q)
         out = torch.zeros((n, 0), dtype=torch.long, device=q.device)
         for _ in range(k):  # successive sampling: one draw per slot
             out = torch.cat([out, _skip_draw(cdf, q64, out, generator)[:, None]], dim=1)
         return out
-    top = greedy_top(q, k - 1).expand(n, -1)
-    return torch.cat([top, _skip_draw(cdf, q64, top, generator)[:, None]], dim=1)
+    u = torch.rand(q.shape, dtype=torch.float64, device=q.device, generator=generator)
+    # Gumbel keys log q - log(-log U); U = 0 gives -inf (never chosen), q = 0 gives -inf too
+    keys = torch.log(q.double()) - torch.log(-torch.log(u))
+    return torch.topk(keys, k, dim=1).indices
+
+
+def draw_greedy(q: torch.Tensor, k: int, *, generator: torch.Generator, n: int | None = None, validate: bool = True) -> torch.Tensor:
+    """The torch sampler of :class:`otspec.laws.greedy.GreedyLaw`: the top-(k-1) tokens of q
+    (:func:`greedy_top`), then one token from q restricted to the other tokens. Needs ``k <= V`` and
+    positive q off the top-(k-1) in every row (checked when ``validate``)."""
+    V = q.shape[1]
+    if k > V:
+        raise InvalidDraftCountError(f"greedy drafts need k <= V (got k = {k}, V = {V}); lower k")
+    if validate and bool((q.double().scatter(1, greedy_top(q, k - 1), 0.0).sum(dim=1) <= 0).any()):
+        raise InvalidDraftsError(f"greedy drafts need positive q outside the top-{k - 1} tokens in every row; lower k")
+    if n is not None:
+        q64, cdf = _shared_cdf(q)
+        top = greedy_top(q, k - 1).expand(n, -1)
+        return torch.cat([top, _skip_draw(cdf, q64, top, generator)[:, None]], dim=1)
+    top = greedy_top(q, k - 1)
+    rest = q.double().scatter(1, top, 0.0)
+    return torch.cat([top, categorical(rest, generator)[:, None]], dim=1)
+
+
+def _torch_sampler(law: str) -> Callable[..., torch.Tensor]:
+    """The law's ``torch_sampler`` hook (``"module:function"``), imported on first use."""
+    target = by_kind(law).torch_sampler
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def sample_drafts(
     q: torch.Tensor, k: int, law: str, *, generator: torch.Generator, n: int | None = None, validate: bool = True
 ) -> torch.Tensor:
-    r"""Draw ``k`` drafts per row of ``q`` under the draft law ``law``.
+    r"""Draw ``k`` drafts per row of ``q`` under the draft law ``law``, through the law's own torch
+    sampler (its ``torch_sampler`` hook: :func:`draw_iid`, :func:`draw_without_replacement`,
+    :func:`draw_greedy`; a new law with a hook is drawn here without an edit to this function).
 
     Parameters
     ----------
     q : Tensor, shape (B, V), float32 or float64 probability rows
     k : int >= 1
-    law : {"iid", "without_replacement", "greedy"}
+    law : str
+        A registered draft law with a torch sampler (:data:`LAWS`).
     generator : torch.Generator
         The only source of randomness (one ``torch.rand`` call per law draw).
     n : int, optional
@@ -119,7 +176,7 @@ def sample_drafts(
         If ``k`` is not an integer ``>= 1``, greedy drafts ask for ``k > V``, or ``n`` is given
         with more than one row of ``q``.
     UnsupportedMethodError
-        If ``law`` is unknown.
+        If ``law`` is unknown or has no torch sampler.
     InvalidDraftsError
         If (``validate``) a row cannot produce ``k`` drafts under the law.
     InvalidDistributionError, ShapeMismatchError
@@ -139,35 +196,13 @@ def sample_drafts(
     q = check_probs(q, "q", validate=validate)
     if int(k) != k or k < 1:
         raise InvalidDraftCountError(f"k must be an integer >= 1 (got {k}); draft at least one token")
-    k = int(k)
-    B, V = q.shape
     if law not in LAWS:
         raise UnsupportedMethodError(f"law must be one of {list(LAWS)} (got {law!r}); pick one of those")
-    if validate and law == "without_replacement" and bool(((q > 0).sum(dim=1) < k).any()):
-        raise InvalidDraftsError(f"k = {k} drafts without replacement need at least k tokens of positive q in every row; lower k")
-    if law == "greedy":
-        if k > V:
-            raise InvalidDraftCountError(f"greedy drafts need k <= V (got k = {k}, V = {V}); lower k")
-        if validate and bool((q.double().scatter(1, greedy_top(q, k - 1), 0.0).sum(dim=1) <= 0).any()):
-            raise InvalidDraftsError(f"greedy drafts need positive q outside the top-{k - 1} tokens in every row; lower k")
-    if n is not None:
-        if B != 1:
-            raise InvalidDraftCountError(
-                f"n is only for a shared law q of shape [1, V] (got {B} rows); drop n to draw one row per row of q"
-            )
-        return _shared(q, k, law, int(n), generator)
-    q64 = q.double()
-    if law == "iid":
-        u = torch.rand((B, k), dtype=torch.float64, device=q.device, generator=generator)
-        return search_cdf(torch.cumsum(q64, dim=-1), u)  # [B, k]
-    if law == "without_replacement":
-        u = torch.rand((B, V), dtype=torch.float64, device=q.device, generator=generator)
-        # Gumbel keys log q - log(-log U); U = 0 gives -inf (never chosen), q = 0 gives -inf too
-        keys = torch.log(q64) - torch.log(-torch.log(u))
-        return torch.topk(keys, k, dim=1).indices
-    top = greedy_top(q, k - 1)
-    rest = q64.scatter(1, top, 0.0)
-    return torch.cat([top, categorical(rest, generator)[:, None]], dim=1)
+    if n is not None and q.shape[0] != 1:
+        raise InvalidDraftCountError(
+            f"n is only for a shared law q of shape [1, V] (got {q.shape[0]} rows); drop n to draw one row per row of q"
+        )
+    return _torch_sampler(law)(q, int(k), generator=generator, n=None if n is None else int(n), validate=validate)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ one line in the registry :data:`otspec.laws.ALL` (:doc:`api`, "How to add a draf
 * structure the specialised verifiers need: :attr:`~DraftLaw.iid_q`,
   :attr:`~DraftLaw.independent_qs`, :attr:`~DraftLaw.without_replacement_q`,
   :attr:`~DraftLaw.top_and_rest` [``None``: not of that form, so those verifiers do not apply];
-* :attr:`~DraftLaw.k_within_support`, :attr:`~DraftLaw.branch_and_bound` [False].
+* :attr:`~DraftLaw.k_within_support`, :attr:`~DraftLaw.branch_and_bound` [False];
+* :attr:`~DraftLaw.torch_sampler` -- its torch sampler hook, ``"module:function"`` [``None``: decoding
+  cannot draw it].
 
 Laws are frozen dataclasses with ``eq=False, repr=False``. Token ids are ``0..V-1``; tuples are
 int64 arrays of shape ``(M, k)``.
@@ -96,6 +98,12 @@ class DraftLaw:
 
     #: Whether ``k`` may not exceed the support size of ``q`` (the drafts are distinct tokens).
     k_within_support: ClassVar[bool] = False
+
+    #: The law's torch sampler twin as ``"module:function"`` (``None``: none), resolved lazily by
+    #: :func:`otspec_gpu.drafting.sample_drafts` so that the core never imports torch. The function
+    #: takes ``(q, k, *, generator, n, validate)`` with ``q`` a checked ``[B, V]`` tensor and returns
+    #: ``[B, k]`` drafts (``[n, k]`` from a shared ``[1, V]`` row when ``n`` is given).
+    torch_sampler: ClassVar[str | None] = None
 
     #: Whether ``optimal_acceptance(method="product")`` (the branch-and-bound over independent
     #: drafters of :mod:`otspec.bounds.product`, reading ``law.qs``) applies.

@@ -64,6 +64,7 @@ class GreedyLaw(DraftLaw):
 
     parameters: ClassVar[str] = "q"
     constructor: ClassVar[Callable[..., DraftLaw]] = staticmethod(greedy)
+    torch_sampler: ClassVar[str | None] = "otspec_gpu.drafting:draw_greedy"
     k_within_support: ClassVar[bool] = True
 
     @property

@@ -63,6 +63,7 @@ class IIDLaw(DraftLaw):
 
     parameters: ClassVar[str] = "q"
     constructor: ClassVar[Callable[..., DraftLaw]] = staticmethod(iid)
+    torch_sampler: ClassVar[str | None] = "otspec_gpu.drafting:draw_iid"
     cut_function_enumerates: ClassVar[bool] = False
 
     @property

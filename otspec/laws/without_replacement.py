@@ -69,6 +69,7 @@ class WithoutReplacementLaw(DraftLaw):
 
     parameters: ClassVar[str] = "q"
     constructor: ClassVar[Callable[..., DraftLaw]] = staticmethod(without_replacement)
+    torch_sampler: ClassVar[str | None] = "otspec_gpu.drafting:draw_without_replacement"
     k_within_support: ClassVar[bool] = True
 
     @property
