@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from otspec._validation import as_distribution, check_same_vocab
+from otspec.errors import ProblemTooLargeError
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.gumbel_coupling import conditional_rows, race_joint, race_sample
@@ -108,6 +109,23 @@ class GLSVerifier(Verifier):
 
     def _sample_rows(self, p, law, tuples, coin_rng, res_rng):
         return race_sample(p, law.independent_qs, tuples, coin_rng, res_rng)
+
+    def _tuple_acceptance(self, p, law, tuples):
+        # exact: only the outputs among the drafts are needed, P(Y in x | x) = J(x, x) / Q(x)
+        qs = [np.asarray(q, dtype=np.float64) for q in law.independent_qs]
+        J = race_joint(p, qs, tuples, drafted_only=True)
+        return np.minimum(J.sum(axis=1) / np.prod([qs[k][tuples[:, k]] for k in range(law.k)], axis=0), 1.0)
+
+    def _closed_form(self, p, law):
+        # the exact finite sum over every draft tuple (drafted outputs only: K of V columns), where
+        # that is affordable; otherwise None (then the kernel or, too large, unavailable)
+        qs = [np.asarray(q, dtype=np.float64) for q in law.independent_qs]
+        try:
+            tuples, weights = law.enumerate()
+            J = race_joint(p, qs, tuples, drafted_only=True)
+        except ProblemTooLargeError:
+            return None
+        return float(J.sum()), {"by": "exact sum over the draft tuples of the race's drafted outputs"}
 
 
 gls = GLSVerifier()

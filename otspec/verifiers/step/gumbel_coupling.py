@@ -52,12 +52,16 @@ __all__ = [
     "conditional_rows",
     "couple",
     "RACE_KERNEL_MAX_WORK",
+    "RACE_KERNEL_MAX_STEPS",
 ]
 
-#: Largest ``V ** (2K + 1) * K`` the exact race kernel is built for: every (tuple, output, winning
-#: copy) needs a product of K exponential sums of O(V) terms each, so the work grows like
-#: V^(2K+1) K^2 (about a second at V = 6, K = 3 on the project machine).
-RACE_KERNEL_MAX_WORK = 2.0e7
+#: Largest work the exact race law is computed for: each (tuple, output, winning copy) is one
+#: Python-level step multiplying K exponential sums of at most 2V terms, so the work counts steps
+#: times terms, N * Y * K * (2V)^(K-1) (N tuples, Y outputs per tuple); about ten seconds at the
+#: cap on the project machine.
+RACE_KERNEL_MAX_WORK = 5.0e7
+#: Largest number of Python-level steps N * Y * K (the loop's overhead dominates small products).
+RACE_KERNEL_MAX_STEPS = 2.0e5
 
 
 def gumbel_match_probability(p, q) -> float:
@@ -146,16 +150,17 @@ def _draft_integral(p, q, x, u_hi, skip):
     if not ux < u_hi:
         return np.zeros(0), np.zeros(0)
     inner = np.unique(u[valid & (u > ux) & (u < u_hi)])
-    pts = np.concatenate([[ux], inner, [u_hi]])
-    cs, ds = [], []
-    for a, b in zip(pts[:-1], pts[1:], strict=True):
-        beta = float(q[valid & (u <= a)].sum())  # >= q(x) > 0: x is active from u_x on
-        cs.append(q[x] / beta)
-        ds.append(_phi(p, q, valid, a))
-        if np.isfinite(b):
-            cs.append(-q[x] / beta)
-            ds.append(_phi(p, q, valid, b))
-    return np.asarray(cs), np.asarray(ds)
+    pts = np.concatenate([[ux], inner])  # segment starts; the last segment ends at u_hi
+    ends = np.concatenate([inner, [u_hi]])
+    qv, pv, uv = q[valid], p[valid], u[valid]
+    beta = (qv[None, :] * (uv[None, :] <= pts[:, None])).sum(axis=1)  # >= q(x) > 0: x is active from u_x on
+    with np.errstate(over="ignore", invalid="ignore"):
+        phi_a = np.maximum(qv[None, :] * pts[:, None] - pv[None, :], 0.0).sum(axis=1)
+        fin = np.isfinite(ends)
+        phi_b = np.maximum(qv[None, :] * np.where(fin, ends, 0.0)[:, None] - pv[None, :], 0.0).sum(axis=1)
+    cs = np.concatenate([q[x] / beta, -q[x] / beta[fin]])
+    ds = np.concatenate([phi_a, phi_b[fin]])
+    return cs, ds
 
 
 def _winner_copy(p, q, x, y):
@@ -174,7 +179,7 @@ def _other_copy(p, q, x):
     return _draft_integral(p, q, x, np.inf, skip=None)
 
 
-def race_joint(p, qs, tuples) -> np.ndarray:
+def race_joint(p, qs, tuples, *, drafted_only: bool = False) -> np.ndarray:
     r"""Exact joint law :math:`P(X_1..X_K = \bar x, Y = y)` of the K-copy shared-exponential race.
 
     Copy k drafts :math:`X_k = \arg\min_j E_{k,j}/q_k(j)`; the target is the token of
@@ -194,17 +199,20 @@ def race_joint(p, qs, tuples) -> np.ndarray:
         The copies' draft distributions.
     tuples : ndarray of int, shape (N, K)
         Draft tuples (each draft with :math:`q_k(x_k) > 0`).
+    drafted_only : bool
+        Compute only the outputs :math:`y \in \bar x_n` (what the acceptance needs; the other
+        entries are 0).
 
     Returns
     -------
     ndarray, shape (N, V)
         :math:`P(\bar X = \bar x_n, Y = y)`; row sums are :math:`\prod_k q_k(x_{n,k})` and the
-        column sums over all tuples are p.
+        column sums over all tuples are p (when every output is computed).
 
     Raises
     ------
     ProblemTooLargeError
-        If :math:`V^{2K+1} K` exceeds :data:`RACE_KERNEL_MAX_WORK`.
+        If the work exceeds :data:`RACE_KERNEL_MAX_WORK` or :data:`RACE_KERNEL_MAX_STEPS`.
 
     Examples
     --------
@@ -218,10 +226,13 @@ def race_joint(p, qs, tuples) -> np.ndarray:
     qs = [np.asarray(q, dtype=np.float64) for q in qs]
     tuples = np.asarray(tuples, dtype=np.int64)
     V, K = p.size, len(qs)
-    if float(V) ** (2 * K + 1) * K > RACE_KERNEL_MAX_WORK:
+    steps = float(tuples.shape[0]) * (K if drafted_only else V) * K
+    work = steps * float(2 * V) ** (K - 1)
+    if steps > RACE_KERNEL_MAX_STEPS or work > RACE_KERNEL_MAX_WORK:
         raise ProblemTooLargeError(
-            f"the exact race kernel needs V^(2K+1) K = {float(V) ** (2 * K + 1) * K:.3g} steps (V = {V}, K = {K}), more than "
-            f"RACE_KERNEL_MAX_WORK = {RACE_KERNEL_MAX_WORK:.3g}; use a smaller V or K (k = 1 has a closed form at any V)"
+            f"the exact race law of {tuples.shape[0]:,} draft tuples (V = {V}, K = {K}) needs {steps:.3g} steps and {work:.3g} "
+            f"terms, more than RACE_KERNEL_MAX_STEPS = {RACE_KERNEL_MAX_STEPS:.3g} / RACE_KERNEL_MAX_WORK = {RACE_KERNEL_MAX_WORK:.3g}; "
+            "use a smaller V or K (k = 1 has a closed form at any V)"
         )
     # per copy (qs may repeat: i.i.d. drafts share one table)
     keys = {}
@@ -231,7 +242,7 @@ def race_joint(p, qs, tuples) -> np.ndarray:
     win = {}
     out = np.zeros((tuples.shape[0], V))
     for n, xs in enumerate(tuples):
-        for y in range(V):
+        for y in np.unique(xs).tolist() if drafted_only else range(V):
             if p[y] == 0.0:
                 continue
             total = 0.0
