@@ -150,10 +150,10 @@ def columns_for(spec: SolverSpec, *, logged: bool = False) -> list[str]:
 
 
 def _probe_law(law: str, k: int):
-    import otspec
+    from otspec.laws import by_kind
 
     q = np.full(k + 1, 1.0 / (k + 1))
-    return {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}[law](q, k)
+    return by_kind(law).constructor(q, k)
 
 
 @functools.cache
@@ -199,6 +199,7 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
         Column name -> value.
     """
     import otspec
+    from otspec.laws import by_kind
     from otspec.verifiers import by_name
 
     ks = spec.ks
@@ -221,7 +222,7 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
                 r = otspec.optimal_acceptance(p, otspec.without_replacement(q, k), method="prefix")
                 out[f"opt_wor_k{k}"] = float(r.value)
                 out[f"opt_wor_k{k}_err"] = float(r.error_bound)
-    makers = {"iid": otspec.iid, "without_replacement": otspec.without_replacement, "greedy": otspec.greedy}
+    laws = {law: by_kind(law) for law in spec.laws}  # each law's constructor and what it needs
     for name in spec.verifiers:
         ver = by_name(name)
         for law in spec.laws:
@@ -230,13 +231,13 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
             mc = _needs_mc(name, law)
             for k in ks:
                 base = f"{name}_{_SHORT[law]}_k{k}"
-                if law != "iid" and k > support:
+                if laws[law].k_within_support and k > support:
                     out[base] = np.nan
                     if mc:
                         out[f"{base}_lo"] = out[f"{base}_hi"] = np.nan
                     continue
                 rng = np.random.default_rng([spec.seed, doc, position, k])
-                est = ver.acceptance(p, makers[law](q, k), n_samples=spec.mc_samples, rng=rng)
+                est = ver.acceptance(p, laws[law].constructor(q, k), n_samples=spec.mc_samples, rng=rng)
                 out[base] = float(est.value)
                 if mc:
                     out[f"{base}_lo"], out[f"{base}_hi"] = float(est.ci_low), float(est.ci_high)
