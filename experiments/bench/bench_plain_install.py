@@ -98,6 +98,8 @@ for name in DEFAULT_LAWS:
                 how = v.acceptance(p, law).how
             except otspec.errors.ProblemTooLargeError:
                 how = "unavailable"
+            except (MemoryError, Exception) as exc:  # a failing row is a result here (the command fails on it)
+                how = "fails: " + type(exc).__name__
         else:
             how = "bracket"
         rows.append({"law": name, "verifier": v.name, "how": how, "seconds": time.perf_counter() - t})
