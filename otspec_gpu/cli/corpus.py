@@ -60,6 +60,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument(
         "--logged", action="store_true", help="the sources are logged top-K traces (JSONL, or otspec decode --trace files): no models"
     )
+    ap.add_argument(
+        "--draft-log",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="--logged: the draft model's engine log (vLLM JSON / Parquet, OpenAI-style, SGLang) for each source, in order; "
+        "the sources are then the target's logs, and --temperature / --top-p are applied to the raw logprobs offline",
+    )
+    ap.add_argument(
+        "--log-format", default="auto", help="--logged --draft-log: vllm, vllm-parquet, openai, sglang (default auto: detected)"
+    )
     ap.add_argument("--target", default="smollm2", help="target model (default smollm2; tiny for tests)")
     ap.add_argument("--draft", default="smollm2-int8", help="draft model (default smollm2-int8; tiny-draft for tests)")
     ap.add_argument("--field", default="text", help="JSONL key of the text or token ids (default text)")
@@ -124,6 +135,8 @@ def resume_command(args: argparse.Namespace, *, keep_overwrite: bool = False) ->
             continue
         if switch:
             parts += [flag] if value else []
+        elif isinstance(value, list):  # a repeated flag (--draft-log)
+            parts += [x for v in value for x in (flag, str(v))]
         elif value is not None and value != default:
             parts += [flag, str(value)]
     return shlex.join(parts)
@@ -149,6 +162,44 @@ def _interrupted(args: argparse.Namespace, exc: BaseException, ran: bool) -> int
 def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
     """One line per warning on stderr, like the errors (no source line of otspec's code)."""
     print(f"otspec: warning: {message}", file=sys.stderr)
+
+
+#: Options of the model run only (dest, flag): refused with --logged rather than ignored.
+_MODEL_ONLY = (
+    ("target", "--target"),
+    ("draft", "--draft"),
+    ("field", "--field"),
+    ("top_k", "--top-k"),
+    ("max_tokens", "--max-tokens"),
+    ("ray_address", "--ray-address"),
+    ("workers", "--workers"),
+    ("shard_docs", "--shard-docs"),
+)
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """Refuse every option that does not apply to the run's mode (a flag is never silently ignored)."""
+    default = {dest: d for dest, _flag, d, _switch in args.corpus_options}
+    set_flags = lambda pairs: [flag for dest, flag in pairs if getattr(args, dest) != default[dest]]  # noqa: E731
+    if args.logged:
+        if args.engine == "ray":
+            raise CliError(
+                "--engine ray does not apply to --logged: logged traces are read and bounded in one process "
+                "(no model to distribute); drop --engine ray"
+            )
+        bad = set_flags(_MODEL_ONLY)
+        if bad:
+            raise CliError(f"{', '.join(bad)} do not apply to --logged (they set up the models of a text run); drop them")
+        raw = [] if args.draft_log else set_flags((("temperature", "--temperature"), ("top_p", "--top-p"), ("log_format", "--log-format")))
+        if raw:
+            raise CliError(
+                f"{', '.join(raw)} apply to --logged only with --draft-log (engine logs of raw logprobs); otspec's paired steps "
+                "are bounded as logged: drop them, or pass the engine logs with --draft-log"
+            )
+    else:
+        bad = set_flags((("draft_log", "--draft-log"), ("log_format", "--log-format"), ("shard_steps", "--shard-steps")))
+        if bad:
+            raise CliError(f"{', '.join(bad)} apply only to --logged runs; drop them or add --logged")
 
 
 def _list(text: str, flag: str, kind=str) -> tuple:
@@ -177,7 +228,22 @@ def _compute(args: argparse.Namespace, spec: Any) -> Any:
 
     if args.logged:
         steps = number_flag(args.shard_steps, "--shard-steps", int, minimum=1)
-        return run_logged(args.sources, out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite)
+        if not args.draft_log:
+            return run_logged(args.sources, out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite)
+        import tempfile
+
+        from otspec_gpu.corpus.inputs import write_engine_steps
+
+        with tempfile.TemporaryDirectory() as tmp:  # the paired steps, read back bit for bit by run_logged
+            paired = write_engine_steps(
+                args.sources,
+                args.draft_log,
+                Path(tmp) / "engine_steps.jsonl",
+                fmt=args.log_format,
+                temperature=number_flag(args.temperature, "--temperature", float),
+                top_p=number_flag(args.top_p, "--top-p", float) if args.top_p is not None else 1.0,
+            )
+            return run_logged([paired], out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite)
     from otspec_gpu.cli import require_decode_stack
 
     require_decode_stack()
@@ -227,6 +293,7 @@ def run(args: argparse.Namespace) -> int:
     # Over 80 lines only through this docstring: the code reads the options and calls the engine.
     if not args.sources:
         raise CliError("no input: pass at least one source (a text or .jsonl file, humaneval, prompts; log files with --logged)")
+    _check_mode(args)
     confidence = number_flag(args.confidence, "--confidence", float, minimum=0.5, maximum=0.999)
     try:
         from otspec_gpu.corpus import plot_summary, read_results, summarize

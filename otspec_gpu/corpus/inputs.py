@@ -29,6 +29,11 @@ integers, log-probabilities JSON numbers, never strings). The probabilities of o
 otspec's own decoding traces (``FILE.safetensors`` written by ``otspec decode --trace``,
 :func:`otspec.io.load_trace`) are read the same way: every drafted position of every record.
 
+**Engine logs** (one model per file: vLLM ``prompt_logprobs`` JSON or top-K Parquet, OpenAI-style
+``top_logprobs``, SGLang ``meta_info``; :mod:`otspec.logs`) are paired target with draft and written
+in the schema above by :func:`write_engine_steps` (``otspec corpus --logged T --draft-log D``); one
+such log alone is refused with that hint.
+
 Every bad input raises :class:`otspec.errors.CorpusInputError` naming the file, the line and the field.
 """
 
@@ -55,6 +60,7 @@ __all__ = [
     "read_prompts",
     "read_logged",
     "read_logged_files",
+    "write_engine_steps",
     "HUMANEVAL_INSTALL",
 ]
 
@@ -451,6 +457,7 @@ def _read_logged(path: Path, V: int | None, keys: _StepKeys) -> list[LoggedStep]
 
     if path.suffix == ".safetensors":
         return _read_otspec_trace(path, keys)
+    _refuse_engine_log(path)
     steps: list[LoggedStep] = []
     for _n, where, obj in _json_objects(path, "pass a JSON-lines file of logged steps", "step"):
         for key in ("doc", "target", "draft"):
@@ -504,3 +511,78 @@ def _read_otspec_trace(path: Path, keys: _StepKeys) -> list[LoggedStep]:
     if not steps:
         raise _fail(str(path), "the trace holds no drafted position; record a longer run")
     return steps
+
+
+def _refuse_engine_log(path: Path) -> None:
+    """A one-model engine log given where paired steps are expected: say how to pair it."""
+    from otspec.errors import EngineLogError
+    from otspec.logs import FORMATS, detect_format
+
+    try:
+        kind = detect_format(path)
+    except EngineLogError:
+        return  # not an engine log: the schema checks below say what is wrong
+    if kind in FORMATS:
+        raise _fail(
+            str(path),
+            f"a {kind} log of one model, not paired steps; pass the draft model's log with --draft-log "
+            "(library: write_engine_steps, or otspec.logs.pair_logs)",
+        )
+
+
+def write_engine_steps(
+    targets: Iterable[str | Path],
+    drafts: Iterable[str | Path],
+    path: str | Path,
+    *,
+    fmt: str = "auto",
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    V: int | None = None,
+) -> Path:
+    """Pair engine logs (target with draft, file by file) and write the steps in the logged-trace schema.
+
+    Parameters
+    ----------
+    targets, drafts : iterable of str or Path
+        The target models' logs and, in the same order, the draft models' logs
+        (:func:`otspec.logs.pair_logs`).
+    path : str or Path
+        The JSON-lines file to write (:func:`read_logged` reads it back bit for bit).
+    fmt : str
+        Log format (``"auto"``: detected per file).
+    temperature, top_p : float
+        The run's sampling parameters, applied offline to both models' raw logprobs.
+    V : int, optional
+        Vocabulary size, when known.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    CorpusInputError
+        If the numbers of target and draft logs differ, a log is malformed or cannot be paired (the
+        message names the file, the line and the field), or two files log one (document, position).
+    """
+    from otspec.errors import EngineLogError
+    from otspec.logs import pair_logs, write_steps
+
+    targets, drafts = [Path(t) for t in targets], [Path(d) for d in drafts]
+    if len(targets) != len(drafts):
+        raise CorpusInputError(
+            f"{len(targets)} target logs but {len(drafts)} draft logs; pass one --draft-log per source, in the same order"
+        )
+    keys = _StepKeys()
+    steps = []
+    for t, d in zip(targets, drafts, strict=True):
+        try:
+            part = pair_logs(t, d, fmt=fmt, temperature=temperature, top_p=top_p, V=V)
+        except EngineLogError as exc:
+            raise CorpusInputError(str(exc)) from None
+        for s in part:
+            keys.position(keys.doc(s.doc, f"{t}"), {"position": s.position}, f"{t} (document {s.doc!r})")
+        steps.extend(part)
+    return write_steps(steps, path)
