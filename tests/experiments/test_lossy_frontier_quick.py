@@ -1,0 +1,26 @@
+"""experiments/lossy_frontier.py runs in --quick mode (seconds) and writes JSON + markdown + PNG.
+
+The numbers of a --quick run (4 pairs at V = 300) are not results; the checks are the script's own
+invariants, each exact per pair: the frontier starts at alpha* and is min(1, alpha* + eps), token
+attains alpha*, exact match of a sampled draft stays below it, every lossy rule's efficiency is <= 1.
+"""
+
+import pytest
+
+from tests.experiments.test_experiments_quick import run
+
+pytest.importorskip("matplotlib", reason="install the [plots] extra")
+
+
+def test_lossy_frontier_quick(tmp_path):
+    d = run("lossy_frontier.py", tmp_path)
+    assert d["V"] == 300 and d["pairs"] == 4 and d["eps"][0] == 0.0
+    for rows in d["results"].values():
+        assert len(rows) == 4
+        for r in rows:
+            assert abs(r["token"] - r["alpha_star"]) <= 1e-12
+            assert r["exact_match"] <= r["alpha_star"] + 1e-12  # a sampled draft: below speculative sampling
+            assert 0.0 <= r["one_hot_argmax"] <= 1.0  # a different (deterministic) draft law: p(argmax q), its own optimum
+            assert all(abs(f - min(1.0, r["alpha_star"] + e)) <= 1e-12 for f, e in zip(r["frontier"], d["eps"], strict=True))
+            for name in ("typical", "fuzzy"):
+                assert r[f"{name}_efficiency"] is None or r[f"{name}_efficiency"] <= 1.0 + 1e-9
