@@ -137,3 +137,14 @@ def test_batched_sampler_output_is_checked():
     bad = batched_sampler(lambda p, q, drafts, rng: np.zeros(len(drafts) + 1, dtype=int), k=1, name="bad")
     with pytest.raises(AssertionError, match="token ids"):
         assert_output_law(bad, P, LAW, delta=0.2)
+
+
+def test_battery_runs_a_batched_torch_verifier_exactly_and_by_sampling():
+    pytest.importorskip("torch")
+    from otspec_gpu.verifiers import by_name
+
+    v = by_name("token")
+    exact = check_battery(v)
+    assert exact.method == "exact" and exact.largest_tv < 1e-9
+    sampled = check_battery(v, method="sampling", delta=0.1, alpha=0.01, beta=0.01, problems=2)
+    assert sampled.method == "sampling" and sampled.problems == 2 and sampled.draws > 0
