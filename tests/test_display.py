@@ -140,6 +140,7 @@ def test_calibration_bins_table_has_a_row_per_bin():
 
 def test_decode_report_table_is_its_text_table():
     from otspec import trace_report as report  # numpy only: runs without torch
+
     agree = report.Agreement("acceptance", 0.8, 0.79, 0.01, -0.02, 0.04, 100)
     config = {"verifier": "token", "mode": "chain", "drafts": 1, "gamma": 4}
     rep = report.Report(config, 100, 50, 320, 0.31, 3.2, 12.5, 0.05, {"verify": 0.1}, (agree,), {"exp_block": 2.3}, 0.9, "mean")
