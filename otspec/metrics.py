@@ -520,6 +520,7 @@ class SpecDecodeMetrics:
     constant_acceptance: float
 
 
+# long-function: a public converter whose numpydoc docstring states every formula and counter
 def from_engine_counts(
     *, num_drafts: Any, num_draft_tokens: Any, num_accepted_tokens: Any, accepted_per_position: Any = None
 ) -> SpecDecodeMetrics:

@@ -16,8 +16,8 @@ from scipy import stats
 import otspec
 from otspec.errors import InvalidDraftCountError, InvalidOptionError, OtspecTypeError, UnsupportedMethodError
 from otspec.testing import VerifierAssertionError
-from otspec.testing.battery import battery_problems, check_battery
 from otspec.testing.batched import batched_conditional, batched_sampler
+from otspec.testing.battery import battery_problems, check_battery
 from otspec.testing.power import assert_output_law, detectable_tv, rejection_threshold, sample_size
 from otspec.verifiers import kseq, rrs
 
