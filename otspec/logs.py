@@ -10,6 +10,9 @@ entries (token, natural-log probability). :func:`pair_logs` joins a target log a
 Formats (:func:`detect_format` tells them apart by content; every reader also takes JSON lines or
 one JSON document holding a list of records):
 
+Positions are those of the token in the whole sequence (prompt, then output) for vLLM, Parquet and
+SGLang logs.
+
 ``vllm``
     a request per record: ``request_id``, ``prompt_token_ids`` with ``prompt_logprobs`` (vLLM's
     ``PromptLogprobs``: a list with ``null`` at position 0, then one ``{token_id: {"logprob",
@@ -24,7 +27,8 @@ one JSON document holding a list of records):
     ``top_logprobs`` (a list of ``{"token", "logprob"}``). There are no token ids: target and draft
     are aligned by token text (the text is the key), and :func:`pair_logs` refuses when the two
     sequences of sampled texts differ. Tokens that share a text are merged into one, which can
-    only raise the optimum: the interval is then that of the law of texts.
+    only raise the optimum: the interval is then that of the law of texts. Positions count the
+    completion's tokens from 0 (the log holds no prompt).
 ``sglang``
     a request per record with ``meta_info``: ``id``, ``input_token_logprobs`` /
     ``output_token_logprobs`` (``[logprob, token_id, text]`` per position; the first input
