@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from otspec._docs import fill_doc
+from otspec._docs import fill_doc as _fill_core_blocks
 from otspec.errors import OtspecInputError
 
 __all__ = ["CliError", "fill_doc", "number_flag", "run_guarded", "print_json", "strict_json", "print_table", "progress"]
@@ -99,8 +99,39 @@ def number_flag(
     return x
 
 
+def fill_doc(obj: Any) -> Any:
+    """Replace every docstring line of ``obj`` that holds only ``{name}`` by the core's shared block
+    of that name (``{register_args}``: the argument of a command's ``register``).
+
+    Parameters
+    ----------
+    obj : function or class
+        The object whose docstring is filled in place.
+
+    Returns
+    -------
+    function or class
+        ``obj`` itself (use it as a decorator).
+    """
+    return _fill_core_blocks(obj)
+
+
 def run_guarded(func: Callable[[Any], int], args: Any) -> int:
-    """Run a subcommand; library input errors and CLI errors print one line and return 2."""
+    """Run a subcommand; library input errors and CLI errors print one line and return 2.
+
+    Parameters
+    ----------
+    func : callable
+        The subcommand, ``func(args) -> exit status`` (``None`` counts as 0).
+    args : argparse.Namespace
+        Its parsed arguments.
+
+    Returns
+    -------
+    int
+        The exit status: the subcommand's, 2 after an :class:`~otspec.errors.OtspecInputError` or a
+        :class:`CliError` (one ``otspec: error: ...`` line on stderr), 1 when stdout was closed early.
+    """
     try:
         return int(func(args) or 0)
     except (OtspecInputError, CliError) as exc:
@@ -115,7 +146,13 @@ def run_guarded(func: Callable[[Any], int], args: Any) -> int:
 
 def print_json(obj: Any) -> None:
     """Print strict JSON (RFC 8259): a NaN or infinite number becomes ``null`` and its object gets a
-    ``"<key>_reason"`` string saying why (never the bare ``NaN`` / ``Infinity`` of Python's json)."""
+    ``"<key>_reason"`` string saying why (never the bare ``NaN`` / ``Infinity`` of Python's json).
+
+    Parameters
+    ----------
+    obj : object
+        Dicts, lists, strings, numbers, numpy scalars and arrays (:func:`strict_json`).
+    """
     json.dump(strict_json(obj), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
     sys.stdout.write("\n")
 
@@ -131,7 +168,18 @@ def _non_finite_reason(key: str, x: float, owner: dict) -> str:
 
 def strict_json(obj: Any) -> Any:
     """``obj`` with numpy scalars/arrays made plain and every non-finite float replaced by ``None``
-    (plus a ``"<key>_reason"`` entry in the enclosing object)."""
+    (plus a ``"<key>_reason"`` entry in the enclosing object).
+
+    Parameters
+    ----------
+    obj : object
+        Dicts, lists, tuples, strings, numbers, numpy scalars and arrays.
+
+    Returns
+    -------
+    object
+        The same structure with plain Python values only, ready for ``json.dump(allow_nan=False)``.
+    """
     import math
 
     if isinstance(obj, dict):
@@ -167,7 +215,19 @@ def _json_default(x: Any) -> Any:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str | None = None) -> None:
-    """Print a rich table (plain text when stdout is not a terminal)."""
+    """Print a rich table (plain text when stdout is not a terminal).
+
+    Parameters
+    ----------
+    title : str
+        The table's title.
+    columns : sequence of str
+        Column headers (the first column left-aligned, the others right-aligned).
+    rows : sequence of sequence
+        The cells, one sequence per row (printed with ``str``).
+    caption : str, optional
+        A line under the table.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -180,8 +240,19 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
-def progress(enabled: bool):
-    """A rich progress bar on stderr (a no-op context when disabled, e.g. with --json)."""
+def progress(enabled: bool) -> Any:
+    """A rich progress bar on stderr (a no-op context when disabled, e.g. with --json).
+
+    Parameters
+    ----------
+    enabled : bool
+        Show the bar (pass ``False`` for ``--json`` or a non-interactive run).
+
+    Returns
+    -------
+    rich.progress.Progress
+        A context manager; ``add_task`` / ``advance`` as in rich.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
