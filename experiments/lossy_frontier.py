@@ -66,7 +66,13 @@ def run(args) -> dict:
     for T in TEMPERATURES:
         rows = [one_pair(*synthetic_pair(V, seed=args.seed + i, temperature=T)) for i in range(n)]
         temps[str(T)] = rows
-    return {"V": V, "pairs": n, "k": 1, "temperatures": list(TEMPERATURES), "eps": list(EPS), "results": temps}
+    keys = ("alpha_star", "exact_match", "one_hot_argmax", "typical", "typical_tv", "typical_kl", "typical_efficiency", "fuzzy", "fuzzy_tv")
+    summary = [{"T": float(T), **{key: _mean(rows, key) for key in keys}} for T, rows in zip(TEMPERATURES, temps.values(), strict=True)]
+    for row, rows in zip(summary, temps.values(), strict=True):  # the frontier at each budget, mean over pairs
+        row.update(
+            {f"frontier_{round(100 * e):02d}": float(np.mean([r["frontier"][i] for r in rows])) for i, e in enumerate(EPS)}
+        )  # eps in 1/100
+    return {"V": V, "pairs": n, "k": 1, "temperatures": list(TEMPERATURES), "eps": list(EPS), "summary": summary, "results": temps}
 
 
 def _mean(rows: list[dict], key: str) -> float:
