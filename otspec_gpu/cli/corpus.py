@@ -171,7 +171,6 @@ _MODEL_ONLY = (
     ("field", "--field"),
     ("top_k", "--top-k"),
     ("max_tokens", "--max-tokens"),
-    ("ray_address", "--ray-address"),
     ("workers", "--workers"),
     ("shard_docs", "--shard-docs"),
 )
@@ -182,11 +181,8 @@ def _check_mode(args: argparse.Namespace) -> None:
     default = {dest: d for dest, _flag, d, _switch in args.corpus_options}
     set_flags = lambda pairs: [flag for dest, flag in pairs if getattr(args, dest) != default[dest]]  # noqa: E731
     if args.logged:
-        if args.engine == "ray":
-            raise CliError(
-                "--engine ray does not apply to --logged: logged traces are read and bounded in one process "
-                "(no model to distribute); drop --engine ray"
-            )
+        if args.engine != "ray" and args.ray_address is not None:
+            raise CliError("--ray-address applies to --logged only with --engine ray; add --engine ray or drop --ray-address")
         bad = set_flags(_MODEL_ONLY)
         if bad:
             raise CliError(f"{', '.join(bad)} do not apply to --logged (they set up the models of a text run); drop them")
@@ -228,8 +224,9 @@ def _compute(args: argparse.Namespace, spec: Any) -> Any:
 
     if args.logged:
         steps = number_flag(args.shard_steps, "--shard-steps", int, minimum=1)
+        ray = dict(engine=args.engine, ray_address=args.ray_address)
         if not args.draft_log:
-            return run_logged(args.sources, out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite)
+            return run_logged(args.sources, out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite, **ray)
         import tempfile
 
         from otspec_gpu.corpus.inputs import write_engine_steps
@@ -243,7 +240,7 @@ def _compute(args: argparse.Namespace, spec: Any) -> Any:
                 temperature=number_flag(args.temperature, "--temperature", float),
                 top_p=number_flag(args.top_p, "--top-p", float) if args.top_p is not None else 1.0,
             )
-            return run_logged([paired], out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite)
+            return run_logged([paired], out=args.out, spec=spec, shard_steps=steps, overwrite=args.overwrite, **ray)
     from otspec_gpu.cli import require_decode_stack
 
     require_decode_stack()

@@ -20,21 +20,30 @@ every core of the machine); ``address="auto"`` joins the cluster this machine be
 start --head`` on one node, ``ray start --address HEAD:6379`` on the others), and
 ``"ray://HEAD:10001"`` connects a client. Every node needs otspec (with the ``ray`` extra) and the
 model packages installed.
+
+Logged runs (:func:`run_ray_logged`, no model): the driver reads and validates the logs (the run's
+fingerprint and the cross-file checks need every step), the steps become a Ray dataset (one row per
+step, its validated top-K pair pickled), :func:`solve_logged_batch` computes the certified
+intervals in ``map_batches`` tasks through the local engine's
+:func:`~otspec_gpu.corpus.solvers.solve_logged` -- a per-step function, so rows are bit-identical
+-- and the driver writes each shard once all its steps are in.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from otspec_gpu.corpus.local_engine import shard_columns
 from otspec_gpu.corpus.shards import write_shard
-from otspec_gpu.corpus.solvers import SolverSpec, solve_rows
+from otspec_gpu.corpus.solvers import SolverSpec, solve_logged, solve_rows
 
-__all__ = ["RAY_INSTALL", "require_ray", "solve_batch", "run_ray"]
+__all__ = ["RAY_INSTALL", "require_ray", "solve_batch", "run_ray", "solve_logged_batch", "run_ray_logged"]
 
 RAY_INSTALL = 'pip install "otspec[ray]"  (ray[data]==2.60.0)'
 
@@ -155,19 +164,24 @@ def run_ray(plan: Any, target: Any, draft: Any, *, address: str | None = None, w
     if not todo:
         return {"score_s": 0.0, "solve_s": 0.0, "wall_s": 0.0, "actors": 0}
     t0 = time.perf_counter()
-    started = not ray.is_initialized()
-    if started:
-        if address is None:
-            # the machine's cores, and at least one CPU slot for the solver tasks beside the actors
-            cpus = max(os.cpu_count() or 1, (workers or 0) + 1)
-            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
+    # the machine's cores, and at least one CPU slot for the solver tasks beside the actors
+    started = _start(ray, address, max(os.cpu_count() or 1, (workers or 0) + 1))
     try:
         return _pipeline(ray, plan, target, draft, workers, t0)
     finally:
         if started:  # a Ray this call started is stopped again; one the caller started is left running
             ray.shutdown()
+
+
+def _start(ray: Any, address: str | None, cpus: int) -> bool:
+    """Start (or join) Ray unless the caller did; True when this call started it."""
+    if ray.is_initialized():
+        return False
+    if address is None:
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(address=address, log_to_driver=False)
+    return True
 
 
 def _pipeline(ray: Any, plan: Any, target: Any, draft: Any, workers: int | None, t0: float) -> dict:
@@ -205,3 +219,99 @@ def _pipeline(ray: Any, plan: Any, target: Any, draft: Any, workers: int | None,
             if have[int(s)] == expected[int(s)]:
                 write_shard(plan.out, int(s), shard_columns(plan, pending.pop(int(s))))
     return {"score_s": score_s, "solve_s": solve_s, "wall_s": time.perf_counter() - t0, "actors": n_actors}
+
+
+def solve_logged_batch(batch: dict, spec: SolverSpec) -> dict:
+    """The logged solver stage: :func:`~otspec_gpu.corpus.solvers.solve_logged` on a batch of steps.
+
+    Parameters
+    ----------
+    batch : dict of str to ndarray
+        ``index`` (the step's rank in the run) and ``pair`` (its pickled
+        :class:`~otspec.truncation.TruncatedPair`).
+    spec : SolverSpec
+        What to bound.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``index``, ``solve_s`` and the interval columns (``columns_for(spec, logged=True)``).
+    """
+    pairs = [pickle.loads(b) for b in batch["pair"]]
+    t0 = time.perf_counter()
+    cols = solve_logged(pairs, spec)
+    n = len(pairs)
+    return {"index": np.asarray(batch["index"], dtype=np.int64), "solve_s": np.full(n, (time.perf_counter() - t0) / max(n, 1)), **cols}
+
+
+def run_ray_logged(
+    steps: Sequence[Any],
+    todo: Sequence[int],
+    shard_steps: int,
+    spec: SolverSpec,
+    write: Callable[[int, list, dict], None],
+    *,
+    address: str | None = None,
+) -> dict:
+    """Bound the steps of every unfinished shard of a logged run on Ray Data.
+
+    Parameters
+    ----------
+    steps : sequence of otspec_gpu.corpus.inputs.LoggedStep
+        Every step of the run, validated, in order.
+    todo : sequence of int
+        Shards to compute (shard ``s`` holds ``steps[s * shard_steps : (s + 1) * shard_steps]``).
+    shard_steps : int
+        Steps per shard.
+    spec : SolverSpec
+        What to bound.
+    write : callable
+        ``write(s, steps_of_s, columns)`` once shard ``s`` is solved (columns in step order).
+    address : str, optional
+        Cluster to join; ``None`` starts a local Ray with the machine's cores.
+
+    Returns
+    -------
+    dict
+        ``solve_s`` (summed over steps, seconds) and ``wall_s``.
+
+    Raises
+    ------
+    ImportError
+        If Ray is not installed.
+    """
+    ray = require_ray()
+    if not todo:
+        return {"solve_s": 0.0, "wall_s": 0.0}
+    t0 = time.perf_counter()
+    started = _start(ray, address, os.cpu_count() or 1)
+    try:
+        from ray.data import DataContext
+
+        DataContext.get_current().enable_progress_bars = False
+        index = [i for s in todo for i in range(s * shard_steps, min((s + 1) * shard_steps, len(steps)))]
+        items = [{"index": i, "pair": pickle.dumps(steps[i].pair)} for i in index]
+        ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 64)))
+        solved = ds.map_batches(solve_logged_batch, fn_kwargs={"spec": spec}, batch_size=None, num_cpus=1)
+        pending: dict[int, list] = {s: [] for s in todo}
+        have = dict.fromkeys(todo, 0)
+        solve_s = 0.0
+        for batch in solved.iter_batches(batch_size=None, batch_format="numpy"):
+            solve_s += float(np.sum(batch.pop("solve_s")))
+            shard_of = batch["index"] // shard_steps
+            for s in np.unique(shard_of):
+                s = int(s)
+                m = shard_of == s
+                pending[s].append({k: v[m] for k, v in batch.items()})
+                have[s] += int(m.sum())
+                lo, hi = s * shard_steps, min((s + 1) * shard_steps, len(steps))
+                if have[s] == hi - lo:
+                    parts = pending.pop(s)
+                    idx = np.concatenate([p["index"] for p in parts])
+                    order = np.argsort(idx, kind="stable")
+                    cols = {k: np.concatenate([p[k] for p in parts])[order] for k in parts[0] if k != "index"}
+                    write(s, list(steps[lo:hi]), cols)
+    finally:
+        if started:
+            ray.shutdown()
+    return {"solve_s": solve_s, "wall_s": time.perf_counter() - t0}

@@ -315,6 +315,8 @@ def run_logged(
     shard_steps: int = 4096,
     vocab_size: int | None = None,
     overwrite: bool = False,
+    engine: str = "local",
+    ray_address: str | None = None,
 ) -> RunResult:
     """Certified intervals for logged top-K traces (no model): JSONL logs of serving engines or
     otspec decoding traces (:func:`~otspec_gpu.corpus.inputs.read_logged`).
@@ -333,11 +335,17 @@ def run_logged(
         Check every logged id against it.
     overwrite : bool
         Replace an earlier run in ``out``.
+    engine : {"local", "ray"}
+        Solve in this process, or on Ray Data (the steps as a Ray dataset, the intervals in
+        ``map_batches``: :func:`~otspec_gpu.corpus.ray_engine.run_ray_logged`); rows are
+        bit-identical.
+    ray_address : str, optional
+        Ray engine: join this cluster; default: start a local Ray with the machine's cores.
 
     Returns
     -------
     RunResult
-        With ``engine="logged"`` (documents = distinct ``doc`` values).
+        With ``engine="logged"`` or ``"logged-ray"`` (documents = distinct ``doc`` values).
 
     Raises
     ------
@@ -346,7 +354,9 @@ def run_logged(
         (as for :func:`run_corpus`); raised before anything is written.
 
     InvalidOptionError
-        If ``shard_steps`` is not a positive integer.
+        If ``shard_steps`` is not a positive integer or ``engine`` is not one of :data:`ENGINES`.
+    ImportError
+        If ``engine="ray"`` and Ray is missing (the message has the install command).
     CorpusInterrupted
         On Ctrl-C while shards are computed.
 
@@ -359,6 +369,8 @@ def run_logged(
     t0 = time.perf_counter()
     if int(shard_steps) != shard_steps or shard_steps < 1:
         raise InvalidOptionError(f"shard_steps must be an integer >= 1 (got {shard_steps!r}); pass e.g. 4096")
+    if engine not in ENGINES:
+        raise InvalidOptionError(f"engine must be one of {ENGINES} (got {engine!r}); pick one of those")
     require_pyarrow()
     check_output(out, overwrite=overwrite)  # before the logs are read
     spec = spec or SolverSpec(verifiers=())
@@ -389,20 +401,32 @@ def run_logged(
     rows = [min(shard_steps, len(steps) - sh * shard_steps) for sh in range(n_shards)]
     done = prepare_output(out, config, rows, [*HEAD_COLUMNS, *columns_for(spec, logged=True)], overwrite=overwrite)
     doc_index = {d: i for i, d in enumerate(dict.fromkeys(s.doc_id for s in steps))}
+    todo = [sh for sh in range(n_shards) if sh not in done]
+    timings: dict = {}
     try:
-        for sh in range(n_shards):
-            if sh in done:
-                continue
-            part = steps[sh * shard_steps : (sh + 1) * shard_steps]
-            cols = solve_logged([s.pair for s in part], spec)
-            head = {
-                "doc": np.array([s.doc_id for s in part], dtype=object),
-                "domain": np.array([s.domain for s in part], dtype=object),
-                "doc_index": np.array([doc_index[s.doc_id] for s in part], dtype=np.int64),
-                "position": np.array([s.position for s in part], dtype=np.int64),
-                "token": np.full(len(part), -1, dtype=np.int64),
-            }
-            write_shard(out, sh, {**head, **cols})
+        if engine == "ray":  # the driver writes each shard once Ray has solved all its steps
+            from otspec_gpu.corpus.ray_engine import run_ray_logged
+
+            def write(sh: int, part: list, cols: dict) -> None:
+                write_shard(out, sh, {**_logged_head(part, doc_index), **cols})
+
+            timings = run_ray_logged(steps, todo, shard_steps, spec, write, address=ray_address)
+        else:
+            for sh in todo:
+                part = steps[sh * shard_steps : (sh + 1) * shard_steps]
+                write_shard(out, sh, {**_logged_head(part, doc_index), **solve_logged([s.pair for s in part], spec)})
     except KeyboardInterrupt as exc:
         raise CorpusInterrupted(Path(out), *kept_shards(out)) from exc
-    return RunResult(Path(out), len(doc_index), len(steps), n_shards, n_shards - len(done), time.perf_counter() - t0, "logged", {})
+    name = "logged" if engine == "local" else "logged-ray"
+    return RunResult(Path(out), len(doc_index), len(steps), n_shards, len(todo), time.perf_counter() - t0, name, timings)
+
+
+def _logged_head(part: Sequence[Any], doc_index: dict) -> dict:
+    """The head columns of a shard of logged steps (no teacher-forced token: ``token`` is -1)."""
+    return {
+        "doc": np.array([s.doc_id for s in part], dtype=object),
+        "domain": np.array([s.domain for s in part], dtype=object),
+        "doc_index": np.array([doc_index[s.doc_id] for s in part], dtype=np.int64),
+        "position": np.array([s.position for s in part], dtype=np.int64),
+        "token": np.full(len(part), -1, dtype=np.int64),
+    }

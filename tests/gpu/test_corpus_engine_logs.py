@@ -1,7 +1,7 @@
 """``otspec corpus --logged TARGET --draft-log DRAFT``: engine logs (vLLM JSON / Parquet, OpenAI-style,
 SGLang) paired and bounded, rows bit-identical to a run on the paired steps written by
 otspec.logs.write_steps; options that do not apply to a mode are refused with exit 2, never
-ignored (--engine ray with --logged included)."""
+ignored (--ray-address without --engine ray, --workers with --logged included)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_full_logs_at_a_declared_temperature(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, fragment",
     [
-        (["--engine", "ray"], "--engine ray does not apply to --logged"),
+        (["--ray-address", "auto"], "--ray-address applies to --logged only with --engine ray"),
         (["--target", "tiny"], "--target do not apply to --logged"),
         (["--max-tokens", "5"], "--max-tokens do not apply to --logged"),
         (["--workers", "2"], "--workers do not apply to --logged"),
