@@ -121,7 +121,7 @@ class RunResult:
     seconds : float
         Wall-clock time of the call.
     engine : str
-        ``"local"``, ``"ray"`` or ``"logged"``.
+        ``"local"``, ``"ray"``, ``"logged"`` or ``"logged-ray"``.
     timings : dict
         Engine timings (local: ``score_s``, ``solve_s``).
     """
