@@ -22,7 +22,7 @@ accept/reject schedule and its sampler), :mod:`~otspec.verifiers.tuples` (draft-
 from __future__ import annotations
 
 from otspec.errors import UnsupportedMethodError
-from otspec.verifiers import block, step, token_chain, traversal, tree  # noqa: F401  (otspec.verifiers.block, ... after `import otspec`)
+from otspec.verifiers import block, hsd, step, token_chain, traversal, tree  # noqa: F401  (otspec.verifiers.block, ... after `import otspec`)
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.exact_match import exact_match
