@@ -86,7 +86,7 @@ def _acceptance(alpha: Any, name: str = "acceptance") -> np.ndarray:
     if bad.any():
         i = int(np.argmax(bad))
         raise InvalidOptionError(
-            f"{name}[{i}] = {a[i]!r} is not a probability in [0, 1]; pass acceptances, not log-probabilities or counts"
+            f"{name}[{i}] = {float(a[i])!r} is not a probability in [0, 1]; pass acceptances, not log-probabilities or counts"
         )
     return a
 
