@@ -77,7 +77,10 @@ __all__ = [
 
 
 def _acceptance(alpha: Any, name: str = "acceptance") -> np.ndarray:
-    a = np.asarray(alpha, dtype=np.float64)
+    try:
+        a = np.asarray(alpha, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"{name} must be numbers in [0, 1] (got {str(alpha)[:60]}); pass one acceptance per position") from None
     if a.ndim != 1 or a.size == 0:
         raise InvalidOptionError(
             f"{name} must be a non-empty 1-D array of per-position acceptances (got shape {a.shape}); pass one value per position"
@@ -147,7 +150,7 @@ def expected_rounds(alpha: Any, gamma: Any, *, lengths: Any = None) -> float:
         total, reach = 0.0, 1.0  # reach = P(tau >= i)
         for i in range(gt):
             nxt = reach * al[t + i]
-            total += (reach - nxt) * (R[t + i + 1] if t + i + 1 < end else 0.0)
+            total += (reach - nxt) * R[t + i + 1]  # t + i + 1 <= t + gt < end
             reach = nxt
         total += reach * (R[t + gt + 1] if t + gt + 1 < end else 0.0)
         R[t] = 1.0 + total

@@ -1,6 +1,6 @@
 """The ``otspec`` command line: thin adapters over the public API.
 
-The core commands (``bound``, ``block``, ``audit``) live in this package, one module each with
+The core commands (``bound``, ``block``, ``audit``, ``speedup``) live in this package, one module each with
 ``register(subparsers)``. Commands that need torch (``decode``, ``sprinter``, ...) are plug-ins:
 a package declares them as Python entry points of the group ``"otspec.cli"`` (:data:`PLUGIN_GROUP`),
 each entry point named after its command and pointing at a ``register(subparsers)`` function, e.g.
@@ -32,7 +32,7 @@ __all__ = ["PLUGIN_GROUP", "build_parser", "main"]
 PLUGIN_GROUP = "otspec.cli"
 
 #: The commands of the core, registered directly; a plug-in of the same name is ignored.
-_CORE = ("bound", "block", "audit")
+_CORE = ("bound", "block", "audit", "speedup")
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -108,7 +108,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         each subcommand sets ``args.func`` to its ``run``.
     """
     from otspec import __version__
-    from otspec.cli import audit, block, bound
+    from otspec.cli import audit, block, bound, speedup
 
     parser = _OneLineParser(
         prog="otspec",
@@ -120,6 +120,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     bound.register(sub)
     block.register(sub)
     audit.register(sub)
+    speedup.register(sub)
     plugins = _plugins()
     for name, ep in plugins.items():
         if command in _CORE:  # listed, not imported: the command being run is a core one
