@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from otspec import models as _models
-from otspec._validation import as_int_in_range
+from otspec._validation import as_generator, as_int_in_range
+from otspec.sampling import spawn_streams
 
-__all__ = ["path_law", "block_law", "expected_accepted"]
+__all__ = ["path_law", "block_law", "expected_accepted", "sample"]
 
 
 def _position_terms(p_model, q_model, x: tuple, i: int):
@@ -187,3 +188,60 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int) -> float:
     2.0
     """
     return float(sum(w * (len(o) - 1) for o, w in block_law(p_model, q_model, gamma).items()))
+
+
+def sample(p_model: Any, q_model: Any, x: Any, *, rng: np.random.Generator) -> tuple:
+    r"""One emitted block for the drafted chain ``x``, by the rule's own coins.
+
+    The whole-block coin and the step-back coins come from ``rng`` (one uniform each, as the
+    authors' code draws them), the correction or bonus token from a child stream; the stop position
+    is found as the code finds it (the last position whose coin does not step back, the last
+    position when every coin steps back). Its law is :func:`path_law` (tested by chi-square).
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models.
+    x : sequence of int, length gamma
+        The drafted chain.
+    rng : numpy.random.Generator
+        The caller's generator.
+
+    Returns
+    -------
+    tuple of int
+        The emitted block.
+
+    Raises
+    ------
+    InvalidDistributionError, ShapeMismatchError
+        If a model is invalid or the vocabularies differ.
+    OtspecTypeError
+        If ``rng`` is not a ``numpy.random.Generator``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec import models
+    >>> from otspec.verifiers import hsd
+    >>> p = models.context_free([0.5, 0.5])
+    >>> len(hsd.sample(p, p, (0, 1), rng=np.random.default_rng(0)))  # p == q: all kept + bonus
+    3
+    """
+    p_model = _models.as_model(p_model, name="p_model")
+    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
+    coins, draws = spawn_streams(as_generator(rng), 2, parent_first=True)
+    x = tuple(int(v) for v in x)
+    gamma = len(x)
+    terms = [_position_terms(p_model, q_model, x, i) for i in range(gamma)]
+    back = coins.random(gamma) < np.array([t[1] for t in terms])
+    R = float(np.prod([p_model(x[:j])[x[j]] / q_model(x[:j])[x[j]] for j in range(gamma)]))
+    if coins.random() <= R:
+        bonus = p_model(x)
+        return x + (int(draws.choice(bonus.size, p=bonus / bonus.sum())),)
+    keep = np.flatnonzero(~back)
+    s = int(keep[-1]) if keep.size else gamma - 1
+    pp = terms[s][0]
+    if pp.sum() <= 0.0:
+        return x[: s + 1]
+    return x[:s] + (int(draws.choice(pp.size, p=pp / pp.sum())),)
