@@ -385,3 +385,38 @@ def test_gpu_layer_check_sees_violations():
         "library module otspec_gpu.verifiers.tree imports the application module otspec_gpu.decoding",
         "application otspec_gpu.sprinter (otspec_gpu.sprinter.data) imports another application, otspec_gpu.corpus, without a stated reason",
     ]
+
+
+# -- experiments use the public API; a benchmark of an internal says which and why ------------------
+
+EXPERIMENTS = ROOT.parent / "experiments"
+
+#: Benchmarks that time a private module of the core directly, each with its reason.
+BENCH_PRIVATE: dict[tuple[str, str], str] = {
+    ("bench/bench_optimal_verifier.py", "otspec.verifiers.step._iid_selection"): "times the selection solver alone, beside the verifier",
+    ("bench/bench_optimal_verifier.py", "otspec.verifiers.step._iid_tree"): "times the threshold-tree builders alone",
+    ("bench/bench_optimal_wor.py", "otspec.verifiers.step._luce_kernels"): "reports whether the compiled law kernels are in use",
+    ("bench/bench_wor.py", "otspec._race"): "times the without-replacement race integral alone",
+}
+
+
+def _experiment_private_imports() -> set[tuple[str, str]]:
+    found = set()
+    for path in sorted(EXPERIMENTS.rglob("*.py")):
+        rel = str(path.relative_to(EXPERIMENTS))
+        for target, name in _imports(ast.parse(path.read_text()), _either):
+            mod = f"{target}.{name}" if name and name.startswith("_") else target  # `from otspec import _race` names a module
+            if _private_owner(mod) is not None:
+                found.add((rel, mod))
+    return found
+
+
+def test_experiments_import_only_public_modules():
+    """Experiment scripts use otspec's public API (DESIGN: experiments import only public names);
+    a benchmark that times an internal is listed in :data:`BENCH_PRIVATE` with its reason."""
+    found = _experiment_private_imports()
+    unlisted = sorted(f for f in found if f not in BENCH_PRIVATE)
+    assert unlisted == [], f"private modules imported by experiments without a stated reason: {unlisted}"
+    assert all(rel.startswith("bench/") for rel, _ in found), "only benchmarks may time an internal"
+    stale = sorted(k for k in BENCH_PRIVATE if k not in found)
+    assert stale == [], f"BENCH_PRIVATE lists imports that no longer exist: {stale}"
