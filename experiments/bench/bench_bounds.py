@@ -402,7 +402,6 @@ def _extract_tree(rev: str) -> str:
     return tmp
 
 
-# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def _iid_only(args) -> None:
     """``--only iid``: the i.i.d. optimum with its certificate against its argsort + cumsum floor,
     this revision and (``--baseline``) another, each in a fresh process of the same run."""
@@ -444,6 +443,7 @@ def _iid_only(args) -> None:
     )
 
 
+# long-function: a linear script: parse, run every benchmark, write its report in order; splitting only moves lines
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="experiments/out/bench_bounds")

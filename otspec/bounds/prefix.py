@@ -54,6 +54,7 @@ def ratio_keys(p: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> n
     return out
 
 
+# long-function: a long numpydoc docstring on the exact arithmetic; the code (48 lines) is one pass over reused buffers
 def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = False, return_scan: bool = False) -> tuple:
     r"""The i.i.d. optimum :math:`1 + \min_i [P(H_i) - q(H_i)^k]` over the prefixes :math:`H_i` of the
     tokens sorted by :math:`p/q` (:doc:`math`, the sorted-prefix dual); returns ``(value, cut,

@@ -179,6 +179,7 @@ def _other_copy(p, q, x):
     return _draft_integral(p, q, x, np.inf, skip=None)
 
 
+# long-function: a long numpydoc docstring with the race integral; the code is 38 lines
 def race_joint(p, qs, tuples, *, drafted_only: bool = False) -> np.ndarray:
     r"""Exact joint law :math:`P(X_1..X_K = \bar x, Y = y)` of the K-copy shared-exponential race.
 
