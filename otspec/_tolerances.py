@@ -27,6 +27,9 @@ __all__ = [
     "WOR_GAMMA_SERIES_CUTOFF",
     "WOR_TAIL_ROUNDING_RTOL",
     "WOR_PRUNE_MARGIN",
+    "TREE_CUT_TOL",
+    "TREE_CUTS_PER_ROUND",
+    "TREE_MAX_CUT_ROUNDS",
 ]
 
 #: A user distribution must sum to 1 within this. float64 softmax over 262 144 tokens is off by
@@ -118,3 +121,14 @@ WOR_TAIL_ROUNDING_RTOL = 1e-9
 #: Pruning of prefixes in the without-replacement optimum: a prefix is integrated unless its lower
 #: bound exceeds the best upper bound by more than this (covers rounding in the cheap bounds).
 WOR_PRUNE_MARGIN = 1e-12
+
+#: Cutting planes of the tree optimum (otspec.bounds.tree_node): a Hall condition A(R) <= h(Ms(R))
+#: counts as violated above this once the final basis has been re-solved exactly in float64, so
+#: what remains is rounding of sums over at most ~1e6 prefixes (~1e-13).
+TREE_CUT_TOL = 1e-13
+#: Most tangent blocks added per cutting-plane round (one per most violated antichain; a block has
+#: one row per prefix): 4 took the fewest seconds at V = 10, gamma = 3, k = 4 on the project machine
+#: (fewer blocks: more rounds; many more: larger LPs for the same progress).
+TREE_CUTS_PER_ROUND = 4
+#: Safety cap on cutting-plane rounds; reaching it leaves a violation that the certificate reports.
+TREE_MAX_CUT_ROUNDS = 500

@@ -321,18 +321,19 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
                 "exact enumeration",
                 lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs_wor"),
             )
-        _, _, tnnz = lp_size(V, gamma, [min(k, V**t) * V ** (k * gamma) for t in range(gamma + 1)], V ** (k * gamma))
-        if lp_wanted(tnnz):
+        if lp != "no":
             add(
                 f"tree optimum (k={k}, iid)",
-                "tree LP (HiGHS, certified)",
-                lambda: tree_optimum(p_model, q_model, k, gamma, memory_cap=memory_cap),
+                "node LP, cutting planes (HiGHS, certified)",
+                lambda: tree_optimum(p_model, q_model, k, gamma, method="node", memory_cap=memory_cap),
             )
+        _, _, tnnz = lp_size(V, gamma, [min(k, V**t) * V ** (k * gamma) for t in range(gamma + 1)], V ** (k * gamma))
+        if lp_wanted(tnnz):
             if wor_ok:
                 add(
                     f"tree optimum (k={k}, w/o repl.)",
                     "tree LP (HiGHS, certified)",
-                    lambda: tree_optimum(p_model, q_model, k, gamma, replacement=False, memory_cap=memory_cap),
+                    lambda: tree_optimum(p_model, q_model, k, gamma, method="trie", replacement=False, memory_cap=memory_cap),
                 )
         else:
             skipped.append(f"tree LP (up to {tnnz:,} nonzeros; pass --lp yes to force)")

@@ -70,9 +70,9 @@ def test_strict_gap_to_verifiers_on_a_small_case():
 def test_refuses_large():
     p, q = make_pair(0, 3, 1.0, False)
     with pytest.raises(ProblemTooLargeError, match="nonzeros"):
-        tree_optimum(p, q, 2, 3, memory_cap=10_000)
+        tree_optimum(p, q, 2, 3, method="trie", memory_cap=10_000)
     with pytest.raises(ProblemTooLargeError, match="draft trees"):
-        tree_optimum(p, q, 5, 3)
+        tree_optimum(p, q, 5, 3, method="trie")
 
 
 def test_tree_optimum_without_replacement_when_one_token_takes_almost_all_mass():
