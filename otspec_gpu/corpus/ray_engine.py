@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec.plugin import require
 from otspec_gpu.corpus.local_engine import shard_columns
 from otspec_gpu.corpus.shards import write_shard
 from otspec_gpu.corpus.solvers import SolverSpec, solve_logged, solve_rows
@@ -61,11 +62,9 @@ def require_ray() -> Any:
     ImportError
         If Ray is not installed (the message has the install command).
     """
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError:
-        raise ImportError(f"--engine ray needs Ray Data; install it with `{RAY_INSTALL}`") from None
+    require("ray.data", "ray", needed_by="--engine ray", install=RAY_INSTALL)
+    import ray
+
     return ray
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from otspec.errors import CorpusInputError
+from otspec.plugin import require
 
 __all__ = [
     "MANIFEST",
@@ -78,11 +79,9 @@ def require_pyarrow() -> Any:
     ImportError
         If pyarrow is not installed (the message has the install command).
     """
-    try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        raise ImportError(f"otspec corpus writes Parquet with pyarrow; install it with `{CORPUS_INSTALL}`") from None
+    require("pyarrow.parquet", "corpus", needed_by="otspec corpus (Parquet shards)", install=CORPUS_INSTALL)
+    import pyarrow
+
     return pyarrow
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from otspec.plugin import require
 from otspec.stats import DEFAULT_RESAMPLES, clustered_difference, clustered_mean, clustered_ratio
 
 __all__ = ["CorpusSummary", "SummaryRow", "summarize", "plot_summary", "OVERALL"]
@@ -292,13 +293,9 @@ def plot_summary(summary: CorpusSummary, path: Any, *, domains: Any = None) -> A
     """
     from pathlib import Path
 
-    try:
-        import matplotlib
+    require("matplotlib", "plots", needed_by="the plot").use("Agg")
+    import matplotlib.pyplot as plt
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ImportError('the plot needs matplotlib; install it with `pip install "otspec[plots]"`') from None
     names = list(domains) if domains is not None else summary.domains()
     fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names) + 0.8, 4.2), sharey=True, squeeze=False)
     for ax, d in zip(axes[0], names, strict=True):
