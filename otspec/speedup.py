@@ -73,6 +73,7 @@ __all__ = [
     "predict_from_cumulative",
     "tokens_per_round",
     "tree_size",
+    "verify_points_from_traces",
 ]
 
 
@@ -265,7 +266,9 @@ def affine_verify(fixed: float, per_position: float) -> Callable[[int], float]:
 def measured_verify(positions: Sequence[int], seconds: Sequence[float]) -> Callable[[int], float]:
     r"""A target forward cost interpolated (piecewise linearly) between measured points.
 
-    Beyond the last point the last segment is extended (the cost keeps growing as measured).
+    Beyond the last point the last segment is extended (the cost keeps growing as measured); below
+    the first point the first point's cost is kept (a forward never costs less than the smallest
+    one measured).
 
     Parameters
     ----------
@@ -300,6 +303,58 @@ def measured_verify(positions: Sequence[int], seconds: Sequence[float]) -> Calla
         return float(np.interp(m, n, s))
 
     return cost
+
+
+def verify_points_from_traces(traces: Sequence[Any]) -> tuple[list[int], list[float]]:
+    """Measured target-forward costs from ``otspec decode --trace`` files, for :func:`measured_verify`.
+
+    Each trace gives one point: the positions one round's forward scored, ``batch * drafts *
+    (gamma + 1)`` (the decoder scores every drafted sequence with its bonus position), and the
+    median over rounds of the target, verification and rollback seconds (everything of a round but
+    the draft). Run the decoder at several ``gamma`` (or ``drafts``) for several points.
+
+    Parameters
+    ----------
+    traces : sequence of str, Path or otspec.io.Trace
+        Decoding traces (their per-round ``round_t_*`` phase timings and their configuration).
+
+    Returns
+    -------
+    positions, seconds : list
+        One point per distinct number of positions (medians pooled over traces with the same
+        number), sorted by positions.
+
+    Raises
+    ------
+    InvalidTraceError
+        If a file is not a readable trace.
+    InvalidOptionError
+        If a trace has no round timings or its configuration lacks ``gamma``.
+
+    Examples
+    --------
+    >>> from otspec.io import Trace
+    >>> cols = {"tau": np.zeros(3), "round_t_target": np.array([0.08, 0.09, 0.5]),
+    ...         "round_t_verify": np.full(3, 0.004), "round_t_rollback": np.full(3, 0.001)}
+    >>> verify_points_from_traces([Trace(cols, {"gamma": 4, "drafts": 1, "batch": 1})])
+    ([5], [0.095])
+    """
+    from otspec.io import load_trace
+
+    by_n: dict[int, list[np.ndarray]] = {}
+    for tr in traces:
+        t = tr if hasattr(tr, "columns") else load_trace(tr)
+        cfg = t.config
+        if "gamma" not in cfg or not all(f"round_t_{ph}" in t.columns for ph in ("target", "verify", "rollback")):
+            raise InvalidOptionError(
+                f"trace {tr!s:.60}: no gamma in its configuration or no round_t_target / _verify / _rollback timings; "
+                "record it with otspec decode --trace"
+            )
+        n = int(cfg.get("batch", 1)) * int(cfg.get("drafts", 1)) * (int(cfg["gamma"]) + 1)
+        sec = np.asarray(t["round_t_target"]) + np.asarray(t["round_t_verify"]) + np.asarray(t["round_t_rollback"])
+        by_n.setdefault(n, []).append(sec)
+    ns = sorted(by_n)
+    return ns, [float(np.median(np.concatenate(by_n[n]))) for n in ns]
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,7 @@ def test_best_configuration_is_the_argmax_and_depends_on_cost():
 def test_measured_verify_interpolates_and_extends():
     f = measured_verify([1, 5, 9], [0.05, 0.09, 0.13])
     assert f(1) == pytest.approx(0.05) and f(3) == pytest.approx(0.07) and f(13) == pytest.approx(0.17)
+    assert measured_verify([2, 5], [0.053, 0.083])(1) == 0.053  # never below the smallest forward measured
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ The acceptance comes from an ``otspec corpus`` run (``--corpus DIR``: one column
 and k; certified lower ends ``_lo`` of a logged run when that is all there is) or from a JSON file
 (``--acceptance FILE``: ``{"name": {"k": [alpha_t, ...]}, "lengths": [...]}``). The cost model is
 the draft's cost per token (``--draft-cost``), the target's verify cost as a function of the number
-of positions scored (``--verify-cost A,B`` for a + b n, or measured ``--verify-points N:S,...``)
-and the batch size. See :mod:`otspec.speedup` for the model.
+of positions scored (``--verify-cost A,B`` for a + b n, measured ``--verify-points N:S,...``, or
+``--verify-traces`` of ``otspec decode --trace`` runs at several gammas) and the batch size. See :mod:`otspec.speedup` for the model.
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     cost = ap.add_mutually_exclusive_group(required=True)
     cost.add_argument("--verify-cost", metavar="A,B", help="target forward of n positions costs A + B*n seconds")
     cost.add_argument("--verify-points", metavar="N:S,...", help="measured target forwards: N positions in S seconds, >= 2 points")
+    cost.add_argument(
+        "--verify-traces",
+        metavar="FILE,...",
+        help="otspec decode --trace files at >= 2 gammas: each gives its forward's positions and median round time but the draft",
+    )
     ap.add_argument("--batch", default="1", metavar="B", help="sequences decoded in lockstep (default 1)")
     ap.add_argument("--gammas", default="1,2,3,4,5,6,7,8", metavar="G,...", help="draft depths to try (default 1..8)")
     ap.add_argument("--plot", default=None, metavar="FILE", help="also plot tokens/s against tree size (needs matplotlib)")
@@ -78,9 +83,13 @@ def _cost(args: argparse.Namespace) -> Any:
         if len(bits) != 2:
             raise CliError(f"--verify-cost must be A,B (seconds of a + b*n; got {args.verify_cost!r}); pass e.g. --verify-cost 0.05,0.008")
         verify = affine_verify(number_flag(bits[0], "--verify-cost"), number_flag(bits[1], "--verify-cost"))
-    else:
+    elif args.verify_points is not None:
         pts = _pairs(args.verify_points, "--verify-points", "1:0.054,5:0.09")
         verify = measured_verify([n for n, _ in pts], [s for _, s in pts])
+    else:
+        from otspec.speedup import verify_points_from_traces
+
+        verify = measured_verify(*verify_points_from_traces([t for t in str(args.verify_traces).split(",") if t]))
     return CostModel(
         draft_cost=number_flag(args.draft_cost, "--draft-cost", minimum=0),
         verify=verify,
@@ -162,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
     Parameters
     ----------
     args : argparse.Namespace
-        The parsed options (``corpus`` or ``acceptance``; ``draft_cost``, ``verify_cost`` or
-        ``verify_points``, ``batch``, ``gammas``, ``plot``, ``json``).
+        The parsed options (``corpus`` or ``acceptance``; ``draft_cost``, ``verify_cost``,
+        ``verify_points`` or ``verify_traces``, ``batch``, ``gammas``, ``plot``, ``json``).
 
     Returns
     -------

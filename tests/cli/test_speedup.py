@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from otspec.cli import main
-from otspec.speedup import CostModel, affine_verify, best_configurations, constant_acceptance_tokens
+from otspec.speedup import CostModel, affine_verify, best_configurations, constant_acceptance_tokens, measured_verify
 
 COST = ["--verify-cost", "0.05,0.01", "--draft-cost", "0.002"]
 
@@ -114,3 +114,48 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, fragment):
     assert main(["speedup", "--acceptance", str(path), *argv]) == 2
     err = capsys.readouterr().err
     assert fragment in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def _trace(path, gamma, target_s):
+    """A decode trace of len(target_s) rounds (one prompt, one draft; K = 2 logged entries)."""
+    from otspec.io import Trace, save_trace
+
+    n = len(target_s)
+    z = np.zeros
+    cols = {
+        "round": np.arange(n),
+        "prompt": z(n, np.int64),
+        "tau": z(n, np.int64),
+        "n_emit": np.ones(n, np.int64),
+        "next_token": z(n, np.int64),
+        "path": z(n, np.int64),
+        "drafts": z((n, 1, gamma), np.int64),
+        "p_top_ids": z((n, gamma + 1, 2), np.int64),
+        "q_top_ids": z((n, gamma, 2), np.int64),
+        "p_top": np.full((n, gamma + 1, 2), 0.5),
+        "p_tail": z((n, gamma + 1)),
+        "q_top": np.full((n, gamma, 2), 0.5),
+        "q_tail": z((n, gamma)),
+        "round_t_draft": np.full(n, 1.0),  # the draft is not part of the verify cost
+        "round_t_target": np.asarray(target_s, dtype=np.float64),
+        "round_t_verify": np.full(n, 0.002),
+        "round_t_rollback": np.full(n, 0.001),
+        "round_t_theory": np.full(n, 9.0),
+    }
+    return save_trace(Trace(cols, {"mode": "chain", "gamma": gamma, "drafts": 1, "batch": 1}), path)
+
+
+def test_verify_cost_from_decode_traces(acceptance, tmp_path, capsys):
+    path, acc = acceptance
+    # medians of target + verify + rollback: 0.05 + 0.003 at 2 positions (gamma 1), 0.08 + 0.003 at 5
+    t1 = _trace(tmp_path / "g1.safetensors", 1, [0.05, 0.04, 0.9])
+    t4 = _trace(tmp_path / "g4.safetensors", 4, [0.08, 0.07, 0.08, 2.0])
+    assert main(["speedup", "--acceptance", str(path), "--verify-traces", f"{t1},{t4}", "--gammas", "1,2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    verify = measured_verify([2, 5], [0.053, 0.083])
+    lib = best_configurations(
+        {n: {int(k): v for k, v in by_k.items()} for n, by_k in acc.items()}, CostModel(0.0, verify), gammas=[1, 2], lengths=[25, 15]
+    )
+    assert out["autoregressive_tokens_per_s"] == pytest.approx(1 / 0.053, rel=1e-12)  # below 2 positions: the cost at 2
+    for name, preds in lib.items():
+        assert out["best"][name]["tokens_per_s"] == pytest.approx(preds[0].tokens_per_s, rel=1e-12)
