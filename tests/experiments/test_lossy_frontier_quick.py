@@ -24,3 +24,30 @@ def test_lossy_frontier_quick(tmp_path):
             assert all(abs(f - min(1.0, r["alpha_star"] + e)) <= 1e-12 for f, e in zip(r["frontier"], d["eps"], strict=True))
             for name in ("typical", "fuzzy"):
                 assert r[f"{name}_efficiency"] is None or r[f"{name}_efficiency"] <= 1.0 + 1e-9
+
+
+def test_lossy_frontier_real_mode_quick(tmp_path):
+    """--real on the harness's tiny models (V = 6): on-policy positions, the same per-position
+    invariants, and a cluster interval per column that holds its mean."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.experiments.test_experiments_quick import ROOT
+
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "lossy_frontier.py"), "--quick", "--real", "--seed", "0", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((tmp_path / "lossy_frontier_smollm2.json").read_text())
+    assert (tmp_path / "lossy_frontier_smollm2.png").stat().st_size > 0
+    for row in d["summary"]:
+        assert row["positions"] == sum(len(v) for k, v in d["results"].items() if float(k) == row["T"])
+        lo, hi = (float(x) for x in row["exact_match_ci"].split("[")[1].rstrip("]").split(","))
+        assert lo <= row["exact_match"] + 1e-9 and row["exact_match"] <= hi + 1e-9
+    for rows in d["results"].values():
+        for x in rows:
+            assert abs(x["token"] - x["alpha_star"]) <= 1e-12 and x["exact_match"] <= x["alpha_star"] + 1e-12
