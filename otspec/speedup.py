@@ -228,6 +228,11 @@ def tree_size(gamma: Any, k: Any) -> int:
     int
         Drafted tokens per sequence and round.
 
+    Raises
+    ------
+    InvalidDraftCountError
+        If ``gamma`` or ``k`` is not a positive integer.
+
     Examples
     --------
     >>> tree_size(4, 1), tree_size(2, 3)
@@ -249,6 +254,11 @@ def affine_verify(fixed: float, per_position: float) -> Callable[[int], float]:
     -------
     callable
         ``n -> seconds``.
+
+    Raises
+    ------
+    InvalidOptionError
+        If ``a`` or ``b`` is negative or not finite, or both are 0.
 
     Examples
     --------
@@ -281,6 +291,12 @@ def measured_verify(positions: Sequence[int], seconds: Sequence[float]) -> Calla
     -------
     callable
         ``n -> seconds``.
+
+    Raises
+    ------
+    InvalidOptionError
+        If there are fewer than two points, positions are not strictly increasing from 1, or a
+        time is not finite and positive.
 
     Examples
     --------
@@ -382,13 +398,30 @@ class CostModel:
         as_int_in_range(self.batch, "batch")
 
     def round_seconds(self, gamma: int, k: int) -> float:
-        """Seconds of one round (module docstring: :math:`T(\\gamma, k)`)."""
+        """Seconds of one round (module docstring: :math:`T(\\gamma, k)`).
+
+        Parameters
+        ----------
+        gamma, k : int
+            Depth and children per node of the drafted tree.
+
+        Returns
+        -------
+        float
+            Draft forwards of the non-leaf nodes plus one target forward over every node.
+        """
         nodes = 1 + tree_size(gamma, k)
         inner = nodes - k**gamma  # non-leaf nodes: each runs the draft once
         return self.draft_cost * self.batch * inner + float(self.verify(self.batch * nodes))
 
     def autoregressive_tokens_per_s(self) -> float:
-        """Tokens per second of plain decoding (one position per sequence and forward)."""
+        """Tokens per second of plain decoding (one position per sequence and forward).
+
+        Returns
+        -------
+        float
+            :math:`B / c_v(B)`.
+        """
         return self.batch / float(self.verify(self.batch))
 
 
@@ -478,6 +511,13 @@ def predict(alpha: Any, cost: CostModel, *, gamma: int, k: int = 1, lengths: Any
     Prediction
         Tokens per round (renewal-exact), seconds per round, tokens/s and speedup.
 
+    Raises
+    ------
+    InvalidOptionError
+        If an acceptance is not in [0, 1] or ``lengths`` does not fit.
+    InvalidDraftCountError
+        If ``gamma`` or ``k`` is not a positive integer.
+
     Examples
     --------
     >>> cost = CostModel(0.0, affine_verify(0.05, 0.01))
@@ -511,6 +551,11 @@ def best_configurations(
     -------
     dict of str to list of Prediction
         Per name, sorted by tokens/s, highest first (ties: smaller tree first).
+
+    Raises
+    ------
+    InvalidOptionError
+        If ``acceptance`` is empty, or as :func:`predict`.
 
     Examples
     --------
