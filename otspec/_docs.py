@@ -71,16 +71,17 @@ k : int
     Number of drafted sequences.
 gamma : int
     Length of each sequence.
-verifier : {"kseq", "rrs", "rrs_wor"}
-    The per-node rule (``"rrs_wor"`` drafts the first tokens without replacement).""",
+verifier : {"kseq", "rrs", "rrs_wor", "optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv"}
+    The per-node rule, or a select-then-BV rule (``"rrs_wor"`` and ``"rrs_wor_bv"`` draft the
+    first tokens without replacement).""",
     "tree_enum_raises": """UnsupportedMethodError
-    If ``verifier`` is not one of :data:`VERIFIERS`.
+    If ``verifier`` is not one of :data:`ALL_RULES`.
 ProblemTooLargeError
     If more than :data:`otspec.trees.MAX_ENUMERATED_TREES` trees would be enumerated.
 NotAnIntegerError, InvalidDraftCountError
     If ``k`` or ``gamma`` is invalid.""",
     "tree_sample_raises": """UnsupportedMethodError
-    If ``verifier`` is not one of :data:`VERIFIERS`.
+    If ``verifier`` is not one of :data:`ALL_RULES`.
 InvalidDraftsError
     If ``tree`` is not ``(k, gamma)`` token ids, a drafted token had draft probability 0 at its
     node, or (``"rrs_wor"``) first tokens repeat.

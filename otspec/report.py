@@ -207,8 +207,10 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
 
     Token and block verification (closed forms), the block optimum (closed form; the certified
     block LP when ``lp`` allows), the joint-coupling bound (not achievable) and, with ``k > 1``,
-    K-SEQ over sequences, recursive rejection over the tree (with and without replacement) and the
-    tree LPs. Enumerations that would not fit are refused before any work.
+    K-SEQ over sequences, recursive rejection over the tree (with and without replacement), their
+    BV boosts and the optimal tree verifier (select-then-BV, :doc:`trees`), the tree optimum by the
+    node LP and, when small enough, the trie LPs. Enumerations that would not fit are refused before
+    any work.
 
     Parameters
     ----------
@@ -320,6 +322,20 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
                 f"RRS tree w/o replacement (k={k})",
                 "exact enumeration",
                 lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="rrs_wor"),
+            )
+        for rule, label in (("kseq_bv", "K-SEQ + BV boost"), ("rrs_bv", "RRS tree + BV boost")) + (
+            (("rrs_wor_bv", "RRS w/o replacement + BV boost"),) if wor_ok else ()
+        ):
+            add(
+                f"{label} (k={k})",
+                "its own selection law, block-verified; exact enumeration",
+                lambda rule=rule: _tree.expected_accepted(p_model, q_model, k, gamma, verifier=rule),
+            )
+        if lp != "no":
+            add(
+                f"optimal tree verifier (k={k})",
+                "select by the node LP's law (transport), then BV; exact enumeration",
+                lambda: _tree.expected_accepted(p_model, q_model, k, gamma, verifier="optimal"),
             )
         if lp != "no":
             add(

@@ -28,6 +28,14 @@ Verifiers (``verifier=``):
 
 With ``k = 1`` all three are token verification (:mod:`otspec.verifiers.token_chain`).
 
+Select-then-BV rules (:mod:`otspec.verifiers.tree_select`, :doc:`trees`): choose one drafted
+sequence, then block-verify it with the selection law's conditionals:
+
+* ``"optimal"`` -- the selection law of the tree optimum (:func:`otspec.tree_optimum`), by an exact
+  transport coupling of the drafted tree; its :math:`E[\tau]` is :math:`T^*` (i.i.d. drafts);
+* ``"kseq_bv"``, ``"rrs_bv"``, ``"rrs_wor_bv"`` -- the BV boosts of the three rules above (a draft
+  through their accepted prefix, block-verified): never a lower :math:`E[\tau]`.
+
 References
 ----------
 Sun, Suresh, Ro, Beirami, Jain, Yu, "SpecTr: Fast Speculative Decoding via Optimal Transport"
@@ -54,6 +62,7 @@ from otspec.verifiers.schedule import AcceptSchedule, schedule_rows
 from otspec.verifiers.step.kseq import kseq_schedule
 from otspec.verifiers.step.rrs import rrs_schedule
 from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
+from otspec.verifiers.tree_select import SELECT_VERIFIERS, mu_conditional, selection_plan, tree_laws
 
 __all__ = [
     "VERIFIERS",
@@ -64,16 +73,20 @@ __all__ = [
     "sample",
     "sample_many",
     "node_schedule",
+    "ALL_RULES",
 ]
 
+#: Top-down rules: a single-step verifier at every node of the drafted tree.
 VERIFIERS = ("kseq", "rrs", "rrs_wor")
+#: Every tree rule: the top-down ones and the select-then-BV ones (:mod:`otspec.verifiers.tree_select`).
+ALL_RULES = VERIFIERS + SELECT_VERIFIERS
 
 
 def _check_verifier(verifier: str) -> bool:
     """Return ``replacement`` for the verifier's draft law."""
-    if verifier not in VERIFIERS:
-        raise UnsupportedMethodError(f"verifier must be one of {VERIFIERS} (got {verifier!r})")
-    return verifier != "rrs_wor"
+    if verifier not in ALL_RULES:
+        raise UnsupportedMethodError(f"verifier must be one of {ALL_RULES} (got {verifier!r})")
+    return verifier not in ("rrs_wor", "rrs_wor_bv")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -278,6 +291,9 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "k
     replacement = _check_verifier(verifier)
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
+    if verifier in SELECT_VERIFIERS:
+        plan = selection_plan(p_model, q_model, as_int_in_range(k, "k"), as_int_in_range(gamma, "gamma"), verifier)
+        return TreeKernel(trees=plan.trees, weights=plan.weights, laws=tree_laws(p_model, plan), verifier=verifier)
     trees, weights = draft_trees(q_model, k, gamma, replacement=replacement)
     walker = _Walker(p_model, q_model, verifier)
     laws = tuple(walker.tree_law(tuple(tuple(int(v) for v in path) for path in t)) for t in trees)
@@ -389,6 +405,28 @@ def _sample_one(p_model, q_model, paths: tuple, verifier: str, schedules: dict, 
             return t, prefix
 
 
+def _select_sampler(p_model, q_model, paths: tuple, verifier: str):
+    """``one(pick, bv) -> (tau, block)`` for a select-then-BV rule on the drafted tree ``paths``:
+    the selection rule (computed once, by enumeration) draws a draft from the ``pick`` stream, then
+    block verification with the selection law's conditionals runs on the ``bv`` stream."""
+    from otspec.verifiers import block as _block
+
+    k, gamma = len(paths), len(paths[0])
+    plan = selection_plan(p_model, q_model, k, gamma, verifier)
+    m = plan.tree_index(np.asarray(paths))
+    if m < 0:
+        raise InvalidDraftsError(f"tree {paths} has probability 0 under the draft law of {verifier!r}; pass a tree the draft can produce")
+    sel = np.asarray(plan.select[m])
+    mu_model = _models.as_model(lambda prefix: mu_conditional(plan, tuple(prefix)), V=p_model.V, name="selection law")
+
+    def one(pick, bv):
+        path = paths[int(pick.choice(k, p=sel))]
+        tau, y = _block.sample(p_model, mu_model, list(path), rng=bv)
+        return tau, tuple(path[:tau]) + (y,)
+
+    return one
+
+
 @fill_doc
 def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng: np.random.Generator) -> tuple[int, tuple]:
     r"""Verify one drafted tree ``(k, gamma)``; returns ``(tau, block)`` with ``block`` the emitted tokens.
@@ -430,6 +468,8 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
     2
     """
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
+    if verifier in SELECT_VERIFIERS:
+        return _select_sampler(p_model, q_model, paths, verifier)(*rng.spawn(2))
     coins, draws = rng.spawn(2)
     return _sample_one(p_model, q_model, paths, verifier, {}, coins, draws)
 
@@ -471,6 +511,10 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
     """
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
     size = as_int_in_range(size, "size", minimum=0)
+    if verifier in SELECT_VERIFIERS:
+        one = _select_sampler(p_model, q_model, paths, verifier)
+        pick, bv = rng.spawn(2)
+        return [one(pick, bv) for _ in range(size)]
     coins, draws = rng.spawn(2)
     schedules: dict = {}
     return [_sample_one(p_model, q_model, paths, verifier, schedules, coins, draws) for _ in range(size)]

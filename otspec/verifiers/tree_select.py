@@ -1,0 +1,284 @@
+r"""Select one drafted sequence, then block-verify it: the optimal tree verifier and the BV boosts.
+
+A *select-then-BV* tree verifier (:doc:`trees`, Theorem 2) sees the drafted tree, picks one of the
+``k`` drafted sequences with some rule whose law over sequences is :math:`\mu`, and runs block
+verification (Sun et al., Algorithm 2; :mod:`otspec.verifiers.block`) on the chosen sequence with
+:math:`\mu`'s conditionals :math:`\mu(y \mid u) = \mu(uy) / \mu(u)` as the draft model. Block
+verification is lossless for whatever chain law it is told, and the chosen sequence has law
+:math:`\mu` exactly, so every such rule is lossless; its :math:`E[\tau]` is
+:math:`\Phi(\mu) = \sum_{u} W_\mu(u)` with :math:`W_\mu(uy) = \min(W_\mu(u) M_b(y \mid u), \mu(uy))`.
+
+Rules (``verifier=`` of :mod:`otspec.verifiers.tree`):
+
+* ``"optimal"`` -- :math:`\mu^*` from the node LP (:func:`otspec.tree_optimum`): the accepted prefix
+  :math:`Z` of an optimal rule ends at node :math:`v` with probability
+  :math:`E(v) = A^*(v) - \sum_y A^*(vy)`; an exact transport plan (network simplex) couples the
+  drafted tree with :math:`v` among the tree's own nodes (Hall's condition is the node LP's
+  constraint), and a uniformly chosen draft through :math:`v` is selected. Then
+  :math:`\mu^*(u) \ge A^*(u)`, so :math:`\Phi(\mu^*) = T^*`. i.i.d. drafts.
+* ``"kseq_bv"``, ``"rrs_bv"``, ``"rrs_wor_bv"`` -- the *BV boost* of a top-down tree verifier: run
+  it, keep only its accepted prefix :math:`Z`, select a uniformly chosen draft through :math:`Z`,
+  and block-verify. Its :math:`\mu` passes every prefix the base rule accepts, so
+  :math:`W_\mu \ge A_{\text{base}}` and :math:`E[\tau]` never drops (:doc:`trees`, corollary).
+
+The selection law is computed by enumerating every drafted tree (small V, k, gamma only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from otspec import prefixes
+from otspec.errors import UnsupportedMethodError
+from otspec.trees import draft_trees
+
+__all__ = ["SELECT_VERIFIERS", "BASE_RULE", "SelectionPlan", "selection_plan", "tree_laws", "mu_conditional", "selection_value"]
+
+#: The select-then-BV rules and, for the boosts, the top-down rule whose accepted prefix they keep.
+SELECT_VERIFIERS = ("optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv")
+BASE_RULE = {"kseq_bv": "kseq", "rrs_bv": "rrs", "rrs_wor_bv": "rrs_wor"}
+
+
+@dataclass(frozen=True, eq=False)
+class SelectionPlan:
+    r"""Which drafted sequence a select-then-BV rule picks, for every drafted tree.
+
+    Attributes
+    ----------
+    trees : ndarray of int64, shape (M, k, gamma)
+        Every drafted tree of positive probability (:func:`otspec.trees.draft_trees`).
+    weights : ndarray, shape (M,)
+        Their probabilities.
+    select : ndarray, shape (M, k)
+        ``select[m, j]``: probability of selecting draft ``j`` given tree ``m`` (rows sum to 1).
+    mu : ndarray, shape (V**gamma,)
+        The selection law on sequences (lexicographic index), :math:`\sum_m Q_m \sum_j
+        \text{select}[m, j]\, \delta_{\text{tree}_m[j]}`.
+    V, gamma : int
+        Vocabulary size and sequence length.
+    """
+
+    trees: np.ndarray
+    weights: np.ndarray
+    select: np.ndarray
+    mu: np.ndarray
+    V: int
+    gamma: int
+
+    def tree_index(self, tree: np.ndarray) -> int:
+        """Row of ``tree`` (shape ``(k, gamma)``) in :attr:`trees`, or -1."""
+        hit = np.flatnonzero((self.trees == np.asarray(tree)[None]).all(axis=(1, 2)))
+        return int(hit[0]) if hit.size else -1
+
+
+def _leaf_index(paths: np.ndarray, V: int) -> np.ndarray:
+    g = paths.shape[-1]
+    return paths @ (V ** np.arange(g - 1, -1, -1, dtype=np.int64))
+
+
+def _mu_from(trees: np.ndarray, weights: np.ndarray, select: np.ndarray, V: int) -> np.ndarray:
+    leaf = _leaf_index(trees, V)  # (M, k)
+    return np.bincount(leaf.ravel(), weights=(weights[:, None] * select).ravel(), minlength=V ** trees.shape[2])
+
+
+def _through(tree: np.ndarray, prefix: tuple) -> np.ndarray:
+    """Indices of the drafts of ``tree`` that start with ``prefix``."""
+    t = len(prefix)
+    if t == 0:
+        return np.arange(tree.shape[0])
+    return np.flatnonzero((tree[:, :t] == np.asarray(prefix)[None]).all(axis=1))
+
+
+def _boost_plan(p_model, q_model, k: int, gamma: int, base: str) -> tuple:
+    from otspec.verifiers import tree as _tree
+
+    kern = _tree.kernel(p_model, q_model, k, gamma, verifier=base)
+    select = np.zeros((kern.trees.shape[0], k))
+    for m, (tr, law) in enumerate(zip(kern.trees, kern.laws, strict=True)):
+        for o, pr in law.items():
+            js = _through(tr, tuple(o[:-1]))
+            select[m, js] += pr / js.size
+    select /= select.sum(axis=1, keepdims=True)  # each law sums to 1 up to rounding
+    return kern.trees, kern.weights, select
+
+
+def _optimal_plan(p_model, q_model, k: int, gamma: int) -> tuple:
+    import ot
+
+    from otspec.bounds.tree import tree_optimum
+
+    res = tree_optimum(p_model, q_model, k, gamma, method="node")
+    if not res.ok:
+        raise UnsupportedMethodError(
+            f"the node LP did not certify on this model pair (status {res.status!r}); the optimal tree verifier needs it"
+        )
+    A = [np.asarray(a) for a in res.node_weights]
+    V = res.V
+    # End-node law of the accepted prefix: E(v) = A(v) - sum_y A(vy) (>= 0 by the chain rule).
+    ends, end_mass = [], []
+    for d in range(gamma + 1):
+        below = A[d + 1].reshape(-1, V).sum(axis=1) if d < gamma else 0.0
+        e = np.maximum(A[d] - below, 0.0)
+        for u in np.flatnonzero(e > 0):
+            ends.append((d, int(u)))
+            end_mass.append(float(e[u]))
+    trees, weights = draft_trees(q_model, k, gamma, replacement=True)
+    M = trees.shape[0]
+    # node index of every draft prefix, per depth: (M, k) arrays
+    node_of = [np.zeros(trees.shape[:2], dtype=np.int64)]
+    for d in range(1, gamma + 1):
+        node_of.append(_leaf_index(trees[:, :, :d], V))
+    allowed = np.zeros((M, len(ends)), dtype=bool)
+    for c, (d, u) in enumerate(ends):
+        allowed[:, c] = (node_of[d] == u).any(axis=1)
+    a = np.asarray(weights, dtype=np.float64)
+    b = np.asarray(end_mass)
+    # Network simplex on the 0/1 cost: Hall's condition (the node LP's constraint) makes the zero-cost
+    # plan feasible; the plan's rows, renormalised, are the selection rule (so the rule's law is
+    # exactly the mu built from them, whatever rounding the plan carries).
+    plan = ot.emd(a / a.sum(), b / b.sum(), np.where(allowed, 0.0, 1.0), numItermax=10_000_000)
+    plan = np.where(allowed, plan, 0.0)
+    rows = plan.sum(axis=1)
+    select = np.zeros((M, k))
+    for m in range(M):
+        if rows[m] <= 0:  # a tree the plan gives no mass: any draft (it has no effect on mu's law beyond 0)
+            select[m] = 1.0 / k
+            continue
+        for c in np.flatnonzero(plan[m] > 0):
+            d, u = ends[c]
+            js = np.flatnonzero(node_of[d][m] == u)
+            select[m, js] += plan[m, c] / rows[m] / js.size
+    return trees, weights, select
+
+
+def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str) -> SelectionPlan:
+    r"""The selection rule of a select-then-BV verifier for every drafted tree (see the module docstring).
+
+    Parameters
+    ----------
+    p_model, q_model : Model
+        Target and draft models (validated).
+    k, gamma : int
+        Number of drafted sequences and their length.
+    verifier : {"optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv"}
+        The rule.
+
+    Returns
+    -------
+    SelectionPlan
+        The drafted trees, their weights, the selection probabilities and the law :math:`\mu`.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is not a select-then-BV rule, or the node LP fails to certify.
+    ProblemTooLargeError
+        If the drafted trees cannot be enumerated.
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> from otspec.verifiers.tree_select import selection_plan
+    >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
+    >>> round(float(selection_plan(p, q, 2, 2, "kseq_bv").mu.sum()), 12)
+    1.0
+    """
+    if verifier == "optimal":
+        trees, weights, select = _optimal_plan(p_model, q_model, k, gamma)
+    elif verifier in BASE_RULE:
+        trees, weights, select = _boost_plan(p_model, q_model, k, gamma, BASE_RULE[verifier])
+    else:
+        raise UnsupportedMethodError(f"verifier must be one of {SELECT_VERIFIERS} (got {verifier!r})")
+    V = p_model.V
+    for arr in (trees, weights, select):
+        arr.setflags(write=False)
+    mu = _mu_from(trees, weights, select, V)
+    mu.setflags(write=False)
+    return SelectionPlan(trees=trees, weights=weights, select=select, mu=mu, V=V, gamma=gamma)
+
+
+def mu_conditional(plan: SelectionPlan, prefix: tuple) -> np.ndarray:
+    r""":math:`\mu(\cdot \mid u)`, shape ``(V,)``: the selection law's next-token conditional after ``prefix``.
+
+    Parameters
+    ----------
+    plan : SelectionPlan
+        The selection rule.
+    prefix : tuple of int
+        A prefix :math:`u` with :math:`\mu(u) > 0` (shorter than ``gamma``).
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        :math:`\mu(uy) / \mu(u)`.
+    """
+    V, g = plan.V, plan.gamma
+    t = len(prefix)
+    start = int(_leaf_index(np.asarray(prefix, dtype=np.int64), V)) * V ** (g - t) if t else 0
+    block = plan.mu[start : start + V ** (g - t)].reshape(V, -1).sum(axis=1)
+    return block / block.sum()
+
+
+def tree_laws(p_model: Any, plan: SelectionPlan) -> tuple:
+    """``laws[m]``: the exact law ``{O: P(O)}`` of the emitted block given drafted tree ``m``.
+
+    Parameters
+    ----------
+    p_model : Model
+        The target.
+    plan : SelectionPlan
+        The selection rule.
+
+    Returns
+    -------
+    tuple of dict
+        One ``{emitted block: probability}`` per drafted tree.
+    """
+    from otspec.verifiers.block import _path_law
+
+    g = plan.gamma
+    cache: dict = {}
+
+    def path_law(path: tuple) -> np.ndarray:
+        hit = cache.get(path)
+        if hit is None:
+            P = np.stack([p_model(path[:i]) for i in range(g + 1)])
+            Qc = np.stack([mu_conditional(plan, path[:i]) for i in range(g)])
+            hit = cache[path] = _path_law(P, Qc, np.asarray(path, dtype=np.int64))
+        return hit
+
+    laws = []
+    for tr, sel in zip(plan.trees, plan.select, strict=True):
+        out: dict = {}
+        for j in np.flatnonzero(sel > 0):
+            path = tuple(int(v) for v in tr[j])
+            law = path_law(path)
+            for t in range(g + 1):
+                for y in np.flatnonzero(law[t] > 0):
+                    key = path[:t] + (int(y),)
+                    out[key] = out.get(key, 0.0) + sel[j] * float(law[t, y])
+        laws.append(out)
+    return tuple(laws)
+
+
+def selection_value(p_model: Any, q_model: Any, plan: SelectionPlan) -> float:
+    r""":math:`\Phi(\mu)`: the rule's exact :math:`E[\tau]` in closed form (the W recursion with :math:`\mu` as the draft).
+
+    Parameters
+    ----------
+    p_model, q_model : Model
+        Target and draft models.
+    plan : SelectionPlan
+        The selection rule.
+
+    Returns
+    -------
+    float
+        :math:`\sum_u W_\mu(u)`.
+    """
+    from otspec.bounds.tree_node import selection_value as phi
+
+    return phi(prefixes.enumerate_prefixes(p_model, q_model, plan.gamma), np.asarray(plan.mu))[0]
