@@ -103,7 +103,7 @@ def acceptance_of_corpus(table: Any) -> tuple[dict, np.ndarray]:
     Parameters
     ----------
     table : pyarrow.Table
-        :func:`otspec_gpu.corpus.read_results` of the run.
+        :func:`otspec.corpus_shards.read_results` of the run.
 
     Returns
     -------
@@ -142,9 +142,9 @@ def acceptance_of_corpus(table: Any) -> tuple[dict, np.ndarray]:
 def _read(args: argparse.Namespace) -> tuple[dict, Any]:
     if args.corpus is not None:
         try:
-            from otspec_gpu.corpus.shards import read_results
+            from otspec.corpus_shards import read_results
         except ImportError as exc:
-            raise CliError(f"--corpus needs otspec's corpus extra (pyarrow, torch): {exc}") from None
+            raise CliError(f"--corpus needs otspec's corpus extra (pyarrow): {exc}") from None
         try:
             return acceptance_of_corpus(read_results(args.corpus))
         except ImportError as exc:

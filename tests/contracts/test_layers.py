@@ -28,7 +28,7 @@ LAYERS = [
     ("otspec._tolerances", "otspec.errors", "otspec._docs", "otspec._display", "otspec._arith", "otspec._optional"),
     ("otspec._validation", "otspec.sampling", "otspec.plugin"),
     ("otspec._race", "otspec.stats"),
-    ("otspec.laws", "otspec.models", "otspec.prefixes", "otspec.synthetic", "otspec.io", "otspec.metrics"),
+    ("otspec.laws", "otspec.models", "otspec.prefixes", "otspec.synthetic", "otspec.io", "otspec.metrics", "otspec.corpus_shards"),
     ("otspec.trees",),
     ("otspec.bounds",),
     ("otspec.verifiers",),
