@@ -53,16 +53,52 @@ _MODE_WORDS = {"chain": "one drafted sequence", "single": "k single-token drafts
 
 @runtime_checkable
 class Drafter(Protocol):
-    """A run's drafting state (see the module docstring): ``draft``, ``observe``, ``record``."""
+    """A run's drafting state (see the module docstring): ``draft``, ``observe``, ``record``.
+
+    A protocol: any object with these three methods is a drafter (``isinstance`` checks it at run
+    time); it is made by :meth:`DraftSource.drafter`, never constructed here.
+    """
 
     def draft(self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator):
-        """Draft one round: ``(X [R, gamma], Q [R, gamma, V], n_drafts [B])``."""
+        """Draft one round.
+
+        Parameters
+        ----------
+        next_q : callable
+            ``next_q(ids, valid) -> q``: feeds ``ids`` ``[R, n]`` to the draft's cache and returns
+            the processed conditionals ``[R, V]`` after the last one (``None`` for a drafter
+            without a model).
+        first : torch.Tensor
+            ``[B]`` the last emitted token of each prompt (the first input of the round).
+        first_valid : torch.Tensor
+            ``[B]`` bool, which prompts are still generating.
+        generator : torch.Generator
+            The round's source of randomness.
+
+        Returns
+        -------
+        tuple
+            ``(X [R, gamma], Q [R, gamma, V], n_drafts [B])``: drafted tokens, the law each was drawn
+            from, and how many of each prompt's rows are real drafts.
+        """
 
     def observe(self, emitted) -> None:
-        """Take note of the tokens each prompt emitted this round."""
+        """Take note of the tokens each prompt emitted this round.
+
+        Parameters
+        ----------
+        emitted : sequence
+            Per prompt, the tokens the verifier emitted this round.
+        """
 
     def record(self) -> dict:
-        """Entries for the run's config."""
+        """Entries for the run's config.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable facts about the drafting (e.g. how often prompt lookup matched).
+        """
 
 
 @runtime_checkable
@@ -75,7 +111,23 @@ class DraftSource(Protocol):
     model: Any
 
     def drafter(self, mode, prompts, V: int, device) -> Drafter:
-        """The run's drafter for a :class:`~otspec_gpu.decoding.DecodeMode`."""
+        """The run's drafter for a :class:`~otspec_gpu.decoding.DecodeMode`.
+
+        Parameters
+        ----------
+        mode : otspec_gpu.decoding.DecodeMode
+            Chain, single-step or tree, with k and gamma.
+        prompts : sequence
+            The prompts' token ids (a drafter without a model drafts from them).
+        V : int
+            Vocabulary size.
+        device : torch.device or str
+            Where the drafts live.
+
+        Returns
+        -------
+        Drafter
+        """
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,26 @@ def _shared_cdf(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def draw_iid(q: torch.Tensor, k: int, *, generator: torch.Generator, n: int | None = None, validate: bool = True) -> torch.Tensor:
     """The torch sampler of :class:`otspec.laws.iid.IIDLaw` (its ``torch_sampler`` hook): ``k``
     independent inverse-CDF draws in float64 per row of the checked ``q`` ``[B, V]`` (``[n, k]`` from
-    one shared ``[1, V]`` row when ``n`` is given). Any ``k`` works: i.i.d. drafts may repeat."""
+    one shared ``[1, V]`` row when ``n`` is given). Any ``k`` works: i.i.d. drafts may repeat.
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        ``[B, V]`` draft rows, already checked by :func:`sample_drafts` (``[1, V]`` with ``n``).
+    k : int
+        Number of drafts per row (``>= 1``).
+    generator : torch.Generator
+        The only source of randomness.
+    n : int, optional
+        Rows to draw from the one shared row of ``q``.
+    validate : bool
+        Check that every row can produce ``k`` drafts (a synchronising check on CUDA).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, k]`` (or ``[n, k]``) long token ids.
+    """
     if n is not None:
         _, cdf = _shared_cdf(q)
         u = torch.rand((n, k), dtype=torch.float64, device=q.device, generator=generator)
@@ -105,7 +124,31 @@ def draw_without_replacement(
     """The torch sampler of :class:`otspec.laws.without_replacement.WithoutReplacementLaw`:
     successive sampling proportional to q, in drawing order (Gumbel-top-k on ``log q`` in float64 per
     row; successive skip draws on one shared CDF when ``n`` is given). Needs ``k`` tokens of positive
-    q in every row (checked when ``validate``)."""
+    q in every row (checked when ``validate``).
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        ``[B, V]`` draft rows, already checked by :func:`sample_drafts` (``[1, V]`` with ``n``).
+    k : int
+        Number of drafts per row (``>= 1``).
+    generator : torch.Generator
+        The only source of randomness.
+    n : int, optional
+        Rows to draw from the one shared row of ``q``.
+    validate : bool
+        Check that every row can produce ``k`` drafts (a synchronising check on CUDA).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, k]`` (or ``[n, k]``) long token ids.
+
+    Raises
+    ------
+    InvalidDraftsError
+        If (``validate``) a row has fewer than ``k`` tokens of positive q.
+    """
     if validate and bool(((q > 0).sum(dim=1) < k).any()):
         raise InvalidDraftsError(f"k = {k} drafts without replacement need at least k tokens of positive q in every row; lower k")
     if n is not None:
@@ -123,7 +166,33 @@ def draw_without_replacement(
 def draw_greedy(q: torch.Tensor, k: int, *, generator: torch.Generator, n: int | None = None, validate: bool = True) -> torch.Tensor:
     """The torch sampler of :class:`otspec.laws.greedy.GreedyLaw`: the top-(k-1) tokens of q
     (:func:`greedy_top`), then one token from q restricted to the other tokens. Needs ``k <= V`` and
-    positive q off the top-(k-1) in every row (checked when ``validate``)."""
+    positive q off the top-(k-1) in every row (checked when ``validate``).
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        ``[B, V]`` draft rows, already checked by :func:`sample_drafts` (``[1, V]`` with ``n``).
+    k : int
+        Number of drafts per row (``>= 1``).
+    generator : torch.Generator
+        The only source of randomness.
+    n : int, optional
+        Rows to draw from the one shared row of ``q``.
+    validate : bool
+        Check that every row can produce ``k`` drafts (a synchronising check on CUDA).
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, k]`` (or ``[n, k]``) long token ids.
+
+    Raises
+    ------
+    InvalidDraftCountError
+        If ``k > V``.
+    InvalidDraftsError
+        If (``validate``) a row has no positive q off its top-(k-1) tokens.
+    """
     V = q.shape[1]
     if k > V:
         raise InvalidDraftCountError(f"greedy drafts need k <= V (got k = {k}, V = {V}); lower k")

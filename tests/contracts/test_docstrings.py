@@ -285,7 +285,8 @@ def _check_class(cls, doc) -> list[str]:
         if missing:  # reading the source is slow (inspect parses the module): only when needed
             missing -= _attribute_docs(cls)
         out += [f"dataclass field {n!r} undocumented (Attributes section or attribute docstring)" for n in sorted(missing)]
-    elif "__init__" in vars(cls) and inspect.isfunction(vars(cls)["__init__"]):
+    elif "__init__" in vars(cls) and inspect.isfunction(vars(cls)["__init__"]) and not getattr(cls, "_is_protocol", False):
+        # (a typing.Protocol is never constructed: its placeholder __init__ has nothing to document)
         init = vars(cls)["__init__"]
         init_doc = _parse(inspect.getdoc(init) or "") if init.__doc__ else None
         target = init_doc if init_doc is not None and init_doc["Parameters"] else doc
