@@ -56,7 +56,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from otspec import prefixes
-from otspec._tolerances import LP_FEASIBILITY_TOL, POLISH_NEGATIVE_ATOL, TREE_CUT_TOL, TREE_CUTS_PER_ROUND, TREE_MAX_CUT_ROUNDS
+from otspec._tolerances import (
+    LP_FEASIBILITY_TOL,
+    POLISH_NEGATIVE_ATOL,
+    TREE_ANTICHAIN_ROWS_PER_ROUND,
+    TREE_CUT_TOL,
+    TREE_CUTS_PER_ROUND,
+    TREE_MAX_CUT_ROUNDS,
+)
 
 #: Before the exact re-solve, blocks are added only for violations HiGHS itself can see (its
 #: feasibility tolerance is absolute); smaller ones are settled after the float64 re-solve.
@@ -461,7 +468,9 @@ class _NodeLP:
         self.n_l = len(rows)
         self.n_a = n
         self.blocks: list = []
+        self.cut_rows: list = []
         self.seen: set = set()
+        self.seen_rows: set = set()
 
     def csc(self):
         import scipy.sparse as sp
@@ -482,22 +491,27 @@ class _NodeLP:
             out.append(a)
         return out
 
-    def cuts_for(self, x: np.ndarray, tol: float) -> tuple[float, list]:
-        """The largest Hall violation and the slopes of new tangent blocks (one per most violated
-        antichain, at the tangent of h at its draft mass)."""
-        viol, chains = antichain_violation(self.table, self.nodes(x), self.k, top=TREE_CUTS_PER_ROUND)
-        new = []
+    def cuts_for(self, x: np.ndarray, tol: float) -> tuple[float, list, list]:
+        """The largest Hall violation, the slopes of new tangent blocks (for the most violated
+        antichains, at the tangent of h at their draft mass) and single antichain rows."""
+        viol, chains = antichain_violation(self.table, self.nodes(x), self.k, top=TREE_ANTICHAIN_ROWS_PER_ROUND)
+        blocks, rows = [], []
         if viol <= tol:
-            return viol, new
-        for masks in chains:
+            return viol, blocks, rows
+        for i, masks in enumerate(chains):
             m = float(sum(self.table.q_joint[d][masks[d]].sum() for d in range(1, self.g + 1)))
-            lam = float(self.k * (1.0 - min(m, 1.0)) ** (self.k - 1))
-            key = np.round(lam, 12)
-            if key in self.seen:
-                continue
-            self.seen.add(key)
-            new.append((lam, float(coverage(m, self.k)) - lam * m))
-        return viol, new
+            cols = np.sort(np.concatenate([self.col[d][masks[d] & (self.col[d] >= 0)] for d in range(1, self.g + 1)]))
+            key = cols.tobytes()
+            if cols.size and key not in self.seen_rows:
+                self.seen_rows.add(key)
+                rows.append((cols, float(coverage(m, self.k))))
+            if i < TREE_CUTS_PER_ROUND:
+                lam = float(self.k * (1.0 - min(m, 1.0)) ** (self.k - 1))
+                lk = np.round(lam, 12)
+                if lk not in self.seen:
+                    self.seen.add(lk)
+                    blocks.append((lam, float(coverage(m, self.k)) - lam * m))
+        return viol, blocks, rows
 
     def add_block(self, h, lam: float, c: float) -> None:
         """Rows and columns enforcing max_R A(R) - lam Ms(R) <= c for every antichain R:
@@ -568,6 +582,9 @@ class _NodeLP:
         for own in self.blocks:
             for r, c in own:
                 b[c] += abs(y[r])  # a lower-bound row: its multiplier has the opposite sign convention
+        for r in self.cut_rows:
+            cols, vals = self.rows[r]
+            b[cols] += max(y[r], 0.0) * vals
         out = [np.zeros(1)]
         for d in range(1, self.g + 1):
             c = self.col[d]
@@ -633,9 +650,14 @@ def solve_node_lp(table: prefixes.PrefixTable, k: int) -> NodeLPSolution:
         A(\emptyset) = 1, \quad \sum_{r \in R} A(r) \le h(M_s(R))\ \ \forall \text{ antichains } R.
 
     Each round HiGHS (dual simplex, warm-started) solves the LP with the cuts so far;
-    :func:`antichain_violation` finds the most violated antichains exactly and up to
-    :data:`~otspec._tolerances.TREE_CUTS_PER_ROUND` are added. When none is violated beyond HiGHS'
-    tolerance, the basis is re-solved exactly in float64 and checked again at
+    :func:`antichain_violation` finds the most violated antichains exactly. Up to
+    :data:`~otspec._tolerances.TREE_ANTICHAIN_ROWS_PER_ROUND` of them are added as single rows
+    :math:`A(R) / h(M_s(R)) \le 1`, and the most violated one also as a *tangent block*: the
+    antichain recursion at the slope :math:`\lambda = h'(M_s(R))` written as LP rows (one variable
+    per prefix), which enforces :math:`A(R') - \lambda M_s(R') \le h(M_s(R)) - \lambda M_s(R)`
+    for every antichain :math:`R'` at once
+    (:data:`~otspec._tolerances.TREE_CUTS_PER_ROUND` blocks per round). When nothing is violated
+    beyond HiGHS' tolerance, the basis is re-solved exactly in float64 and checked again at
     :data:`~otspec._tolerances.TREE_CUT_TOL`. Capped at
     :data:`~otspec._tolerances.TREE_MAX_CUT_ROUNDS` rounds.
 
@@ -675,16 +697,26 @@ def solve_node_lp(table: prefixes.PrefixTable, k: int) -> NodeLPSolution:
         x = np.asarray(sol.col_value, dtype=np.float64)
         y = np.asarray(sol.row_dual, dtype=np.float64)
         polished = False
-        _, new = lp.cuts_for(x, TREE_CHAIN_TOL)
-        if not new:
+        _, new, cutrows = lp.cuts_for(x, TREE_CHAIN_TOL)
+        if not new and not cutrows:
             pol = _polish(lp, h, lp.cost) if ok else None
             if pol is not None and pol[0].min(initial=0.0) >= -POLISH_NEGATIVE_ATOL:
                 x, y, polished = np.maximum(pol[0], 0.0), pol[1], True
-            _, new = lp.cuts_for(x, TREE_CUT_TOL)
-        if not new or rounds >= TREE_MAX_CUT_ROUNDS:
+            _, new, cutrows = lp.cuts_for(x, TREE_CUT_TOL)
+        if (not new and not cutrows) or rounds >= TREE_MAX_CUT_ROUNDS:
             break
         for lam, c in new:
             lp.add_block(h, lam, c)
+        for cols, rhs in cutrows:
+            # sum A / h(Ms(R)) <= 1: HiGHS' feasibility tolerance is absolute, and an antichain of
+            # tiny draft mass would otherwise pass with a large relative violation.
+            scale = 1.0 / rhs if rhs > 0 else 1.0
+            vals = np.full(cols.size, scale)
+            lp.rows.append((cols, vals))
+            lp.row_lower.append(-np.inf)
+            lp.row_upper.append(rhs * scale)
+            lp.cut_rows.append(len(lp.rows) - 1)
+            h.addRow(-highspy.kHighsInf, rhs * scale, cols.size, cols.astype(np.int32), vals)
         cuts += len(new)
         h.run()
         status = h.getModelStatus()
