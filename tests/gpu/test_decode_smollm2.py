@@ -158,7 +158,7 @@ def test_tree_realized_matches_expected(pair):
         drafts=2,
         gamma=3,
         temperature=1.0,
-        max_new_tokens=24,
+        max_new_tokens=32,  # a round emits at most gamma + 1 = 4 tokens: >= 8 rounds on any path
         seed=2,
         stop_at_eos=False,
     )
