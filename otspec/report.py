@@ -100,9 +100,7 @@ class ComparisonTable(list):
         return html_table(header, rows, notes=notes)
 
 
-def compare(
-    p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None, fit: bool = True
-) -> ComparisonTable:
+def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 2000, rng: Any = None, fit: bool = True) -> ComparisonTable:
     r"""Acceptance of every verifier in :data:`ALL` that applies to ``law``, against the optimum.
 
     ``optimum`` defaults to ``otspec.optimal_acceptance(p, law).value``. Each verifier's
@@ -144,7 +142,7 @@ def compare(
     >>> rows = compare([0.5, 0.3, 0.2], otspec.iid([0.2, 0.3, 0.5], 2))
     >>> [r.name for r in rows][:3]
     ['kseq', 'rrs', 'khisti']
-    >>> all(r.shortfall > -1e-9 for r in rows)
+    >>> all(r.shortfall > -1e-9 for r in rows if r.lossless)  # lossy rules may accept more
     True
     """
     if optimum is None:

@@ -24,7 +24,8 @@ def test_rows_for_each_applicable_verifier(rng):
             assert r.optimum == opt
             assert abs(r.shortfall - (opt - r.acceptance)) < FLOAT64_ULPS_ATOL
             assert abs(r.percent_of_optimum - 100 * r.acceptance / opt) < EXACT_ATOL
-            assert r.shortfall >= -EXACT_ATOL, r
+            if r.lossless:  # a lossy rule (lossy_optimal, typical, fuzzy) may accept more than the lossless optimum
+                assert r.shortfall >= -EXACT_ATOL, r
             if r.name in ("optimal_plan", "khisti", "greedy_optimal", "spechub"):
                 assert abs(r.shortfall) < EXACT_ATOL, r
 

@@ -406,7 +406,11 @@ def _iid_only(args) -> None:
     """``--only iid``: the i.i.d. optimum with its certificate against its argsort + cumsum floor,
     this revision and (``--baseline``) another, each in a fresh process of the same run."""
     load_before = _load_average()
-    rev = subprocess.run(["git", "rev-parse", args.baseline], check=True, capture_output=True, text=True).stdout.strip() if args.baseline else None
+    rev = (
+        subprocess.run(["git", "rev-parse", args.baseline], check=True, capture_output=True, text=True).stdout.strip()
+        if args.baseline
+        else None
+    )
     tree = _extract_tree(rev) if rev else None
     try:
         fl = iid_floor(args.seed, args.quick, tree)

@@ -174,6 +174,7 @@ def _command(args: list[str], plain: bool, repeats: int) -> dict:
     }
 
 
+# long-function: a linear script: run, write, report in order (experiments/README.md); splitting only moves lines
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="experiments/out/bench_plain_install")
@@ -241,13 +242,26 @@ def main() -> None:
         "The floors of each computation's rounds (ms, wall / CPU)": markdown_table(
             ["install", "interleaved with", "argsort", "stable argsort", "argsort + cumsum"], floors
         ),
-        "One Luce law evaluation (optimal_wor's oracle) at V = 100, k = 3, h = 0.25": markdown_table(["install", "seconds", "warning"], luce_rows),
+        "One Luce law evaluation (optimal_wor's oracle) at V = 100, k = 3, h = 0.25": markdown_table(
+            ["install", "seconds", "warning"], luce_rows
+        ),
         "machine load": f"load average before {tuple(round(x, 2) for x in load0)}, after {tuple(round(x, 2) for x in load1)}",
     }
     write_report(
         args.out,
         "bench_plain_install",
-        {"children_import": f"otspec at HEAD {head} (git archive)", "V": V, "k": k, "samples": args.samples, "commands": commands, "timing": timing, "rows": rows, "luce": luce, "load_before": load0, "load_after": load1},
+        {
+            "children_import": f"otspec at HEAD {head} (git archive)",
+            "V": V,
+            "k": k,
+            "samples": args.samples,
+            "commands": commands,
+            "timing": timing,
+            "rows": rows,
+            "luce": luce,
+            "load_before": load0,
+            "load_after": load1,
+        },
         tables,
     )
 

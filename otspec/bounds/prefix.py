@@ -105,7 +105,8 @@ def iid_prefix(p: np.ndarray, q: np.ndarray, k: int, *, return_order: bool = Fal
     direct = return_scan and q.min() > 0
     if direct:
         ps, qs = np.take(p, order), np.take(q, order)
-        ks = np.divide(ps, qs, out=b)
+        with np.errstate(over="ignore"):  # a denormal q overflows to inf, as in ratio_keys
+            ks = np.divide(ps, qs, out=b)
     else:
         ks = np.take(key, order, out=b)
     tie = np.equal(ks[1:], ks[:-1])

@@ -151,9 +151,7 @@ def cap_floor_law(p: np.ndarray, q: np.ndarray, in_cut: np.ndarray, g: float, or
     return r
 
 
-def iid_primal_sorted(
-    ps: np.ndarray, qs: np.ndarray, n_cut: int, g: float, k: int, scan: tuple | None = None
-) -> tuple[float, float]:
+def iid_primal_sorted(ps: np.ndarray, qs: np.ndarray, n_cut: int, g: float, k: int, scan: tuple | None = None) -> tuple[float, float]:
     r"""The i.i.d. primal in the p/q order, with no gather beyond the two the caller made:
     :math:`r^*` by the cap/floor formulas on the suffix/prefix, its Lorenz test along the reversed
     order (after the O(V) near-sortedness check of :func:`lorenz_violation`) and its acceptance.

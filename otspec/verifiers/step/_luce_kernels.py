@@ -21,6 +21,7 @@ class UncompiledLuceWarning(UserWarning):
     """numba is missing (it is a core dependency): the double integral runs as plain Python,
     100-1000x slower than compiled (minutes per evaluation above a few thousand tokens)."""
 
+
 try:
     import numba
 
