@@ -19,18 +19,17 @@ own rule because that is what engines run and name, in chains too: position by p
 
 from __future__ import annotations
 
-import numpy as np
-
-from otspec.laws import DraftLaw
-from otspec.verifiers.base import Verifier
-from otspec.verifiers.schedule import AcceptSchedule
-from otspec.verifiers.tuples import distinct_mask
+from otspec.verifiers.step.nss import NSSVerifier
 
 __all__ = ["ExactMatchVerifier", "exact_match"]
 
 
-class ExactMatchVerifier(Verifier):
+class ExactMatchVerifier(NSSVerifier):
     r"""Strict exact match: :math:`Y \sim p`, accepted iff it is one of the drafts (any law).
+
+    The single-step rule is ``nss``'s (same kernel, acceptance and sampler, inherited), under the
+    name engines give it; a law with one deterministic tuple and no inclusion closed form gets
+    :math:`p(S)` of that tuple's set.
 
     Examples
     --------
@@ -44,25 +43,12 @@ class ExactMatchVerifier(Verifier):
     rule = "strict exact match applies to every draft law"
     reference = "engines' strict rule (vLLM, mlx-lm); MATH §16 for its optimality on deterministic drafts"
 
-    def applies_to(self, law: DraftLaw) -> bool:
-        return True
-
-    def _schedule(self, p, law, tuples):
-        # no accept rounds: the output is a fresh draw from p, whatever was drafted
-        return AcceptSchedule(tokens=tuples[:, :0], accept=np.zeros((tuples.shape[0], 0)), residual=p)
-
-    def _tuple_acceptance(self, p, law, tuples):
-        # p of the drafted set, each distinct token once
-        return np.sum(np.where(distinct_mask(tuples), p[tuples], 0.0), axis=1)
-
     def _closed_form(self, p, law):
-        hit = law.inclusion_probabilities()  # P(y among the drafts)
-        if hit is None:
-            if law.num_tuples() != 1:
-                return None
+        closed = super()._closed_form(p, law)
+        if closed is None and law.num_tuples() == 1:
             tuples, _ = law.enumerate()  # one deterministic tuple: p of its set
             return float(self._tuple_acceptance(p, law, tuples)[0]), {}
-        return float(p @ hit), {}
+        return closed
 
 
 exact_match = ExactMatchVerifier()
