@@ -62,7 +62,8 @@ from otspec.verifiers.schedule import AcceptSchedule, schedule_rows
 from otspec.verifiers.step.kseq import kseq_schedule
 from otspec.verifiers.step.rrs import rrs_schedule
 from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
-from otspec.verifiers.tree_select import SELECT_VERIFIERS, mu_conditional, selection_plan, tree_laws
+from otspec.verifiers.tree_select import BASE_RULE, SELECT_VERIFIERS, mu_conditional, tree_laws
+from otspec.verifiers.tree_select import selection_plan as _selection_plan
 
 __all__ = [
     "VERIFIERS",
@@ -74,6 +75,7 @@ __all__ = [
     "sample_many",
     "node_schedule",
     "ALL_RULES",
+    "selection_plan",
 ]
 
 #: Top-down rules: a single-step verifier at every node of the drafted tree.
@@ -292,7 +294,7 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "k
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     if verifier in SELECT_VERIFIERS:
-        plan = selection_plan(p_model, q_model, as_int_in_range(k, "k"), as_int_in_range(gamma, "gamma"), verifier)
+        plan = selection_plan(p_model, q_model, k, gamma, verifier=verifier)
         return TreeKernel(trees=plan.trees, weights=plan.weights, laws=tree_laws(p_model, plan), verifier=verifier)
     trees, weights = draft_trees(q_model, k, gamma, replacement=replacement)
     walker = _Walker(p_model, q_model, verifier)
@@ -405,6 +407,50 @@ def _sample_one(p_model, q_model, paths: tuple, verifier: str, schedules: dict, 
             return t, prefix
 
 
+def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "optimal"):
+    r"""The selection rule of a select-then-BV tree verifier for every drafted tree.
+
+    For a boost the base rule's exact kernel is computed first (:func:`kernel`); see
+    :func:`otspec.verifiers.tree_select.selection_plan`.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models over one vocabulary.
+    k, gamma : int
+        Number of drafted sequences and their length.
+    verifier : {"optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv"}
+        The rule.
+
+    Returns
+    -------
+    SelectionPlan
+        Trees, weights, selection probabilities and the selection law :math:`\mu` on sequences.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``verifier`` is not a select-then-BV rule.
+    ProblemTooLargeError
+        If the drafted trees cannot be enumerated.
+
+    Examples
+    --------
+    >>> from otspec import models
+    >>> from otspec.verifiers import tree
+    >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
+    >>> round(float(tree.selection_plan(p, q, 2, 2, verifier="kseq_bv").mu.sum()), 12)
+    1.0
+    """
+    if verifier not in SELECT_VERIFIERS:
+        raise UnsupportedMethodError(f"verifier must be one of {SELECT_VERIFIERS} (got {verifier!r})")
+    p_model = _models.as_model(p_model, name="p_model")
+    q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
+    k, gamma = as_int_in_range(k, "k"), as_int_in_range(gamma, "gamma")
+    base = kernel(p_model, q_model, k, gamma, verifier=BASE_RULE[verifier]) if verifier in BASE_RULE else None
+    return _selection_plan(p_model, q_model, k, gamma, verifier, base=base)
+
+
 def _select_sampler(p_model, q_model, paths: tuple, verifier: str):
     """``one(pick, bv) -> (tau, block)`` for a select-then-BV rule on the drafted tree ``paths``:
     the selection rule (computed once, by enumeration) draws a draft from the ``pick`` stream, then
@@ -412,7 +458,7 @@ def _select_sampler(p_model, q_model, paths: tuple, verifier: str):
     from otspec.verifiers import block as _block
 
     k, gamma = len(paths), len(paths[0])
-    plan = selection_plan(p_model, q_model, k, gamma, verifier)
+    plan = selection_plan(p_model, q_model, k, gamma, verifier=verifier)
     m = plan.tree_index(np.asarray(paths))
     if m < 0:
         raise InvalidDraftsError(f"tree {paths} has probability 0 under the draft law of {verifier!r}; pass a tree the draft can produce")

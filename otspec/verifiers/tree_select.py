@@ -69,7 +69,18 @@ class SelectionPlan:
     gamma: int
 
     def tree_index(self, tree: np.ndarray) -> int:
-        """Row of ``tree`` (shape ``(k, gamma)``) in :attr:`trees`, or -1."""
+        """Row of a drafted tree in :attr:`trees`.
+
+        Parameters
+        ----------
+        tree : array_like of int, shape (k, gamma)
+            The drafted sequences, one per row.
+
+        Returns
+        -------
+        int
+            Its row, or -1 when the tree has probability 0.
+        """
         hit = np.flatnonzero((self.trees == np.asarray(tree)[None]).all(axis=(1, 2)))
         return int(hit[0]) if hit.size else -1
 
@@ -92,17 +103,14 @@ def _through(tree: np.ndarray, prefix: tuple) -> np.ndarray:
     return np.flatnonzero((tree[:, :t] == np.asarray(prefix)[None]).all(axis=1))
 
 
-def _boost_plan(p_model, q_model, k: int, gamma: int, base: str) -> tuple:
-    from otspec.verifiers import tree as _tree
-
-    kern = _tree.kernel(p_model, q_model, k, gamma, verifier=base)
-    select = np.zeros((kern.trees.shape[0], k))
-    for m, (tr, law) in enumerate(zip(kern.trees, kern.laws, strict=True)):
+def _boost_select(trees: np.ndarray, laws: tuple, k: int) -> np.ndarray:
+    """``select[m, j]``: a uniform draft through the accepted prefix of the base rule's law."""
+    select = np.zeros((trees.shape[0], k))
+    for m, (tr, law) in enumerate(zip(trees, laws, strict=True)):
         for o, pr in law.items():
             js = _through(tr, tuple(o[:-1]))
             select[m, js] += pr / js.size
-    select /= select.sum(axis=1, keepdims=True)  # each law sums to 1 up to rounding
-    return kern.trees, kern.weights, select
+    return select / select.sum(axis=1, keepdims=True)  # each law sums to 1 up to rounding
 
 
 def _optimal_plan(p_model, q_model, k: int, gamma: int) -> tuple:
@@ -154,7 +162,7 @@ def _optimal_plan(p_model, q_model, k: int, gamma: int) -> tuple:
     return trees, weights, select
 
 
-def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str) -> SelectionPlan:
+def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str, *, base: Any = None) -> SelectionPlan:
     r"""The selection rule of a select-then-BV verifier for every drafted tree (see the module docstring).
 
     Parameters
@@ -165,6 +173,10 @@ def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str
         Number of drafted sequences and their length.
     verifier : {"optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv"}
         The rule.
+    base : TreeKernel, optional
+        For a boost: the exact kernel of its base rule (:func:`otspec.verifiers.tree.kernel` with
+        :data:`BASE_RULE` ``[verifier]``); required for the boosts, unused for ``"optimal"``.
+        :func:`otspec.verifiers.tree.selection_plan` supplies it.
 
     Returns
     -------
@@ -174,7 +186,8 @@ def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str
     Raises
     ------
     UnsupportedMethodError
-        If ``verifier`` is not a select-then-BV rule, or the node LP fails to certify.
+        If ``verifier`` is not a select-then-BV rule, a boost has no ``base``, or the node LP fails
+        to certify.
     ProblemTooLargeError
         If the drafted trees cannot be enumerated.
 
@@ -183,13 +196,16 @@ def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str
     >>> from otspec import models
     >>> from otspec.verifiers.tree_select import selection_plan
     >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
-    >>> round(float(selection_plan(p, q, 2, 2, "kseq_bv").mu.sum()), 12)
+    >>> round(float(selection_plan(p, q, 2, 2, "optimal").mu.sum()), 12)
     1.0
     """
     if verifier == "optimal":
         trees, weights, select = _optimal_plan(p_model, q_model, k, gamma)
     elif verifier in BASE_RULE:
-        trees, weights, select = _boost_plan(p_model, q_model, k, gamma, BASE_RULE[verifier])
+        if base is None or base.verifier != BASE_RULE[verifier]:
+            raise UnsupportedMethodError(f"{verifier!r} needs the exact kernel of {BASE_RULE[verifier]!r} as base=")
+        trees, weights = np.array(base.trees), np.array(base.weights)
+        select = _boost_select(trees, base.laws, k)
     else:
         raise UnsupportedMethodError(f"verifier must be one of {SELECT_VERIFIERS} (got {verifier!r})")
     V = p_model.V
@@ -237,17 +253,17 @@ def tree_laws(p_model: Any, plan: SelectionPlan) -> tuple:
     tuple of dict
         One ``{emitted block: probability}`` per drafted tree.
     """
-    from otspec.verifiers.block import _path_law
+    from otspec import models as _models
+    from otspec.verifiers.block import conditional_law
 
     g = plan.gamma
     cache: dict = {}
+    mu_model = _models.as_model(lambda prefix: mu_conditional(plan, tuple(prefix)), V=plan.V, name="selection law")
 
     def path_law(path: tuple) -> np.ndarray:
         hit = cache.get(path)
         if hit is None:
-            P = np.stack([p_model(path[:i]) for i in range(g + 1)])
-            Qc = np.stack([mu_conditional(plan, path[:i]) for i in range(g)])
-            hit = cache[path] = _path_law(P, Qc, np.asarray(path, dtype=np.int64))
+            hit = cache[path] = conditional_law(p_model, mu_model, list(path))
         return hit
 
     laws = []

@@ -12,7 +12,7 @@ import otspec
 from otspec import models
 from otspec.errors import UnsupportedMethodError
 from otspec.verifiers import chain, tree
-from otspec.verifiers.tree_select import selection_plan, selection_value
+from otspec.verifiers.tree_select import selection_value
 from tests._oracles import make_pair
 
 #: Exact kernels: float64 sums over at most a few thousand drafted trees.
@@ -54,7 +54,7 @@ def test_bv_boosts_are_lossless_and_never_worse(seed, V, gamma, k, a, sparse):
         assert chain.lossless_violation(K.output_law(), p) <= EXACT
         assert K.expected_accepted() >= tree.expected_accepted(p, q, k, gamma, verifier=base) - EXACT
         # the kernel's E[tau] is the closed form Phi(mu) of the rule's selection law
-        plan = selection_plan(p, q, k, gamma, boost)
+        plan = tree.selection_plan(p, q, k, gamma, verifier=boost)
         assert abs(K.expected_accepted() - selection_value(p, q, plan)) <= EXACT
 
 
@@ -91,6 +91,8 @@ def test_optimal_needs_iid_drafts_and_a_known_rule():
     p, q = make_pair(5, 3, 1.0, False)
     with pytest.raises(UnsupportedMethodError, match="verifier must be one of"):
         tree.kernel(p, q, 2, 2, verifier="best")
+    with pytest.raises(UnsupportedMethodError, match="verifier must be one of"):
+        tree.selection_plan(p, q, 2, 2, verifier="kseq")
 
 
 def test_toy_k1_is_block_verification():
