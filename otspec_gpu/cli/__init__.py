@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from otspec.cli.toolkit import CliError, number_flag
+from otspec.plugin import require
 
 __all__ = ["check_writable", "prompt_arg", "require_decode_stack", "sampling_flags"]
 
@@ -29,13 +30,13 @@ def require_decode_stack() -> None:
         If transformers is not installed (the message says how to install it).
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise CliError(
-            f"otspec decode needs torch and transformers ({exc.name} is missing); install them with "
-            '`pip install torch==2.13.0 && pip install "otspec[decode]"`'
-        ) from None
+    require(
+        "transformers",
+        "decode",
+        needed_by="otspec decode",
+        install='pip install torch==2.13.0 && pip install "otspec[decode]"',
+        error=CliError,
+    )
 
 
 def _ids(text: str) -> list[int]:
