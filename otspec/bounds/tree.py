@@ -146,6 +146,7 @@ class TreeOptimumResult:
         }
 
 
+# long-function: the front door: validation, method dispatch and the certified result in one readable place
 def tree_optimum(
     p_model: Any,
     q_model: Any,

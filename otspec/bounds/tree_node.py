@@ -642,6 +642,7 @@ def _polish(lp: _NodeLP, h, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
         return None
 
 
+# long-function: one cutting-plane loop (solve, separate, add rows, stop test) whose state is shared by every step
 def solve_node_lp(table: prefixes.PrefixTable, k: int) -> NodeLPSolution:
     r"""Solve the node LP (:doc:`trees`, Theorem 1) by cutting planes with exact antichain separation.
 
