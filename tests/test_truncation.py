@@ -124,7 +124,7 @@ def test_without_replacement_and_short_greedy_logs_are_refused():
         certified_interval(t, "greedy", 5)
 
 
-# --- confident drafts (issue 31): the draft's rest off G is ~1e-16, all of it float64 rounding ---------
+# --- confident drafts: the draft's rest off G is ~1e-16, all of it float64 rounding ---------
 #
 # The truths below are exact rational distributions (fractions.Fraction); the log holds each
 # probability rounded to the nearest float64, as an engine writing float64 would. The exact greedy

@@ -1,4 +1,4 @@
-"""The plain install without numba against the same code with numba, in one run (issue 35).
+"""The plain install without numba against the same code with numba, in one run.
 
 numba is a core dependency, but an install can lack it (a platform without wheels, ``--no-deps``):
 this script hides it (``sys.modules["numba"] = None`` in a child process, so every ``import numba``

@@ -79,7 +79,7 @@ class _Binned:
         self.Pc = np.cumsum(Pb[j0:j1])
         self.Qc = np.cumsum(self.Qbin)
         # mass of the bins above each one, summed from the top: Qc[-1] - Qc[j] cancels when the bins
-        # up to j hold nearly all of q, and greedy's 1 / rest then amplifies that (issue 31)
+        # up to j hold nearly all of q, and greedy's 1 / rest then amplifies that
         self.Qabove = np.append(np.cumsum(self.Qbin[::-1])[::-1][1:], 0.0)
         self.Pprev = np.concatenate([[0.0], self.Pc[:-1]])
         self.Qprev = np.concatenate([[0.0], self.Qc[:-1]])
@@ -210,7 +210,7 @@ def _greedy_constants(p: np.ndarray, q: np.ndarray, ks: Sequence[int]) -> dict[i
     top = _top(q, max(ks) - 1)
     # q's rest off G is summed over the tokens off G, never 1 - q(G): for a confident draft that
     # difference is rounding (and q's own sum may miss 1 by up to SIMPLEX_SUM_ATOL), which 1 / rest
-    # amplifies into a wrong optimum (issue 31); GreedyLaw.q_rest normalises the same way.
+    # amplifies into a wrong optimum; GreedyLaw.q_rest normalises the same way.
     off = q.copy()
     off[top] = 0.0
     rest_all = float(off.sum())

@@ -1,4 +1,4 @@
-"""otspec.bounds.batched's greedy optima for confident drafts (issue 31): the draft's rest off its
+"""otspec.bounds.batched's greedy optima for confident drafts: the draft's rest off its
 top k-1 tokens is ~1e-16..1e-10, so it must be summed over the tokens off G, not taken as
 ``1 - q(G)`` (rounding, or a draft summing to 1 within SIMPLEX_SUM_ATOL only, made that a wrong
 denominator). The truth is computed in exact rationals from the same float64 arrays, with the

@@ -203,7 +203,7 @@ def test_verifiers_not_computed_show_a_dash_and_one_footnote(capsys, monkeypatch
 
 
 def test_optimal_wor_row_is_its_certified_bracket_unless_fitted(capsys):
-    """Regression (issue 35 item 0): ``--verifiers`` fitted optimal_wor's Luce weights at scale
+    """Regression: ``--verifiers`` fitted optimal_wor's Luce weights at scale
     (minutes at V = 262 144 without numba). Without ``--fit-wor`` its row is the certified interval
     [0, alpha*_WOR] and no fit runs; with it, the fitted closed form lies inside that interval."""
     from otspec.verifiers import optimal_wor

@@ -122,19 +122,19 @@ LIBRARY_CASES = [
     ),
     ("audit: device for a numpy function", lambda t: as_verifier(lambda p, q, d: p, device="cpu"), InvalidVerifierError, "do not apply"),
     ("audit: module exits at import", lambda t: load_object(str(_exiting(t)) + ":f"), InvalidVerifierError, "called sys.exit(3)"),
-    # otspec corpus --logged: the logged-trace schema (issue 31 item 4), file, line and field named
+    # otspec corpus --logged: the logged-trace schema, file, line and field named
     ("corpus --logged: log-probability a string", lambda t: _read_log(t, _rec(lp="-0.5")), CorpusInputError, "target.logprobs[0]"),
     ("corpus --logged: doc null", lambda t: _read_log(t, _rec(doc=None)), CorpusInputError, "log.jsonl:1: 'doc' must be a string or"),
     ("corpus --logged: doc a list", lambda t: _read_log(t, _rec(doc=[1])), CorpusInputError, "(got list [1])"),
     ("corpus --logged: doc 1 and '1'", lambda t: _read_log(t, _rec(doc=1), _rec(doc="1")), CorpusInputError, "name one cluster"),
     ("corpus --logged: duplicate step", lambda t: _read_log(t, _rec(position=3), _rec(position=3)), CorpusInputError, "log.jsonl:1;"),
-    # otspec corpus output folder (issue 31 item 2): refused before any work
+    # otspec corpus output folder: refused before any work
     ("corpus: stray shard-abc.parquet", lambda t: _rerun(t, "shard-abc.parquet", b"x"), CorpusInputError, "not a shard of otspec"),
     ("corpus: shard beyond the run", lambda t: _rerun(t, "shard-00007.parquet", b"x"), CorpusInputError, "beyond this run's 1 shards"),
     ("corpus: corpus.json not JSON", lambda t: _rerun(t, "corpus.json", b"{"), CorpusInputError, "corpus.json: not valid JSON"),
     ("corpus: --out is a file", lambda t: _logged_run(t, t / "log.jsonl"), CorpusInputError, "is a file; --out must be a folder"),
     ("corpus: --out under a file", lambda t: _logged_run(t, t / "log.jsonl" / "o"), CorpusInputError, "cannot be created"),
-    # engine logs (otspec.logs, issue 37 part 1): file, line / record / row and field named
+    # engine logs (otspec.logs): file, line / record / row and field named
     ("vllm: not JSON", lambda t: _elog(t, "x.jsonl", "{oops\n{}"), EngineLogError, "x.jsonl:1: not valid JSON"),
     ("vllm: no request_id", lambda t: _elog(t, "x.jsonl", _vllm(request_id=None)), EngineLogError, "no 'request_id' field"),
     ("vllm: request_id a list", lambda t: _elog(t, "x.jsonl", _vllm(request_id=[1])), EngineLogError, "'request_id' must be a string"),

@@ -240,7 +240,7 @@ def test_logged_run_gives_certified_intervals(tmp_path):
         (json.dumps({"doc": "a", "target": {"ids": [0], "logprobs": [0.0]}}), r"log.jsonl:2: no 'draft' field"),
         (json.dumps({"doc": "a", "target": {"ids": [0]}, "draft": {"ids": [0], "logprobs": [0.0]}}), r"log.jsonl:2: 'target' must be"),
         (_step("a", [0], ["x"], [0], [0.0]), r"log.jsonl:2: .*numbers"),
-        # the lenient schema of issue 31 (item 4): each was accepted silently
+        # the lenient schema of the former reader: each was accepted silently
         (_step("a", [0], ["-0.1"], [0], [0.0]), r"log.jsonl:2: target.logprobs\[0\] must be a JSON number \(got '-0.1'\)"),
         (_step("a", [0], [-0.1], [0, 1], [-0.5, True]), r"log.jsonl:2: draft.logprobs\[1\] must be a JSON number \(got True\)"),
         (_step("a", [0], [-0.1], ["0"], [0.0]), r"log.jsonl:2: draft.ids\[0\] must be an integer token id"),

@@ -226,7 +226,7 @@ def test_degenerate_tie_fallback():
 
 def test_uncompiled_luce_integral_warns():
     """numba is a core dependency; where it cannot be imported the Luce integral runs as plain
-    Python (100-1000x slower) and says so (issue 35 item 0: no silent 100x cliff). A subprocess
+    Python (100-1000x slower) and says so. A subprocess
     hides numba; the law it computes equals the compiled one."""
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""wor_iid's Monte Carlo acceptance when the residual's share is rare (issue 31 item 6a).
+"""wor_iid's Monte Carlo acceptance when the residual's share is rare.
 
 The estimate is alpha*_iid plus the mean of a per-sample residual share z >= 0. When z is rare
 (the residual's token is almost never drafted) every sample can have z = 0: the normal interval
