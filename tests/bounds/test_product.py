@@ -53,7 +53,10 @@ def test_equals_brute_force_with_a_valid_certificate(seed):
     below it, with leaves of the default size and with every box forced to branch (leaf_size 0)."""
     p, qs = _case(seed)
     ref = brute_force(p, qs)
-    for leaf in (0, 3, product.LEAF_SIZE):
+    # Forced branching (leaf 0) when p equals a drafter makes the box bound flat: at V = 7 the tree
+    # reaches ~40 000 boxes (about 25 s), so that combination is forced only up to V = 6.
+    flat = any(np.array_equal(p, q) for q in qs) and len(p) > 6
+    for leaf in (3, product.LEAF_SIZE) if flat else (0, 3, product.LEAF_SIZE):
         cut, cert = product.branch_and_bound(p, qs, leaf_size=leaf)
         lower = 1.0 + product.recheck(p, qs, cert, leaf_size=leaf)
         assert abs(cut_value(p, otspec.product(qs), cut) - ref) <= EXACT_ATOL, (leaf, cut)
