@@ -97,7 +97,7 @@ def test_phase1_guarantee_random(rng):
     assert worst >= 1.0 - FLOAT64_ATOL
 
 
-def _search_min_ratio(V, k, seed, restarts=6):
+def _search_min_ratio(V, k, seed, restarts=3):
     """Nelder-Mead over the logits of (p, q) minimising phase1 / optimum."""
     rng = np.random.default_rng(seed)
 
