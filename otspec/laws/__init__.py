@@ -3,7 +3,8 @@ r"""Draft laws: the joint law :math:`Q` of the :math:`k` tokens a drafter propos
 Every law offers the same small interface (:doc:`verifiers`, the verifier contract; the full
 protocol, required and optional members, is :mod:`otspec.laws.base`):
 
-* ``k``, ``V``, ``kind`` and, when the law is built from one draft distribution, ``q``;
+* ``k``, ``V``, ``kind`` and, when the law is built from one draft distribution, ``source_q`` (and
+  ``q``, the distribution the drafts are drawn from: ``None`` for deterministic drafts of k >= 2);
 * ``prob_all_in(H)`` -- :math:`Q(H^k) = P(\text{every draft lies in } H)`;
 * ``prefix_prob_all_in(order)`` -- :math:`Q(H_i^k)` for every prefix :math:`H_i` of a token order,
   in one pass, together with a bound on its numerical error (what the dual of the optimum needs);
@@ -14,8 +15,10 @@ protocol, required and optional members, is :mod:`otspec.laws.base`):
 * ``validate_drafts(drafts)`` -- raise unless ``drafts`` is a tuple the law can produce.
 
 Each law is one module (:mod:`~otspec.laws.iid`, :mod:`~otspec.laws.without_replacement`,
-:mod:`~otspec.laws.greedy`, :mod:`~otspec.laws.product`, :mod:`~otspec.laws.explicit`) holding its
-class and its public constructor; :data:`ALL` registers them and :func:`by_kind` finds one by name,
+:mod:`~otspec.laws.greedy`, :mod:`~otspec.laws.product`, :mod:`~otspec.laws.explicit`, and the
+deterministic drafts :mod:`~otspec.laws.deterministic` (top-k set),
+:mod:`~otspec.laws.deterministic_tree` (static top-k tree) and :mod:`~otspec.laws.deterministic_dynamic`
+(EAGLE-2-style dynamic tree)) holding its class and its public constructor; :data:`ALL` registers them and :func:`by_kind` finds one by name,
 as :func:`otspec.verifiers.by_name` finds a verifier.
 
 Laws are immutable. Token ids are ``0..V-1``; tuples are int64 arrays of shape ``(M, k)``.
@@ -25,6 +28,9 @@ from __future__ import annotations
 
 from otspec.errors import UnsupportedMethodError
 from otspec.laws.base import DraftLaw
+from otspec.laws.deterministic import TopKLaw, top_k
+from otspec.laws.deterministic_dynamic import DynamicTreeLaw, dynamic_tree
+from otspec.laws.deterministic_tree import TopKTreeLaw, top_k_tree
 from otspec.laws.enumeration import all_tuples, prefix_by_max_rank, sets_from_tuples, successive_denominators
 from otspec.laws.explicit import ExplicitLaw, explicit
 from otspec.laws.greedy import GreedyLaw, greedy
@@ -40,6 +46,9 @@ __all__ = [
     "GreedyLaw",
     "ProductLaw",
     "ExplicitLaw",
+    "TopKLaw",
+    "TopKTreeLaw",
+    "DynamicTreeLaw",
     "ALL",
     "KINDS",
     "by_kind",
@@ -48,6 +57,9 @@ __all__ = [
     "greedy",
     "product",
     "explicit",
+    "top_k",
+    "top_k_tree",
+    "dynamic_tree",
     "as_token_mask",
     "ratio_order",
     "stable_argsort",
@@ -61,6 +73,9 @@ ALL: tuple[type[DraftLaw], ...] = (
     GreedyLaw,
     ProductLaw,
     ExplicitLaw,
+    TopKLaw,
+    TopKTreeLaw,
+    DynamicTreeLaw,
 )
 
 #: The registered laws' names (``law.kind``), in table order.

@@ -18,7 +18,15 @@ one line in the registry :data:`otspec.laws.ALL` (:doc:`api`, "How to add a draf
 
 **Optional**, with the default in brackets:
 
-* :attr:`~DraftLaw.q` -- the one draft distribution the law is built from [``None``];
+* :attr:`~DraftLaw.q` -- the one distribution the drafts are *drawn* from under the law's scheme
+  (i.i.d., successive sampling, top and rest): the proposal a verifier written as
+  ``f(p, q, drafts)`` must be given [``None``: no single sampled distribution describes the drafts];
+* :attr:`~DraftLaw.source_q` -- the draft distribution the law was *built* from (the constructor's
+  ``q``) [:attr:`~DraftLaw.q`]. The two differ for deterministic drafts (:func:`~otspec.laws.top_k`
+  and the trees): they are the top tokens of ``source_q``, chosen and not sampled, so ``q`` is the
+  point mass of the one draft (``k = 1``) or ``None``; handing ``source_q`` to a rule such as
+  :math:`\min(1, p/q)` as if the drafts were sampled from it loses losslessness;
+* :attr:`~DraftLaw.deterministic` -- whether the law proposes one fixed tuple by construction [False];
 * :meth:`~DraftLaw.prefix_prob_all_in` [from the enumeration], :meth:`~DraftLaw.prefix_cut_order`
   [``None``: no sorted-prefix theorem, so :attr:`~DraftLaw.prefix_exact` is False and the optimum
   takes an LP or a flow], :meth:`~DraftLaw.prefix_minimum` [a scan of ``prefix_prob_all_in``];
@@ -105,6 +113,10 @@ class DraftLaw:
     #: ``[B, k]`` drafts (``[n, k]`` from a shared ``[1, V]`` row when ``n`` is given).
     torch_sampler: ClassVar[str | None] = None
 
+    #: Whether the law proposes one fixed tuple by construction (the drafts are chosen from
+    #: :attr:`source_q`, not sampled): its only tuple has probability 1.
+    deterministic: ClassVar[bool] = False
+
     #: Whether ``optimal_acceptance(method="product")`` (the branch-and-bound over independent
     #: drafters of :mod:`otspec.bounds.product`, reading ``law.qs``) applies.
     branch_and_bound: ClassVar[bool] = False
@@ -184,8 +196,17 @@ class DraftLaw:
     # -- shared ----------------------------------------------------------------------------
     @property
     def q(self) -> np.ndarray | None:
-        """The draft distribution the law is built from (``None`` for product/explicit laws)."""
+        """The distribution the drafts are drawn from under the law's scheme: the proposal of a
+        verifier written as ``f(p, q, drafts)`` (``None`` for product and explicit laws, and for
+        deterministic drafts of more than one token; see :attr:`source_q`)."""
         return None
+
+    @property
+    def source_q(self) -> np.ndarray | None:
+        """The draft distribution the law was built from (the constructor's ``q``; ``None`` when it
+        has none). Equal to :attr:`q` for sampled laws; for deterministic drafts (the top tokens of
+        ``source_q``) :attr:`q` is the law the drafts follow instead."""
+        return self.q
 
     def prefix_prob_all_in(self, order: Any) -> tuple[np.ndarray, float]:
         r""":math:`Q(H_i^k)` for every prefix :math:`H_i` of a token order, in one pass.

@@ -50,7 +50,7 @@ def law_code(law) -> str:
     # the constructor as users spell it: otspec.<kind> where the top level exports it
     ctor = f"otspec.{law.kind}" if hasattr(otspec, law.kind) else f"otspec.laws.{law.kind}"
     if law.parameters == "q":
-        return f"{ctor}({array_code(law.q)}, {law.k})"
+        return f"{ctor}({array_code(law.source_q)}, {law.k})"
     if law.parameters == "qs":
         return f"{ctor}([" + ", ".join(array_code(q) for q in law.qs) + "])"
     tuples, weights = law.enumerate()
