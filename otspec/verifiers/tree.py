@@ -34,7 +34,15 @@ sequence, then block-verify it with the selection law's conditionals:
 * ``"optimal"`` -- the selection law of the tree optimum (:func:`otspec.tree_optimum`), by an exact
   transport coupling of the drafted tree; its :math:`E[\tau]` is :math:`T^*` (i.i.d. drafts);
 * ``"kseq_bv"``, ``"rrs_bv"``, ``"rrs_wor_bv"`` -- the BV boosts of the three rules above (a draft
-  through their accepted prefix, block-verified): never a lower :math:`E[\tau]`.
+  through their accepted prefix, block-verified): never a lower :math:`E[\tau]`;
+* ``"selj_bv"`` -- the law in :math:`B_k` with the largest depth-:math:`\gamma` joint acceptance,
+  block-verified (a closed-form lower bound on :math:`T^*`);
+* ``"nested"`` -- nested optimal i.i.d. selection, block-verified
+  (:mod:`otspec.verifiers.tree_deployable`).
+
+``sample`` of ``"kseq_bv"`` and ``"nested"`` enumerates nothing: the selection law's conditionals
+along the selected path are in closed form (:mod:`otspec.verifiers.tree_deployable`), so it runs at
+any vocabulary size (``"nested"`` with at most two drafts through a node).
 
 References
 ----------
@@ -62,6 +70,7 @@ from otspec.verifiers.schedule import AcceptSchedule, schedule_rows
 from otspec.verifiers.step.kseq import kseq_schedule
 from otspec.verifiers.step.rrs import rrs_schedule
 from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
+from otspec.verifiers import tree_deployable as _deployable
 from otspec.verifiers.tree_select import BASE_RULE, SELECT_VERIFIERS, mu_conditional, tree_laws
 from otspec.verifiers.tree_select import selection_plan as _selection_plan
 
@@ -76,12 +85,15 @@ __all__ = [
     "node_schedule",
     "ALL_RULES",
     "selection_plan",
+    "DEPLOYABLE",
 ]
 
 #: Top-down rules: a single-step verifier at every node of the drafted tree.
 VERIFIERS = ("kseq", "rrs", "rrs_wor")
 #: Every tree rule: the top-down ones and the select-then-BV ones (:mod:`otspec.verifiers.tree_select`).
-ALL_RULES = VERIFIERS + SELECT_VERIFIERS
+ALL_RULES = VERIFIERS + SELECT_VERIFIERS + ("nested",)
+#: Rules whose ``sample`` runs at any vocabulary (:mod:`otspec.verifiers.tree_deployable`).
+DEPLOYABLE = _deployable.RULES
 
 
 def _check_verifier(verifier: str) -> bool:
@@ -293,7 +305,7 @@ def kernel(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: str = "k
     replacement = _check_verifier(verifier)
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
-    if verifier in SELECT_VERIFIERS:
+    if verifier in SELECT_VERIFIERS or verifier == "nested":
         plan = selection_plan(p_model, q_model, k, gamma, verifier=verifier)
         return TreeKernel(trees=plan.trees, weights=plan.weights, laws=tree_laws(p_model, plan), verifier=verifier)
     trees, weights = draft_trees(q_model, k, gamma, replacement=replacement)
@@ -419,7 +431,7 @@ def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: 
         Target and draft models over one vocabulary.
     k, gamma : int
         Number of drafted sequences and their length.
-    verifier : {"optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv"}
+    verifier : {"optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv", "selj_bv", "nested"}
         The rule.
 
     Returns
@@ -442,13 +454,22 @@ def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, *, verifier: 
     >>> round(float(tree.selection_plan(p, q, 2, 2, verifier="kseq_bv").mu.sum()), 12)
     1.0
     """
-    if verifier not in SELECT_VERIFIERS:
-        raise UnsupportedMethodError(f"verifier must be one of {SELECT_VERIFIERS} (got {verifier!r})")
+    if verifier not in SELECT_VERIFIERS + ("nested",):
+        raise UnsupportedMethodError(f"verifier must be one of {SELECT_VERIFIERS + ('nested',)} (got {verifier!r})")
     p_model = _models.as_model(p_model, name="p_model")
     q_model = _models.as_model(q_model, V=p_model.V, name="q_model")
     k, gamma = as_int_in_range(k, "k"), as_int_in_range(gamma, "gamma")
+    if verifier == "nested":
+        return _deployable.selection_plan(p_model, q_model, k, gamma, rule=verifier)
     base = kernel(p_model, q_model, k, gamma, verifier=BASE_RULE[verifier]) if verifier in BASE_RULE else None
     return _selection_plan(p_model, q_model, k, gamma, verifier, base=base)
+
+
+def _path_conditionals(p_model, q_model, paths: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """``(k, gamma + 1, V)`` target and ``(k, gamma, V)`` draft conditionals along each drafted sequence."""
+    P = np.stack([_models.conditionals_along(p_model, list(path)) for path in paths])
+    Q = np.stack([_models.conditionals_along(q_model, list(path), include_last=False) for path in paths])
+    return P, Q
 
 
 def _select_sampler(p_model, q_model, paths: tuple, verifier: str):
@@ -487,8 +508,8 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
         Target and draft models over one vocabulary.
     tree : array_like of int, shape (k, gamma)
         The drafted sequences, one per row (first tokens distinct for ``"rrs_wor"``).
-    verifier : {"kseq", "rrs", "rrs_wor"}
-        The per-node rule.
+    verifier : str
+        A rule of :data:`ALL_RULES`.
     rng : numpy.random.Generator
         The caller's generator.
 
@@ -514,6 +535,8 @@ def sample(p_model: Any, q_model: Any, tree: Any, *, verifier: str = "kseq", rng
     2
     """
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
+    if verifier in DEPLOYABLE:
+        return _deployable.sample(np.asarray(paths), *_path_conditionals(p_model, q_model, paths), rule=verifier, rng=rng)
     if verifier in SELECT_VERIFIERS:
         return _select_sampler(p_model, q_model, paths, verifier)(*rng.spawn(2))
     coins, draws = rng.spawn(2)
@@ -532,8 +555,8 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
         The drafted sequences, one per row (first tokens distinct for ``"rrs_wor"``).
     size : int
         Number of verifications.
-    verifier : {"kseq", "rrs", "rrs_wor"}
-        The per-node rule.
+    verifier : str
+        A rule of :data:`ALL_RULES`.
     rng : numpy.random.Generator
         The caller's generator (coin and draw streams are spawned from it).
 
@@ -557,6 +580,9 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
     """
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
     size = as_int_in_range(size, "size", minimum=0)
+    if verifier in DEPLOYABLE:
+        conds = _path_conditionals(p_model, q_model, paths)
+        return [_deployable.sample(np.asarray(paths), *conds, rule=verifier, rng=g) for g in rng.spawn(size)]
     if verifier in SELECT_VERIFIERS:
         one = _select_sampler(p_model, q_model, paths, verifier)
         pick, bv = rng.spawn(2)

@@ -20,6 +20,10 @@ Rules (``verifier=`` of :mod:`otspec.verifiers.tree`):
   it, keep only its accepted prefix :math:`Z`, select a uniformly chosen draft through :math:`Z`,
   and block-verify. Its :math:`\mu` passes every prefix the base rule accepts, so
   :math:`W_\mu \ge A_{\text{base}}` and :math:`E[\tau]` never drops (:doc:`trees`, corollary).
+* ``"selj_bv"`` -- the law in :math:`B_k` maximising the depth-:math:`\gamma` joint acceptance
+  :math:`\sum_l \min(\mu(l), M_b(l))` (:func:`joint_selection_law`: capped polymatroid greedy in
+  descending :math:`M_b/M_s` order), realised by an exact transport coupling of the drafted tree
+  with the drafted sequences, then block-verified. A closed-form lower bound on :math:`T^*`.
 
 The selection law is computed by enumerating every drafted tree (small V, k, gamma only).
 """
@@ -35,10 +39,19 @@ from otspec import prefixes
 from otspec.errors import UnsupportedMethodError
 from otspec.trees import draft_trees
 
-__all__ = ["SELECT_VERIFIERS", "BASE_RULE", "SelectionPlan", "selection_plan", "tree_laws", "mu_conditional", "selection_value"]
+__all__ = [
+    "SELECT_VERIFIERS",
+    "BASE_RULE",
+    "SelectionPlan",
+    "selection_plan",
+    "tree_laws",
+    "mu_conditional",
+    "selection_value",
+    "joint_selection_law",
+]
 
 #: The select-then-BV rules and, for the boosts, the top-down rule whose accepted prefix they keep.
-SELECT_VERIFIERS = ("optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv")
+SELECT_VERIFIERS = ("optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv", "selj_bv")
 BASE_RULE = {"kseq_bv": "kseq", "rrs_bv": "rrs", "rrs_wor_bv": "rrs_wor"}
 
 
@@ -114,8 +127,6 @@ def _boost_select(trees: np.ndarray, laws: tuple, k: int) -> np.ndarray:
 
 
 def _optimal_plan(p_model, q_model, k: int, gamma: int) -> tuple:
-    import ot
-
     from otspec.bounds.tree import tree_optimum
 
     res = tree_optimum(p_model, q_model, k, gamma, method="node")
@@ -134,7 +145,15 @@ def _optimal_plan(p_model, q_model, k: int, gamma: int) -> tuple:
             ends.append((d, int(u)))
             end_mass.append(float(e[u]))
     trees, weights = draft_trees(q_model, k, gamma, replacement=True)
-    M = trees.shape[0]
+    return trees, weights, _transport_select(trees, weights, ends, np.asarray(end_mass), V)
+
+
+def _transport_select(trees: np.ndarray, weights: np.ndarray, ends: list, end_mass: np.ndarray, V: int) -> np.ndarray:
+    """``select[m, j]`` of a Hall coupling of the drafted trees with end nodes ``ends`` ``[(depth, node)]``
+    of masses ``end_mass``: a uniform draft through the end node the plan sends tree ``m`` to."""
+    import ot
+
+    M, k, gamma = trees.shape
     # node index of every draft prefix, per depth: (M, k) arrays
     node_of = [np.zeros(trees.shape[:2], dtype=np.int64)]
     for d in range(1, gamma + 1):
@@ -143,8 +162,8 @@ def _optimal_plan(p_model, q_model, k: int, gamma: int) -> tuple:
     for c, (d, u) in enumerate(ends):
         allowed[:, c] = (node_of[d] == u).any(axis=1)
     a = np.asarray(weights, dtype=np.float64)
-    b = np.asarray(end_mass)
-    # Network simplex on the 0/1 cost: Hall's condition (the node LP's constraint) makes the zero-cost
+    b = np.asarray(end_mass, dtype=np.float64)
+    # Network simplex on the 0/1 cost: Hall's condition (membership in B_k) makes the zero-cost
     # plan feasible; the plan's rows, renormalised, are the selection rule (so the rule's law is
     # exactly the mu built from them, whatever rounding the plan carries).
     plan = ot.emd(a / a.sum(), b / b.sum(), np.where(allowed, 0.0, 1.0), numItermax=10_000_000)
@@ -159,7 +178,80 @@ def _optimal_plan(p_model, q_model, k: int, gamma: int) -> tuple:
             d, u = ends[c]
             js = np.flatnonzero(node_of[d][m] == u)
             select[m, js] += plan[m, c] / rows[m] / js.size
-    return trees, weights, select
+    return select
+
+
+def _level_set_room(others_mu: np.ndarray, others_ms: np.ndarray, ms_l: float, k: int) -> float:
+    r""":math:`\min_T h(M_s(l) + M_s(T)) - \mu(T)` over the level sets T of :math:`\mu / M_s` (the
+    empty set included): how much :math:`\mu(l)` can grow inside :math:`B_k`. The minimum over
+    all sets T is attained on a level set because :math:`h(M_s(l) + \cdot)` is concave."""
+    from otspec.bounds.tree_node import coverage
+
+    if others_mu.size == 0:
+        return float(coverage(ms_l, k))
+    order = np.argsort(-(others_mu / others_ms), kind="stable")
+    cmu = np.concatenate([[0.0], np.cumsum(others_mu[order])])
+    cms = np.concatenate([[0.0], np.cumsum(others_ms[order])])
+    return float(max(0.0, (coverage(ms_l + cms, k) - cmu).min()))
+
+
+def joint_selection_law(mb: Any, ms: Any, k: int) -> np.ndarray:
+    r"""The law in :math:`B_k` maximising the joint acceptance :math:`\sum_l \min(\mu(l), M_b(l))`.
+
+    Capped polymatroid greedy over the sequences ``l`` in descending :math:`M_b(l)/M_s(l)` order
+    (one sort): first :math:`\mu(l) \mathrel{+}= \min(M_b(l) - \mu(l), \text{room}(l))`, then a second
+    pass in the same order with no cap fills :math:`\mu` up to a base of :math:`B_k` (total mass 1).
+    :math:`\text{room}(l) = \min_{S \ni l} h(M_s(S)) - \mu(S)` with :math:`h(m) = 1 - (1 - m)^k`, found
+    on the level sets of :math:`\mu / M_s`. After the first pass :math:`\min(\mu, M_b)` is a maximal
+    vector of the polymatroid :math:`B_k` capped at :math:`M_b`, so its total, the joint acceptance,
+    is the largest any law in :math:`B_k` reaches.
+
+    Parameters
+    ----------
+    mb, ms : array_like, shape (n,)
+        Target and draft probabilities of the sequences (each sums to 1).
+    k : int
+        Number of i.i.d. drafted sequences.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        :math:`\mu`, a law in :math:`B_k` (zero where :math:`M_s = 0`).
+
+    Notes
+    -----
+    Cost :math:`O(n^2 \log n)` in this exact form (a level-set scan per sequence); the sequences
+    are enumerated, so it serves small vocabularies.
+
+    Examples
+    --------
+    >>> mu = joint_selection_law([0.5, 0.5], [0.9, 0.1], 2)  # h(0.1) = 0.19 caps the second
+    >>> [round(float(x), 12) for x in mu]
+    [0.81, 0.19]
+    """
+    mb = np.asarray(mb, dtype=np.float64)
+    ms = np.asarray(ms, dtype=np.float64)
+    mu = np.zeros_like(ms)
+    live = np.flatnonzero(ms > 0)
+    with np.errstate(divide="ignore"):
+        key = mb[live] / ms[live]
+    order = live[np.argsort(-key, kind="stable")]
+    for cap in (mb, np.full_like(mb, np.inf)):
+        for l in order:
+            others = np.flatnonzero(mu > 0)
+            others = others[others != l]
+            room = _level_set_room(mu[others], ms[others], ms[l], k) - mu[l]
+            mu[l] += max(0.0, min(cap[l] - mu[l], room))
+    return mu
+
+
+def _selj_plan(p_model, q_model, k: int, gamma: int) -> tuple:
+    table = prefixes.enumerate_prefixes(p_model, q_model, gamma)
+    mu = joint_selection_law(table.p_joint[gamma], table.q_joint[gamma], k)
+    leaves = np.flatnonzero(mu > 0)
+    trees, weights = draft_trees(q_model, k, gamma, replacement=True)
+    ends = [(gamma, int(u)) for u in leaves]
+    return trees, weights, _transport_select(trees, weights, ends, mu[leaves], p_model.V)
 
 
 def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str, *, base: Any = None) -> SelectionPlan:
@@ -171,11 +263,11 @@ def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str
         Target and draft models (validated).
     k, gamma : int
         Number of drafted sequences and their length.
-    verifier : {"optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv"}
+    verifier : {"optimal", "kseq_bv", "rrs_bv", "rrs_wor_bv", "selj_bv"}
         The rule.
     base : TreeKernel, optional
         For a boost: the exact kernel of its base rule (:func:`otspec.verifiers.tree.kernel` with
-        :data:`BASE_RULE` ``[verifier]``); required for the boosts, unused for ``"optimal"``.
+        :data:`BASE_RULE` ``[verifier]``); required for the boosts, unused for ``"optimal"`` and ``"selj_bv"``.
         :func:`otspec.verifiers.tree.selection_plan` supplies it.
 
     Returns
@@ -201,6 +293,8 @@ def selection_plan(p_model: Any, q_model: Any, k: int, gamma: int, verifier: str
     """
     if verifier == "optimal":
         trees, weights, select = _optimal_plan(p_model, q_model, k, gamma)
+    elif verifier == "selj_bv":
+        trees, weights, select = _selj_plan(p_model, q_model, k, gamma)
     elif verifier in BASE_RULE:
         if base is None or base.verifier != BASE_RULE[verifier]:
             raise UnsupportedMethodError(f"{verifier!r} needs the exact kernel of {BASE_RULE[verifier]!r} as base=")
