@@ -31,6 +31,11 @@ __all__ = [
     "TREE_CUTS_PER_ROUND",
     "TREE_ANTICHAIN_ROWS_PER_ROUND",
     "TREE_MAX_CUT_ROUNDS",
+    "TREE_INTERVAL_CUT_TOL",
+    "TREE_INTERVAL_CUTS_PER_ROUND",
+    "TREE_INTERVAL_MAX_ROUNDS",
+    "KL_FRONTIER_GAP_ATOL",
+    "GR_SELECTION_L1_TOL",
 ]
 
 #: A user distribution must sum to 1 within this. float64 softmax over 262 144 tokens is off by
@@ -137,3 +142,24 @@ TREE_CUTS_PER_ROUND = 1
 TREE_ANTICHAIN_ROWS_PER_ROUND = 40
 #: Safety cap on cutting-plane rounds; reaching it leaves a violation that the certificate reports.
 TREE_MAX_CUT_ROUNDS = 500
+#: The real-vocabulary tree interval (otspec.bounds.tree_interval): a bucket cut m(S) <= h(Ms(S))
+#: violated by less than this is not added (HiGHS' own feasibility tolerance, 1e-10 on rows scaled
+#: to right-hand side 1, cannot see smaller ones). Both bounds stay valid whatever is left: the
+#: upper bound relaxes the LP, the lower bound's law is moved into the polytope first.
+TREE_INTERVAL_CUT_TOL = 1e-9
+#: Level-set cuts added per round (the most violated prefixes of the ratio order).
+TREE_INTERVAL_CUTS_PER_ROUND = 20
+#: Cap on cutting-plane rounds of one interval (status "cut_limit" when reached; bounds still valid).
+TREE_INTERVAL_MAX_ROUNDS = 200
+
+#: The KL-budget frontier (otspec.bounds.lossy.kl_frontier) is an exponential-cone program solved by
+#: an interior-point method (Clarabel, ~1e-8 relative accuracy); its lower bound (an exact lossless
+#: optimum at a feasible output law) and its dual upper bound (re-computed in numpy) are both exact
+#: for what they certify, and the solver leaves ~1e-8 between them. A wider gap marks the answer
+#: "inaccurate".
+KL_FRONTIER_GAP_ATOL = 1e-6
+
+#: Global Resolution stops its convex program when its selection law is this close (L1) to the
+#: optimal r*: the acceptance is then within this of alpha* (|min(p, a) - min(p, b)| <= |a - b|).
+#: 1e-9 is reached in tens of L-BFGS steps at small V and keeps every exact check at 1e-9.
+GR_SELECTION_L1_TOL = 1e-9
