@@ -9,6 +9,7 @@ from the kernel (V = 3, k = 2: every draft tuple enumerated).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import otspec
 from otspec.verifiers import wor_iid
@@ -55,3 +56,16 @@ def test_plentiful_residual_keeps_the_normal_interval():
     assert mc.extras["interval"] == "normal" and mc.extras["nonzero_residual_samples"] >= 10
     exact = wor_iid.acceptance(P, law, method="kernel").value
     assert mc.ci_low <= exact <= mc.ci_high
+
+
+def test_clopper_pearson_upper_bound_matches_the_beta_quantile():
+    # the exact bound is the (1 - tail) quantile of Beta(m + 1, n - m); computed here without scipy.stats
+    from scipy.stats import beta
+
+    from otspec.verifiers.step.wor_iid import _clopper_pearson_upper
+
+    for n in (2, 10, 500, 2000, 100_000):
+        for m in range(min(n, 10)):
+            for tail in (0.005, 0.05, 0.5):
+                assert _clopper_pearson_upper(m, n, tail) == pytest.approx(beta.ppf(1.0 - tail, m + 1, n - m), rel=1e-9)
+    assert _clopper_pearson_upper(3, 3, 0.005) == 1.0
