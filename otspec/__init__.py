@@ -26,6 +26,7 @@ from otspec.bounds import (
     single_draft,
     tree_optimum,
 )
+from otspec.bounds.tree_interval import TreeIntervalResult, tree_interval
 from otspec.laws import explicit, greedy, iid, product, without_replacement
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "block_optimum",
     "joint_coupling_bound",
     "tree_optimum",
+    "tree_interval",
+    "TreeIntervalResult",
     "AcceptanceResult",
     "BlockOptimumResult",
     "TransportPlan",

@@ -1,0 +1,749 @@
+r"""A certified interval for the tree optimum :math:`T^*` at real vocabulary, from an explored tree.
+
+:math:`T^*` (:doc:`trees`) is an LP over every prefix, out of reach at :math:`V = 49\,152`. A
+decoding round only sees the drafted trie and the two models' full next-token rows at its nodes.
+Let the *explored set* :math:`E` be the drafted trie, plus the top-``K`` children under :math:`p` and
+under :math:`q` of every *expanded* node (a node whose rows are known: the drafted nodes, and the
+nodes an optional expansion pass scores). Every sequence :math:`l` of length :math:`\gamma` has a
+deepest explored prefix :math:`v`; the sequences whose deepest explored prefix is :math:`v` form the
+*bucket* :math:`b(v)`, with exact draft mass
+:math:`M_s(b(v)) = M_s(v)\,(1 - q(\text{explored children} \mid v))` (:math:`M_s(v)` at an unexpanded
+node) and, below :math:`v`, target mass
+:math:`\rho(v) = 1 - p(\text{explored children} \mid v)` (1 at an unexpanded node) at every depth.
+
+**Upper bound.** For a selection law :math:`\mu \in B_k` (Theorem 2 of :doc:`trees`) the block
+verification value :math:`\Phi(\mu) = \sum_u W_\mu(u)` splits into the explored nodes and the rest.
+:math:`W_\mu` on :math:`E` depends on :math:`\mu` only through the bucket masses
+:math:`m(b) = \mu(b)`; below an explored :math:`v`, the unexplored nodes at one depth partition
+:math:`b(v)` and have target mass :math:`\rho(v)` given :math:`v`, so by (L) their :math:`W` sum to at
+most :math:`\min(W(v)\rho(v), m(b(v)))`. Hence
+
+.. math::
+    T^* \le \mathrm{UB}(E) = \max_{m \in B_k(\text{buckets})} \sum_{v \in E} W(v)
+    + \sum_{v \in E} \sum_{i > |v|} \min\big(W(v)\,\rho(v),\ m(b(v))\big),
+
+an LP with one variable per explored node and bucket (the bucket polytope
+:math:`m(S) \le h(M_s(S))` is separated exactly by one sort, as in
+:mod:`otspec.bounds.tree_node`). At an expanded node the first unexplored depth is also capped by
+:math:`\sum_{c \notin E} h(M_s(v)\, q(c \mid v))` (a child's selection mass is at most the chance a draft
+passes it), and deeper depths by the first (:math:`W` shrinks down a path). The bound holds for
+*any* :math:`E`, also one chosen after seeing the drafts. It is certified by weak duality: for any
+row multipliers :math:`y` of the LP (HiGHS' duals, signs clipped),
+:math:`\mathrm{UB} \le y^\top r + \sum_j u_j\,(c - A^\top y)_j^+` with finite column bounds
+:math:`u`, evaluated in numpy; an unfinished cutting-plane loop still gives a valid bound (it
+relaxes the LP).
+
+**Lower bound.** A bucket law :math:`m \in B_k` is realised by a selection rule: choose a bucket
+by a Hall coupling with the drafted tree (possible exactly because :math:`m(S) \le h(M_s(S))`),
+then a uniformly chosen draft inside it. Its law on sequences is :math:`\mu(l) = m(b) M_s(l) / M_s(b)`,
+so :math:`T^* \ge \Phi(\mu) \ge \sum_{v \in E} W_\mu(v) + \sum_{v \text{ expanded}} \sum_{c \notin E}
+\min\big(W_\mu(v)\, p(c \mid v),\ m(b(v))\, q(c \mid v) / q(\text{unexplored} \mid v)\big)`
+(the first unexplored depth is known exactly at an expanded node; deeper ones are dropped,
+:math:`W \ge 0`). The LP's bucket law is first moved into the polymatroid (shrinking violated sets;
+the polytope is closed under lowering entries, and :math:`\Phi` is monotone, so a sub-law gives a
+valid bound).
+
+The gap is at most the bucket terms; it is wide below unexpanded children, and an expansion pass
+(one batched forward pass of both models) closes it there. With everything explored the interval
+is :math:`[T^*, T^*]`.
+
+References
+----------
+Sun, Mendlovic, Leviathan, Aharoni, Ro, Beirami, Suresh, "Block Verification Accelerates
+Speculative Decoding" (ICLR 2025): the W recursion. Fujishige, "Submodular Functions and
+Optimization" (2005): polymatroids, their level-set separation and the extension of a point of the
+polymatroid to its base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from otspec._tolerances import (
+    ROUNDING_PER_TERM,
+    SIMPLEX_SUM_ATOL,
+    TREE_INTERVAL_CUT_TOL,
+    TREE_INTERVAL_CUTS_PER_ROUND,
+    TREE_INTERVAL_MAX_ROUNDS,
+)
+from otspec._validation import as_int_in_range
+from otspec.bounds.tree_node import coverage, membership_violation
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, InvalidOptionError, ShapeMismatchError
+
+__all__ = ["tree_interval", "TreeIntervalResult", "ExploredTree", "drafted_prefixes"]
+
+
+@dataclass(frozen=True, eq=False)
+class TreeIntervalResult:
+    r"""A certified interval ``[lower, upper]`` containing the tree optimum :math:`T^*`.
+
+    Attributes
+    ----------
+    lower : float
+        :math:`\sum_{v \in E} W_\mu(v)` plus the first unexplored depth, for the realised bucket law
+        (a lossless selection-then-block-verification value, so :math:`\le T^*`).
+    upper : float
+        The bucket LP's value bounded by weak duality in numpy (:math:`\ge T^*`).
+    gap : float
+        ``upper - lower``.
+    k, gamma, V, top_k : int
+        Drafts, draft length, vocabulary size, children kept per expanded node and model.
+    levels : int
+        Expansion passes done.
+    n_nodes, n_expanded, n_buckets : int
+        Explored nodes (root included), nodes with known rows, buckets of positive draft mass.
+    bucket_law : ndarray
+        The realised bucket law :math:`m` (one entry per explored node, its bucket), in the order of
+        :attr:`nodes`.
+    nodes : tuple of tuple of int
+        The explored prefixes (root ``()`` first, every parent before its children).
+    status : str
+        ``"optimal"`` when the cutting planes converged (no bucket cut violated beyond
+        :data:`~otspec._tolerances.TREE_INTERVAL_CUT_TOL`), else ``"cut_limit"``; both bounds are
+        valid either way.
+    checks : mapping
+        ``lp_value`` (HiGHS' objective), ``membership`` (the lower bound's law's excess over the
+        bucket polytope, rounding level), ``cut_violation``, ``rounds``, ``cuts``.
+    solver_info : str
+        HiGHS' last model status.
+    """
+
+    lower: float
+    upper: float
+    gap: float
+    k: int
+    gamma: int
+    V: int
+    top_k: int
+    levels: int
+    n_nodes: int
+    n_expanded: int
+    n_buckets: int
+    bucket_law: np.ndarray
+    nodes: tuple
+    status: str
+    checks: dict = field(default_factory=dict)
+    solver_info: str = ""
+
+    def contains(self, value: float, *, atol: float = 0.0) -> bool:
+        """Whether ``lower - atol <= value <= upper + atol``.
+
+        Parameters
+        ----------
+        value : float
+            A candidate (e.g. an exact :math:`T^*`).
+        atol : float
+            Slack on both ends.
+
+        Returns
+        -------
+        bool
+        """
+        return self.lower - atol <= value <= self.upper + atol
+
+    def __repr__(self) -> str:
+        return (
+            f"TreeIntervalResult(lower={self.lower:.6g}, upper={self.upper:.6g}, gap={self.gap:.3g}, k={self.k}, "
+            f"gamma={self.gamma}, V={self.V}, top_k={self.top_k}, levels={self.levels}, nodes={self.n_nodes}, status={self.status!r})"
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (the bucket law and the nodes are left out).
+
+        Returns
+        -------
+        dict
+            The scalar fields as plain Python types.
+        """
+        keys = (
+            "lower",
+            "upper",
+            "gap",
+            "k",
+            "gamma",
+            "V",
+            "top_k",
+            "levels",
+            "n_nodes",
+            "n_expanded",
+            "n_buckets",
+            "status",
+            "solver_info",
+        )
+        out = {key: getattr(self, key) for key in keys}
+        out["checks"] = {key: float(val) for key, val in self.checks.items()}
+        return out
+
+
+def drafted_prefixes(drafts: np.ndarray) -> list[tuple]:
+    """The distinct prefixes of depth ``0 .. gamma - 1`` of the drafted sequences, breadth first.
+
+    Parameters
+    ----------
+    drafts : array_like of int, shape (k, gamma)
+        The drafted token sequences.
+
+    Returns
+    -------
+    list of tuple of int
+        Root ``()`` first, then by depth and lexicographically.
+
+    Examples
+    --------
+    >>> drafted_prefixes([[1, 2], [1, 0]])
+    [(), (1,)]
+    """
+    X = np.asarray(drafts)
+    out = {tuple(int(t) for t in row[:d]) for row in X for d in range(X.shape[1])}
+    return sorted(out, key=lambda u: (len(u), u))
+
+
+def _check_rows(rows: Any, n: int, V: int | None, name: str) -> np.ndarray:
+    """Float64 ``(n, V)`` rows on the simplex, or a specific error."""
+    try:
+        arr = np.asarray(rows, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDistributionError(
+            f"{name} must be an array of probabilities (got {type(rows).__name__}: {exc}); pass float rows"
+        ) from None
+    if arr.ndim != 2 or arr.shape[0] != n or (V is not None and arr.shape[1] != V):
+        want = f"({n}, {'V' if V is None else V})"
+        raise ShapeMismatchError(f"{name} must have shape {want} (got {arr.shape}); one full next-token row per node")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise InvalidDistributionError(f"{name} must be finite and non-negative (got min {np.nanmin(arr):.3g}); pass softmax rows")
+    err = np.abs(arr.sum(axis=1) - 1.0)
+    if err.size and err.max() > SIMPLEX_SUM_ATOL:
+        i = int(np.argmax(err))
+        raise InvalidDistributionError(
+            f"{name} row {i} must sum to 1 within {SIMPLEX_SUM_ATOL:g} (got {arr[i].sum():.12g}); normalise it in float64 first"
+        )
+    return arr
+
+
+class ExploredTree:
+    r"""The explored set :math:`E`: nodes, their prefix masses, the rows of expanded nodes, the buckets.
+
+    Parameters
+    ----------
+    k, gamma, top_k : int
+        Drafts, draft length, children kept per expanded node under each model.
+    """
+
+    def __init__(self, k: int, gamma: int, top_k: int):
+        self.k, self.gamma, self.K = k, gamma, top_k
+        self.V: int | None = None
+        self.nodes: list[tuple] = [()]
+        self.index = {(): 0}
+        self.parent, self.depth = [-1], [0]
+        self.mb, self.ms = [1.0], [1.0]
+        self.pc, self.qc = [1.0], [1.0]
+        self.rows: dict[int, tuple] = {}
+        self.children: list[list] = [[]]
+
+    def add_node(self, u: tuple, par: int, pc: float, qc: float) -> int:
+        """Add the child ``u`` of node ``par`` with conditionals ``pc``, ``qc`` (no-op if present)."""
+        if u in self.index:
+            return self.index[u]
+        i = len(self.nodes)
+        self.nodes.append(u)
+        self.index[u] = i
+        self.parent.append(par)
+        self.depth.append(len(u))
+        self.pc.append(pc)
+        self.qc.append(qc)
+        self.mb.append(self.mb[par] * pc)
+        self.ms.append(self.ms[par] * qc)
+        self.children.append([])
+        self.children[par].append(i)
+        return i
+
+    def expand(self, i: int, p_row: np.ndarray, q_row: np.ndarray, must: tuple = ()) -> None:
+        """Record node ``i``'s rows and add its top-K children under p and q (and ``must``)."""
+        self.rows[i] = (p_row, q_row)
+        if self.depth[i] >= self.gamma:
+            return
+        K = min(self.K, p_row.shape[0])
+        top = set(np.argpartition(-p_row, K - 1)[:K].tolist()) | set(np.argpartition(-q_row, K - 1)[:K].tolist())
+        top |= set(int(t) for t in must)
+        u = self.nodes[i]
+        for t in sorted(top):
+            if p_row[t] > 0 or q_row[t] > 0:
+                self.add_node(u + (int(t),), i, float(p_row[t]), float(q_row[t]))
+
+    def frontier(self) -> list[int]:
+        """Explored nodes above depth ``gamma`` whose rows are unknown."""
+        return [i for i in range(len(self.nodes)) if i not in self.rows and self.depth[i] < self.gamma]
+
+    def arrays(self) -> dict:
+        r"""Per node: bucket mass, :math:`\rho`, first-depth cap, levels below, subtree membership."""
+        n = len(self.nodes)
+        sb = np.array(self.ms, dtype=np.float64)
+        rho = np.ones(n)
+        cap1 = np.full(n, np.inf)
+        lev = self.gamma - np.array(self.depth, dtype=np.int64)
+        for i, (p_row, q_row) in self.rows.items():
+            if lev[i] <= 0:
+                continue
+            rest = np.ones(p_row.shape[0], dtype=bool)
+            kids = [self.nodes[c][-1] for c in self.children[i]]
+            rest[kids] = False
+            q_rest = float(q_row[rest].sum())
+            sb[i] = self.ms[i] * q_rest
+            rho[i] = float(p_row[rest].sum())
+            cap1[i] = float(coverage(self.ms[i] * q_row[rest], self.k).sum())
+        return {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0)}
+
+
+class _BucketLP:
+    """Columns: W (non-root nodes), m (buckets), z1 / zd (bucket terms); rows as in the module doc."""
+
+    # long-function: the LP's columns, bounds and rows written out in one place (each block is one constraint family)
+    def __init__(self, tree: ExploredTree, arr: dict):
+        import scipy.sparse as sp
+
+        n = len(tree.nodes)
+        k = tree.k
+        self.n, self.k = n, k
+        sb, rho, cap1, lev = arr["sb"], arr["rho"], arr["cap1"], arr["lev"]
+        self.sb = sb
+        par = np.array(tree.parent, dtype=np.int64)
+        pc = np.array(tree.pc)
+        mb, ms = np.array(tree.mb), np.array(tree.ms)
+        # column blocks: W[1..n-1] -> 0..n-2, m[0..n-1] -> n-1..2n-2, then z1 and zd for nodes with lev >= 1 / >= 2
+        self.w0, self.m0 = 0, n - 1
+        z1_nodes = np.flatnonzero((lev >= 1) & (sb > 0) & (rho > 0))
+        zd_nodes = z1_nodes[lev[z1_nodes] >= 2]
+        self.z1_nodes, self.zd_nodes = z1_nodes, zd_nodes
+        self.z10 = 2 * n - 1
+        self.zd0 = self.z10 + z1_nodes.size
+        ncol = self.zd0 + zd_nodes.size
+        self.ncol = ncol
+        hms = coverage(ms, k)
+        hsb = coverage(sb, k)
+        upper = np.empty(ncol)
+        upper[: n - 1] = np.minimum(mb[1:], hms[1:])
+        upper[self.m0 : self.m0 + n] = hsb
+        zcap = np.minimum(np.minimum(hsb[z1_nodes], cap1[z1_nodes]), rho[z1_nodes] * np.minimum(mb[z1_nodes], hms[z1_nodes]))
+        upper[self.z10 : self.zd0] = zcap
+        upper[self.zd0 :] = zcap[lev[z1_nodes] >= 2]
+        self.upper = np.maximum(upper, 0.0)
+        cost = np.zeros(ncol)
+        cost[: n - 1] = 1.0
+        cost[self.z10 : self.zd0] = 1.0
+        cost[self.zd0 :] = (lev[zd_nodes] - 1).astype(np.float64)
+        self.cost = cost
+        r, c, v, lo, up = [], [], [], [], []
+        row = 0
+        # (L) W(v) - p(v|par) W(par) <= 0 for depth >= 2 (depth 1: the column bound min(Mb, h(Ms)) <= p)
+        deep = np.flatnonzero(par > 0)
+        for j, i in enumerate(deep.tolist()):
+            r += [row + j, row + j]
+            c += [i - 1, par[i] - 1]
+            v += [1.0, -pc[i]]
+        lo += [-np.inf] * deep.size
+        up += [0.0] * deep.size
+        row += deep.size
+        # W(v) - sum of the buckets in v's subtree <= 0, and the subtree cut m(sub(v)) <= h(Ms(v))
+        desc = [[] for _ in range(n)]  # desc[a]: a and every explored node below it
+        for i in range(1, n):
+            a = i
+            while a > 0:
+                desc[a].append(i)
+                a = par[a]
+        for i in range(1, n):
+            sub = desc[i]
+            r += [row] * (1 + len(sub))
+            c += [i - 1] + [self.m0 + j for j in sub]
+            v += [1.0] + [-1.0] * len(sub)
+            lo.append(-np.inf)
+            up.append(0.0)
+            row += 1
+            if len(sub) > 1 and hms[i] > 0:
+                r += [row] * len(sub)
+                c += [self.m0 + j for j in sub]
+                v += [1.0 / hms[i]] * len(sub)
+                lo.append(-np.inf)
+                up.append(1.0)
+                row += 1
+        # z1(v) <= rho(v) W(v) (root: W = 1, in the column bound), z1(v) <= m(b(v)), zd(v) <= z1(v)
+        for j, i in enumerate(z1_nodes.tolist()):
+            if i > 0:
+                r += [row, row]
+                c += [self.z10 + j, i - 1]
+                v += [1.0, -rho[i]]
+                lo.append(-np.inf)
+                up.append(0.0)
+                row += 1
+            r += [row, row]
+            c += [self.z10 + j, self.m0 + i]
+            v += [1.0, -1.0]
+            lo.append(-np.inf)
+            up.append(0.0)
+            row += 1
+        pos = {int(i): j for j, i in enumerate(z1_nodes.tolist())}
+        for j, i in enumerate(zd_nodes.tolist()):
+            r += [row, row]
+            c += [self.zd0 + j, self.z10 + pos[int(i)]]
+            v += [1.0, -1.0]
+            lo.append(-np.inf)
+            up.append(0.0)
+            row += 1
+        # the bucket law is a probability: sum m = 1
+        r += [row] * n
+        c += list(range(self.m0, self.m0 + n))
+        v += [1.0] * n
+        lo.append(1.0)
+        up.append(1.0)
+        row += 1
+        self.A = sp.csr_matrix((v, (r, c)), shape=(row, ncol))
+        self.lo, self.up = np.array(lo, dtype=np.float64), np.array(up, dtype=np.float64)
+        self.seen: set = set()
+        self.cut_rows: list = []
+        self.cut_up: list = []
+
+    def solve(self):
+        from otspec.bounds.highs import solve_colwise
+
+        A = self.A.tocsc()
+        return solve_colwise(
+            cost=self.cost,
+            row_lower=self.lo,
+            row_upper=self.up,
+            start=A.indptr,
+            index=A.indices,
+            value=A.data,
+            col_upper=self.upper,
+            options={"solver": "simplex"},
+        )
+
+    def cuts(self, x: np.ndarray) -> tuple[float, list]:
+        """The largest bucket-polytope violation and up to TREE_INTERVAL_CUTS_PER_ROUND new level-set cuts."""
+        m = np.clip(x[self.m0 : self.m0 + self.n], 0.0, None)
+        viol, order, excess = membership_violation(m, self.sb, self.k)
+        out = []
+        if viol <= TREE_INTERVAL_CUT_TOL:
+            return viol, out
+        F = np.cumsum(self.sb[order])
+        for j in np.argsort(-excess, kind="stable")[: 4 * TREE_INTERVAL_CUTS_PER_ROUND]:
+            if excess[j] <= TREE_INTERVAL_CUT_TOL or len(out) >= TREE_INTERVAL_CUTS_PER_ROUND:
+                break
+            S = np.sort(order[: j + 1])
+            key = S.tobytes()
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            out.append((S, float(coverage(F[j], self.k))))
+        return viol, out
+
+    def add_cuts(self, h, cuts: list) -> None:
+        """Add level-set cuts, each scaled to right-hand side 1, to HiGHS and to the row store."""
+        import highspy
+
+        starts, idx, vals = [], [], []
+        nnz = 0
+        for S, rhs in cuts:
+            scale = 1.0 / rhs if rhs > 0 else 1.0
+            starts.append(nnz)
+            idx.append((self.m0 + S).astype(np.int32))
+            vals.append(np.full(S.size, scale))
+            nnz += S.size
+            self.cut_rows.append((idx[-1], vals[-1]))
+            self.cut_up.append(rhs * scale)
+        up = np.array([u for u in self.cut_up[-len(cuts) :]])
+        h.addRows(
+            len(cuts),
+            np.full(len(cuts), -highspy.kHighsInf),
+            up,
+            nnz,
+            np.array(starts, dtype=np.int32),
+            np.concatenate(idx),
+            np.concatenate(vals),
+        )
+
+    def matrix(self) -> tuple:
+        """The whole constraint matrix (CSR) and the row bounds, cuts included."""
+        import scipy.sparse as sp
+
+        if not self.cut_rows:
+            return self.A, self.lo, self.up
+        r = np.concatenate([np.full(c.size, j, dtype=np.int64) for j, (c, _) in enumerate(self.cut_rows)])
+        c = np.concatenate([c for c, _ in self.cut_rows])
+        v = np.concatenate([v for _, v in self.cut_rows])
+        cut = sp.csr_matrix((v, (r, c)), shape=(len(self.cut_rows), self.ncol))
+        up = np.concatenate([self.up, self.cut_up])
+        lo = np.concatenate([self.lo, np.full(len(self.cut_up), -np.inf)])
+        return sp.vstack([self.A, cut], format="csr"), lo, up
+
+    def dual_bound(self, y: np.ndarray) -> float:
+        r"""Weak duality: :math:`y^\top u_{\text{row}} + \sum_j u_j (c - A^\top y)_j^+`, every row ``<=`` (or ``=``).
+
+        Multipliers of ``<=`` rows are clipped at 0; both sign conventions of the solver's duals are
+        tried and the smaller bound kept (each is valid for any ``y``)."""
+        A, lo, up = self.matrix()
+        eq = lo == up
+        best = np.inf
+        for sign in (1.0, -1.0):
+            yy = sign * np.asarray(y, dtype=np.float64)
+            yy = np.where(eq, yy, np.maximum(yy, 0.0))
+            reduced = self.cost - A.T @ yy
+            best = min(best, float(yy @ up + self.upper @ np.maximum(reduced, 0.0)))
+        return best
+
+
+def _realise(m: np.ndarray, sb: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+    """A sub-law of the bucket polytope below ``m`` (shrink violated level sets; fall back to the
+    minimum with the greedy vertex of the ratio order), and its remaining excess."""
+    x = np.where(sb > 0, np.clip(m, 0.0, None), 0.0)
+    x = np.minimum(x, coverage(sb, k))
+    tol = ROUNDING_PER_TERM * max(x.size, 1)
+    for _ in range(64):
+        viol, order, excess = membership_violation(x, sb, k)
+        if viol <= tol:
+            return x, viol
+        j = int(np.argmax(excess))
+        S = order[: j + 1]
+        x[S] *= float(coverage(sb[S].sum(), k)) / float(x[S].sum())
+    viol, order, _ = membership_violation(x, sb, k)
+    F = np.cumsum(sb[order])
+    g = np.diff(np.concatenate([[0.0], coverage(F, k)]))
+    vertex = np.empty_like(x)
+    vertex[order] = g
+    x = np.minimum(x, vertex)
+    return x, membership_violation(x, sb, k)[0]
+
+
+def _lower(tree: ExploredTree, arr: dict, x: np.ndarray) -> float:
+    """Sum of W over explored nodes plus the exactly known first unexplored depth, for bucket law ``x``."""
+    n = len(tree.nodes)
+    par = tree.parent
+    mu = x.copy()
+    for i in range(n - 1, 0, -1):  # breadth-first order: children after parents
+        mu[par[i]] += mu[i]
+    W = np.zeros(n)
+    W[0] = 1.0
+    for i in range(1, n):
+        W[i] = min(W[par[i]] * tree.pc[i], mu[i])
+    total = float(W[1:].sum())
+    for i, (p_row, q_row) in tree.rows.items():
+        if arr["lev"][i] <= 0 or x[i] <= 0:
+            continue
+        rest = np.ones(p_row.shape[0], dtype=bool)
+        rest[[tree.nodes[c][-1] for c in tree.children[i]]] = False
+        q_rest = float(q_row[rest].sum())
+        if q_rest > 0:
+            total += float(np.minimum(W[i] * p_row[rest], x[i] * q_row[rest] / q_rest).sum())
+    return total
+
+
+def _solve(tree: ExploredTree) -> tuple:
+    """Solve the bucket LP by cutting planes: (upper, lower, law, checks, info, status, z-terms per node)."""
+    import highspy
+
+    arr = tree.arrays()
+    lp = _BucketLP(tree, arr)
+    h, ok, info = lp.solve()
+    rounds, ncuts, viol = 1, 0, np.inf
+    while True:
+        x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+        viol, new = lp.cuts(x)
+        if not new or rounds >= TREE_INTERVAL_MAX_ROUNDS:
+            break
+        lp.add_cuts(h, new)
+        ncuts += len(new)
+        h.run()
+        status = h.getModelStatus()
+        ok = status == highspy.HighsModelStatus.kOptimal
+        info = h.modelStatusToString(status)
+        rounds += 1
+    y = np.asarray(h.getSolution().row_dual, dtype=np.float64)
+    nnz = lp.A.nnz + sum(c.size for c, _ in lp.cut_rows) + lp.ncol + lp.A.shape[0] + len(lp.cut_rows)
+    upper = lp.dual_bound(y) + ROUNDING_PER_TERM * nnz * (tree.gamma + 1)
+    law, member = _realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)
+    lower = _lower(tree, arr, law)
+    terms = np.zeros(lp.n)
+    terms[lp.z1_nodes] += np.maximum(x[lp.z10 : lp.zd0], 0.0)
+    terms[lp.zd_nodes] += np.maximum(x[lp.zd0 :], 0.0) * (arr["lev"][lp.zd_nodes] - 1)
+    checks = {
+        "lp_value": float(lp.cost @ x),
+        "membership": float(member),
+        "cut_violation": float(viol),
+        "rounds": float(rounds),
+        "cuts": float(ncuts),
+    }
+    status = "optimal" if ok and viol <= TREE_INTERVAL_CUT_TOL else "cut_limit"
+    return upper, lower, law, checks, info, status, terms, int((arr["sb"] > 0).sum())
+
+
+def _drafted_tree(drafts: Any, p_rows: Any, q_rows: Any, top_k: int) -> ExploredTree:
+    """Validate the drafted round and build its explored tree (drafted nodes expanded)."""
+    X = np.asarray(drafts)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1 or not np.issubdtype(X.dtype, np.integer):
+        raise InvalidDraftsError(
+            f"drafts must be a (k, gamma) integer array of token ids (got shape {X.shape}, dtype {X.dtype}); pass one row per draft"
+        )
+    k, gamma = X.shape
+    P = np.asarray(p_rows, dtype=np.float64)
+    Q = np.asarray(q_rows, dtype=np.float64)
+    if (
+        P.ndim != 3
+        or Q.ndim != 3
+        or P.shape[0] != k
+        or Q.shape[0] != k
+        or Q.shape[1] != gamma
+        or P.shape[1] not in (gamma, gamma + 1)
+        or P.shape[2] != Q.shape[2]
+    ):
+        raise ShapeMismatchError(
+            f"p_rows must have shape (k, gamma[+1], V) and q_rows (k, gamma, V) with k, gamma = {k}, {gamma} from drafts "
+            f"(got {P.shape} and {Q.shape}); pass each draft's rows along its path"
+        )
+    V = Q.shape[2]
+    if X.min() < 0 or X.max() >= V:
+        raise InvalidDraftsError(f"drafts must be token ids in [0, {V}) (got range [{X.min()}, {X.max()}]); check the vocabulary")
+    Pg = _check_rows(P[:, :gamma].reshape(-1, V), k * gamma, V, "p_rows").reshape(k, gamma, V)
+    Qg = _check_rows(Q.reshape(-1, V), k * gamma, V, "q_rows").reshape(k, gamma, V)
+    tree = ExploredTree(k, gamma, top_k)
+    tree.V = V
+    for d in range(gamma):
+        for t in range(k):
+            u = tuple(int(a) for a in X[t, :d])
+            i = tree.index[u]
+            if i in tree.rows:
+                continue
+            must = tuple(int(X[s, d]) for s in range(k) if tuple(int(a) for a in X[s, :d]) == u)
+            bad = [m for m in must if Qg[t, d, m] <= 0]
+            if bad:
+                raise InvalidDraftsError(
+                    f"drafted token {bad[0]} after prefix {u} has draft probability 0 in q_rows; the drafts must come from the draft rows given"
+                )
+            tree.expand(i, Pg[t, d], Qg[t, d], must)
+    return tree
+
+
+# long-function: validation of the options and the callback, then the expansion loop, in one readable place
+def tree_interval(
+    drafts: Any,
+    p_rows: Any,
+    q_rows: Any,
+    *,
+    top_k: int = 8,
+    levels: int = 0,
+    expand: Callable | None = None,
+    max_expand: int | None = None,
+) -> TreeIntervalResult:
+    r"""A certified interval ``[lower, upper]`` for the tree optimum :math:`T^*` at any vocabulary size.
+
+    .. math::
+        \sum_{v \in E} W_\mu(v) + (\text{first unexplored depth}) \;\le\; T^* \;\le\;
+        \max_{m \in B_k(\text{buckets})} \sum_{v \in E} W(v)
+        + \sum_{v \in E} (\gamma - |v|) \min\big(W(v)\rho(v),\ m(b(v))\big)
+
+    (module docstring: :mod:`otspec.bounds.tree_interval`). :math:`T^*` is the optimum of ``k``
+    i.i.d. drafted sequences of length :math:`\gamma` at the round's context; the drafted tree only
+    decides which nodes are explored.
+
+    Parameters
+    ----------
+    drafts : array_like of int, shape (k, gamma)
+        The drafted sequences (i.i.d. from the draft model; repeats allowed).
+    p_rows, q_rows : array_like, shape (k, gamma, V)
+        ``p_rows[t, d] = p(. | drafts[t, :d])`` and likewise for ``q``: each draft's target and draft
+        rows along its path (the layout of a batched scoring pass; ``p_rows`` may carry a last
+        ``gamma + 1``-th row, which is ignored). Rows of a shared prefix are read from its first draft.
+    top_k : int
+        ``K``: children kept per expanded node under each model (default 8).
+    levels : int
+        Expansion passes (default 0: none; each needs ``expand``).
+    expand : callable, optional
+        ``expand(nodes) -> (p_rows, q_rows)``: for a list of prefixes (tuples of token ids), their
+        target and draft rows, arrays of shape ``(len(nodes), V)``. Called once per level with every
+        unexpanded explored node above depth ``gamma`` (or the ``max_expand`` whose bucket terms in
+        the upper bound are largest).
+    max_expand : int, optional
+        Most nodes expanded per level (default: all).
+
+    Returns
+    -------
+    TreeIntervalResult
+        ``lower``, ``upper``, ``gap``, the sizes and the checks.
+
+    Raises
+    ------
+    ShapeMismatchError
+        If the arrays' shapes disagree, or ``expand`` returns rows of the wrong shape.
+    InvalidDistributionError
+        If a row is not a distribution (NaN, negative, sum off by more than
+        :data:`~otspec._tolerances.SIMPLEX_SUM_ATOL`).
+    InvalidDraftsError
+        If a drafted token has zero draft probability at its parent, or an id is out of range.
+    InvalidOptionError
+        If ``levels > 0`` without ``expand``.
+    NotAnIntegerError, InvalidDraftCountError
+        If ``top_k``, ``levels`` or ``max_expand`` is not a valid integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from otspec import models, tree_optimum
+    >>> p, q = np.array([0.6, 0.4]), np.array([0.3, 0.7])
+    >>> X = np.array([[0, 1], [1, 1]])  # k = 2 drafts of length 2 (context-free models)
+    >>> P, Q = np.broadcast_to(p, (2, 2, 2)), np.broadcast_to(q, (2, 2, 2))
+    >>> r = tree_interval(X, P, Q, top_k=2)  # V = 2: every node explored, the interval closes
+    >>> T = tree_optimum(models.context_free(p), models.context_free(q), 2, 2).value
+    >>> r.contains(T, atol=1e-9) and r.gap < 1e-8
+    True
+    """
+    top_k = as_int_in_range(top_k, "top_k")
+    levels = as_int_in_range(levels, "levels", minimum=0)
+    if max_expand is not None:
+        max_expand = as_int_in_range(max_expand, "max_expand")
+    if levels > 0 and expand is None:
+        raise InvalidOptionError(f"levels = {levels} needs expand (a callable nodes -> (p_rows, q_rows)); pass expand or levels = 0")
+    if expand is not None and not callable(expand):
+        raise InvalidOptionError(f"expand must be callable (got {type(expand).__name__}); pass a function nodes -> (p_rows, q_rows)")
+    tree = _drafted_tree(drafts, p_rows, q_rows, top_k)
+    k, gamma, V = tree.k, tree.gamma, tree.V
+    done = 0
+    out = _solve(tree) if (levels == 0 or max_expand is not None) else None
+    while done < levels:
+        front = tree.frontier()
+        if not front:
+            break
+        if max_expand is not None and len(front) > max_expand:
+            terms = out[6]
+            front = sorted(front, key=lambda i: -terms[i])[:max_expand]
+        got = expand([tree.nodes[i] for i in front])
+        if not isinstance(got, tuple) or len(got) != 2:
+            raise ShapeMismatchError(f"expand must return a pair (p_rows, q_rows) (got {type(got).__name__}); return two (n, V) arrays")
+        pr = _check_rows(got[0], len(front), V, "expand's p_rows")
+        qr = _check_rows(got[1], len(front), V, "expand's q_rows")
+        for j, i in enumerate(front):
+            tree.expand(i, pr[j], qr[j])
+        done += 1
+        out = _solve(tree) if (done == levels or max_expand is not None) else None
+    if out is None:  # the frontier emptied before the last level
+        out = _solve(tree)
+    upper, lower, law, checks, info, status, _, nb = out
+    law.setflags(write=False)
+    return TreeIntervalResult(
+        lower=float(lower),
+        upper=float(upper),
+        gap=float(upper - lower),
+        k=int(k),
+        gamma=int(gamma),
+        V=int(V),
+        top_k=int(top_k),
+        levels=int(done),
+        n_nodes=len(tree.nodes),
+        n_expanded=len(tree.rows),
+        n_buckets=nb,
+        bucket_law=law,
+        nodes=tuple(tree.nodes),
+        status=status,
+        checks=checks,
+        solver_info=info,
+    )
