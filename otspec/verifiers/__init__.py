@@ -28,6 +28,7 @@ from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.exact_match import exact_match
 from otspec.verifiers.step.fuzzy import fuzzy
 from otspec.verifiers.step.gls import gls
+from otspec.verifiers.step.global_resolution import global_resolution
 from otspec.verifiers.step.greedy_optimal import greedy_optimal
 from otspec.verifiers.step.gumbel_coupling import gumbel
 from otspec.verifiers.step.khisti import khisti
@@ -74,6 +75,7 @@ __all__ = [
     "lossy_optimal",
     "gumbel",
     "gls",
+    "global_resolution",
 ]
 
 #: Every single-step verifier, in table order (multi-step chain/tree verifiers live elsewhere).
@@ -99,6 +101,7 @@ ALL: tuple[Verifier, ...] = (
     lossy_optimal,
     gumbel,
     gls,
+    global_resolution,
 )
 
 

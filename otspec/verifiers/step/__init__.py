@@ -25,6 +25,7 @@ module                    rule
 ``lossy_optimal``         the lossy rule on the exact TV frontier (MATH §16)
 ``gumbel_coupling``       drafter-invariant Gumbel-max coupling, k = 1 (Daliri et al.)
 ``gls``                   Gumbel-max list sampling, K shared-exponential drafts (Rowan et al.)
+``global_resolution``     Global Resolution: i.i.d. optimum to a tolerance by a convex program
 ========================  =====================================================================
 
 Instances are reached as ``otspec.verifiers.kseq`` etc.; these modules as
