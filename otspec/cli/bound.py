@@ -17,12 +17,13 @@ from otspec.synthetic import DEFAULTS, FAMILIES
 __all__ = ["register", "run", "LAWS", "DEFAULT_LAWS", "PRODUCT_TEMPERATURE_STEP"]
 
 #: Laws evaluated when no ``--law`` is given: every registered law built from one draft
-#: distribution (``constructor(q, k)``), and ``k1``, the single-draft baseline 1 - TV.
-DEFAULT_LAWS = (*(kind for kind in KINDS if by_kind(kind).parameters == "q"), "k1")
+#: distribution (``constructor(q, k)``), and ``k1``, the single-draft baseline 1 - TV. Tree laws
+#: are left to ``--law``: one step of a tree is its root's set, the ``top_k`` row.
+DEFAULT_LAWS = (*(kind for kind in KINDS if by_kind(kind).parameters == "q" and not by_kind(kind).draft_tree), "k1")
 
-#: Laws the command can evaluate: the defaults and the laws of k drafters (``product``: k
-#: heterogeneous drafters from a temperature ladder of q, only when asked for by name).
-LAWS = (*DEFAULT_LAWS, *(kind for kind in KINDS if by_kind(kind).parameters == "qs"))
+#: Laws the command can evaluate: the defaults, the tree laws and the laws of k drafters
+#: (``product``: k heterogeneous drafters from a temperature ladder of q, only when asked for by name).
+LAWS = (*DEFAULT_LAWS, *(kind for kind in KINDS if by_kind(kind).draft_tree or by_kind(kind).parameters == "qs"))
 
 #: ``--law product``: drafter j (j = 0..k-1) draws from q at temperature 1 + j * this step.
 PRODUCT_TEMPERATURE_STEP = 0.25

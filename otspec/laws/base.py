@@ -27,6 +27,7 @@ one line in the registry :data:`otspec.laws.ALL` (:doc:`api`, "How to add a draf
   point mass of the one draft (``k = 1``) or ``None``; handing ``source_q`` to a rule such as
   :math:`\min(1, p/q)` as if the drafts were sampled from it loses losslessness;
 * :attr:`~DraftLaw.deterministic` -- whether the law proposes one fixed tuple by construction [False];
+  :attr:`~DraftLaw.draft_tree` -- whether it describes a draft tree whose root set is its single step [False];
 * :meth:`~DraftLaw.prefix_prob_all_in` [from the enumeration], :meth:`~DraftLaw.prefix_cut_order`
   [``None``: no sorted-prefix theorem, so :attr:`~DraftLaw.prefix_exact` is False and the optimum
   takes an LP or a flow], :meth:`~DraftLaw.prefix_minimum` [a scan of ``prefix_prob_all_in``];
@@ -116,6 +117,11 @@ class DraftLaw:
     #: Whether the law proposes one fixed tuple by construction (the drafts are chosen from
     #: :attr:`source_q`, not sampled): its only tuple has probability 1.
     deterministic: ClassVar[bool] = False
+
+    #: Whether the law describes a draft tree (its single-step members -- ``k``, the tuples, the
+    #: cut function -- are those of the root's children): tables of single-step laws list its
+    #: root set once, under the set law.
+    draft_tree: ClassVar[bool] = False
 
     #: Whether ``optimal_acceptance(method="product")`` (the branch-and-bound over independent
     #: drafters of :mod:`otspec.bounds.product`, reading ``law.qs``) applies.

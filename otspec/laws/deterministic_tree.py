@@ -158,6 +158,7 @@ class TopKTreeLaw(TopKLaw):
 
     constructor: ClassVar[Callable[..., DraftLaw]] = staticmethod(top_k_tree)
     torch_sampler: ClassVar[str | None] = "otspec_gpu.deterministic:draw_top_k"
+    draft_tree: ClassVar[bool] = True
 
     def children_of(self, prefix: Any) -> tuple:
         """The drafted children of node ``prefix`` (``()`` for a leaf or a prefix off the tree).

@@ -22,6 +22,7 @@ def test_json_matches_library(capsys):
         "iid": otspec.optimal_acceptance(p, otspec.iid(q, 3)).value,
         "without_replacement": otspec.optimal_acceptance(p, otspec.without_replacement(q, 3)).value,
         "greedy": otspec.optimal_acceptance(p, otspec.greedy(q, 3)).value,
+        "top_k": float(p[np.argsort(-q, kind="stable")[:3]].sum()),  # p(S) of the 3 most probable draft tokens
         "k1": 1 - 0.5 * np.abs(p - q).sum(),
     }
     assert [r["law"] for r in out["results"]] == list(expect)
@@ -118,13 +119,13 @@ def test_verifiers_table_printed(capsys):
 
 
 def test_default_laws_that_do_not_apply_are_listed_not_fatal(capsys):
-    """k beyond the support: without replacement and greedy cannot draft k distinct tokens. In the
-    default table they are reported as not applicable; asked for by name they exit 2."""
+    """k beyond the support: without replacement, greedy and top-k cannot draft k distinct tokens. In
+    the default table they are reported as not applicable; asked for by name they exit 2."""
     rc = main(["bound", "--vocab", "3", "--drafts", "4", "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["law"] for r in out["results"]] == ["iid", "k1"]
-    assert {r["law"] for r in out["not_applicable"]} == {"without_replacement", "greedy"}
+    assert {r["law"] for r in out["not_applicable"]} == {"without_replacement", "greedy", "top_k"}
     assert all("support size" in r["reason"] for r in out["not_applicable"])
     assert main(["bound", "--vocab", "3", "--drafts", "4", "--law", "greedy"]) == 2
 
