@@ -43,8 +43,6 @@ NO_TORCH_TWIN = {
     "fuzzy": "a lossy single-position study rule (one JS/TV test per (p, q) pair); the numpy kernel is its reference, no decoder uses it",
     "lossy_optimal": "it runs an optimal lossless plan underneath (optimal_plan's LP on enumerable laws), a study rule for the lossy frontier",
     "global_resolution": "a refereed design (docs: Referee): its softmax weights are fitted per (p, q) by L-BFGS on the CPU; optimal_iid is the exact rule to decode with",
-    "gumbel": "a refereed design (docs: Referee): its sampler is one argmin of conditioned exponentials, a twin is not written yet",
-    "gls": "a refereed design (docs: Referee): its exact kernel needs V^(2K+1) work; a twin of its sampler is not written yet",
 }
 
 

@@ -70,7 +70,7 @@ def test_a_verifier_without_sample_needs_a_pure_step():
 
 
 #: rules added after 0.1.0: they never had a module-level sample to deprecate
-NEW_SINCE_0_1_0 = ("exact_match", "one_hot")
+NEW_SINCE_0_1_0 = ("exact_match", "gls", "gumbel", "one_hot")
 
 
 @pytest.mark.parametrize(
