@@ -9,6 +9,12 @@ frontier min(1, alpha* + eps). Lossy rules are placed by their exact TV to p and
 acceptance a - alpha*; the frontier is the line a - alpha* = TV (until a = 1), and a rule's
 efficiency is its slope from the origin.
 
+Under a KL budget (mentored decoding's KL(p' || p)) the frontier is a convex program
+(otspec.bounds.lossy.kl_frontier, exact and certified at small V): on one seeded pair per
+temperature at V = 50 the script traces it over budgets 0..0.5 nats and places every lossy rule
+(typical, fuzzy, lossy_optimal at three budgets, a SPRINTER-style predicate) by its exact TV and KL
+(files lossy_frontier_kl.png and the "kl" part of the JSON).
+
     python experiments/lossy_frontier.py --seed 0 --out docs/_static/results   # ~1 min, one core
     python experiments/lossy_frontier.py --quick                               # seconds, CI
 """
@@ -25,14 +31,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import otspec
-from otspec.bounds.lossy import lossy_frontier
+from otspec.bounds.lossy import kl_frontier, lossy_frontier
 from otspec.synthetic import synthetic_pair
 from otspec.verifiers import exact_match, fuzzy, one_hot, token, typical
-from otspec.verifiers.lossy import efficiency
+from otspec.verifiers.lossy import efficiency, kl_divergence, tv_distance
+from otspec.verifiers.step.approximate import ApproximateVerifier
+from otspec.verifiers.step.lossy_optimal import LossyOptimalVerifier
 
 NAME = "lossy_frontier"
 TEMPERATURES = (0.3, 0.6, 1.0, 1.2)
 EPS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
+#: The KL figure: vocabulary (exact cone program), budgets in nats, lossy_optimal's TV budgets.
+KL_V = 50
+KL_BUDGETS = (0.0, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+KL_RULE_EPS = (0.02, 0.05, 0.1)
 
 
 def arguments(ap) -> None:
@@ -64,6 +76,42 @@ def one_pair(p: np.ndarray, q: np.ndarray) -> dict:
         row[f"{name}_efficiency"] = None if eff != eff else eff
     row["frontier"] = [lossy_frontier(p, law, e).value for e in EPS]
     return row
+
+
+def _sprinter_style(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """A lenient learned-acceptor stand-in: pass a drafted token unchecked when p(x) >= q(x) / 2."""
+    return (p >= 0.5 * q).astype(np.float64)
+
+
+def kl_pair(p: np.ndarray, q: np.ndarray, budgets=KL_BUDGETS) -> dict:
+    """The KL frontier over ``budgets`` and every lossy rule's (acceptance, TV, KL) on one pair, k = 1."""
+    law = otspec.iid(q, 1)
+    curve = [kl_frontier(p, law, b) for b in budgets]
+    rules = [typical, fuzzy, *(LossyOptimalVerifier(e, name=f"lossy_optimal eps={e:g}") for e in KL_RULE_EPS)]
+    rules.append(ApproximateVerifier(_sprinter_style, name="sprinter-style (p >= q/2)"))
+    points = []
+    for v in rules:
+        P = v.output_law(p, law) if hasattr(v, "output_law") else v.kernel(p, law).output_law()
+        kl = kl_divergence(P, p)
+        points.append(
+            {
+                "rule": v.name,
+                "acceptance": v.acceptance(p, law).value,
+                "tv": tv_distance(P, p),
+                "kl": kl,
+                # the most any rule with this KL could accept (inf KL: no constraint)
+                "kl_frontier_at_kl": kl_frontier(p, law, kl).upper_bound if np.isfinite(kl) else 1.0,
+            }
+        )
+    return {
+        "alpha_star": curve[0].optimum.value,
+        "budgets": list(budgets),
+        "kl_frontier": [c.value for c in curve],
+        "kl_frontier_upper": [c.upper_bound for c in curve],
+        "kl_status": [c.status for c in curve],
+        "tv_frontier_at_pinsker": [lossy_frontier(p, law, min(1.0, (b / 2.0) ** 0.5)).value for b in budgets],
+        "rules": points,
+    }
 
 
 def _interval(values: list[float], clusters: list[int]) -> str:
@@ -124,7 +172,40 @@ def run(args) -> dict:
         row.update(
             {f"frontier_{round(100 * e):02d}": float(np.mean([r["frontier"][i] for r in rows])) for i, e in enumerate(EPS)}
         )  # eps in 1/100
-    return {"V": V, "pairs": n, "k": 1, "temperatures": list(TEMPERATURES), "eps": list(EPS), "summary": summary, "results": temps}
+    kl_V = 12 if args.quick else KL_V
+    budgets = KL_BUDGETS[::3] if args.quick else KL_BUDGETS
+    kl = {str(T): kl_pair(*synthetic_pair(kl_V, seed=args.seed, temperature=T), budgets=budgets) for T in TEMPERATURES}
+    kl_summary = [  # flat rows for the docs tables: the KL frontier at each budget (budget in 1e-4 nats)
+        {
+            "T": float(T),
+            "alpha_star": d["alpha_star"],
+            **{f"kl_{round(10000 * b):04d}": v for b, v in zip(d["budgets"], d["kl_frontier"], strict=True)},
+        }
+        for T, d in kl.items()
+    ]
+    kl_rules = [
+        {
+            "T": float(T),
+            **r,
+            "tv_frontier_at_tv": min(1.0, d["alpha_star"] + r["tv"]),
+            "below_both": r["acceptance"] <= min(1.0, d["alpha_star"] + r["tv"], r["kl_frontier_at_kl"]) + 1e-9,
+        }
+        for T, d in kl.items()
+        for r in d["rules"]
+    ]
+    return {
+        "V": V,
+        "pairs": n,
+        "k": 1,
+        "temperatures": list(TEMPERATURES),
+        "eps": list(EPS),
+        "summary": summary,
+        "results": temps,
+        "kl_V": kl_V,
+        "kl": kl,
+        "kl_summary": kl_summary,
+        "kl_rules": kl_rules,
+    }
 
 
 def _mean(rows: list[dict], key: str) -> float:
@@ -182,6 +263,8 @@ def report(payload: dict, args) -> tuple[dict[str, str], list[str]]:
         "Mean exact acceptance per position (k = 1)": _output.markdown_table(header, body),
         "Mean frontier min(1, alpha* + eps)": _output.markdown_table(["T"] + [f"eps = {e:g}" for e in eps], frontier),
     }
+    if "kl" in payload:
+        tables.update(_kl_report(payload, args))
     source = (
         f"on-policy positions of {payload.get('target')} (target) and {payload.get('draft')} (draft), {payload['pairs']} prompts x "
         f"{payload.get('new_tokens')} tokens per temperature; intervals: 95% cluster bootstrap over prompts (few clusters: approximate)"
@@ -195,6 +278,52 @@ def report(payload: dict, args) -> tuple[dict[str, str], list[str]]:
         "Efficiency (a - alpha*) / TV is at most 1 (MATH §16); fuzzy sits on the frontier (slope 1) where it fires.",
     ]
     return tables, notes
+
+
+def _kl_report(payload: dict, args) -> dict[str, str]:
+    """The KL figure (both frontiers, the rules as points, one column per temperature) and its tables."""
+    kl = payload["kl"]
+    fig, axes = plt.subplots(2, len(kl), figsize=(3.2 * len(kl), 6.4), squeeze=False)
+    marks = "os^v<D"
+    for j, (T, d) in enumerate(kl.items()):
+        a0, b = d["alpha_star"], np.array(d["budgets"])
+        top_tv = max([r["tv"] for r in d["rules"]] + [0.3])
+        tv = np.linspace(0.0, top_tv, 50)
+        axes[0, j].plot(tv, np.minimum(1.0, a0 + tv), "k-", lw=1.2, label="TV frontier min(1, a* + eps)")
+        axes[1, j].plot(b, d["kl_frontier"], "k-", lw=1.2, label="KL frontier (cone program)")
+        axes[1, j].plot(b, d["tv_frontier_at_pinsker"], "k--", lw=0.8, label="TV frontier at sqrt(b/2) (Pinsker)")
+        for m, r in zip(marks, d["rules"], strict=False):
+            axes[0, j].scatter([r["tv"]], [r["acceptance"]], marker=m, s=30, label=r["rule"])
+            if np.isfinite(r["kl"]) and r["kl"] <= b[-1]:
+                axes[1, j].scatter([r["kl"]], [r["acceptance"]], marker=m, s=30)
+        axes[0, j].set_title(f"T = {T} (V = {payload['kl_V']}, k = 1)")
+        axes[0, j].set_xlabel("TV(output law, p)")
+        axes[1, j].set_xlabel("KL(output law || p), nats")
+        axes[1, j].set_xlim(-0.005, 0.2)  # the curve's bend; it is flat at 1 beyond
+        for ax in axes[:, j]:
+            ax.axhline(a0, color="0.6", lw=0.8)
+            ax.set_ylim(min(a0, *(r["acceptance"] for r in d["rules"])) - 0.05, 1.02)
+    axes[0, 0].set_ylabel("acceptance")
+    axes[1, 0].set_ylabel("acceptance")
+    axes[0, 0].legend(fontsize=6, loc="lower right")
+    axes[1, 0].legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    _output.save_figure(fig, args.out, f"{NAME}_kl")
+    budgets = next(iter(kl.values()))["budgets"]
+    curve = [[T] + [_output.fmt(v, 4) for v in d["kl_frontier"]] for T, d in kl.items()]
+    rules = [
+        [f"{r['T']:g}", r["rule"], _output.fmt(r["acceptance"], 4), _output.fmt(r["tv"], 4), _output.fmt(r["kl"], 4)]
+        + [_output.fmt(r["tv_frontier_at_tv"], 4), _output.fmt(r["kl_frontier_at_kl"], 4)]
+        for r in payload["kl_rules"]
+    ]
+    return {
+        f"KL frontier on one pair per temperature (V = {payload['kl_V']}), by budget in nats": _output.markdown_table(
+            ["T"] + [f"b = {b:g}" for b in budgets], curve
+        ),
+        "Lossy rules against both frontiers (same pairs)": _output.markdown_table(
+            ["T", "rule", "acceptance", "TV", "KL", "TV frontier at its TV", "KL frontier at its KL"], rules
+        ),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -346,12 +346,16 @@ def _solve_kl_program(cp: Any, p: np.ndarray, sets: np.ndarray, weights: np.ndar
         cons.append(out[off] == 0.0)  # a finite KL(p' || p) puts no mass where p has none
     prob = cp.Problem(cp.Maximize(cp.sum(w)), cons)
     chosen = solver or next((s for s in ("CLARABEL", "SCS") if s in cp.installed_solvers()), None)
-    try:
-        with warnings.catch_warnings():  # "may be inaccurate": the numpy certificate decides, not the warning
-            warnings.simplefilter("ignore", UserWarning)
-            prob.solve(solver=chosen, **(CLARABEL_TIGHT if chosen == "CLARABEL" else {}))
-    except cp.error.SolverError as exc:
-        return None, None, math.nan, math.nan, f"cvxpy solver error: {exc}", str(chosen)
+    tries = [CLARABEL_TIGHT, {}] if chosen == "CLARABEL" else [{}]
+    for n_try, options in enumerate(tries):  # tight tolerances first; the defaults if Clarabel stalls on them
+        try:
+            with warnings.catch_warnings():  # "may be inaccurate": the numpy certificate decides, not the warning
+                warnings.simplefilter("ignore", UserWarning)
+                prob.solve(solver=chosen, **options)
+            break
+        except cp.error.SolverError as exc:
+            if n_try == len(tries) - 1:
+                return None, None, math.nan, math.nan, f"cvxpy solver error: {exc}", str(chosen)
     if out.value is None or tok_row.dual_value is None:
         return None, None, math.nan, math.nan, f"cvxpy status {prob.status}", str(chosen)
     lam = float(kl_row.dual_value) if (b > 0.0 and kl_row.dual_value is not None) else math.nan

@@ -2,7 +2,8 @@
 
 The numbers of a --quick run (4 pairs at V = 300) are not results; the checks are the script's own
 invariants, each exact per pair: the frontier starts at alpha* and is min(1, alpha* + eps), token
-attains alpha*, exact match of a sampled draft stays below it, every lossy rule's efficiency is <= 1.
+attains alpha*, exact match of a sampled draft stays below it, every lossy rule's efficiency is <= 1;
+the KL frontier starts at alpha*, rises, stays under Pinsker's ceiling, and bounds every lossy rule.
 """
 
 import pytest
@@ -24,6 +25,14 @@ def test_lossy_frontier_quick(tmp_path):
             assert all(abs(f - min(1.0, r["alpha_star"] + e)) <= 1e-12 for f, e in zip(r["frontier"], d["eps"], strict=True))
             for name in ("typical", "fuzzy"):
                 assert r[f"{name}_efficiency"] is None or r[f"{name}_efficiency"] <= 1.0 + 1e-9
+    # the KL part: the certified curve starts at alpha*, never falls, stays under Pinsker's TV ceiling,
+    # and no lossy rule beats either frontier at its own TV and KL
+    assert d["kl_V"] == 12 and len(d["kl"]) == len(d["temperatures"])
+    for k in d["kl"].values():
+        assert all(s == "optimal" for s in k["kl_status"]) and abs(k["kl_frontier"][0] - k["alpha_star"]) <= 1e-9
+        assert all(b >= a - 1e-9 for a, b in zip(k["kl_frontier"], k["kl_frontier"][1:], strict=False))
+        assert all(v <= c + 1e-6 for v, c in zip(k["kl_frontier"], k["tv_frontier_at_pinsker"], strict=True))
+    assert len(d["kl_rules"]) == 6 * len(d["temperatures"]) and all(r["below_both"] for r in d["kl_rules"])
 
 
 def test_lossy_frontier_real_mode_quick(tmp_path):
