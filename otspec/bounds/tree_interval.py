@@ -284,6 +284,7 @@ class ExploredTree:
         sb = np.array(self.ms, dtype=np.float64)
         rho = np.ones(n)
         cap1 = np.full(n, np.inf)
+        fv: dict = {}
         lev = self.gamma - np.array(self.depth, dtype=np.int64)
         for i, (p_row, q_row) in self.rows.items():
             if lev[i] <= 0:
@@ -294,8 +295,25 @@ class ExploredTree:
             q_rest = float(q_row[rest].sum())
             sb[i] = self.ms[i] * q_rest
             rho[i] = float(p_row[rest].sum())
-            cap1[i] = float(coverage(self.ms[i] * q_row[rest], self.k).sum())
-        return {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0)}
+            hc = coverage(self.ms[i] * q_row[rest], self.k)
+            pr = p_row[rest]
+            cap1[i] = float(hc.sum())
+            keep = pr > 0
+            w = hc[keep] / pr[keep]  # F_v has a kink where W p_c = h_c
+            order = np.argsort(w, kind="stable")
+            fv[i] = (w[order], np.concatenate([[0.0], np.cumsum(pr[keep][order])]), np.concatenate([[0.0], np.cumsum(hc[keep][order])]))
+        out = {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv}
+        if 0 in fv:  # the root's W is 1: its first unexplored depth is at most F_root(1), a constant
+            a, b = _tangent(fv[0], 1.0)
+            out["cap1"][0] = min(cap1[0], a + b)
+        return out
+
+
+def _tangent(f: tuple, W: float) -> tuple[float, float]:
+    r"""Slope and intercept of a tangent of :math:`F_v(W) = \sum_c \min(W p_c, h_c)` at ``W`` (an upper line: F is concave)."""
+    w, cum_p, cum_h = f
+    j = int(np.searchsorted(w, W, side="right"))  # kinks at or below W: those children are capped at h_c
+    return float(cum_p[-1] - cum_p[j]), float(cum_h[j])
 
 
 class _BucketLP:
@@ -404,6 +422,7 @@ class _BucketLP:
         self.seen: set = set()
         self.cut_rows: list = []
         self.cut_up: list = []
+        self.blocks: list = []
 
     def solve(self):
         from otspec.bounds.highs import solve_colwise
@@ -428,6 +447,12 @@ class _BucketLP:
         if viol <= TREE_INTERVAL_CUT_TOL:
             return viol, out
         F = np.cumsum(self.sb[order])
+        M = float(min(F[int(np.argmax(excess))], 1.0))
+        lam = float(self.k * (1.0 - M) ** (self.k - 1))  # h'(M): the tangent block of the most violated set
+        key = ("block", round(lam, 12))
+        if key not in self.seen:
+            self.seen.add(key)
+            self.blocks.append((lam, float(coverage(M, self.k)) - lam * M))
         for j in np.argsort(-excess, kind="stable")[: 4 * TREE_INTERVAL_CUTS_PER_ROUND]:
             if excess[j] <= TREE_INTERVAL_CUT_TOL or len(out) >= TREE_INTERVAL_CUTS_PER_ROUND:
                 break
@@ -439,44 +464,81 @@ class _BucketLP:
             out.append((S, float(coverage(F[j], self.k))))
         return viol, out
 
-    def add_cuts(self, h, cuts: list) -> None:
-        """Add level-set cuts, each scaled to right-hand side 1, to HiGHS and to the row store."""
+    def add_rows(self, h, rows: list) -> None:
+        """Append ``<=`` rows ``(cols, vals, upper)`` to HiGHS and to the row store."""
         import highspy
 
-        starts, idx, vals = [], [], []
-        nnz = 0
-        for S, rhs in cuts:
-            scale = 1.0 / rhs if rhs > 0 else 1.0
+        starts, nnz = [], 0
+        for cols, _, _ in rows:
             starts.append(nnz)
-            idx.append((self.m0 + S).astype(np.int32))
-            vals.append(np.full(S.size, scale))
-            nnz += S.size
-            self.cut_rows.append((idx[-1], vals[-1]))
-            self.cut_up.append(rhs * scale)
-        up = np.array([u for u in self.cut_up[-len(cuts) :]])
+            nnz += cols.size
+        for cols, vals, up in rows:
+            self.cut_rows.append((cols.astype(np.int32), vals))
+            self.cut_up.append(up)
         h.addRows(
-            len(cuts),
-            np.full(len(cuts), -highspy.kHighsInf),
-            up,
+            len(rows),
+            np.full(len(rows), -highspy.kHighsInf),
+            np.array([u for _, _, u in rows]),
             nnz,
             np.array(starts, dtype=np.int32),
-            np.concatenate(idx),
-            np.concatenate(vals),
+            np.concatenate([c for c, _, _ in rows]).astype(np.int32),
+            np.concatenate([v for _, v, _ in rows]),
         )
 
+    def add_cuts(self, h, cuts: list) -> None:
+        """Level-set cuts m(S) <= h(Ms(S)), each scaled to right-hand side 1."""
+        rows = []
+        for S, rhs in cuts:
+            scale = 1.0 / rhs if rhs > 0 else 1.0
+            rows.append((self.m0 + S, np.full(S.size, scale), rhs * scale))
+        self.add_rows(h, rows)
+
+    def add_block(self, h, lam: float, c: float) -> None:
+        r"""Tangent block at slope ``lam``: :math:`\sum_b (m_b - \lambda M_s(b))^+ \le c` through new columns
+        :math:`t_b \in [0, h(M_s(b))]`, i.e. :math:`m(S) - \lambda M_s(S) \le c` for every set at once."""
+
+        b = np.flatnonzero(self.sb > 0)
+        first = self.ncol
+        self.ncol += b.size
+        self.cost = np.concatenate([self.cost, np.zeros(b.size)])
+        ub = coverage(self.sb[b], self.k)
+        self.upper = np.concatenate([self.upper, ub])
+        h.addCols(
+            b.size, np.zeros(b.size), np.zeros(b.size), ub, 0, np.zeros(b.size, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0)
+        )
+        t = first + np.arange(b.size)
+        rows = [(np.array([self.m0 + j, t[i]]), np.array([1.0, -1.0]), float(lam * self.sb[j])) for i, j in enumerate(b.tolist())]
+        rows.append((t, np.ones(b.size), float(c)))
+        self.add_rows(h, rows)
+
+    def tangent_cuts(self, x: np.ndarray, fv: dict) -> list:
+        r"""Rows :math:`z_1(v) - a W(v) \le b` for nodes where :math:`z_1(v) > F_v(W(v))`: the tangent at :math:`W(v)`."""
+        rows = []
+        for j, i in enumerate(self.z1_nodes.tolist()):
+            if i == 0 or i not in fv:
+                continue
+            W = max(float(x[i - 1]), 0.0)
+            a, b = _tangent(fv[i], W)
+            if x[self.z10 + j] > a * W + b + TREE_INTERVAL_CUT_TOL:
+                rows.append((np.array([self.z10 + j, i - 1]), np.array([1.0, -a]), b))
+        return rows
+
     def matrix(self) -> tuple:
-        """The whole constraint matrix (CSR) and the row bounds, cuts included."""
+        """The whole constraint matrix (CSR) and the row bounds, added rows included."""
         import scipy.sparse as sp
 
+        A = self.A
+        if A.shape[1] < self.ncol:
+            A = sp.hstack([A, sp.csr_matrix((A.shape[0], self.ncol - A.shape[1]))], format="csr")
         if not self.cut_rows:
-            return self.A, self.lo, self.up
+            return A, self.lo, self.up
         r = np.concatenate([np.full(c.size, j, dtype=np.int64) for j, (c, _) in enumerate(self.cut_rows)])
         c = np.concatenate([c for c, _ in self.cut_rows])
         v = np.concatenate([v for _, v in self.cut_rows])
         cut = sp.csr_matrix((v, (r, c)), shape=(len(self.cut_rows), self.ncol))
         up = np.concatenate([self.up, self.cut_up])
         lo = np.concatenate([self.lo, np.full(len(self.cut_up), -np.inf)])
-        return sp.vstack([self.A, cut], format="csr"), lo, up
+        return sp.vstack([A, cut], format="csr"), lo, up
 
     def dual_bound(self, y: np.ndarray) -> float:
         r"""Weak duality: :math:`y^\top u_{\text{row}} + \sum_j u_j (c - A^\top y)_j^+`, every row ``<=`` (or ``=``).
@@ -549,11 +611,18 @@ def _solve(tree: ExploredTree) -> tuple:
     rounds, ncuts, viol = 1, 0, np.inf
     while True:
         x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+        nb = len(lp.blocks)
         viol, new = lp.cuts(x)
-        if not new or rounds >= TREE_INTERVAL_MAX_ROUNDS:
+        tangents = lp.tangent_cuts(x, arr["fv"])
+        if not (new or tangents or len(lp.blocks) > nb) or rounds >= TREE_INTERVAL_MAX_ROUNDS:
             break
-        lp.add_cuts(h, new)
-        ncuts += len(new)
+        for lam, c in lp.blocks[nb:]:
+            lp.add_block(h, lam, c)
+        if new:
+            lp.add_cuts(h, new)
+        if tangents:
+            lp.add_rows(h, tangents)
+        ncuts += len(new) + len(tangents) + len(lp.blocks) - nb
         h.run()
         status = h.getModelStatus()
         ok = status == highspy.HighsModelStatus.kOptimal
@@ -561,6 +630,7 @@ def _solve(tree: ExploredTree) -> tuple:
         rounds += 1
     y = np.asarray(h.getSolution().row_dual, dtype=np.float64)
     nnz = lp.A.nnz + sum(c.size for c, _ in lp.cut_rows) + lp.ncol + lp.A.shape[0] + len(lp.cut_rows)
+    x = x[: lp.z10 + lp.z1_nodes.size + lp.zd_nodes.size]
     upper = lp.dual_bound(y) + ROUNDING_PER_TERM * nnz * (tree.gamma + 1)
     law, member = _realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)
     lower = _lower(tree, arr, law)
@@ -568,7 +638,7 @@ def _solve(tree: ExploredTree) -> tuple:
     terms[lp.z1_nodes] += np.maximum(x[lp.z10 : lp.zd0], 0.0)
     terms[lp.zd_nodes] += np.maximum(x[lp.zd0 :], 0.0) * (arr["lev"][lp.zd_nodes] - 1)
     checks = {
-        "lp_value": float(lp.cost @ x),
+        "lp_value": float(lp.cost[: x.size] @ x),
         "membership": float(member),
         "cut_violation": float(viol),
         "rounds": float(rounds),
