@@ -75,6 +75,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ap.add_argument("--lossy", action="store_true", help="for a plain function: it is not claimed lossless (skip the lossless verdict)")
     ap.add_argument(
+        "--tv-budget",
+        type=float,
+        default=None,
+        metavar="EPS",
+        help=(
+            "for a lossy rule: the TV distance to the target it declares per step; checks TV(output law, p) <= EPS "
+            "(exact from the kernel, or a sampled test with stated power) and acceptance <= min(1, optimum + EPS), the lossy frontier"
+        ),
+    )
+    ap.add_argument(
         "--out", default="otspec-audit", help="folder for counterexample snippets (default ./otspec-audit; written only on failure)"
     )
     ap.add_argument(
@@ -99,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
     ----------
     args : argparse.Namespace
         The parsed options of ``otspec audit`` (``target`` as ``module:name`` or ``file.py:name``,
-        ``kinds``, ``k``, ``lossy``, ``seed``, ``problems``, ``draws``, ``false_alarm``, ``timeout``,
-        ``device``, ``out``, ``json``).
+        ``kinds``, ``k``, ``lossy``, ``tv_budget``, ``seed``, ``problems``, ``draws``, ``false_alarm``,
+        ``timeout``, ``device``, ``out``, ``json``).
 
     Returns
     -------
@@ -110,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     Raises
     ------
     CliError
-        If ``--problems``, ``--draws``, ``--false-alarm`` or ``--timeout`` is out of range.
+        If ``--problems``, ``--draws``, ``--false-alarm``, ``--timeout`` or ``--tv-budget`` is out of range.
     OtspecInputError
         If the target cannot be loaded or is not a verifier :func:`otspec.testing.as_verifier`
         can adapt.
@@ -125,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--false-alarm must be in (0, 1) (got {args.false_alarm}); pass e.g. 1e-6")
     if not args.timeout >= 0:
         raise CliError(f"--timeout must be >= 0 seconds (got {args.timeout}); pass e.g. 600, or 0 for no limit")
+    if args.tv_budget is not None and not 0.0 <= args.tv_budget < 1.0:
+        raise CliError(f"--tv-budget must be in [0, 1) (got {args.tv_budget}); pass the rule's declared TV per step, e.g. 0.05")
     # the verifier's own prints go to stderr, so that stdout holds only the report (valid JSON)
     with contextlib.redirect_stdout(sys.stderr):
         verifier = _load(args)
@@ -136,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
             false_alarm=args.false_alarm,
             spec=args.target,
             timeout=args.timeout or None,
+            tv_budget=args.tv_budget,
         )
     report = _save_counterexamples(report, Path(args.out))
     if args.json:

@@ -37,6 +37,7 @@ Examples
 from otspec.testing._findings import VerifierAssertionError
 from otspec.testing.adapters import as_verifier, chain_verifier, conditional_verifier, load_object, sampler_verifier
 from otspec.testing.audit import audit
+from otspec.testing.budget import assert_within_tv_budget
 from otspec.testing.chain_asserts import assert_chain_lossless, assert_chain_within_optimum
 from otspec.testing.exact import assert_acceptance_matches_kernel, assert_kernel_valid, assert_lossless
 from otspec.testing.optimum import acceptance_ratio, assert_within_optimum
@@ -54,6 +55,7 @@ __all__ = [
     "assert_sampler_lossless",
     "assert_sampler_matches",
     "assert_within_optimum",
+    "assert_within_tv_budget",
     "audit",
     "chain_verifier",
     "conditional_verifier",

@@ -23,8 +23,9 @@ __all__ = [
     "wide_range_problems",
 ]
 
-#: Every registered draft law (:data:`otspec.laws.KINDS`).
-LAW_KINDS = KINDS
+#: Every registered single-step draft law (:data:`otspec.laws.KINDS`; a tree law's one step is its
+#: root set, which the ``top_k`` law already covers).
+LAW_KINDS = tuple(kind for kind in KINDS if not by_kind(kind).draft_tree)
 
 #: What every other law shrinks to: k i.i.d. drafts from the first q.
 _SIMPLEST = IIDLaw.kind

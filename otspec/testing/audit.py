@@ -19,6 +19,11 @@ the verifier applies to):
 ``sampler``
     the sampler against the kernel, draft tuple by draft tuple (chi-square; false alarm and power
     stated);
+``tv_budget`` (only when a budget :math:`\varepsilon` is declared, ``tv_budget=`` / ``--tv-budget``)
+    a lossy rule's output law is within TV :math:`\varepsilon` of p (exact from the kernel; for a
+    sampler, the output-law test shifted by :math:`\varepsilon`, false alarm and power stated), and
+    its ``optimum`` row checks acceptance :math:`\le \min(1, \alpha^* + \varepsilon)`, the lossy
+    frontier;
 ``bad_inputs``
     a target that is not a distribution, a wrong-length target, out-of-vocabulary or wrong-length
     drafts, drafts of probability 0, a law it does not apply to and a seed in place of a
@@ -46,10 +51,12 @@ from otspec.testing._findings import VerifierAssertionError
 from otspec.testing._problems import AuditProblem, random_problems, step_problems, wide_range_problems
 from otspec.testing._runner import USER_EXITS, check_timeout, exit_finding, guarded, replay_snippet, run_check, shrink
 from otspec.testing.adapters import as_verifier, object_spec
+from otspec.testing.budget import budget_finding, frontier_finding
 from otspec.testing.chain_forms import ChainVerifier
 from otspec.testing.exact import acceptance_finding, check_lossless, kernel_finding
 from otspec.testing.forms import ConditionalVerifier, SamplerVerifier
 from otspec.testing.optimum import optimum_finding, ratio_from, reference_optimum
+from otspec.testing.power import assert_output_law, detectable_tv, tv_budget_value
 from otspec.testing.results import AuditReport, Counterexample, PropertyResult
 from otspec.testing.samplers import assert_sampler_lossless, assert_sampler_matches
 from otspec.verifiers import Verifier
@@ -79,6 +86,7 @@ def audit(
     atol: float = EXACT_ATOL,
     spec: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
+    tv_budget: float | None = None,
 ) -> AuditReport:
     r"""Run the whole battery of checks on ``verifier`` and return an :class:`AuditReport`.
 
@@ -104,6 +112,10 @@ def audit(
     timeout : float or None
         Seconds one check (one property on one problem) may take before it fails; ``None`` or 0:
         no limit. Enforced with ``SIGALRM`` in the main thread of a POSIX process only.
+    tv_budget : float, optional
+        The TV distance to the target a lossy verifier declares (per step, in ``[0, 1)``): adds the
+        ``tv_budget`` row and checks acceptance against the frontier :math:`\min(1, \alpha^* +
+        \varepsilon)`. Ignored (a skipped row) for a verifier declared lossless.
 
     Returns
     -------
@@ -114,6 +126,8 @@ def audit(
     ------
     InvalidVerifierError
         If ``verifier`` is not a form :func:`otspec.testing.as_verifier` accepts.
+    InvalidOptionError
+        If ``tv_budget`` is not a number in ``[0, 1)``.
 
     Examples
     --------
@@ -127,6 +141,7 @@ def audit(
     p = np.array([0, 1], dtype=float)
     law = otspec.iid(np.array([1, 0], dtype=float), 1)
     """
+    eps = None if tv_budget is None else tv_budget_value(tv_budget)
     with check_timeout(timeout):
         try:
             v = guarded(lambda: as_verifier(verifier))
@@ -140,7 +155,7 @@ def audit(
             if isinstance(v, ChainVerifier):
                 props = audit_chain(v, rng, seed, problems, atol, spec)
             else:
-                props = _audit_step(v, rng, seed, problems, draws, sampler_problems, false_alarm, atol, spec)
+                props = _audit_step(v, rng, seed, problems, draws, sampler_problems, false_alarm, atol, spec, eps)
         except USER_EXITS as exc:  # an exit outside a single check (e.g. in applies_to)
             return _stopped(v.name, form, bool(v.lossless), spec, seed, exit_finding(exc))
     return AuditReport(verifier=v.name, form=form, lossless_claim=bool(v.lossless), spec=spec, seed=int(seed), properties=tuple(props))
@@ -163,12 +178,13 @@ def _stopped(name: str, form: str, lossless: bool, spec, seed: int, finding: Ver
 
 
 # long-function: the audit's checks run in a fixed order, each a short call with its report
-def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, spec) -> list:
+def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, spec, eps=None) -> list:
     catalogue = [pr for pr in step_problems(rng, 40, 64) if _applies(v, pr)]
     if not catalogue:  # the catalogue covers every kind and k <= 3 that the other problems use
         return [
             PropertyResult(name, "skip", "the verifier applies to none of the audit's draft laws (kinds / k)")
             for name in ("kernel", "lossless", "acceptance", "optimum", "ratio", "sampler", "bad_inputs")
+            + (("tv_budget",) if eps is not None else ())
         ]
     order = rng.permutation(len(catalogue))[:n_problems]
     sampled = sorted((catalogue[i] for i in order), key=lambda pr: pr.size())  # the sampler tests use these
@@ -262,8 +278,20 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
                 probs,
             )
         )
+    elif eps is not None and exact:
+        out.append(
+            exact_property(
+                "optimum",
+                lambda pr: frontier_finding(v.name, get(pr, "acceptance"), get(pr, "optimum"), pr.build()[1], eps, atol=atol),
+                f"assert_within_tv_budget(verifier, p, law, {eps!r}, atol={atol!r})",
+                "assert_within_tv_budget",
+                f"acceptance <= min(1, optimum + {eps:g}), the lossy frontier, on " + "{n} problems",
+            )
+        )
     else:
         out.append(PropertyResult("optimum", "skip", "declared lossy: may exceed the lossless optimum"))
+    if eps is not None:
+        out.append(_budget(v, chosen, sampled, seed, draws, n_sampler, false_alarm, atol, spec, eps, exact, exact_property, get))
     out.append(_ratio(v, chosen if exact else sampled[: max(n_sampler, 4)], get))
     if exact:
         out.append(_sampler(v, sampled, seed, draws, n_sampler, false_alarm, spec, get))
@@ -271,6 +299,44 @@ def _audit_step(v, rng, seed, n_problems, draws, n_sampler, false_alarm, atol, s
         out.append(PropertyResult("sampler", "skip", "sampler only: nothing to compare it with (see lossless)"))
     out.append(bad_inputs_property(v, sampled, spec, seed))
     return out
+
+
+def _budget(v, chosen, sampled, seed, draws, n_sampler, false_alarm, atol, spec, eps, exact, exact_property, get) -> PropertyResult:
+    """The ``tv_budget`` row: exact from the kernel, or the shifted output-law test of a sampler."""
+    if v.lossless:
+        return PropertyResult("tv_budget", "skip", f"declared lossless: the lossless check is stricter than TV <= {eps:g}")
+    if exact:
+        return exact_property(
+            "tv_budget",
+            lambda pr: budget_finding(v.name, get(pr, "kernel"), *pr.build(), eps, atol=atol),
+            f"assert_within_tv_budget(verifier, p, law, {eps!r}, atol={atol!r})",
+            "assert_within_tv_budget",
+            f"TV(output law, p) <= {eps:g} (exact, atol {atol:g}) on " + "{n} problems",
+        )
+    probs = [pr for pr in sampled if pr.V >= 3][: max(n_sampler, 4)] or sampled[: max(n_sampler, 4)]
+    level = false_alarm / max(len(probs), 1)  # Bonferroni over the problems
+    statement = ""
+    for n, pr in enumerate(probs, 1):
+        p, law = pr.build()
+        delta = detectable_tv(draws, alpha=level, beta=1e-3, V=pr.V)
+        holder = {}
+
+        def check(p=p, law=law, delta=delta, holder=holder):
+            holder["r"] = assert_output_law(
+                v, p, law, delta=min(delta, 0.999), alpha=level, beta=1e-3, method="sampling", rng=np.random.default_rng(seed), tv_budget=eps
+            )
+
+        err = run_check(check)
+        if err is not None:
+            call = f"assert_within_tv_budget(verifier, p, law, {eps!r}, delta={min(delta, 0.999):.6g}, alpha={level:.6g}, rng=np.random.default_rng({seed}))"
+            snippet = replay_snippet("tv_budget", v.name, spec, seed, pr.code(), call, "assert_within_tv_budget")
+            return PropertyResult("tv_budget", "fail", str(err).splitlines()[0], n, Counterexample(pr.code(), str(err), snippet))
+        statement = holder["r"].statement
+    if not probs:
+        return PropertyResult("tv_budget", "skip", "no problem to sample")
+    return PropertyResult(
+        "tv_budget", "pass", f"sampled output law within TV {eps:g} of p on {len(probs)} problems (Bonferroni); the last check {statement}", len(probs)
+    )
 
 
 def _applies(v: Verifier, pr: AuditProblem) -> bool:

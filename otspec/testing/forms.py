@@ -18,6 +18,10 @@ Chain (block) verifiers are given by their per-path law ``conditional_law(p_mode
 
 The second argument is the draft distribution ``q`` when the parameter is named ``q`` (the law must
 then be built from one ``q``: i.i.d., without replacement or greedy), and the draft law otherwise.
+It is the law's :attr:`~otspec.laws.DraftLaw.q`, the distribution the drafts are *drawn* from: for a
+deterministic top-1 draft (:func:`otspec.laws.top_k` with ``k = 1``) the point mass of the drafted
+token, never the q it was chosen from (a ratio :math:`p/q` against that q is not lossless); a rule
+given ``q`` does not apply to deterministic drafts of two or more tokens.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 
 from otspec._docs import fill_doc
 from otspec.errors import InvalidVerifierError, OtspecInputError, UnsupportedMethodError
-from otspec.laws import DraftLaw
+from otspec.laws import KINDS, DraftLaw
 from otspec.verifiers import Verifier
 from otspec.verifiers.kernel import AcceptanceEstimate
 
@@ -53,7 +57,7 @@ def _law_kinds(kinds: Iterable[str] | str | None) -> tuple[str, ...] | None:
     if kinds is None:
         return None
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
-    known = {"iid", "without_replacement", "greedy", "product", "explicit"}
+    known = set(KINDS)
     bad = [k for k in kinds if k not in known]
     if bad or not kinds:
         raise InvalidVerifierError(f"kinds must name draft-law kinds among {sorted(known)} (got {list(kinds)}); e.g. kinds=('iid',)")

@@ -31,6 +31,13 @@ verifier does. Over :math:`m` problems each test runs at level :math:`\alpha/m` 
 lossless verifier fails the battery with probability at most :math:`\alpha`, and a verifier off by
 :math:`\delta` on any one problem is caught with probability at least :math:`1 - \beta`.
 
+**A declared TV budget.** A lossy rule that declares :math:`d_{TV}(r, p) \le \varepsilon` is tested
+the same way against the shifted threshold: reject when :math:`D_n \ge \varepsilon + t_n(\alpha)`.
+Under the claim :math:`D_n \le \varepsilon + d_{TV}(\hat P, r)`, and the bound above applied to
+:math:`r` keeps the false alarm :math:`\le \alpha`; an output law at TV
+:math:`\ge \varepsilon + \delta` is rejected with probability :math:`\ge 1 - \beta` at the same
+:math:`n(\delta, \alpha, \beta, V)`. (:math:`\varepsilon = 0` is the lossless test.)
+
 A verifier that exposes its exact kernel (:math:`\pi(\cdot \mid \bar x)` for every draft tuple) is
 not sampled: its output law :math:`\sum_{\bar x} Q(\bar x)\,\pi(\cdot \mid \bar x)` is compared with
 :math:`p` exactly, which catches any TV above the float tolerance with probability 1.
@@ -70,6 +77,7 @@ __all__ = [
     "power_statement",
     "rejection_threshold",
     "sample_size",
+    "tv_budget_value",
 ]
 
 #: Largest sample :func:`assert_output_law` draws unless told otherwise: 10^8 outputs is a few
@@ -207,7 +215,7 @@ def detectable_tv(n: int, *, alpha: float = 1e-3, beta: float = 1e-3, V: int) ->
     return _constant(a, b, v) / math.sqrt(n)
 
 
-def power_statement(delta: float, alpha: float, beta: float, n: int | None = None) -> str:
+def power_statement(delta: float, alpha: float, beta: float, n: int | None = None, *, budget: float = 0.0) -> str:
     """The sentence a passing check states: what it detects, with which probability.
 
     Parameters
@@ -220,20 +228,24 @@ def power_statement(delta: float, alpha: float, beta: float, n: int | None = Non
         Miss probability.
     n : int, optional
         Draws per problem (``None``: an exact check, no sampling).
+    budget : float
+        The declared TV budget :math:`\varepsilon` the check allows (0: lossless).
 
     Returns
     -------
     str
-        ``"detects any output law at TV >= delta from p with probability >= 1 - beta ..."``.
+        ``"detects any output law at TV >= delta from p with probability >= 1 - beta ..."``
+        (``budget + delta`` under a budget).
 
     Examples
     --------
     >>> power_statement(0.01, 1e-3, 1e-3, 145014)
     'detects any output law at TV >= 0.01 from p with probability >= 0.999 (145014 draws; false alarm <= 0.001)'
     """
+    over = f"{budget:g} + " if budget > 0 else ""
     if n is None:
-        return f"detects any output law at TV > {EXACT_ATOL:g} from p with probability 1 (exact kernel)"
-    return f"detects any output law at TV >= {delta:g} from p with probability >= {1 - beta:g} ({n} draws; false alarm <= {alpha:g})"
+        return f"detects any output law at TV > {over}{EXACT_ATOL:g} from p with probability 1 (exact kernel)"
+    return f"detects any output law at TV >= {over}{delta:g} from p with probability >= {1 - beta:g} ({n} draws; false alarm <= {alpha:g})"
 
 
 @dataclass(frozen=True)
@@ -270,6 +282,38 @@ class OutputLawCheck:
     statement: str
 
 
+def tv_budget_value(eps: Any) -> float:
+    """``eps`` as a declared TV budget: a finite number in ``[0, 1)``, or raise.
+
+    Parameters
+    ----------
+    eps : float
+        The budget.
+
+    Returns
+    -------
+    float
+        The validated budget.
+
+    Raises
+    ------
+    InvalidOptionError
+        If ``eps`` is not a number in ``[0, 1)``.
+
+    Examples
+    --------
+    >>> tv_budget_value(0.05)
+    0.05
+    """
+    try:
+        v = float(eps)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"tv_budget must be a number in [0, 1) (got {eps!r}); pass e.g. 0.05") from None
+    if not 0.0 <= v < 1.0:
+        raise InvalidOptionError(f"tv_budget must lie in [0, 1) (got {v!r}); a TV distance is below 1, pass e.g. 0.05")
+    return v
+
+
 def _has_kernel(v) -> bool:
     return not isinstance(v, SamplerVerifier)
 
@@ -286,8 +330,10 @@ def assert_output_law(
     method: str = "auto",
     rng: np.random.Generator | None = None,
     max_draws: int = DEFAULT_MAX_DRAWS,
+    tv_budget: float = 0.0,
 ) -> OutputLawCheck:
-    r"""Assert that the verifier's output has law ``p`` when drafts come from ``law``, with stated power.
+    r"""Assert that the verifier's output has law ``p`` when drafts come from ``law``, with stated power
+    (or, with ``tv_budget`` :math:`\varepsilon > 0`, that it lies within TV :math:`\varepsilon` of ``p``).
 
     ``method="exact"`` (the default for a verifier with a kernel) compares
     :math:`\sum_{\bar x} Q(\bar x)\pi(\cdot\mid\bar x)` with ``p`` exactly (fails above
@@ -295,7 +341,10 @@ def assert_output_law(
     :math:`n = n(\delta, \alpha, \beta, V)` rounds (:func:`sample_size`) and rejects when
     :math:`d_{TV}(\hat P, p) \ge t_n(\alpha)` (:func:`rejection_threshold`): false alarm
     :math:`\le \alpha`, and any output law at TV :math:`\ge \delta` from ``p`` is detected with
-    probability :math:`\ge 1 - \beta` (proof in the module docstring).
+    probability :math:`\ge 1 - \beta` (proof in the module docstring). A declared budget shifts both
+    thresholds by :math:`\varepsilon`: the exact check fails above :math:`\varepsilon +` ``EXACT_ATOL``,
+    the sampled one rejects at :math:`D_n \ge \varepsilon + t_n(\alpha)` and catches TV
+    :math:`\ge \varepsilon + \delta` with probability :math:`\ge 1 - \beta`.
 
     Parameters
     ----------
@@ -318,6 +367,8 @@ def assert_output_law(
         Drafts and sampler draws (default ``numpy.random.default_rng(0)``).
     max_draws : int
         Refuse a sample size above this (say so instead of running for hours).
+    tv_budget : float
+        The TV distance to ``p`` the verifier declares, in ``[0, 1)`` (default 0: lossless).
 
     Returns
     -------
@@ -353,6 +404,7 @@ def assert_output_law(
     if method not in ("auto", "exact", "sampling"):
         raise InvalidOptionError(f"method must be 'auto', 'exact' or 'sampling' (got {method!r}); pick one")
     rng = np.random.default_rng(0) if rng is None else as_generator(rng)
+    eps = tv_budget_value(tv_budget)
     V = int(p.shape[0])
     exact = method == "exact" or (method == "auto" and _has_kernel(v))
     if exact:
@@ -360,8 +412,8 @@ def assert_output_law(
             raise UnsupportedMethodError(f"verifier {v.name!r} is a sampler only: it has no kernel; use method='sampling'")
         out_law = np.asarray(v.kernel(p, law).output_law(), dtype=np.float64)
         tv = 0.5 * float(np.abs(out_law - p).sum())
-        check = OutputLawCheck("exact", tv, EXACT_ATOL, 0, d, 0.0, 0.0, power_statement(d, a, b))
-        if tv > EXACT_ATOL:
+        check = OutputLawCheck("exact", tv, eps + EXACT_ATOL, 0, d, 0.0, 0.0, power_statement(d, a, b, budget=eps))
+        if tv > eps + EXACT_ATOL:
             _fail(v, law, out_law, p, check)
         return check
     n = sample_size(d, alpha=a, beta=b, V=V)
@@ -380,8 +432,8 @@ def assert_output_law(
         freq += np.bincount(v.sample_batch(p, law, drafts, rng=out_rng), minlength=V)
     freq /= n
     tv = 0.5 * float(np.abs(freq - p).sum())
-    t = rejection_threshold(n, alpha=a, V=V)
-    check = OutputLawCheck("sampling", tv, t, n, d, a, b, power_statement(d, a, b, n))
+    t = eps + rejection_threshold(n, alpha=a, V=V)
+    check = OutputLawCheck("sampling", tv, t, n, d, a, b, power_statement(d, a, b, n, budget=eps))
     if tv >= t:
         _fail(v, law, freq, p, check)
     return check

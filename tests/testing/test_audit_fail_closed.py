@@ -64,7 +64,7 @@ def test_the_wide_range_problems_reach_1e_12_and_the_subnormal_boundary():
     assert min(smallest) == pytest.approx(1 / SUBNORMAL_ADJACENT) and min(smallest) >= np.finfo(float).tiny
     assert any(1e-13 < s < 1e-11 for s in smallest) and any(1e-4 < s < 1e-3 for s in smallest)
     kinds = {pr.kind for pr in wide_range_problems(64)}
-    assert kinds == {"iid", "without_replacement", "greedy", "product", "explicit"}
+    assert kinds == {"iid", "without_replacement", "greedy", "product", "explicit", "top_k"}
 
 
 def test_extra_random_problems_leave_the_catalogue_unchanged():
