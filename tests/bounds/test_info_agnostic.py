@@ -51,3 +51,14 @@ def test_refuses_large_problems():
     pm, qm = models.context_free([0.5, 0.5]), models.context_free([0.5, 0.5])
     with pytest.raises(ProblemTooLargeError, match="max_variables"):
         info_agnostic_optimum(pm, qm, 3, 4, max_variables=1000)
+
+
+def test_optimum_over_iid_draft_blocks_grows_with_the_number_of_drafts():
+    """The quantity SpecTr-GBV claims to attain: the best E[tau] of any lossless verifier of k i.i.d.
+    draft blocks is nondecreasing in k (k = 1, 2, 3) and starts at block verification's value."""
+    rng = np.random.default_rng(42)
+    for _ in range(4):
+        pm, qm = _models(rng, 2)
+        vals = [info_agnostic_optimum(pm, qm, k, 2).value for k in (1, 2, 3)]
+        assert abs(vals[0] - block_optimum(pm, qm, 2).value) <= 1e-9
+        assert vals[0] <= vals[1] + 1e-12 <= vals[2] + 2e-12

@@ -73,6 +73,7 @@ __all__ = [
     "GRFit",
     "GlobalResolutionVerifier",
     "LOG_STEP",
+    "LOG_W_MIN",
     "TAIL_EPS",
     "accept_and_residual",
     "fit",
@@ -86,6 +87,9 @@ __all__ = [
 LOG_STEP = 0.25
 #: Mass each cut tail of the integrals may drop (left: the integrand is O(s); right: e^{-s w_min}).
 TAIL_EPS = 1e-18
+#: Smallest log-weight of a side (relative to its largest): weights below e^-60 ~ 1e-26 change the
+#: selection law by less than that relative amount, and the floor caps the quadrature range.
+LOG_W_MIN = -60.0
 #: Nodes evaluated together (bounds the (G, nodes) work array to ~64 MB at G = 262 144).
 _CHUNK = 32
 
@@ -156,6 +160,11 @@ def _groups(dens: np.ndarray) -> tuple[np.ndarray, int]:
     return lab, int(new.sum())
 
 
+def _normalised(th: np.ndarray) -> np.ndarray:
+    """Log-weights of one side shifted to maximum 0 and floored at :data:`LOG_W_MIN`."""
+    return np.maximum(th - th.max(), LOG_W_MIN)
+
+
 def _log_grid(w: np.ndarray, k: int) -> np.ndarray:
     """Nodes s_j (trapezoid in log s) for weights normalised to max 1."""
     s_lo = TAIL_EPS / max(k, 1)
@@ -164,18 +173,24 @@ def _log_grid(w: np.ndarray, k: int) -> np.ndarray:
     return np.exp(u)
 
 
+def _side_numpy(Qg: np.ndarray, wg: np.ndarray, s: np.ndarray, c: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(M(s_j), sum_j s_j e^{-s_j w_g} (M_j + c)^{k-1})``, by chunks of nodes (exp dominates)."""
+    M_all, r = np.empty(s.size), np.zeros_like(Qg)
+    for j0 in range(0, s.size, _CHUNK):
+        sj = s[j0 : j0 + _CHUNK]
+        E = np.exp(-np.multiply.outer(wg, sj))  # (G, n)
+        M = Qg @ E  # (n,)
+        M_all[j0 : j0 + sj.size] = M
+        r += E @ (sj * (M + c) ** (k - 1))
+    return M_all, r
+
+
 def _side(Qg: np.ndarray, wg: np.ndarray, c: float, k: int) -> tuple[np.ndarray, float]:
     """Selection mass per group and :math:`E[\\log S; E]` for one side (weights max 1)."""
     s = _log_grid(wg, k)
     pe = (float(Qg.sum()) + c) ** k - c**k  # P(E): some draft in A / every draft in H*
-    r = np.zeros_like(Qg)
-    obj = 0.0
-    for j0 in range(0, s.size, _CHUNK):
-        sj = s[j0 : j0 + _CHUNK]
-        E = np.exp(-np.multiply.outer(wg, sj))  # (G, n)
-        M = Qg @ E + c  # (n,)
-        r += (E * (sj * M ** (k - 1))[None, :]) @ np.ones(sj.size)
-        obj += float(np.sum(pe * np.exp(-sj) - (M**k - c**k)))
+    M, r = _side_numpy(Qg, wg, s, c, k)
+    obj = float(np.sum(pe * np.exp(-s) - ((M + c) ** k - c**k)))
     return k * Qg * wg * r * LOG_STEP, obj * LOG_STEP
 
 
@@ -188,7 +203,7 @@ def _fit_sides(sides, k, tol, max_evals):
     def evaluate(theta):
         total, grads, at = 0.0, [], 0
         for s, n in zip(sides, sizes, strict=True):
-            th = theta[at : at + n] - theta[at : at + n].max()
+            th = _normalised(theta[at : at + n])
             rg, obj = _side(s["Qg"], np.exp(th), s["c"], k)
             total += obj - float(np.dot(s["Rg"], th))
             grads.append(rg - s["Rg"])
@@ -300,8 +315,7 @@ def fit(p: Any, q: Any, k: Any, *, tol: Any = GR_SELECTION_L1_TOL, max_evals: in
     at = 0
     for s, (idx, lab) in zip(sides, labels, strict=True):
         G = s["Qg"].size
-        th = best["theta"][at : at + G]
-        th = th - th.max()
+        th = _normalised(best["theta"][at : at + G])
         rg, _ = _side(s["Qg"], np.exp(th), s["c"], k)
         theta[idx] = th[lab]
         r[idx] = rg[lab] * q[idx] / s["Qg"][lab]
