@@ -96,8 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--fit-wor",
         action="store_true",
         help=(
-            "with --verifiers: fit optimal_wor's Luce weights at scale for its acceptance (tens of seconds to minutes "
-            "above V ~ 10 000); by default its row is the certified interval [0, alpha*_WOR]"
+            "with --verifiers: compute the acceptances shown by default as certified intervals at scale: optimal_wor's "
+            "Luce weight fit (tens of seconds to minutes above V ~ 10 000; default row [0, alpha*_WOR]) and wor_iid's "
+            "Monte Carlo estimate (default row [alpha*_iid, alpha*_WOR])"
         ),
     )
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -324,14 +325,14 @@ def _unavailable_footnote(vr: list, method: str) -> str | None:
 
 
 def _bracket_footnote(vr: list) -> str | None:
-    """Why a row is an interval: the verifier's acceptance needs a weight fit, which --fit-wor runs."""
+    """Why a row is an interval: the verifier's acceptance needs a weight fit or sampling, which --fit-wor runs."""
+    from otspec.verifiers import by_name
+
     names = [r.name for r in vr if r.how == "bracket"]
     if not names:
         return None
-    return (
-        f"{', '.join(names)}: certified interval, not fitted (the acceptance needs its Luce weight fit, tens of seconds "
-        "to minutes at this V; --fit-wor runs it and reports the value with its certified gap)."
-    )
+    why = "; ".join(f"{n}: {getattr(by_name(n), 'bracket_reason', 'the acceptance is costly at this V')}" for n in names)
+    return f"{', '.join(names)}: certified interval, not fitted ({why}; --fit-wor computes the value)."
 
 
 def _certified_footnote(vr: list, p: np.ndarray, law) -> str | None:

@@ -203,6 +203,11 @@ def test_verifiers_not_computed_show_a_dash_and_one_footnote(capsys, monkeypatch
     assert kh["acceptance"] is None and kh["how"] == "unavailable" and "enumerable" in kh["reason"]
 
 
+def _json_of(argv, capsys):
+    assert main(argv) == 0
+    return capsys.readouterr().out
+
+
 def test_optimal_wor_row_is_its_certified_bracket_unless_fitted(capsys):
     """Regression: ``--verifiers`` fitted optimal_wor's Luce weights at scale
     (minutes at V = 262 144 without numba). Without ``--fit-wor`` its row is the certified interval
@@ -220,11 +225,15 @@ def test_optimal_wor_row_is_its_certified_bracket_unless_fitted(capsys):
     assert row["how"] == "bracket" and row["acceptance"] is None
     assert row["ci_low"] == 0.0 and opt.value - opt.error_bound <= row["ci_high"] <= opt.value + 2 * opt.error_bound + EXACT_ATOL
     assert not optimal_wor._cached(p, law), "the bracket must not run the weight fit"
+    wi = {r["name"]: r for r in _strict_loads(_json_of(base, capsys))["verifiers"]["without_replacement"]}["wor_iid"]
+    assert wi["how"] == "bracket" and wi["ci_low"] == otspec.optimal_acceptance(p, otspec.iid(q, k)).value  # no sampling
     assert main(["bound", "--vocab", str(V), "--drafts", str(k), "--seed", "2", "--law", "without_replacement", "--verifiers"]) == 0
     assert "certified interval, not fitted" in " ".join(capsys.readouterr().out.split())
     assert main([*base, "--fit-wor"]) == 0
-    row = {r["name"]: r for r in _strict_loads(capsys.readouterr().out)["verifiers"]["without_replacement"]}["optimal_wor"]
+    rows = {r["name"]: r for r in _strict_loads(capsys.readouterr().out)["verifiers"]["without_replacement"]}
+    row = rows["optimal_wor"]
     assert row["how"] == "closed_form" and 0.0 <= row["acceptance"] <= opt.value + opt.error_bound + EXACT_ATOL
+    assert rows["wor_iid"]["how"] == "monte_carlo"
 
 
 def test_verifiers_table_has_the_lossy_rules_costs(capsys):

@@ -266,6 +266,9 @@ class OptimalWORVerifier(Verifier):
             self._prepare(self._check(p, law), law)
         return super().acceptance(p, law, method=method, n_samples=n_samples, rng=rng)
 
+    #: Why :meth:`certified_bracket` stands in for the acceptance when no fit is asked for.
+    bracket_reason = "the acceptance needs its Luce weight fit, tens of seconds to minutes at this V"
+
     @fill_doc
     def certified_bracket(self, p, law: DraftLaw) -> tuple[float, float] | None:
         r"""A certified interval for the acceptance that needs no weight fit, or None when the

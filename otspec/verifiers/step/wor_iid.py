@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from otspec._docs import fill_doc
-from otspec._tolerances import SAMPLE_CHUNK_ENTRIES
+from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, SAMPLE_CHUNK_ENTRIES
+from otspec.bounds.multidraft import optimal_acceptance
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
 from otspec.verifiers.base import Verifier
@@ -243,6 +244,40 @@ class WorIIDVerifier(Verifier):
         {wor_law_raises}
         """
         return float(self.state(p, law).alpha)
+
+    #: Why :meth:`certified_bracket` stands in for the acceptance when no fit is asked for.
+    bracket_reason = "its acceptance at this V is a Monte Carlo estimate over the selection tree (about a second)"
+
+    @fill_doc
+    def certified_bracket(self, p: Any, law: DraftLaw) -> tuple[float, float] | None:
+        r"""A certified interval for the acceptance without sampling, or None when the law is small
+        enough for the exact kernel.
+
+        The kept selections alone accept :math:`\alpha^*_{iid}` (:meth:`certified_lower_bound`) and
+        no lossless verifier of drafts without replacement accepts more than :math:`\alpha^*_{WOR}`
+        (the prefix scan), so the acceptance lies in
+        :math:`[\alpha^*_{iid}, \alpha^*_{WOR} + \epsilon]` with :math:`\epsilon` the scan's error
+        bound. Both ends cost a scan; the Monte Carlo estimate needs the selection tree.
+        ``otspec bound --verifiers`` prints this interval unless ``--fit-wor`` is given.
+
+        Parameters
+        ----------
+        {p_wor_law_args}
+
+        Returns
+        -------
+        tuple of float, or None
+            ``(low, high)`` with ``low <= acceptance <= high``; None for an enumerable law.
+
+        Raises
+        ------
+        {wor_law_raises}
+        """
+        p = self._check(p, law)
+        if law.num_tuples() * law.V <= KERNEL_AUTO_MAX_ENTRIES:
+            return None
+        opt = optimal_acceptance(p, law, method="prefix")
+        return float(self._state(p, law).alpha), min(1.0, float(opt.value + opt.error_bound))
 
     def _state(self, p: np.ndarray, law: DraftLaw) -> OptimalIIDState:
         return law.cached("wor_iid.state", p, lambda: prepare(p, np.asarray(law.q, dtype=np.float64), law.k))

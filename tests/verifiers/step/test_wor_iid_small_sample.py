@@ -69,3 +69,17 @@ def test_clopper_pearson_upper_bound_matches_the_beta_quantile():
             for tail in (0.005, 0.05, 0.5):
                 assert _clopper_pearson_upper(m, n, tail) == pytest.approx(beta.ppf(1.0 - tail, m + 1, n - m), rel=1e-9)
     assert _clopper_pearson_upper(3, 3, 0.005) == 1.0
+
+
+def test_certified_bracket_holds_the_acceptance_and_is_none_on_enumerable_laws():
+    from otspec.synthetic import synthetic_pair
+
+    assert wor_iid.certified_bracket(P, _rare_residual_law(0.3)) is None  # the kernel is cheap there
+    p, q = synthetic_pair(60, seed=2)
+    law = otspec.without_replacement(q, 4)
+    low, high = wor_iid.certified_bracket(p, law)
+    opt = otspec.optimal_acceptance(p, law)
+    assert low == wor_iid.certified_lower_bound(p, law) == otspec.optimal_acceptance(p, otspec.iid(q, 4)).value
+    assert opt.value <= high <= opt.value + opt.error_bound
+    mc = wor_iid.acceptance(p, law, method="monte_carlo", n_samples=200, rng=np.random.default_rng(0))
+    assert low <= mc.value <= high
