@@ -21,8 +21,10 @@ from otspec.errors import ProblemTooLargeError, UnsupportedMethodError
 from otspec.trees import check_tree_enumeration
 from otspec.verifiers import ALL
 from otspec.verifiers import block as _block
+from otspec.verifiers import exact_match_chain as _exact_match_chain
 from otspec.verifiers import token_chain as _token_chain
 from otspec.verifiers import tree as _tree
+from otspec.verifiers import typical_chain as _typical_chain
 
 __all__ = ["ComparisonRow", "ComparisonTable", "compare", "BlockReport", "block_report", "LP_AUTO_MAX_NONZEROS"]
 
@@ -204,7 +206,8 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
     r"""Exact :math:`E[\tau]` of every chain (and, for ``k > 1``, tree) verifier next to the optima.
 
     Token and block verification (closed forms), the block optimum (closed form; the certified
-    block LP when ``lp`` allows), the joint-coupling bound (not achievable) and, with ``k > 1``,
+    block LP when ``lp`` allows), the joint-coupling bound (not achievable), the engines' chain rules
+    (strict exact match; typical acceptance, lossy, so it may exceed the optimum) and, with ``k > 1``,
     K-SEQ over sequences, recursive rejection over the tree (with and without replacement), their
     BV boosts and the optimal tree verifier (select-then-BV, :doc:`trees`), the tree optimum by the
     node LP and, when small enough, the trie LPs. Enumerations that would not fit are refused before
@@ -237,7 +240,7 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
     >>> from otspec import models
     >>> p, q = models.context_free([1/3, 2/3]), models.context_free([2/3, 1/3])
     >>> [round(r["expected_accepted"] * 9, 6) for r in block_report(p, q, 2, lp="no").rows]
-    [10.0, 11.0, 11.0, 12.0]
+    [10.0, 11.0, 11.0, 12.0, 5.777778, 18.0]
     """
     if lp not in ("auto", "yes", "no"):
         raise UnsupportedMethodError(f"lp must be 'auto', 'yes' or 'no' (got {lp!r})")
@@ -302,6 +305,18 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
             "status": None,
             "seconds": None,
         }
+    )
+    # the engines' chain rules: strict exact match (lossless) and typical acceptance (lossy: it can
+    # exceed the optimum, so its row says so)
+    add(
+        "exact match (chain)",
+        "closed form (product of p q)",
+        lambda: _exact_match_chain.expected_accepted(p_model, q_model, gamma, memory_cap=memory_cap),
+    )
+    add(
+        "typical (chain)",
+        "closed form, vLLM defaults; LOSSY",
+        lambda: _typical_chain.expected_accepted(p_model, q_model, gamma, memory_cap=memory_cap),
     )
     if k > 1:
         add(

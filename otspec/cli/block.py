@@ -3,7 +3,8 @@
 For a seeded random target (:func:`otspec.models.dirichlet`) and a close draft
 (:func:`otspec.models.close_draft`) it tabulates E[tau] and the block efficiency E[tau] + 1 of token
 verification, block verification, the block optimum (closed form and, when small enough, the
-certified block LP) and the unachievable joint-coupling bound; with ``--drafts k > 1`` also K-SEQ over
+certified block LP), the unachievable joint-coupling bound and the engines' chain rules (strict exact match;
+typical acceptance, lossy); with ``--drafts k > 1`` also K-SEQ over
 sequences, recursive rejection over the tree (with and without replacement), their BV boosts, the
 optimal tree verifier (select one draft by the tree optimum's law, then block-verify) and the tree
 optimum (node LP; trie LP when small).
@@ -38,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Exact E[tau] (accepted draft tokens per block) and block efficiency E[tau]+1 of token verification, "
             "block verification (Sun et al.), the block optimum (closed form W and the certified block LP), the "
-            "joint-coupling bound (not achievable) and, with --drafts k > 1, K-SEQ over sequences, recursive rejection "
+            "joint-coupling bound (not achievable), the engines' chain rules (strict exact match; typical acceptance, "
+            "lossy) and, with --drafts k > 1, K-SEQ over sequences, recursive rejection "
             "over the draft tree, their BV boosts, the optimal tree verifier and the tree optimum (node LP; trie LP "
             "when small), on a seeded Dirichlet target and a close draft."
         ),

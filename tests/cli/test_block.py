@@ -13,8 +13,8 @@ from otspec.bounds.block import block_optimum
 from otspec.bounds.tree import tree_optimum
 from otspec.cli import main
 from otspec.verifiers import block as bv
+from otspec.verifiers import exact_match_chain, tree, typical_chain
 from otspec.verifiers import token_chain as tc
-from otspec.verifiers import tree
 
 
 def _pair(V, seed=0):
@@ -51,7 +51,11 @@ def test_defaults_match_library(capsys):
     out = json.loads(capsys.readouterr().out)
     p, q = _pair(2, 0)  # library defaults: seed 0, concentration 1, noise 0.3, temperature 1
     assert out["results"][1]["expected_accepted"] == pytest.approx(bv.expected_accepted(p, q, 2), abs=FLOAT64_ATOL)
-    assert len(out["results"]) == 5  # token, block, optimum (W), block LP, naive: no tree rows at k = 1
+    # token, block, optimum (W), block LP, joint-coupling bound, the engines' chain rules: no tree rows at k = 1
+    assert len(out["results"]) == 7
+    by = {r["verifier"]: r["expected_accepted"] for r in out["results"]}
+    assert by["exact match (chain)"] == pytest.approx(exact_match_chain.expected_accepted(p, q, 2, method="kernel"), abs=FLOAT64_ATOL)
+    assert by["typical (chain)"] == pytest.approx(typical_chain.expected_accepted(p, q, 2, method="kernel"), abs=FLOAT64_ATOL)
 
 
 def test_table(capsys):
