@@ -10,7 +10,9 @@ the optimum :math:`\alpha^*(p, Q)`.
 
 Multi-token verifiers over context-dependent models are modules of functions:
 :mod:`~otspec.verifiers.token_chain` (token verification), :mod:`~otspec.verifiers.block` (block
-verification) and :mod:`~otspec.verifiers.tree` (draft trees). Per-node kernel functions:
+verification), :mod:`~otspec.verifiers.tree` (draft trees) and the engines' chain rules
+:mod:`~otspec.verifiers.exact_match_chain` and :mod:`~otspec.verifiers.typical_chain` (lossy; the
+decoded stream's law and TV in :mod:`~otspec.verifiers.stream`). Per-node kernel functions:
 :func:`~otspec.verifiers.step.kseq.kseq_conditional`, :func:`~otspec.verifiers.step.rrs.rrs_conditional`,
 :func:`~otspec.verifiers.step.rrs_wor.rrs_wor_conditional`.
 
@@ -22,7 +24,17 @@ accept/reject schedule and its sampler), :mod:`~otspec.verifiers.tuples` (draft-
 from __future__ import annotations
 
 from otspec.errors import UnsupportedMethodError
-from otspec.verifiers import block, hsd, step, token_chain, traversal, tree  # noqa: F401  (otspec.verifiers.block, ... after `import otspec`)
+from otspec.verifiers import (  # noqa: F401  (otspec.verifiers.block, ... after `import otspec`)
+    block,
+    exact_match_chain,
+    hsd,
+    step,
+    stream,
+    token_chain,
+    traversal,
+    tree,
+    typical_chain,
+)
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.exact_match import exact_match
