@@ -16,6 +16,8 @@ from the verifier's tau, not from the emitted count, which the last round of a p
 ``max_new_tokens``);
 ``tokens_per_s`` = generated tokens / (prefill + draft + target + verify + rollback time), the
 theory computation excluded; ``verify_share`` = verify time / (draft + target + verify + rollback).
+Trees decoded with ``tree_interval`` also report the means of the rounds' certified bounds on the
+tree optimum (``tree_optimum_lower``, ``tree_optimum_upper``; :func:`otspec.tree_interval`).
 """
 
 from __future__ import annotations
@@ -250,6 +252,9 @@ def summarize(trace: Trace) -> Report:
         elif mode == "chain":
             optimum, how = float(c["th_exp_block"].mean()), "block optimum: mean of block E[tau|path], unbiased"
             theory["opt_first (max P(tau>=1))"] = float(c["th_opt_first"].mean())
+    if "th_tree_lower" in c and np.isfinite(c["th_tree_lower"]).any():  # trees: the certified interval for T*, per round
+        theory["tree_optimum_lower"] = float(np.nanmean(c["th_tree_lower"]))
+        theory["tree_optimum_upper"] = float(np.nanmean(c["th_tree_upper"]))
     return Report(
         config=dict(cfg),
         records=n,

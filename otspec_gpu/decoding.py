@@ -303,6 +303,20 @@ def _settings(target, draft, prompt, verifier, drafts, gamma, sampling: dict, ma
 
 
 # long-function: the public entry: the decode loop over the four pipeline stages, with its docstring
+def _tree_interval(value: Any, mode: DecodeMode) -> int:
+    """``tree_interval`` checked: a positive integer, for a tree run."""
+    from otspec.errors import InvalidOptionError
+    from otspec_gpu import inputs
+
+    value = inputs.whole(value, "tree_interval")
+    if mode.mode != "tree":
+        raise InvalidOptionError(
+            f"tree_interval applies to trees of drafted sequences (got a {mode.mode} run); use drafts >= 2, gamma >= 2 and a "
+            "tree verifier, or drop it"
+        )
+    return value
+
+
 def decode(
     target: Any,
     draft: Any,
@@ -321,6 +335,7 @@ def decode(
     top_k_trace: int = 8,
     chat: bool = False,
     progress: Callable[[int], None] | None = None,
+    tree_interval: int | None = None,
 ) -> DecodeResult:
     r"""Speculative decoding of ``prompt`` with ``target`` and ``draft`` (see the module docstring).
 
@@ -365,6 +380,11 @@ def decode(
         without a chat template and for token-id prompts).
     progress : callable, optional
         Called with the number of tokens generated so far by the slowest prompt after each round.
+    tree_interval : int, optional
+        Trees of i.i.d. drafts: record with each round the certified interval for the tree optimum
+        :math:`T^*` from the drafted trie plus this many top children per drafted node
+        (``th_tree_lower``, ``th_tree_upper``; :func:`otspec.tree_interval`), next to the verifier's
+        own :math:`E[\tau]`; NaN for other draft laws. Its time counts in the ``theory`` phase.
 
     Returns
     -------
@@ -397,6 +417,8 @@ def decode(
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p)
     s = _settings(target, draft, prompt, verifier, drafts, gamma, sampling, max_new_tokens, seed, top_k_trace, chat)
     mode, prompts, V = s.mode, s.prompts, s.V
+    if tree_interval is not None:
+        tree_interval = _tree_interval(tree_interval, mode)
     device = next(target.model.parameters()).device
     B, k = len(prompts), mode.k
     g_draft, g_verify, g_bonus = generators(s.seed, 3, device)
@@ -410,7 +432,7 @@ def decode(
     t_prefill = clock.now() - t_start
     drafter = s.source.drafter(mode, prompts, V, device)
     step = VerifierStep(mode.mode, mode.rule, B, k)
-    recorder = Recorder(mode, B, V, s.top_k_trace, theory, step.rule_for)
+    recorder = Recorder(mode, B, V, s.top_k_trace, theory, step.rule_for, tree_interval)
     out = _Outputs(B, s.n_new, target.eos_token_id if stop_at_eos else None)
     rows0 = torch.arange(B, device=device) * k  # first row of each prompt
     rnd = 0
@@ -438,6 +460,8 @@ def decode(
     config.update(drafter.record())  # the drafter's own entries (e.g. prompt lookup's matched n-grams)
     t_calls, d_calls = caches.calls()
     config.update(prefill_s=t_prefill, wall_s=time.perf_counter() - t_start, timer=clock.timer, target_calls=t_calls, draft_calls=d_calls)
+    if tree_interval is not None:  # only then: other runs keep their configuration
+        config["tree_interval"] = tree_interval
     config["prompt_tokens"] = [len(p) for p in prompts]
     text = [target.decode_text(o) for o in out.tokens] if (prompts.text and target.tokenizer is not None) else None
     return DecodeResult(tokens=out.tokens, text=text, trace=recorder.build(config), config=config, stopped_at_eos=list(out.eos_stop))

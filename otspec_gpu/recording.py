@@ -85,12 +85,17 @@ class Recorder:
     rule_for : callable, optional
         ``rule_for(n)``: the rule that verified ``n`` real drafts
         (:meth:`otspec_gpu.verifying.VerifierStep.rule_for`; default: the mode's rule).
+    tree_interval : int, optional
+        Trees: also record the certified interval for the tree optimum of every round from the
+        drafted trie plus this many top children per drafted node (``th_tree_lower``,
+        ``th_tree_upper``; :func:`otspec_gpu.theory.round_tree_interval`).
     """
 
-    def __init__(self, mode: Any, B: int, V: int, top_k_trace: int, theory: bool, rule_for=None):
+    def __init__(self, mode: Any, B: int, V: int, top_k_trace: int, theory: bool, rule_for=None, tree_interval: int | None = None):
         from otspec_gpu.trace import TraceBuilder
 
         self.mode, self.theory, self.rule_for = mode, theory, rule_for
+        self.tree_interval = tree_interval
         self.builder = TraceBuilder(mode=mode, B=B, V=V, top_k=top_k_trace)
 
     def add(self, rnd: int, live: list, clock: PhaseClock, *, P, Q, X, n_drafts, outcome, chosen, n_emit) -> None:
@@ -120,6 +125,11 @@ class Recorder:
             from otspec_gpu.theory import round_theory
 
             th = round_theory(self.mode, P, Q, X, live, n_drafts=n_drafts.tolist(), rule_for=self.rule_for)
+            clock.lap("theory")
+        if self.tree_interval is not None and self.mode.mode == "tree" and live:
+            from otspec_gpu.theory import round_tree_interval
+
+            th = {**(th or {}), **round_tree_interval(self.mode, P, Q, X, live, n_drafts=n_drafts.tolist(), top_k=self.tree_interval)}
             clock.lap("theory")
         self.builder.add_round(
             rnd,

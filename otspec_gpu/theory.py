@@ -11,7 +11,16 @@ import numpy as np
 
 from otspec.theory import SMALL_KERNEL_ENTRIES, chain_theory, single_step_rows, single_theory, tree_expected, tree_theory
 
-__all__ = ["SMALL_KERNEL_ENTRIES", "chain_theory", "round_theory", "single_step_rows", "single_theory", "tree_expected", "tree_theory"]
+__all__ = [
+    "SMALL_KERNEL_ENTRIES",
+    "chain_theory",
+    "round_theory",
+    "round_tree_interval",
+    "single_step_rows",
+    "single_theory",
+    "tree_expected",
+    "tree_theory",
+]
 
 
 def _np(t) -> np.ndarray:
@@ -58,3 +67,45 @@ def round_theory(mode, P, Q, X, live: Sequence[int], *, n_drafts: Sequence[int] 
             recs.append(tree_theory(_np(P[r0 : r0 + n]), _np(Q[r0 : r0 + n]), X[r0 : r0 + n].cpu().numpy(), rule))
     keys = sorted({key for r in recs for key in r})
     return {key: np.array([r.get(key, math.nan) for r in recs], dtype=np.float64) for key in keys}
+
+
+def round_tree_interval(mode, P, Q, X, live: Sequence[int], *, n_drafts: Sequence[int] | None = None, top_k: int = 8) -> dict:
+    r"""The certified interval for the tree optimum :math:`T^*` of each live prompt's round (:func:`otspec.tree_interval`).
+
+    From the round's drafted trie and the top-``top_k`` children of each drafted node (no extra
+    forward pass): ``{"tree_lower": [n], "tree_upper": [n]}``. :math:`T^*` is the optimum for the
+    round's i.i.d. drafts (``n`` real drafts of a prompt); a tree drawn without replacement gets NaN
+    (its optimum has another coverage function, :doc:`trees`).
+
+    Parameters
+    ----------
+    mode : otspec_gpu.decoding.DecodeMode
+        The run's mode (a tree).
+    P, Q, X : torch.Tensor
+        ``[R, gamma + 1, V]``, ``[R, gamma, V]``, ``[R, gamma]`` (``R = B k``).
+    live : sequence of int
+        Prompts still decoding.
+    n_drafts : sequence of int, optional
+        Real drafts per prompt (default ``k``).
+    top_k : int
+        Children kept per drafted node under each model.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``tree_lower`` and ``tree_upper``, float64 ``[len(live)]``.
+    """
+    from otspec import tree_interval
+
+    k = mode.k
+    lo, up = [], []
+    for b in live:
+        r0, n = b * k, (k if n_drafts is None else int(n_drafts[b]))
+        if mode.draft_law != "iid":
+            lo.append(math.nan)
+            up.append(math.nan)
+            continue
+        r = tree_interval(X[r0 : r0 + n].cpu().numpy(), _np(P[r0 : r0 + n]), _np(Q[r0 : r0 + n]), top_k=top_k)
+        lo.append(r.lower)
+        up.append(r.upper)
+    return {"tree_lower": np.array(lo, dtype=np.float64), "tree_upper": np.array(up, dtype=np.float64)}

@@ -102,6 +102,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--plot", default=None, metavar="FILE", help="also plot the optimum and the verifiers vs k (needs matplotlib)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument(
+        "--tree-drafts",
+        default=None,
+        metavar="K",
+        help="tree mode: draft K i.i.d. sequences at each position and add the certified interval for the tree optimum "
+        "(columns tree_lower, tree_upper, tree_gap, tree_nodes, tree_kseq)",
+    )
+    ap.add_argument("--tree-gamma", default=None, help="tree mode: length of the drafted sequences (default 3)")
+    ap.add_argument("--tree-top-k", default=None, help="tree mode: children kept per expanded node under each model (default 4)")
+    ap.add_argument("--tree-levels", default=None, help="tree mode: expansion levels, one batched pass of both models each (default 0)")
+    ap.add_argument("--tree-stride", default=None, help="tree mode: evaluate every N-th position (default 1)")
     # the options as (dest, flag, default, is a switch), to write the resume command after Ctrl-C
     options = tuple((a.dest, a.option_strings[-1], a.default, a.nargs == 0) for a in ap._actions if a.option_strings and a.dest != "help")
     ap.set_defaults(func=run, corpus_options=options)
@@ -173,6 +184,14 @@ _MODEL_ONLY = (
     ("max_tokens", "--max-tokens"),
     ("workers", "--workers"),
     ("shard_docs", "--shard-docs"),
+    ("tree_drafts", "--tree-drafts"),
+)
+#: Tree-mode settings: they need --tree-drafts.
+_TREE_ONLY = (
+    ("tree_gamma", "--tree-gamma"),
+    ("tree_top_k", "--tree-top-k"),
+    ("tree_levels", "--tree-levels"),
+    ("tree_stride", "--tree-stride"),
 )
 
 
@@ -180,6 +199,8 @@ def _check_mode(args: argparse.Namespace) -> None:
     """Refuse every option that does not apply to the run's mode (a flag is never silently ignored)."""
     default = {dest: d for dest, _flag, d, _switch in args.corpus_options}
     set_flags = lambda pairs: [flag for dest, flag in pairs if getattr(args, dest) != default[dest]]  # noqa: E731
+    if args.tree_drafts is None and set_flags(_TREE_ONLY):
+        raise CliError(f"{', '.join(set_flags(_TREE_ONLY))} set the tree mode; add --tree-drafts K or drop them")
     if args.logged:
         if args.engine != "ray" and args.ray_address is not None:
             raise CliError("--ray-address applies to --logged only with --engine ray; add --engine ray or drop --ray-address")
@@ -214,6 +235,26 @@ def _spec(args: argparse.Namespace):
         ks=_list(args.ks, "--ks", int),
         verifiers=verifiers,
         mc_samples=number_flag(args.mc_samples, "--mc-samples", int, minimum=2),
+        seed=number_flag(args.seed, "--seed", int, minimum=0),
+    )
+
+
+def _tree(args: argparse.Namespace):
+    """The tree mode's settings (unset flags take :class:`~otspec_gpu.corpus.trees.TreeSpec`'s defaults), or None."""
+    if args.tree_drafts is None:
+        return None
+    from otspec_gpu.corpus.trees import TreeSpec
+
+    d = TreeSpec()
+    opt = lambda dest, flag, default, minimum: number_flag(  # noqa: E731
+        default if getattr(args, dest) is None else getattr(args, dest), flag, int, minimum=minimum
+    )
+    return TreeSpec(
+        k=opt("tree_drafts", "--tree-drafts", d.k, 1),
+        gamma=opt("tree_gamma", "--tree-gamma", d.gamma, 1),
+        top_k=opt("tree_top_k", "--tree-top-k", d.top_k, 1),
+        levels=opt("tree_levels", "--tree-levels", d.levels, 0),
+        stride=opt("tree_stride", "--tree-stride", d.stride, 1),
         seed=number_flag(args.seed, "--seed", int, minimum=0),
     )
 
@@ -264,6 +305,7 @@ def _compute(args: argparse.Namespace, spec: Any) -> Any:
         ray_address=args.ray_address,
         workers=number_flag(args.workers, "--workers", int, minimum=1, optional=True),
         field=args.field,
+        tree=_tree(args),
     )
 
 

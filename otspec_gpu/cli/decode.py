@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _model_options(ap)
     _prompt_options(ap)
     _run_options(ap)
+    _tree_interval_option(ap)
     ap.set_defaults(func=run)
 
 
@@ -76,6 +77,16 @@ def _model_options(ap: argparse.ArgumentParser) -> None:
         default=str(DEFAULTS["gamma"]),
         metavar="G",
         help=f"draft block length (default {DEFAULTS['gamma']}; 1 for single-step verifiers)",
+    )
+
+
+def _tree_interval_option(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--tree-interval",
+        default=None,
+        metavar="K",
+        help="trees of i.i.d. drafts: record each round's certified interval for the tree optimum T* from the drafted trie "
+        "plus the top-K children per drafted node (th_tree_lower, th_tree_upper in the trace)",
     )
 
 
@@ -186,8 +197,15 @@ def run(args: argparse.Namespace) -> int:
             theory=not args.no_theory,
             chat=not args.raw_prompt,
             progress=lambda n: bar.update(task, completed=n),
+            **_tree_interval(args),
         )
     return _show(args, res, labels, target, draft)
+
+
+def _tree_interval(args: argparse.Namespace) -> dict:
+    """``tree_interval=K`` for :func:`otspec_gpu.decode` when ``--tree-interval K`` is given (else nothing)."""
+    value = getattr(args, "tree_interval", None)
+    return {} if value is None else {"tree_interval": number_flag(value, "--tree-interval", int, minimum=1)}
 
 
 #: The drafter options set by flags: flag -> (option of otspec_gpu.drafters.by_name, parsed type).

@@ -80,6 +80,11 @@ def score_and_solve(target: Any, draft: Any, plan: Any, i: int, timings: dict) -
     t2 = time.perf_counter()
     timings["score_s"] = timings.get("score_s", 0.0) + (t1 - t0)
     timings["solve_s"] = timings.get("solve_s", 0.0) + (t2 - t1)
+    if getattr(plan, "tree", None) is not None:  # tree mode: drafted trees and their certified intervals
+        from otspec_gpu.corpus.trees import tree_columns
+
+        cols.update(tree_columns(target, draft, ids, plan.tree, plan.processing, i))
+        timings["tree_s"] = timings.get("tree_s", 0.0) + (time.perf_counter() - t2)
     return {"doc_index": np.full(n, i, dtype=np.int64), "position": pos, "token": np.asarray(ids[1:], dtype=np.int64), **cols}
 
 

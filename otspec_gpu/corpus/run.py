@@ -50,6 +50,8 @@ class RunPlan:
         What is solved at each position.
     processing : Processing
         Logits processing of both models.
+    tree : otspec_gpu.corpus.trees.TreeSpec or None
+        Tree mode: the certified interval for the tree optimum at the evaluated positions.
     """
 
     documents: list
@@ -59,6 +61,7 @@ class RunPlan:
     out: Path
     spec: SolverSpec
     processing: Processing = field(default_factory=Processing)
+    tree: Any = None
 
     @property
     def n_shards(self) -> int:
@@ -194,6 +197,7 @@ def run_corpus(
     workers: int | None = None,
     field: str = "text",
     after_shard: Callable[[int], None] | None = None,
+    tree: Any = None,
 ) -> RunResult:
     """Score a corpus with a target/draft pair and solve every position; write Parquet shards.
 
@@ -230,6 +234,10 @@ def run_corpus(
         JSONL key of the text.
     after_shard : callable, optional
         Called with each shard index once written (local engine).
+    tree : otspec_gpu.corpus.trees.TreeSpec, optional
+        Tree mode (local engine): at every ``stride``-th position draft ``k`` sequences of length
+        ``gamma``, and add the certified interval for the tree optimum there (the columns
+        :data:`~otspec_gpu.corpus.trees.TREE_COLUMNS`; :doc:`corpus`).
 
     Returns
     -------
@@ -267,6 +275,8 @@ def run_corpus(
         raise InvalidOptionError(f"shard_docs must be an integer >= 1 (got {shard_docs!r}); pass e.g. {DEFAULT_SHARD_DOCS}")
     if max_tokens is not None and (int(max_tokens) != max_tokens or max_tokens < 2):
         raise InvalidOptionError(f"max_tokens must be an integer >= 2 (got {max_tokens!r}); pass e.g. 512")
+    if tree is not None and engine != "local":
+        raise InvalidOptionError(f"the tree mode runs on the local engine (got engine={engine!r}); use engine='local'")
     require_pyarrow()
     check_output(out, overwrite=overwrite)  # before the models load and the inputs are read
     spec = spec or SolverSpec()
@@ -286,9 +296,15 @@ def run_corpus(
         inputs=_fingerprint([(d.doc_id, d.domain, t) for d, t in zip(docs, ids, strict=True)]),
         n_documents=len(docs),
     )
-    plan = RunPlan(docs, ids, int(shard_docs), set(), Path(out), spec, processing)
+    tree_cols: list = []
+    if tree is not None:  # only then: a run without the tree mode keeps its configuration and columns
+        from otspec_gpu.corpus.trees import TREE_COLUMNS
+
+        config["tree"] = tree.config()
+        tree_cols = list(TREE_COLUMNS)
+    plan = RunPlan(docs, ids, int(shard_docs), set(), Path(out), spec, processing, tree)
     rows = [plan.shard_positions(s) for s in range(plan.n_shards)]
-    plan.done = prepare_output(out, config, rows, [*HEAD_COLUMNS, *columns_for(spec)], overwrite=overwrite)
+    plan.done = prepare_output(out, config, rows, [*HEAD_COLUMNS, *columns_for(spec), *tree_cols], overwrite=overwrite)
     todo = len(plan.todo_shards())
     try:
         if engine == "local":
