@@ -23,7 +23,8 @@ estimate* of the optimum of each round, and the report shows its mean as the blo
 Single-step rounds (``k`` drafts from the verifier's draft law :math:`Q`):
 
 ``expected_cond``
-    :math:`P(Y \in \bar x \mid \bar x)` of the verifier used, for the drafts actually proposed;
+    :math:`P(Y \in \bar x \mid \bar x)` of the verifier used, for the drafts actually proposed
+    (NaN where even that one kernel row is out of reach: GLS at a real vocabulary);
 ``expected``
     :math:`P(Y \in \bar X)` averaged over :math:`\bar X \sim Q` (closed form; NaN where the verifier
     has none at this vocabulary size);
@@ -123,7 +124,7 @@ def single_theory(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, name: str, d
         no exact value is available) and ``optimum`` (module docstring).
     """
     from otspec.bounds import optimal_acceptance
-    from otspec.errors import OtspecInputError
+    from otspec.errors import OtspecInputError, ProblemTooLargeError
     from otspec.laws import by_kind
     from otspec.verifiers import by_name
 
@@ -131,8 +132,12 @@ def single_theory(p: np.ndarray, q: np.ndarray, drafts: np.ndarray, name: str, d
     law = by_kind(draft_law).constructor(q, k)
     used = by_name(name)
     out: dict = {}
-    # Exact conditional acceptance for the proposed tuple (the kernel row of this one tuple).
-    out["expected_cond"] = float(used.tuple_acceptance(p, law, drafts.reshape(1, k).astype(np.int64))[0])
+    # Exact conditional acceptance for the proposed tuple (the kernel row of this one tuple); NaN
+    # where even one row is out of reach (GLS's race law at a real vocabulary)
+    try:
+        out["expected_cond"] = float(used.tuple_acceptance(p, law, drafts.reshape(1, k).astype(np.int64))[0])
+    except ProblemTooLargeError:
+        out["expected_cond"] = math.nan
     # Closed forms at any V; the exact kernel too when it is small (tiny vocabularies).
     small = law.num_tuples() * law.V <= SMALL_KERNEL_ENTRIES
     for v in single_step_rows(law):
@@ -212,15 +217,20 @@ def tree_theory(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> dict:
         Draft conditionals.
     X : ndarray of int, shape (k, gamma)
         The drafted sequences.
-    rule : {"kseq", "rrs", "rrs_wor"}
-        The rule used.
+    rule : {"kseq", "rrs", "rrs_wor", "sample_match"}
+        The rule used (``sample_match``: the walk of a deterministic top-k tree).
 
     Returns
     -------
     dict of str to float
         ``expected`` and ``exp_<rule>`` (``kseq`` and ``rrs`` for i.i.d. sequences, ``rrs_wor``
-        for sequences without replacement).
+        for sequences without replacement, ``sample_match`` alone for a deterministic tree).
     """
+    if rule == "sample_match":  # a deterministic tree: the walk's exact value, its optimum for these drafts
+        from otspec.verifiers.sample_match import expected_accepted_given_paths
+
+        value = expected_accepted_given_paths(P, X)
+        return {"exp_sample_match": value, "expected": value}
     rules = ("rrs_wor",) if rule == "rrs_wor" else ("kseq", "rrs")
     out = {f"exp_{r}": tree_expected(P, Q, X, r) for r in rules}
     out["expected"] = out[f"exp_{rule}"]

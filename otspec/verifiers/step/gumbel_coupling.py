@@ -57,9 +57,10 @@ __all__ = [
 ]
 
 #: Largest work the exact race law is computed for: each (tuple, output, winning copy) is one
-#: Python-level step multiplying K exponential sums of at most 2V terms, so the work counts steps
-#: times terms, N * Y * K * (2V)^(K-1) (N tuples, Y outputs per tuple); about ten seconds at the
-#: cap on the project machine.
+#: Python-level step multiplying K exponential sums of at most 2V terms each (the winning copy's
+#: too), so the work counts steps times terms, N * Y * K * (2V)^K (N tuples, Y outputs per tuple);
+#: about ten seconds at the cap on the project machine. (Counting (2V)^(K-1) let V = 49 152, K = 2
+#: through to a 1e10-term product.)
 RACE_KERNEL_MAX_WORK = 5.0e7
 #: Largest number of Python-level steps N * Y * K (the loop's overhead dominates small products).
 RACE_KERNEL_MAX_STEPS = 2.0e5
@@ -170,27 +171,36 @@ def _phi(p, q, valid, u):
 def _draft_integral(p, q, x, u_hi, skip):
     r"""Exponential sum (c, d) of :math:`\int_{u_x}^{u_{hi}} q(x)\, t\, e^{-t\varphi(u)}\, du` with
     :math:`\varphi` over the tokens other than ``skip``: the probability (at target time t) that a
-    copy whose exponentials are :math:`p(j)t + \mathrm{Exp}(1)` (``skip``'s is fixed) drafts x."""
+    copy whose exponentials are :math:`p(j)t + \mathrm{Exp}(1)` (``skip``'s is fixed) drafts x.
+
+    In increasing ratio order :math:`u_{(i)}` the slope of :math:`\varphi` is the running sum
+    :math:`\beta_{(i)}` of q and :math:`\varphi(u_{(i)})` a running sum of non-negative steps
+    :math:`\beta_{(i-1)} (u_{(i)} - u_{(i-1)})`: O(V log V), no (segments x V) table."""
     valid = q > 0
     if skip is not None:
         valid[skip] = False
     with np.errstate(over="ignore"):  # a denormal q overflows p/q to +inf: the right limit
         ux = p[x] / q[x]
-        u = np.full(p.shape, np.inf)
-        u[valid] = p[valid] / q[valid]
+        uv = p[valid] / q[valid]
     if not ux < u_hi:
         return np.zeros(0), np.zeros(0)
-    inner = np.unique(u[valid & (u > ux) & (u < u_hi)])
+    order = np.argsort(uv, kind="stable")
+    us, beta_run = uv[order], np.cumsum(q[valid][order])
+    fin = np.isfinite(us)
+    gaps = np.diff(us[fin])
+    phi_run = np.full(us.size, np.inf)  # phi at each finite break (a +inf ratio is never reached)
+    phi_run[fin] = np.concatenate([[0.0], np.cumsum(beta_run[fin][:-1] * gaps)])
+    inner = np.unique(us[(us > ux) & (us < u_hi)])
     pts = np.concatenate([[ux], inner])  # segment starts; the last segment ends at u_hi
     ends = np.concatenate([inner, [u_hi]])
-    qv, pv, uv = q[valid], p[valid], u[valid]
-    beta = (qv[None, :] * (uv[None, :] <= pts[:, None])).sum(axis=1)  # >= q(x) > 0: x is active from u_x on
-    with np.errstate(over="ignore", invalid="ignore"):
-        phi_a = np.maximum(qv[None, :] * pts[:, None] - pv[None, :], 0.0).sum(axis=1)
-        fin = np.isfinite(ends)
-        phi_b = np.maximum(qv[None, :] * np.where(fin, ends, 0.0)[:, None] - pv[None, :], 0.0).sum(axis=1)
-    cs = np.concatenate([q[x] / beta, -q[x] / beta[fin]])
-    ds = np.concatenate([phi_a, phi_b[fin]])
+    last = np.searchsorted(us, pts, side="right") - 1  # >= 0: x itself is a break <= u_x
+    beta = beta_run[last]  # >= q(x) > 0: x is active from u_x on
+    phi_a = phi_run[last] + beta * (pts - us[last])
+    fe = np.isfinite(ends)
+    le = np.searchsorted(us, ends[fe], side="right") - 1
+    phi_b = phi_run[le] + beta_run[le] * (ends[fe] - us[le])
+    cs = np.concatenate([q[x] / beta, -q[x] / beta[fe]])
+    ds = np.concatenate([phi_a, phi_b])
     return cs, ds
 
 
@@ -259,18 +269,14 @@ def race_joint(p, qs, tuples, *, drafted_only: bool = False) -> np.ndarray:
     tuples = np.asarray(tuples, dtype=np.int64)
     V, K = p.size, len(qs)
     steps = float(tuples.shape[0]) * (K if drafted_only else V) * K
-    work = steps * float(2 * V) ** (K - 1)
+    work = steps * float(2 * V) ** K
     if steps > RACE_KERNEL_MAX_STEPS or work > RACE_KERNEL_MAX_WORK:
         raise ProblemTooLargeError(
             f"the exact race law of {tuples.shape[0]:,} draft tuples (V = {V}, K = {K}) needs {steps:.3g} steps and {work:.3g} "
             f"terms, more than RACE_KERNEL_MAX_STEPS = {RACE_KERNEL_MAX_STEPS:.3g} / RACE_KERNEL_MAX_WORK = {RACE_KERNEL_MAX_WORK:.3g}; "
             "use a smaller V or K (k = 1 has a closed form at any V)"
         )
-    # per copy (qs may repeat: i.i.d. drafts share one table)
-    keys = {}
-    for q in qs:
-        keys.setdefault(q.tobytes(), q)
-    other = {key: [_other_copy(p, q, x) if q[x] > 0 else None for x in range(V)] for key, q in keys.items()}
+    other: dict = {}  # (copy's q, x) -> exponential sum, on first use (only drafted x are needed)
     win = {}
     out = np.zeros((tuples.shape[0], V))
     for n, xs in enumerate(tuples):
@@ -286,7 +292,10 @@ def race_joint(p, qs, tuples, *, drafted_only: bool = False) -> np.ndarray:
                 for k in range(K):
                     if k == ks or c.size == 0:
                         continue
-                    c2, d2 = other[qs[k].tobytes()][int(xs[k])]
+                    okey = (qs[k].tobytes(), int(xs[k]))
+                    if okey not in other:
+                        other[okey] = _other_copy(p, qs[k], int(xs[k]))
+                    c2, d2 = other[okey]
                     c = (c[:, None] * c2[None, :]).ravel()
                     d = (d[:, None] + d2[None, :]).ravel()
                 total += float(np.sum(c / (K + d)))
