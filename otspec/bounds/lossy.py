@@ -131,7 +131,7 @@ def lossy_frontier(p: Any, law: DraftLaw, eps: float, *, method: str = "auto", m
     -----
     MATH §16; checked against a linear program over the transport plan with a TV constraint
     (``tests/bounds/test_lossy_frontier.py``). Under a KL budget the frontier is a convex program,
-    not a line.
+    not a line: :func:`kl_frontier`.
 
     Examples
     --------
