@@ -66,11 +66,11 @@ from otspec.errors import (
     UnsupportedMethodError,
 )
 from otspec.trees import draft_trees
+from otspec.verifiers import tree_deployable as _deployable
 from otspec.verifiers.schedule import AcceptSchedule, schedule_rows
 from otspec.verifiers.step.kseq import kseq_schedule
 from otspec.verifiers.step.rrs import rrs_schedule
 from otspec.verifiers.step.rrs_wor import rrs_wor_schedule
-from otspec.verifiers import tree_deployable as _deployable
 from otspec.verifiers.tree_select import BASE_RULE, SELECT_VERIFIERS, mu_conditional, tree_laws
 from otspec.verifiers.tree_select import selection_plan as _selection_plan
 
@@ -581,8 +581,7 @@ def sample_many(p_model: Any, q_model: Any, tree: Any, size: int, *, verifier: s
     p_model, q_model, rng, paths = _prepare(p_model, q_model, tree, verifier, rng)
     size = as_int_in_range(size, "size", minimum=0)
     if verifier in DEPLOYABLE:
-        conds = _path_conditionals(p_model, q_model, paths)
-        return [_deployable.sample(np.asarray(paths), *conds, rule=verifier, rng=g) for g in rng.spawn(size)]
+        return _deployable.sample_many(np.asarray(paths), *_path_conditionals(p_model, q_model, paths), size, rule=verifier, rng=rng)
     if verifier in SELECT_VERIFIERS:
         one = _select_sampler(p_model, q_model, paths, verifier)
         pick, bv = rng.spawn(2)

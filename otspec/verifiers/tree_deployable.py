@@ -84,6 +84,7 @@ __all__ = [
     "block_law_given_tree",
     "expected_accepted_given_tree",
     "sample",
+    "sample_many",
     "sequence_law",
     "selection_plan",
 ]
@@ -92,6 +93,23 @@ __all__ = [
 RULES = ("kseq_bv", "nested")
 #: Largest number of draft tuples :math:`V^n` enumerated for a nested count law with n >= 3.
 MAX_COUNT_TUPLES = 200_000
+
+
+#: Memo of per-node quantities keyed by the node's (p, q, n): the paths of one tree share their
+#: upper nodes, and an enumeration meets the same node in many trees.
+_NODE_CACHE: dict = {}
+_NODE_CACHE_SIZE = 64
+
+
+def _memo(build, p: np.ndarray, q: np.ndarray, n: int, *extra):
+    """``build(p, q, n, *extra)``, memoised on the node's (p, q, n)."""
+    key = (build.__name__, p.tobytes(), q.tobytes(), n)
+    hit = _NODE_CACHE.get(key)
+    if hit is None:
+        if len(_NODE_CACHE) >= _NODE_CACHE_SIZE:
+            _NODE_CACHE.pop(next(iter(_NODE_CACHE)))
+        hit = _NODE_CACHE[key] = build(p, q, n, *extra)
+    return hit
 
 
 def _check_rule(rule: str) -> None:
@@ -171,17 +189,17 @@ def kseq_counts(p: np.ndarray, q: np.ndarray, n: int, y: int, node: tuple | None
     a, r, beta = kseq_node(p, q, n) if node is None else node
     qy, ay = float(q[y]), float(a[y])
     rej_y = qy * (1.0 - ay)
-    rej_other = max(1.0 - beta - rej_y, 0.0)
-    rej = np.polynomial.Polynomial([rej_other, rej_y])
-    fresh = np.polynomial.Polynomial([1.0 - qy, qy])
-    out = np.zeros(n + 1)
-    acc = np.polynomial.Polynomial([0.0])
+    rej = np.array([max(1.0 - beta - rej_y, 0.0), rej_y])  # a rejected draft: (not y, y) as a polynomial in z
+    fresh = np.array([1.0 - qy, qy])  # an unexamined draft
+    rej_pow, fresh_pow = [np.ones(1)], [np.ones(1)]
+    for _ in range(n):
+        rej_pow.append(np.convolve(rej_pow[-1], rej))
+        fresh_pow.append(np.convolve(fresh_pow[-1], fresh))
+    acc = np.zeros(n)  # coefficient of z^(m-1), m = 1..n
     for j in range(1, n + 1):
-        acc = acc + rej ** (j - 1) * fresh ** (n - j)
-    c = acc.coef * (qy * ay)
-    out[1 : 1 + c.size] += c[:n]
-    c = (rej**n).coef * float(r[y])
-    out[: c.size] += c[: n + 1]
+        acc += np.convolve(rej_pow[j - 1], fresh_pow[n - j])
+    out = r[y] * rej_pow[n]
+    out[1:] += qy * ay * acc
     return out
 
 
@@ -311,8 +329,8 @@ def _kseq_step(p, q, pi, sigma, y):
     pi_next = np.zeros(k + 1)
     sigma_next = sigma * (float(q[y]) if y is not None else 0.0)
     for n in np.flatnonzero(pi > 0):
-        node = kseq_node(p, q, int(n))
-        A, J = kseq_next(p, q, int(n), node)
+        node = _memo(kseq_node, p, q, int(n))
+        A, J = _memo(kseq_next, p, q, int(n), node)
         num = num + pi[n] * (A + J)
         if y is not None:
             L = kseq_counts(p, q, int(n), y, node)
@@ -327,7 +345,7 @@ def _nested_step(p, q, pi, y):
     num = np.zeros_like(q)
     pi_next = np.zeros(k + 1)
     for n in np.flatnonzero(pi > 0):
-        r = q if n == 1 else iid_selection_law(p, q, int(n))
+        r = q if n == 1 else _memo(iid_selection_law, p, q, int(n))
         num = num + pi[n] * r
         if y is not None:
             K = nested_counts(p, q, int(n), y, r)
@@ -393,7 +411,9 @@ def mu_conditionals(path: Any, p_conds: Any, q_conds: Any, k: int, *, rule: str)
 def _check_tree(tree: Any, p_conds: Any, q_conds: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     T = np.asarray(tree)
     if T.ndim != 2 or T.shape[0] < 1 or T.shape[1] < 1 or not np.issubdtype(T.dtype, np.integer):
-        raise InvalidDraftsError(f"tree must be an integer array of shape (k, gamma) (got shape {T.shape}); pass one drafted sequence per row")
+        raise InvalidDraftsError(
+            f"tree must be an integer array of shape (k, gamma) (got shape {T.shape}); pass one drafted sequence per row"
+        )
     k, g = T.shape
     P = np.asarray(p_conds, dtype=np.float64)
     Qc = np.asarray(q_conds, dtype=np.float64)
@@ -414,7 +434,7 @@ def _check_tree(tree: Any, p_conds: Any, q_conds: Any) -> tuple[np.ndarray, np.n
 
 def _kseq_node_law(p, q, toks: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """K-SEQ at a node with drafts ``toks`` (visited in order): ``(accept per draft, residual, output law)``."""
-    a, res, _ = kseq_node(p, q, len(toks))
+    a, res, _ = _memo(kseq_node, p, q, len(toks))
     acc = a[np.asarray(toks, dtype=np.int64)]
     law = np.zeros_like(p)
     surv = 1.0
@@ -461,7 +481,7 @@ def _nested_choice(p, q, toks: tuple) -> dict:
     distinct = sorted(set(toks))
     if len(distinct) == 1:
         return {distinct[0]: 1.0}
-    state = prepare(p, q, len(toks))
+    state = _memo(prepare, p, q, len(toks))
     if len(toks) == 2:
         pa = _pair_choice(state, toks[0], toks[1])
         return {toks[0]: pa, toks[1]: 1.0 - pa}
@@ -647,7 +667,7 @@ def _nested_walk(T, P, Qc, level, choice) -> list:
         toks = np.asarray([int(T[j, t]) for j in alive], dtype=np.int64)
         if np.unique(toks).size > 1:
             j0 = alive[0]
-            state = prepare(P[j0, t], Qc[j0, t], toks.size, draw="bridge")
+            state = _memo(prepare, P[j0, t], Qc[j0, t], int(toks.size))
             y = int(state.select(toks[None], np.array([level.random()]), np.array([choice.random()]), method="bridge")[0])
         else:
             y = int(toks[0])
@@ -705,10 +725,66 @@ def sample(tree: Any, p_conds: Any, q_conds: Any, *, rule: str, rng: np.random.G
         j = alive[int(pick.integers(len(alive)))]
     else:
         j = _nested_walk(T, P, Qc, s1, s2)[0]
+    return _verify(T, P, Qc, j, rule, {}, bv)
+
+
+def sample_many(tree: Any, p_conds: Any, q_conds: Any, size: int, *, rule: str, rng: np.random.Generator) -> list:
+    r"""``size`` independent verifications of one drafted tree (each path's law computed once).
+
+    Parameters
+    ----------
+    tree : array_like of int, shape (k, gamma)
+        The drafted sequences.
+    p_conds, q_conds : array_like, shapes (k, gamma + 1, V) and (k, gamma, V)
+        Conditionals at the nodes of each drafted sequence.
+    size : int
+        Number of verifications.
+    rule : {"kseq_bv", "nested"}
+        The selection rule.
+    rng : numpy.random.Generator
+        The caller's generator (selection and verification streams are spawned from it).
+
+    Returns
+    -------
+    list of tuple
+        ``size`` pairs ``(tau, block)`` as :func:`sample` returns them.
+
+    Raises
+    ------
+    InvalidDraftsError, ShapeMismatchError
+        If the tree or the conditionals are malformed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P, Q = np.full((2, 3, 2), 0.5), np.full((2, 2, 2), 0.5)
+    >>> len(sample_many([[0, 1], [1, 1]], P, Q, 4, rule="kseq_bv", rng=np.random.default_rng(0)))
+    4
+    """
+    _check_rule(rule)
+    T, P, Qc = _check_tree(tree, p_conds, q_conds)
+    rng = as_generator(rng)
+    s1, s2, pick, bv = rng.spawn(4)
+    laws: dict = {}
+    out = []
+    for _ in range(int(size)):
+        if rule == "kseq_bv":
+            _, alive = _kseq_walk(T, P, Qc, s1, s2)
+            j = alive[int(pick.integers(len(alive)))]
+        else:
+            j = _nested_walk(T, P, Qc, s1, s2)[0]
+        out.append(_verify(T, P, Qc, j, rule, laws, bv))
+    return out
+
+
+def _verify(T, P, Qc, j: int, rule: str, laws: dict, bv) -> tuple[int, tuple]:
+    """Block verification of drafted sequence ``j`` with the selection law's conditionals (law memoised in ``laws``)."""
     path = T[j].tolist()
-    mu = mu_conditionals(path, P[j], Qc[j], k, rule=rule)
-    pm, mm = _array_models(P[j], mu, path)
-    law = conditional_law(pm, mm, path)
+    law = laws.get(tuple(path))
+    if law is None:
+        mu = mu_conditionals(path, P[j], Qc[j], T.shape[0], rule=rule)
+        pm, mm = _array_models(P[j], mu, path)
+        law = laws[tuple(path)] = conditional_law(pm, mm, path)
     flat = int(bv.choice(law.size, p=law.ravel() / law.sum()))
     t, y = divmod(flat, law.shape[1])
     return t, tuple(path[:t]) + (int(y),)

@@ -237,11 +237,11 @@ def joint_selection_law(mb: Any, ms: Any, k: int) -> np.ndarray:
         key = mb[live] / ms[live]
     order = live[np.argsort(-key, kind="stable")]
     for cap in (mb, np.full_like(mb, np.inf)):
-        for l in order:
+        for seq in order:
             others = np.flatnonzero(mu > 0)
-            others = others[others != l]
-            room = _level_set_room(mu[others], ms[others], ms[l], k) - mu[l]
-            mu[l] += max(0.0, min(cap[l] - mu[l], room))
+            others = others[others != seq]
+            room = _level_set_room(mu[others], ms[others], ms[seq], k) - mu[seq]
+            mu[seq] += max(0.0, min(cap[seq] - mu[seq], room))
     return mu
 
 
