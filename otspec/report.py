@@ -23,6 +23,7 @@ from otspec.verifiers import ALL
 from otspec.verifiers import block as _block
 from otspec.verifiers import exact_match_chain as _exact_match_chain
 from otspec.verifiers import token_chain as _token_chain
+from otspec.verifiers import traversal as _traversal
 from otspec.verifiers import tree as _tree
 from otspec.verifiers import typical_chain as _typical_chain
 
@@ -209,7 +210,8 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
     block LP when ``lp`` allows), the joint-coupling bound (not achievable), the engines' chain rules
     (strict exact match; typical acceptance, lossy, so it may exceed the optimum) and, with ``k > 1``,
     K-SEQ over sequences, recursive rejection over the tree (with and without replacement), their
-    BV boosts and the optimal tree verifier (select-then-BV, :doc:`trees`), the tree optimum by the
+    BV boosts, Traversal Verification (:mod:`otspec.verifiers.traversal`, with and without
+    replacement) and the optimal tree verifier (select-then-BV, :doc:`trees`), the tree optimum by the
     node LP and, when small enough, the trie LPs. Enumerations that would not fit are refused before
     any work.
 
@@ -343,6 +345,18 @@ def block_report(p_model: Any, q_model: Any, gamma: int, k: int = 1, *, lp: str 
                 f"{label} (k={k})",
                 "its own selection law, block-verified; exact enumeration",
                 lambda rule=rule: _tree.expected_accepted(p_model, q_model, k, gamma, verifier=rule),
+            )
+        # Traversal Verification (Weng et al. 2025): exact, lossless, not optimal on trees
+        add(
+            f"Traversal Verification (k={k})",
+            "leaf-to-root sequence-level RRS, with replacement; exact enumeration",
+            lambda: _traversal.expected_accepted(p_model, q_model, k, gamma, replacement=True),
+        )
+        if wor_ok:
+            add(
+                f"Traversal Verification w/o replacement (k={k})",
+                "leaf-to-root sequence-level RRS, distinct first tokens; exact enumeration",
+                lambda: _traversal.expected_accepted(p_model, q_model, k, gamma, replacement=False),
             )
         if lp != "no":
             add(

@@ -5,8 +5,8 @@ For a seeded random target (:func:`otspec.models.dirichlet`) and a close draft
 verification, block verification, the block optimum (closed form and, when small enough, the
 certified block LP), the unachievable joint-coupling bound and the engines' chain rules (strict exact match;
 typical acceptance, lossy); with ``--drafts k > 1`` also K-SEQ over
-sequences, recursive rejection over the tree (with and without replacement), their BV boosts, the
-optimal tree verifier (select one draft by the tree optimum's law, then block-verify) and the tree
+sequences, recursive rejection over the tree (with and without replacement), their BV boosts,
+Traversal Verification (leaf to root; with and without replacement), the optimal tree verifier (select one draft by the tree optimum's law, then block-verify) and the tree
 optimum (node LP; trie LP when small).
 Enumerations that would not fit are refused (exit status 2, with the size).
 """
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "block verification (Sun et al.), the block optimum (closed form W and the certified block LP), the "
             "joint-coupling bound (not achievable), the engines' chain rules (strict exact match; typical acceptance, "
             "lossy) and, with --drafts k > 1, K-SEQ over sequences, recursive rejection "
-            "over the draft tree, their BV boosts, the optimal tree verifier and the tree optimum (node LP; trie LP "
+            "over the draft tree, their BV boosts, Traversal Verification, the optimal tree verifier and the tree optimum (node LP; trie LP "
             "when small), on a seeded Dirichlet target and a close draft."
         ),
     )
