@@ -46,6 +46,7 @@ Randomness: ``seed`` spawns three independent ``torch.Generator`` streams: draft
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ import torch
 from otspec.errors import IncompatibleModelsError, InvalidDraftCountError, UnsupportedMethodError
 from otspec.plugin import as_int_in_range
 
-__all__ = ["DecodeMode", "DecodeResult", "DecodeSettings", "IncompatibleModelsError", "decode", "mode_for"]
+__all__ = ["DRAFT_TREES", "DecodeMode", "DecodeResult", "DecodeSettings", "IncompatibleModelsError", "decode", "mode_for"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,11 @@ class DecodeMode:
         The rule that runs: ``token``/``block`` (chain), the single-step name, or
         ``kseq``/``rrs``/``rrs_wor`` (tree).
     draft_law : str
-        How the drafts are drawn: ``iid``, ``without_replacement`` or ``greedy``.
+        How the drafts are drawn: ``iid``, ``without_replacement``, ``greedy``, or ``top_k_tree``
+        (a deterministic tree: nothing is drawn).
+    branching : tuple of int
+        A deterministic top-k tree's children per depth (``prod = k``, ``len = gamma``); ``()``
+        for sampled drafts.
     """
 
     mode: str
@@ -87,9 +92,35 @@ class DecodeMode:
     gamma: int
     rule: str
     draft_law: str
+    branching: tuple = ()
 
 
-def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
+#: Deterministic draft trees :func:`decode` can draft (``draft_tree=``): ``"topk"``, the static tree
+#: of every node's top-:math:`b_d` children (EAGLE's static tree with q = 1), verified by
+#: sample-and-match (:mod:`otspec_gpu.deterministic`).
+DRAFT_TREES = ("topk",)
+
+
+def _deterministic_tree(verifier: str, k: int, g: int, draft_tree: str, branching) -> DecodeMode:
+    """The mode of a deterministic top-k tree: ``branching`` (default ``(k, 1, ..., 1)``: the top-k
+    first tokens, each continued by the draft's top token) checked against ``k`` and ``gamma``."""
+    if draft_tree not in DRAFT_TREES:
+        raise UnsupportedMethodError(f"draft_tree must be one of {list(DRAFT_TREES)} (got {draft_tree!r}); e.g. draft_tree='topk'")
+    if verifier != "sample_match":
+        raise UnsupportedMethodError(
+            f"a deterministic top-k tree is verified by sample-and-match (verifier='sample_match'), got {verifier!r}: "
+            "its drafts are chosen, not sampled from q, so rules that divide by q do not apply"
+        )
+    b = (k,) + (1,) * (g - 1) if branching is None else tuple(as_int_in_range(x, "branching") for x in branching)
+    if len(b) != g or math.prod(b) != k:
+        raise InvalidDraftCountError(
+            f"branching {list(b)} must hold gamma = {g} child counts whose product is drafts = {k} (one drafted sequence per leaf); "
+            f"pass drafts={math.prod(b)}, gamma={len(b)}"
+        )
+    return DecodeMode("tree", verifier, k, g, verifier, "top_k_tree", b)
+
+
+def mode_for(verifier: str, drafts: int = 1, gamma: int = 4, *, draft_tree: str | None = None, branching=None) -> DecodeMode:
     """Resolve the decoding mode of a request (and reject combinations that have no meaning).
 
     The modes of each verifier come from the one torch verifier table,
@@ -99,7 +130,11 @@ def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
     * any single-step verifier with ``gamma = 1``: ``drafts`` single-token drafts from the
       verifier's own draft law (plus a bonus token when a draft is accepted);
     * ``kseq`` (SpecTr), ``rrs`` (SpecInfer), ``rrs_wor`` (RSD) with ``gamma > 1``: a tree of
-      ``drafts`` sequences of length ``gamma``.
+      ``drafts`` sequences of length ``gamma``;
+    * ``kseq_bv`` (K-SEQ's BV boost): a tree of ``drafts`` i.i.d. sequences, K-SEQ's accepted
+      prefix, then block verification of a sequence through it;
+    * ``sample_match`` with ``draft_tree="topk"``: a deterministic tree of top-:math:`b_d` children
+      (``branching``), its ``drafts`` leaves as sequences.
 
     Parameters
     ----------
@@ -109,6 +144,10 @@ def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
         Number of drafts ``k >= 1``.
     gamma : int
         Draft length ``>= 1``.
+    draft_tree : {"topk"}, optional
+        Draft a deterministic tree (:data:`DRAFT_TREES`) instead of sampling.
+    branching : sequence of int, optional
+        With ``draft_tree``: children per depth (default ``(drafts, 1, ..., 1)``).
 
     Returns
     -------
@@ -130,9 +169,22 @@ def mode_for(verifier: str, drafts: int = 1, gamma: int = 4) -> DecodeMode:
     g = as_int_in_range(gamma, "gamma")
     if not isinstance(verifier, str):
         raise UnsupportedMethodError(f"verifier must be a name (got {verifier!r}); e.g. 'token', 'block', 'kseq'")
+    if draft_tree is not None:
+        return _deterministic_tree(verifier, k, g, draft_tree, branching)
+    if verifier == "sample_match":
+        raise UnsupportedMethodError(
+            "verifier 'sample_match' walks a deterministic draft tree; pass draft_tree='topk' (otspec decode --draft-tree topk)"
+        )
     if verifier == "approximate":
         raise UnsupportedMethodError(
             "verifier 'approximate' is lossy and needs a per-token predicate; the decoder runs lossless verifiers only"
+        )
+    if verifier == "kseq_bv":  # K-SEQ's BV boost: a tree of i.i.d. sequences (otspec_gpu.verifiers.tree_boost)
+        return DecodeMode("tree", verifier, k, g, verifier, "iid")
+    if verifier == "nested":
+        raise UnsupportedMethodError(
+            "verifier 'nested' (nested optimal selection) runs in the numpy core only (otspec.verifiers.tree_deployable); "
+            "decode with kseq_bv, K-SEQ's BV boost"
         )
     if verifier not in VERIFIERS:
         raise UnsupportedMethodError(f"unknown verifier {verifier!r}; pick one of {sorted(VERIFIERS)}")
@@ -286,13 +338,15 @@ class DecodeSettings:
         )
 
 
-def _settings(target, draft, prompt, verifier, drafts, gamma, sampling: dict, max_new_tokens, seed, top_k_trace, chat) -> DecodeSettings:
+def _settings(
+    target, draft, prompt, verifier, drafts, gamma, sampling: dict, max_new_tokens, seed, top_k_trace, chat, tree: dict
+) -> DecodeSettings:
     """Checked arguments of :func:`decode`."""
     from otspec_gpu import drafters, inputs
 
     source = drafters.as_source(draft)
     V = inputs.check_models(target, target if source.model is None else source.model)
-    mode = mode_for(verifier, drafts, gamma)
+    mode = mode_for(verifier, drafts, gamma, **tree)
     drafters.check_supports(source, mode)
     n_new = inputs.whole(max_new_tokens, "max_new_tokens")
     seed = inputs.whole(seed, "seed", minimum=0)
@@ -302,7 +356,6 @@ def _settings(target, draft, prompt, verifier, drafts, gamma, sampling: dict, ma
     return DecodeSettings(mode, source, prompts, V, sampling, n_new, seed, top_k_trace)
 
 
-# long-function: the public entry: the decode loop over the four pipeline stages, with its docstring
 def _tree_interval(value: Any, mode: DecodeMode) -> int:
     """``tree_interval`` checked: a positive integer, for a tree run."""
     from otspec.errors import InvalidOptionError
@@ -317,6 +370,7 @@ def _tree_interval(value: Any, mode: DecodeMode) -> int:
     return value
 
 
+# long-function: the public entry: the decode loop over the four pipeline stages, with its docstring
 def decode(
     target: Any,
     draft: Any,
@@ -335,6 +389,8 @@ def decode(
     top_k_trace: int = 8,
     chat: bool = False,
     progress: Callable[[int], None] | None = None,
+    draft_tree: str | None = None,
+    branching: Any = None,
     tree_interval: int | None = None,
 ) -> DecodeResult:
     r"""Speculative decoding of ``prompt`` with ``target`` and ``draft`` (see the module docstring).
@@ -380,6 +436,14 @@ def decode(
         without a chat template and for token-id prompts).
     progress : callable, optional
         Called with the number of tokens generated so far by the slowest prompt after each round.
+    draft_tree : {"topk"}, optional
+        Draft a deterministic tree instead of sampling (with ``verifier="sample_match"``): every
+        node's top-:math:`b_d` children under the draft model, nothing sampled, the ``drafts``
+        leaves scored as sequences and verified by sample-and-match (lossless; its exact
+        :math:`E[\tau] = \sum_u M_b(u)` over the drafted nodes is the record's ``expected``).
+    branching : sequence of int, optional
+        With ``draft_tree``: children per depth, product ``drafts``, length ``gamma`` (default
+        ``(drafts, 1, ..., 1)``: the top-``drafts`` first tokens, each continued greedily).
     tree_interval : int, optional
         Trees of i.i.d. drafts: record with each round the certified interval for the tree optimum
         :math:`T^*` from the drafted trie plus this many top children per drafted node
@@ -408,6 +472,7 @@ def decode(
         or ``seed`` is not an integer ``>= 0``.
     """
     # Over 80 lines only through this docstring: the code is the four-part loop below.
+    from otspec_gpu.deterministic import WalkStep
     from otspec_gpu.inputs import generators
     from otspec_gpu.processing import probs_from_logits
     from otspec_gpu.recording import PhaseClock, Recorder
@@ -415,7 +480,8 @@ def decode(
     from otspec_gpu.verifying import VerifierStep
 
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p)
-    s = _settings(target, draft, prompt, verifier, drafts, gamma, sampling, max_new_tokens, seed, top_k_trace, chat)
+    tree = dict(draft_tree=draft_tree, branching=branching)
+    s = _settings(target, draft, prompt, verifier, drafts, gamma, sampling, max_new_tokens, seed, top_k_trace, chat, tree)
     mode, prompts, V = s.mode, s.prompts, s.V
     if tree_interval is not None:
         tree_interval = _tree_interval(tree_interval, mode)
@@ -431,7 +497,7 @@ def decode(
     caches = DecodeCaches(target, s.source.model, prompts, k, transform, device)
     t_prefill = clock.now() - t_start
     drafter = s.source.drafter(mode, prompts, V, device)
-    step = VerifierStep(mode.mode, mode.rule, B, k)
+    step = WalkStep(B, k) if mode.branching else VerifierStep(mode.mode, mode.rule, B, k)
     recorder = Recorder(mode, B, V, s.top_k_trace, theory, step.rule_for, tree_interval)
     out = _Outputs(B, s.n_new, target.eos_token_id if stop_at_eos else None)
     rows0 = torch.arange(B, device=device) * k  # first row of each prompt
@@ -457,6 +523,8 @@ def decode(
         if progress is not None:
             progress(min(len(o) for o in out.tokens))
     config = s.config(target)
+    if mode.branching:
+        config["branching"] = list(mode.branching)
     config.update(drafter.record())  # the drafter's own entries (e.g. prompt lookup's matched n-grams)
     t_calls, d_calls = caches.calls()
     config.update(prefill_s=t_prefill, wall_s=time.perf_counter() - t_start, timer=clock.timer, target_calls=t_calls, draft_calls=d_calls)

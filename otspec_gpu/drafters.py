@@ -177,7 +177,7 @@ class ModelDraft:
         -------
         otspec_gpu.drafting.ModelDrafter
         """
-        return ModelDrafter(mode.mode, len(prompts), mode.k, mode.gamma, mode.draft_law)
+        return ModelDrafter(mode.mode, len(prompts), mode.k, mode.gamma, mode.draft_law, getattr(mode, "branching", ()))
 
 
 #: Drafters that need no draft model, by name (``by_name(name, **options)`` builds them; their

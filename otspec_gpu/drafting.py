@@ -314,10 +314,14 @@ class ModelDrafter:
         Tokens per draft.
     law : str
         Draft law of the first position (``"iid"``, ``"without_replacement"``, ``"greedy"``).
+    branching : tuple of int, optional
+        A deterministic tree's children per depth (``"tree"`` mode): every node's top-:math:`b_d`
+        children, nothing sampled (:func:`otspec_gpu.deterministic.top_k_tree_drafts`).
     """
 
-    def __init__(self, mode: str, B: int, k: int, gamma: int, law: str):
+    def __init__(self, mode: str, B: int, k: int, gamma: int, law: str, branching: tuple = ()):
         self.mode, self.B, self.k, self.gamma, self.law = mode, B, k, gamma, law
+        self.branching = tuple(branching)
 
     def draft(self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator):
         """Draft one round.
@@ -339,6 +343,10 @@ class ModelDrafter:
             Drafts ``X`` ``[R, gamma]``, their conditionals ``Q`` ``[R, gamma, V]`` and the number
             of real drafts per prompt ``[B]`` (``k`` but for short supports).
         """
+        if self.branching:  # a deterministic tree: top children at every node
+            from otspec_gpu.deterministic import top_k_tree_drafts
+
+            return top_k_tree_drafts(next_q, first, first_valid, self.branching)
         q_t = next_q(first, first_valid)  # [R, V]
         x_t, n_drafts = self.first_tokens(q_t, generator)
         qs, xs = [q_t], [x_t]

@@ -201,4 +201,3 @@ class TopKLaw(DraftLaw):
     def sample(self, rng, size):
         as_generator(rng)  # the law draws nothing, but the contract of sample() is one checked generator
         return np.broadcast_to(self._drafted, (int(size), self.k)).astype(np.int64)
-

@@ -91,7 +91,9 @@ def dynamic_tree(q: Any, k: int, gamma: int = 1, *, budget: int | None = None) -
             push(u, -neg, model(u))
     root = np.array(children[()], dtype=np.int64)
     root.setflags(write=False)
-    return DynamicTreeLaw(k=root.size, V=root_q.shape[0], _q=root_q, _drafted=root, model=model, nodes=tuple(nodes), children=children, gamma=g)
+    return DynamicTreeLaw(
+        k=root.size, V=root_q.shape[0], _q=root_q, _drafted=root, model=model, nodes=tuple(nodes), children=children, gamma=g
+    )
 
 
 @dataclass(frozen=True, eq=False, repr=False)

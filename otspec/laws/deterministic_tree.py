@@ -131,7 +131,9 @@ def top_k_tree(q: Any, branching: Any, gamma: int = 1) -> TopKTreeLaw:
             nxt += [u + (int(y),) for y in kids]
         nodes += nxt
         level = nxt
-    return TopKTreeLaw(k=k, V=root_q.shape[0], _q=root_q, _drafted=top_tokens(root_q, k), model=model, nodes=tuple(nodes), children=children, gamma=len(b))
+    return TopKTreeLaw(
+        k=k, V=root_q.shape[0], _q=root_q, _drafted=top_tokens(root_q, k), model=model, nodes=tuple(nodes), children=children, gamma=len(b)
+    )
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -75,6 +75,7 @@ DEFAULT_TIMEOUT = 600.0
 # The audit
 
 
+# long-function: the public entry's numpydoc docstring states every option; the body is a short dispatch
 def audit(
     verifier: Any,
     *,
@@ -323,7 +324,15 @@ def _budget(v, chosen, sampled, seed, draws, n_sampler, false_alarm, atol, spec,
 
         def check(p=p, law=law, delta=delta, holder=holder):
             holder["r"] = assert_output_law(
-                v, p, law, delta=min(delta, 0.999), alpha=level, beta=1e-3, method="sampling", rng=np.random.default_rng(seed), tv_budget=eps
+                v,
+                p,
+                law,
+                delta=min(delta, 0.999),
+                alpha=level,
+                beta=1e-3,
+                method="sampling",
+                rng=np.random.default_rng(seed),
+                tv_budget=eps,
             )
 
         err = run_check(check)
@@ -335,7 +344,10 @@ def _budget(v, chosen, sampled, seed, draws, n_sampler, false_alarm, atol, spec,
     if not probs:
         return PropertyResult("tv_budget", "skip", "no problem to sample")
     return PropertyResult(
-        "tv_budget", "pass", f"sampled output law within TV {eps:g} of p on {len(probs)} problems (Bonferroni); the last check {statement}", len(probs)
+        "tv_budget",
+        "pass",
+        f"sampled output law within TV {eps:g} of p on {len(probs)} problems (Bonferroni); the last check {statement}",
+        len(probs),
     )
 
 

@@ -31,7 +31,9 @@ from otspec.testing.power import OutputLawCheck, assert_output_law, tv_budget_va
 __all__ = ["assert_within_tv_budget", "budget_finding", "frontier_finding"]
 
 
-def budget_finding(name: str, kernel: Any, p: np.ndarray, law: DraftLaw, eps: float, *, atol: float = EXACT_ATOL) -> VerifierAssertionError | None:
+def budget_finding(
+    name: str, kernel: Any, p: np.ndarray, law: DraftLaw, eps: float, *, atol: float = EXACT_ATOL
+) -> VerifierAssertionError | None:
     """The error :func:`assert_within_tv_budget` raises for an exact kernel over its budget, or ``None``.
 
     Parameters
@@ -66,7 +68,9 @@ def budget_finding(name: str, kernel: Any, p: np.ndarray, law: DraftLaw, eps: fl
     )
 
 
-def frontier_finding(name: str, acceptance: Any, optimum: float, law: DraftLaw, eps: float, *, atol: float = EXACT_ATOL) -> VerifierAssertionError | None:
+def frontier_finding(
+    name: str, acceptance: Any, optimum: float, law: DraftLaw, eps: float, *, atol: float = EXACT_ATOL
+) -> VerifierAssertionError | None:
     r"""The error for an acceptance above the lossy frontier :math:`\min(1, \alpha^* + \varepsilon)`, or ``None``.
 
     Parameters

@@ -37,7 +37,7 @@ from otspec._validation import as_generator
 from otspec.errors import ShapeMismatchError, UnsupportedMethodError
 from otspec.laws import DraftLaw
 
-__all__ = ["acceptance_by_depth", "block_law", "expected_accepted", "sample", "tree_children"]
+__all__ = ["acceptance_by_depth", "block_law", "expected_accepted", "expected_accepted_given_paths", "sample", "tree_children"]
 
 
 def tree_children(law: DraftLaw) -> dict:
@@ -230,3 +230,41 @@ def sample(p_model: Any, law: DraftLaw, *, rng: np.random.Generator) -> tuple:
         if y not in children.get(u, ()):
             return u + (y,)
         u = u + (y,)
+
+
+def expected_accepted_given_paths(P: Any, X: Any) -> float:
+    r""":math:`\mathbb{E}[\tau]` of the walk over ``k`` drafted sequences given their target conditionals
+    (a real-model round: the tree is the trie of the sequences' prefixes, each distinct node counted once).
+
+    Parameters
+    ----------
+    P : array_like, shape (k, gamma + 1, V)
+        ``P[j, i]`` :math:`= M_b(\cdot \mid \text{context}, X[j, :i])`.
+    X : array_like of int, shape (k, gamma)
+        The drafted sequences.
+
+    Returns
+    -------
+    float
+        :math:`\sum_u M_b(u)` over the distinct non-root prefixes :math:`u` of the sequences.
+
+    Examples
+    --------
+    >>> P = np.full((2, 2, 2), 0.5)
+    >>> expected_accepted_given_paths(P, [[0], [1]])            # both children of the root
+    1.0
+    """
+    P = np.asarray(P, dtype=np.float64)
+    X = np.asarray(X, dtype=np.int64)
+    k, g = X.shape
+    seen: set = set()
+    total = 0.0
+    for j in range(k):
+        mass = 1.0
+        for i in range(g):
+            mass *= float(P[j, i, X[j, i]])
+            u = tuple(X[j, : i + 1].tolist())
+            if u not in seen:
+                seen.add(u)
+                total += mass
+    return total

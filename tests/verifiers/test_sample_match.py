@@ -22,6 +22,7 @@ from otspec import models, verifiers
 from otspec.laws import dynamic_tree, top_k, top_k_tree
 from otspec.testing import assert_lossless
 from otspec.testing.forms import ConditionalVerifier
+from otspec.theory import tree_theory
 from otspec.verifiers import sample_match
 from otspec.verifiers.chain import lossless_violation
 from tests.conftest import random_simplex
@@ -191,3 +192,15 @@ def test_walk_refuses_sampled_drafts():
         sample_match.block_law([0.5, 0.5], otspec.iid([0.5, 0.5], 1))
     with pytest.raises(otspec.errors.ShapeMismatchError, match="V = 3"):
         sample_match.expected_accepted([0.5, 0.5], top_k([0.2, 0.5, 0.3], 1))
+
+
+@pytest.mark.parametrize("branching", [(2, 2), (3, 1, 1), (1, 2, 2)])
+def test_value_from_drafted_sequences_equals_the_tree_value(branching):
+    """What decoding records per round: E[tau] from the k leaf sequences and their target rows."""
+    p_model, q_model = models.dirichlet(4, seed=11), models.dirichlet(4, seed=12)
+    law = top_k_tree(q_model, branching)
+    leaves = [u for u in law.nodes if len(u) == len(branching)]
+    P = np.array([[p_model(u[:i]) for i in range(len(u) + 1)] for u in leaves])
+    got = sample_match.expected_accepted_given_paths(P, leaves)
+    assert abs(got - sample_match.expected_accepted(p_model, law)) <= 1e-12
+    assert tree_theory(P, P[:, :-1], np.array(leaves), "sample_match")["expected"] == got
