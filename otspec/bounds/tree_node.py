@@ -279,20 +279,54 @@ def _upper_chain(m: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(hm), np.asarray(ha)
 
 
-_EMPTY = np.zeros(0)
+def _root_chain(table: prefixes.PrefixTable, A: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The concave chains of every node, merged up to depth 1, one depth at a time for all nodes at once.
 
-
-def _add_right_point(em: np.ndarray, ea: np.ndarray, pm: float, pa: float) -> tuple[np.ndarray, np.ndarray]:
-    """Edges of the concave chain (from the origin, slopes decreasing) with the point ``(pm, pa)``
-    added, where ``pm`` is at least the chain's total m (a node's draft mass is at least that of
-    any antichain below it)."""
-    cm, ca = np.concatenate([[0.0], np.cumsum(em)]), np.concatenate([[0.0], np.cumsum(ea)])
-    if pa <= ca[-1]:
-        return em, ea  # dominated: not on the increasing part of the hull
-    left = cm < pm
-    cm, ca = cm[left], ca[left]
-    j = int(np.argmin((pa - ca) / (pm - cm)))  # tangent vertex from the new right end
-    return np.append(np.diff(cm[: j + 1]), pm - cm[j]), np.append(np.diff(ca[: j + 1]), pa - ca[j])
+    Returns ``(owner, em, ea)``: the edges of the depth-1 chains (owner = depth-1 node, in node order,
+    each chain's edges in slope order). Per node: the children's edges concatenated in child order
+    and stably sorted by slope (decreasing) form the lower part; if the node's own point
+    :math:`(M_s(u), A(u))` lies above that chain's end, the edges past the tangent vertex seen from
+    the point are replaced by one edge to it (the point's draft mass is at least any antichain's
+    below it). Written on a zero-padded matrix with one row per node (padding at the end of a row
+    leaves its cumulative sums unchanged), it gives bit for bit what a loop over the nodes gives.
+    """
+    V, g = table.V, table.gamma
+    ms = table.q_joint
+    # Leaves: the origin and one point, i.e. one edge (or none).
+    owner = np.flatnonzero((ms[g] > 0) & (A[g] > 0))
+    em, ea = ms[g][owner], A[g][owner]
+    for d in range(g - 1, 0, -1):
+        n = V**d
+        par = owner // V  # children of a node are contiguous and in index order: rows are their concatenation
+        cnt = np.bincount(par, minlength=n)
+        start = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+        pos = np.arange(par.size) - start[par]
+        width = int(cnt.max(initial=0)) + 1  # room for the node's own edge
+        M, Aa = np.zeros((n, width)), np.zeros((n, width))
+        key = np.full((n, width), np.inf)
+        M[par, pos], Aa[par, pos], key[par, pos] = em, ea, -(ea / em)
+        order = np.argsort(key, axis=1, kind="stable")
+        M, Aa = np.take_along_axis(M, order, 1), np.take_along_axis(Aa, order, 1)
+        cm = np.concatenate([np.zeros((n, 1)), np.cumsum(M, axis=1)], axis=1)
+        ca = np.concatenate([np.zeros((n, 1)), np.cumsum(Aa, axis=1)], axis=1)
+        rows = np.arange(n)
+        pm, pa = ms[d], A[d]
+        act = (pm > 0) & (pa > 0) & (pa > ca[rows, cnt])  # the node's point lies above its children's chain
+        vert = np.arange(width + 1)[None, :]
+        left = (vert <= cnt[:, None]) & (cm < pm[:, None])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(left, (pa[:, None] - ca) / (pm[:, None] - cm), np.inf)
+        j = np.argmin(ratio, axis=1)  # tangent vertex from the new right end (first minimum, as argmin)
+        new_cnt = np.where(act, j + 1, cnt)
+        M = np.where(act[:, None], np.diff(cm, axis=1), M)
+        Aa = np.where(act[:, None], np.diff(ca, axis=1), Aa)
+        r = np.flatnonzero(act)
+        M[r, j[r]] = pm[r] - cm[r, j[r]]
+        Aa[r, j[r]] = pa[r] - ca[r, j[r]]
+        keep = np.arange(width)[None, :] < new_cnt[:, None]
+        owner = np.nonzero(keep)[0]
+        em, ea = M[keep], Aa[keep]
+    return owner, em, ea
 
 
 def antichain_violation(table: prefixes.PrefixTable, A: list, k: int, *, top: int = 1) -> tuple[float, list]:
@@ -334,25 +368,7 @@ def antichain_violation(table: prefixes.PrefixTable, A: list, k: int, *, top: in
     >>> round(v, 12), R[0][1].tolist()
     (0.8, [True, True])
     """
-    V, g = table.V, table.gamma
-    ms = table.q_joint
-    # Leaves: the origin and one point, i.e. one edge (or none).
-    leaf_ok = (ms[g] > 0) & (A[g] > 0)
-    edges_m = [np.array([ms[g][u]]) if leaf_ok[u] else _EMPTY for u in range(V**g)]
-    edges_a = [np.array([A[g][u]]) if leaf_ok[u] else _EMPTY for u in range(V**g)]
-    for d in range(g - 1, 0, -1):
-        new_m, new_a = [], []
-        for u in range(V**d):
-            em = np.concatenate(edges_m[u * V : (u + 1) * V])
-            ea = np.concatenate(edges_a[u * V : (u + 1) * V])
-            order = np.argsort(-(ea / em), kind="stable")
-            em, ea = em[order], ea[order]
-            if ms[d][u] > 0 and A[d][u] > 0:
-                em, ea = _add_right_point(em, ea, ms[d][u], A[d][u])
-            new_m.append(em)
-            new_a.append(ea)
-        edges_m, edges_a = new_m, new_a
-    em, ea = np.concatenate(edges_m), np.concatenate(edges_a)
+    _, em, ea = _root_chain(table, A)
     if em.size == 0:
         return 0.0, []
     slope = ea / np.where(em > 0, em, 1.0)
