@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
+
 from otspec.cli.toolkit import CliError, fill_doc, number_flag, print_json, print_table, progress
 from otspec_gpu.cli import check_writable, prompt_arg, require_decode_stack, sampling_flags
 from otspec_gpu.prompt_lookup import DEFAULT_MAX_NGRAM
@@ -44,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _prompt_options(ap)
     _run_options(ap)
     _tree_interval_option(ap)
+    _draft_tree_options(ap)
     ap.set_defaults(func=run)
 
 
@@ -88,6 +91,45 @@ def _tree_interval_option(ap: argparse.ArgumentParser) -> None:
         help="trees of i.i.d. drafts: record each round's certified interval for the tree optimum T* from the drafted trie "
         "plus the top-K children per drafted node (th_tree_lower, th_tree_upper in the trace)",
     )
+
+
+def _draft_tree_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--draft-tree",
+        default=None,
+        choices=("topk",),
+        help="draft a deterministic tree instead of sampling: every node's top children under the draft model (EAGLE's static "
+        "tree with q = 1), verified by sample-and-match (lossless; the run's verifier is sample_match)",
+    )
+    ap.add_argument(
+        "--branching",
+        default=None,
+        metavar="B1,B2,...",
+        help="with --draft-tree: children per depth (default: --drafts at the root, then 1: each first token continued "
+        "greedily); --drafts and --gamma default to their product and length",
+    )
+
+
+def _draft_tree(args: argparse.Namespace, drafts: int, gamma: int) -> tuple[str, int, int, dict]:
+    """The verifier, drafts, gamma and ``draft_tree`` / ``branching`` options of a ``--draft-tree`` run."""
+    tree, branching = getattr(args, "draft_tree", None), getattr(args, "branching", None)
+    if tree is None:
+        if branching is not None:
+            raise CliError(f"--branching {branching} applies with --draft-tree topk only; add --draft-tree topk or drop --branching")
+        return args.verifier, drafts, gamma, {}
+    if args.verifier not in (DEFAULTS["verifier"], "sample_match"):
+        raise CliError(f"--draft-tree {tree} is verified by sample-and-match (--verifier sample_match); drop --verifier {args.verifier}")
+    if branching is None:
+        return "sample_match", drafts, gamma, {"draft_tree": tree}
+    try:
+        b = [int(x) for x in str(branching).split(",")]
+    except ValueError:
+        raise CliError(f"--branching must be comma-separated child counts (got {branching!r}); pass e.g. 2,2,1") from None
+    if args.drafts == str(DEFAULTS["drafts"]):  # not given: one drafted sequence per leaf
+        drafts = int(np.prod(b))
+    if args.gamma == str(DEFAULTS["gamma"]):  # not given: one depth per count
+        gamma = len(b)
+    return "sample_match", drafts, gamma, {"draft_tree": tree, "branching": b}
 
 
 def _prompt_options(ap: argparse.ArgumentParser) -> None:
@@ -178,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
     from otspec_gpu import drafters, models
     from otspec_gpu.decoding import decode, mode_for
 
-    mode = mode_for(args.verifier, drafts, gamma)  # reject a bad combination before loading the target
+    verifier, drafts, gamma, tree = _draft_tree(args, drafts, gamma)
+    mode = mode_for(verifier, drafts, gamma, **tree)  # reject a bad combination before loading the target
     draft = drafters.by_name(args.draft, **options)  # a draft model is loaded here
     drafters.check_supports(draft, mode)
     target = models.load(args.target)
@@ -190,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
             target,
             draft,
             prompt,
-            verifier=args.verifier,
+            verifier=verifier,
             drafts=drafts,
             gamma=gamma,
             **sampling,
@@ -198,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
             chat=not args.raw_prompt,
             progress=lambda n: bar.update(task, completed=n),
             **_tree_interval(args),
+            **tree,
         )
     return _show(args, res, labels, target, draft)
 

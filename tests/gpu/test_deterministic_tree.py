@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -106,3 +108,16 @@ def test_decoding_a_top_k_tree_is_lossless():
     )  # fmt: skip
     assert res.config["mode"] == "tree" and res.config["branching"] == [2, 2]
     assert first_tokens_pvalue(res.tokens, first_tokens_law(target, prompt, temperature=1.0)) > FALSE_ALARM
+
+
+def test_cli_draft_tree_flags(capsys):
+    from otspec.cli import main
+
+    base = ["decode", "--target", "tiny", "--draft", "tiny-draft", "--prompt-ids", "1,2,3", "-n", "3", "--no-theory"]
+    assert main([*base, "--branching", "2,2"]) == 2
+    assert "--draft-tree topk" in capsys.readouterr().err
+    assert main([*base, "--draft-tree", "topk", "--verifier", "kseq"]) == 2
+    assert "sample-and-match" in capsys.readouterr().err
+    assert main([*base, "--draft-tree", "topk", "--branching", "2,1", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert len(json.loads(out)["tokens"][0]) == 3 and "sample_match" in out
