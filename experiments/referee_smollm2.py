@@ -182,34 +182,56 @@ def run(args) -> dict:
             "_single": single,
             "_trees": trees,
         }
+    res = {d: {key: val for key, val in r.items() if not key.startswith("_")} for d, r in results.items()}
     return {
+        "table": table_rows(res, args.gamma),
+        "differences_table": [
+            {"difference": name, **{DRAFT_KEY[d]: ci(res[d]["differences"][name], signed=True) for d in DRAFTS}}
+            for name in res[DRAFTS[0]]["differences"]
+        ],
         "temperature": TEMPERATURE,
         "gamma": args.gamma,
         "new_tokens": n_new,
         "prompts": n_prompts,
         "draws": draws,
         "tree_stride": args.tree_stride,
-        "results": {d: {key: val for key, val in r.items() if not key.startswith("_")} for d, r in results.items()},
+        "results": res,
     }
 
 
+#: The docs tables' column of each draft.
+DRAFT_KEY = {"int8": "draft_int8", "t0.7": "draft_t07"}
+#: k of each column.
+K_OF = {c: (1 if c in ("token", "gumbel", "gumbel_mc", "daliri_bound") or c.endswith("_chain") else 2) for c in SINGLE + TREE}
+
+
+def table_rows(res: dict, gamma: int) -> list[dict]:
+    """One row per column: rule, k, gamma and ``value [low, high]`` per draft (the docs table)."""
+    out = []
+    for part, cols in (("single", SINGLE), ("tree", TREE)):
+        for c in cols:
+            cells = {DRAFT_KEY[d]: ci(res[d][part][c]) if res[d][part][c] is not None else None for d in DRAFTS}
+            out.append({"rule": LABELS[c], "column": c, "k": K_OF[c], "gamma": 1 if part == "single" else gamma, **cells})
+    return out
+
+
 LABELS = {
-    "token": "token (k=1)",
-    "gumbel": "gumbel (k=1)",
-    "gumbel_mc": "gumbel, Monte Carlo of the torch twin (k=1)",
-    "daliri_bound": "(1-TV)/(1+TV): gumbel's guarantee (k=1)",
-    "kseq": "K-SEQ (k=2)",
-    "rrs": "RRS (k=2)",
-    "optimum": "optimum alpha* (k=2)",
-    "gls_mc": "GLS, Monte Carlo of the torch twin (k=2)",
-    "gls_own_copy_bound": "GLS own-copy lower bound (k=2)",
-    "gls_exact": "GLS exact (k=2)",
-    "token_chain": "token verification (k=1 chain)",
-    "block_chain": "block verification (k=1 chain)",
-    "traversal_chain": "Traversal Verification (k=1 chain)",
-    "kseq_tree": "K-SEQ tree (k=2)",
-    "rrs_tree": "RRS tree (k=2)",
-    "traversal_tree": "Traversal Verification tree (k=2)",
+    "token": "token",
+    "gumbel": "gumbel (Gumbel-max coupling)",
+    "gumbel_mc": "gumbel, Monte Carlo of the torch twin",
+    "daliri_bound": "(1-TV)/(1+TV): gumbel's guarantee",
+    "kseq": "K-SEQ",
+    "rrs": "RRS",
+    "optimum": "optimum alpha*",
+    "gls_mc": "GLS, Monte Carlo of the torch twin",
+    "gls_own_copy_bound": "GLS own-copy lower bound",
+    "gls_exact": "GLS exact",
+    "token_chain": "token verification (chain)",
+    "block_chain": "block verification (chain)",
+    "traversal_chain": "Traversal Verification (chain)",
+    "kseq_tree": "K-SEQ tree",
+    "rrs_tree": "RRS tree",
+    "traversal_tree": "Traversal Verification tree",
 }
 
 
@@ -217,16 +239,15 @@ def report(payload, args):
     import matplotlib.pyplot as plt
 
     res = payload["results"]
-    tables, rows = {}, []
-    for part, cols in (("single", SINGLE), ("tree", TREE)):
-        for c in cols:
-            cells = [ci(res[d][part][c]) if res[d][part][c] is not None else "-" for d in DRAFTS]
-            rows.append([LABELS[c], "1" if part == "single" else str(payload["gamma"]), *cells])
-    tables["E[tau] per round, 95% cluster intervals over prompts"] = markdown_table(["rule", "gamma", *DRAFTS], rows)
-    tables["paired differences"] = markdown_table(
-        ["difference", *DRAFTS],
-        [[name, *(ci(res[d]["differences"][name], signed=True) for d in DRAFTS)] for name in res[DRAFTS[0]]["differences"]],
-    )
+    tables = {
+        "E[tau] per round, 95% cluster intervals over prompts": markdown_table(
+            ["rule", "k", "gamma", *DRAFTS],
+            [[r["rule"], r["k"], r["gamma"], *(r[DRAFT_KEY[d]] or "-" for d in DRAFTS)] for r in payload["table"]],
+        ),
+        "paired differences": markdown_table(
+            ["difference", *DRAFTS], [[r["difference"], *(r[DRAFT_KEY[d]] for d in DRAFTS)] for r in payload["differences_table"]]
+        ),
+    }
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for ax, (part, cols) in zip(axes, (("single", ("token", "gumbel", "kseq", "rrs", "gls_mc", "optimum")), ("tree", TREE)), strict=True):
         for i, d in enumerate(DRAFTS):
