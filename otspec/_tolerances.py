@@ -160,6 +160,6 @@ TREE_INTERVAL_MAX_ROUNDS = 200
 KL_FRONTIER_GAP_ATOL = 1e-6
 
 #: Global Resolution stops its convex program when its selection law is this close (L1) to the
-#: optimal r*: the acceptance is then within this of alpha* (|min(p, a) - min(p, b)| <= |a - b|).
+#: optimal r*: the acceptance is then within this of alpha* (min(p, .) is 1-Lipschitz).
 #: 1e-9 is reached in tens of L-BFGS steps at small V and keeps every exact check at 1e-9.
 GR_SELECTION_L1_TOL = 1e-9

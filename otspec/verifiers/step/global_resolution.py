@@ -67,7 +67,6 @@ from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.step._iid_selection import check_pqk, solve_selection
-from otspec.verifiers.step.optimal_iid import _iid_source
 
 __all__ = [
     "GRFit",
@@ -82,8 +81,8 @@ __all__ = [
     "selection_rows",
 ]
 
-#: Trapezoid step in log s: the integrands are analytic for |Im log s| < pi/2, so the rule's
-#: error is about exp(-pi^2 / LOG_STEP) = 7e-18.
+#: Trapezoid step in log s: the integrands are analytic in a strip of half-width pi/2 about the
+#: real log-s axis, so the rule's error is about exp(-pi^2 / LOG_STEP) = 7e-18.
 LOG_STEP = 0.25
 #: Mass each cut tail of the integrals may drop (left: the integrand is O(s); right: e^{-s w_min}).
 TAIL_EPS = 1e-18
@@ -243,6 +242,17 @@ def _fit_sides(sides, k, tol, max_evals):
     except _Stop:
         pass
     return best
+
+
+def _iid_q(law: DraftLaw) -> tuple[np.ndarray | None, str]:
+    """``(q, "")`` when the law is k i.i.d. drafts from q (also a product of identical drafters),
+    else ``(None, why)``."""
+    if law.iid_q is not None:
+        return law.iid_q, ""
+    qs = law.independent_qs
+    if qs is not None and all(np.array_equal(qs[0], qj) for qj in qs[1:]):
+        return qs[0], ""
+    return None, f"the {law.kind} law is not k i.i.d. drafts, so the selection mass of A is not 1 - q(H*)^k"
 
 
 def _as_tol(tol: Any) -> float:
@@ -446,11 +456,11 @@ class GlobalResolutionVerifier(Verifier):
     reference = "Thomas & Pal, ICLR 2026 (arXiv 2511.15898); our reading (docs: Referee)"
 
     def applies_to(self, law: DraftLaw) -> bool:
-        return _iid_source(law)[0] is not None
+        return _iid_q(law)[0] is not None
 
     def _check(self, p, law):
         if isinstance(law, DraftLaw):
-            q, why = _iid_source(law)
+            q, why = _iid_q(law)
             if q is None:
                 raise UnsupportedMethodError(f"verifier {self.name!r} does not apply to the draft law {law!r}: {why}; {self.fix}")
         return super()._check(p, law)
@@ -473,7 +483,7 @@ class GlobalResolutionVerifier(Verifier):
         return self._fit(p, law)
 
     def _fit(self, p, law) -> GRFit:
-        q = _iid_source(law)[0]
+        q = _iid_q(law)[0]
         return law.cached("global_resolution.fit", p, lambda: fit(p, q, law.k))
 
     def _prepare(self, p, law):
