@@ -285,28 +285,33 @@ class ExploredTree:
         rho = np.ones(n)
         cap1 = np.full(n, np.inf)
         fv: dict = {}
+        res: dict = {}
         lev = self.gamma - np.array(self.depth, dtype=np.int64)
         for i, (p_row, q_row) in self.rows.items():
             if lev[i] <= 0:
                 continue
             rest = np.ones(p_row.shape[0], dtype=bool)
-            kids = [self.nodes[c][-1] for c in self.children[i]]
-            rest[kids] = False
-            q_rest = float(q_row[rest].sum())
-            sb[i] = self.ms[i] * q_rest
-            rho[i] = float(p_row[rest].sum())
-            hc = coverage(self.ms[i] * q_row[rest], self.k)
-            pr = p_row[rest]
+            rest[[self.nodes[c][-1] for c in self.children[i]]] = False
+            pr, qr = p_row[rest], q_row[rest]
+            res[i] = (pr, qr)
+            sb[i] = self.ms[i] * float(qr.sum())
+            rho[i] = float(pr.sum())
+            hc = coverage(self.ms[i] * qr, self.k)
             cap1[i] = float(hc.sum())
             keep = pr > 0
             w = hc[keep] / pr[keep]  # F_v has a kink where W p_c = h_c
-            order = np.argsort(w, kind="stable")
+            order = np.argsort(w)
             fv[i] = (w[order], np.concatenate([[0.0], np.cumsum(pr[keep][order])]), np.concatenate([[0.0], np.cumsum(hc[keep][order])]))
-        out = {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv}
+        out = {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv, "res": res}
         if 0 in fv:  # the root's W is 1: its first unexplored depth is at most F_root(1), a constant
             a, b = _tangent(fv[0], 1.0)
             out["cap1"][0] = min(cap1[0], a + b)
         return out
+
+
+#: Where F_v's tangents are taken, as fractions of the largest W(v): a few lines bound the concave
+#: F_v from above (any tangent is valid; more lines only tighten between them).
+_TANGENT_GRID = np.array([1.0, 0.7, 0.5, 0.35, 0.25, 0.15, 0.1, 0.05, 0.02, 0.005])
 
 
 def _tangent(f: tuple, W: float) -> tuple[float, float]:
@@ -410,6 +415,17 @@ class _BucketLP:
             lo.append(-np.inf)
             up.append(0.0)
             row += 1
+        # z1(v) <= F_v(W(v)) through tangents of the concave F_v at a grid of W in (0, max W(v)]
+        for j, i in enumerate(z1_nodes.tolist()):
+            if i == 0 or i not in arr["fv"]:
+                continue
+            for a, b in (_tangent(arr["fv"][i], float(W)) for W in upper[i - 1] * _TANGENT_GRID):
+                r += [row, row]
+                c += [self.z10 + j, i - 1]
+                v += [1.0, -a]
+                lo.append(-np.inf)
+                up.append(b)
+                row += 1
         # the bucket law is a probability: sum m = 1
         r += [row] * n
         c += list(range(self.m0, self.m0 + n))
@@ -511,18 +527,6 @@ class _BucketLP:
         rows.append((t, np.ones(b.size), float(c)))
         self.add_rows(h, rows)
 
-    def tangent_cuts(self, x: np.ndarray, fv: dict) -> list:
-        r"""Rows :math:`z_1(v) - a W(v) \le b` for nodes where :math:`z_1(v) > F_v(W(v))`: the tangent at :math:`W(v)`."""
-        rows = []
-        for j, i in enumerate(self.z1_nodes.tolist()):
-            if i == 0 or i not in fv:
-                continue
-            W = max(float(x[i - 1]), 0.0)
-            a, b = _tangent(fv[i], W)
-            if x[self.z10 + j] > a * W + b + TREE_INTERVAL_CUT_TOL:
-                rows.append((np.array([self.z10 + j, i - 1]), np.array([1.0, -a]), b))
-        return rows
-
     def matrix(self) -> tuple:
         """The whole constraint matrix (CSR) and the row bounds, added rows included."""
         import scipy.sparse as sp
@@ -590,14 +594,10 @@ def _lower(tree: ExploredTree, arr: dict, x: np.ndarray) -> float:
     for i in range(1, n):
         W[i] = min(W[par[i]] * tree.pc[i], mu[i])
     total = float(W[1:].sum())
-    for i, (p_row, q_row) in tree.rows.items():
-        if arr["lev"][i] <= 0 or x[i] <= 0:
-            continue
-        rest = np.ones(p_row.shape[0], dtype=bool)
-        rest[[tree.nodes[c][-1] for c in tree.children[i]]] = False
-        q_rest = float(q_row[rest].sum())
-        if q_rest > 0:
-            total += float(np.minimum(W[i] * p_row[rest], x[i] * q_row[rest] / q_rest).sum())
+    for i, (pr, qr) in arr["res"].items():
+        q_rest = float(qr.sum())
+        if x[i] > 0 and q_rest > 0:
+            total += float(np.minimum(W[i] * pr, x[i] * qr / q_rest).sum())
     return total
 
 
@@ -613,16 +613,13 @@ def _solve(tree: ExploredTree) -> tuple:
         x = np.asarray(h.getSolution().col_value, dtype=np.float64)
         nb = len(lp.blocks)
         viol, new = lp.cuts(x)
-        tangents = lp.tangent_cuts(x, arr["fv"])
-        if not (new or tangents or len(lp.blocks) > nb) or rounds >= TREE_INTERVAL_MAX_ROUNDS:
+        if not (new or len(lp.blocks) > nb) or rounds >= TREE_INTERVAL_MAX_ROUNDS:
             break
         for lam, c in lp.blocks[nb:]:
             lp.add_block(h, lam, c)
         if new:
             lp.add_cuts(h, new)
-        if tangents:
-            lp.add_rows(h, tangents)
-        ncuts += len(new) + len(tangents) + len(lp.blocks) - nb
+        ncuts += len(new) + len(lp.blocks) - nb
         h.run()
         status = h.getModelStatus()
         ok = status == highspy.HighsModelStatus.kOptimal
