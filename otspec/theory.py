@@ -217,14 +217,16 @@ def tree_theory(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> dict:
         Draft conditionals.
     X : ndarray of int, shape (k, gamma)
         The drafted sequences.
-    rule : {"kseq", "rrs", "rrs_wor", "sample_match"}
-        The rule used (``sample_match``: the walk of a deterministic top-k tree).
+    rule : {"kseq", "rrs", "rrs_wor", "sample_match", "kseq_bv", "nested"}
+        The rule used (``sample_match``: the walk of a deterministic top-k tree; ``kseq_bv`` and
+        ``nested``: :func:`otspec.verifiers.tree_deployable.expected_accepted_given_tree`).
 
     Returns
     -------
     dict of str to float
-        ``expected`` and ``exp_<rule>`` (``kseq`` and ``rrs`` for i.i.d. sequences, ``rrs_wor``
-        for sequences without replacement, ``sample_match`` alone for a deterministic tree).
+        ``expected`` and ``exp_<rule>`` (``kseq`` and ``rrs`` for i.i.d. sequences, plus the rule
+        used when it is ``kseq_bv`` or ``nested``; ``rrs_wor`` for sequences without replacement,
+        ``sample_match`` alone for a deterministic tree).
     """
     if rule == "sample_match":  # a deterministic tree: the walk's exact value, its optimum for these drafts
         from otspec.verifiers.sample_match import expected_accepted_given_paths
@@ -233,5 +235,9 @@ def tree_theory(P: np.ndarray, Q: np.ndarray, X: np.ndarray, rule: str) -> dict:
         return {"exp_sample_match": value, "expected": value}
     rules = ("rrs_wor",) if rule == "rrs_wor" else ("kseq", "rrs")
     out = {f"exp_{r}": tree_expected(P, Q, X, r) for r in rules}
+    if rule in ("kseq_bv", "nested"):  # select-then-BV rules: the selection law's closed form
+        from otspec.verifiers.tree_deployable import expected_accepted_given_tree
+
+        out[f"exp_{rule}"] = expected_accepted_given_tree(X, P, Q, rule=rule)
     out["expected"] = out[f"exp_{rule}"]
     return out

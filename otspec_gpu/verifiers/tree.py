@@ -20,6 +20,10 @@ code as the single-step twins; with one alive draft each is token verification):
   tokens drawn without replacement, each sequence then continued as its own chain, so below the
   root every node has one alive draft.
 
+:func:`sample` also runs ``"kseq_bv"``, K-SEQ's BV boost (:mod:`otspec_gpu.verifiers.tree_boost`:
+K-SEQ's accepted prefix, a uniform sequence through it, block verification with the selection
+law's conditionals); its rows are not shared (``p.shape[0] == B``).
+
 :func:`draft_sequences` draws sequences with exactly the law each rule assumes.
 
 Shapes (``B`` rows, ``k`` sequences, length ``gamma``, vocabulary ``V``)::
@@ -349,6 +353,10 @@ def sample(
     >>> out.accepted.tolist()
     [2, 2, 2]
     """
+    if rule == "kseq_bv":  # select-then-BV: K-SEQ's accepted prefix, then block verification (its own module)
+        from otspec_gpu.verifiers import tree_boost
+
+        return tree_boost.sample(p, q, drafts, rule=rule, generator=generator, validate=validate)
     p, q, drafts, ver = _check(p, q, drafts, rule, validate)
     if rule in MASKED and not host_shortcuts(p):  # CUDA: the masked walk, no host synchronisation
         return step(p, q, drafts, *uniforms(p, q, drafts, generator), rule=rule)
