@@ -82,7 +82,7 @@ import json, sys, time
 import numpy as np, otspec
 from otspec.synthetic import synthetic_pair
 from otspec.cli.bound import DEFAULT_LAWS, _make_law
-V, k = int(sys.argv[1]), int(sys.argv[2])
+V, k, skip = int(sys.argv[1]), int(sys.argv[2]), set(sys.argv[3:])
 p, q = synthetic_pair(V, seed=0)
 rows = []
 for name in DEFAULT_LAWS:
@@ -90,6 +90,9 @@ for name in DEFAULT_LAWS:
     opt = otspec.optimal_acceptance(p, law)
     for v in otspec.verifiers.ALL:
         if not v.applies_to(law):
+            continue
+        if v.name in skip:
+            rows.append({"law": name, "verifier": v.name, "how": "skipped (--skip)", "seconds": float("nan")})
             continue
         t = time.perf_counter()
         bracket = getattr(v, "certified_bracket", lambda p, law: None)(p, law)
@@ -149,24 +152,44 @@ def _child(code: str, args: list[str], plain: bool) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _command(args: list[str], plain: bool, repeats: int) -> dict:
-    code = _HIDE + "from otspec.cli import main; sys.exit(main(sys.argv[1:]))"
+#: ``--skip``: the command's child drops these verifiers from the registry before ``main`` runs
+#: (``otspec.verifiers.ALL`` and the report's copy of it), so the command's rows are all but them.
+_SKIP_CODE = """
+import otspec.report, otspec.verifiers
+_skip = set({skip!r})
+otspec.verifiers.ALL = otspec.report.ALL = tuple(v for v in otspec.verifiers.ALL if v.name not in _skip)
+"""
+
+
+def _run(argv: list[str], timeout: float):
+    """One run of the command: ``(seconds, failure or None)``; a run past ``timeout`` is stopped."""
+    t0 = time.perf_counter()
+    try:
+        run = subprocess.run(argv, capture_output=True, text=True, cwd=_TREE["cwd"], timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - t0, {"returncode": None, "stderr_tail": f"stopped after the {timeout:g} s timeout"}
+    dt = time.perf_counter() - t0
+    if run.returncode != 0:  # a result too: recorded with the end of its stderr
+        return dt, {"returncode": run.returncode, "stderr_tail": run.stderr[-2000:]}
+    return dt, None
+
+
+def _command(args: list[str], plain: bool, repeats: int, timeout: float, skip: tuple = ()) -> dict:
+    code = (_HIDE if plain else "import sys\n") + (_SKIP_CODE.format(skip=sorted(skip)) if skip else "")
+    code += "from otspec.cli import main; sys.exit(main(sys.argv[1:]))"
     times, failures = [], []
     first = None
     if not plain:  # the first run in a fresh tree compiles numba's kernels into its cache: timed apart
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "otspec", *args], capture_output=True, text=True, cwd=_TREE["cwd"])
-        first = time.perf_counter() - t0
+        first, _ = _run([sys.executable, "-c", code, *args], timeout)
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        argv = [sys.executable, "-c", code, *args] if plain else [sys.executable, "-m", "otspec", *args]
-        run = subprocess.run(argv, capture_output=True, text=True, cwd=_TREE["cwd"])
-        times.append(time.perf_counter() - t0)
-        if run.returncode != 0:  # a result too: recorded with the end of its stderr
-            failures.append({"returncode": run.returncode, "stderr_tail": run.stderr[-2000:]})
+        dt, failure = _run([sys.executable, "-c", code, *args], timeout)
+        times.append(dt)
+        if failure:
+            failures.append(failure)
     return {
         "command": "otspec " + " ".join(args),
         "plain": plain,
+        "skipped_verifiers": sorted(skip),
         "seconds": sorted(times)[len(times) // 2],
         "all_seconds": times,
         "failures": failures,
@@ -181,6 +204,14 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--repeats", type=int, default=3, help="runs of the whole command per install (median)")
     ap.add_argument("--quick", action="store_true", help="V = 5000 (smoke test)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds after which a run of the command is stopped (recorded)")
+    ap.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        metavar="VERIFIER",
+        help="also time the command without these verifiers' rows, and leave them out of the row-by-row timing",
+    )
     args = ap.parse_args()
     V, k = (5000, 8) if args.quick else (262144, 8)
     _TREE["cwd"] = _extract_head()
@@ -189,11 +220,15 @@ def main() -> None:
     timing, commands, rows, luce = {}, [], {}, {}
     for plain in (True, False):
         tag = "plain (numba hidden)" if plain else "with numba"
-        commands.append(_command(["bound", "-V", str(V), "-k", str(k), "--verifiers", "--json"], plain, args.repeats))
+        cmd = ["bound", "-V", str(V), "-k", str(k), "--verifiers", "--json"]
+        commands.append(_command(cmd, plain, args.repeats, args.timeout))
         print(commands[-1], flush=True)
+        if args.skip:
+            commands.append(_command(cmd, plain, args.repeats, args.timeout, tuple(args.skip)))
+            print(commands[-1], flush=True)
         timing[tag] = _child(_TIMING_CHILD, [str(V), str(k), str(args.samples)], plain)
         print(tag, timing[tag], flush=True)
-        rows[tag] = _child(_ROWS_CHILD, [str(V), str(k)], plain)
+        rows[tag] = _child(_ROWS_CHILD, [str(V), str(k), *args.skip], plain)
         luce[tag] = _child(_LUCE_CHILD, ["100", "3"], plain)
         print(tag, luce[tag], flush=True)
     load1 = os.getloadavg()
@@ -220,20 +255,24 @@ def main() -> None:
         (
             c["command"],
             "plain (numba hidden)" if c["plain"] else "with numba",
+            ", ".join(c["skipped_verifiers"]) or "-",
             f"{c['seconds']:.2f}",
             "-" if c["first_run_seconds"] is None else f"{c['first_run_seconds']:.2f}",
-            len(c["failures"]) or "-",
+            "; ".join(f["stderr_tail"].splitlines()[-1] if f["stderr_tail"] else str(f["returncode"]) for f in c["failures"]) or "-",
         )
         for c in commands
     ]
     slow = []
     for tag, r in rows.items():
-        for x in sorted(r["rows"], key=lambda x: -x["seconds"])[:6]:
+        timed = [x for x in r["rows"] if x["seconds"] == x["seconds"]]
+        slow.append((tag, "all laws", "every timed row", "sum", f"{sum(x['seconds'] for x in timed):.2f}"))
+        for x in sorted(timed, key=lambda x: -x["seconds"])[:6]:
             slow.append((tag, x["law"], x["verifier"], x["how"], f"{x['seconds']:.2f}"))
     luce_rows = [(tag, f"{x['seconds']:.3f}", ", ".join(x["warned"]) or "-") for tag, x in luce.items()]
     tables = {
         f"otspec bound at V = {V}, k = {k}: whole command in a fresh process (median of {args.repeats}; target <= 5 s plain)": markdown_table(
-            ["command", "install", "seconds", "first run (numba compiles its cache)", "failed runs"], cmd_rows
+            ["command", "install", "verifiers left out", "seconds", "first run (numba compiles its cache)", "failed or stopped runs"],
+            cmd_rows,
         ),
         "The slowest verifier rows behind it (acceptance call, seconds)": markdown_table(["install", "law", "verifier", "how", "s"], slow),
         f"Same-run ratios (wall / CPU, medians of {args.samples} interleaved rounds) to three floors": markdown_table(

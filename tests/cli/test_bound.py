@@ -257,3 +257,26 @@ def test_verifiers_table_has_the_lossy_rules_costs(capsys):
     main(["bound", "--vocab", "30", "--drafts", "1", "--seed", "2", "--law", "iid", "--verifiers"])
     text = capsys.readouterr().out
     assert "TV to p" in text and "efficiency" in text
+
+
+def test_lossy_cost_never_builds_a_kernel_larger_than_acceptance_does():
+    """Regression: the TV column summed V x V kernels at k = 1 (0.5 s per lossy rule at V = 5 000):
+    rules without a closed-form output law get no TV above the kernel size acceptance uses."""
+    from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES
+    from otspec.cli.bound import _lossy_cost
+    from otspec.report import ComparisonRow
+    from otspec.verifiers import typical
+
+    def row(name, law):
+        return ComparisonRow(name, 0.5, "closed_form", 0.5, 0.5, 0.6, 0.1, 83.3, False)
+
+    p, q = synthetic_pair(300, seed=1)
+    law = otspec.iid(q, 2)
+    assert law.num_tuples() * law.V > KERNEL_AUTO_MAX_ENTRIES
+    assert _lossy_cost(p, law, row("lossy_optimal", law)) is None  # no closed form: would enumerate 9e4 x 300
+    assert _lossy_cost(p, law, row("typical", law)) is None  # typical's output law is closed-form at k = 1 only
+    p, q = synthetic_pair(5000, seed=1)
+    one = otspec.iid(q, 1)
+    assert one.num_tuples() * one.V > KERNEL_AUTO_MAX_ENTRIES
+    tv, eff = _lossy_cost(p, one, row("typical", one))  # a closed-form output law keeps its TV
+    assert tv == typical.tv_to_target(p, one) > 0.0 and eff == pytest.approx(-0.1 / tv)
