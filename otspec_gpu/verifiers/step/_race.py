@@ -83,7 +83,7 @@ def race_tables(p: torch.Tensor, q: torch.Tensor) -> RaceTables:
     RaceTables
     """
     p64, q64 = p.double(), q.double()
-    inf = torch.tensor(float("inf"), dtype=torch.float64, device=p.device)
+    inf = float("inf")
     pos = p64 > 0
     s = torch.where(pos, q64 / torch.where(pos, p64, 1.0), inf)  # [R, V]
     s_sorted, order = torch.sort(s, dim=1, stable=True)
