@@ -42,7 +42,7 @@ from _output import ci, experiment, markdown_table, save_figure  # noqa: E402
 
 import otspec  # noqa: E402
 from otspec import models  # noqa: E402
-from otspec.errors import ProblemTooLargeError  # noqa: E402
+from otspec.errors import ProblemTooLargeError, UnsupportedMethodError  # noqa: E402
 from otspec.stats import clustered_difference, clustered_mean  # noqa: E402
 from otspec.theory import tree_expected  # noqa: E402
 from otspec.verifiers import block, gls, gumbel, kseq, rrs, token_chain, traversal  # noqa: E402
@@ -89,7 +89,7 @@ def single_row(p: np.ndarray, q: np.ndarray, gen, draws: int) -> dict:
     }
     try:  # exact where the draft tuples can be enumerated (the tiny models of --quick)
         row["gls_exact"] = gls.acceptance(p, law2, method="closed_form").value
-    except ProblemTooLargeError:
+    except (ProblemTooLargeError, UnsupportedMethodError):  # no enumeration at a real vocabulary
         row["gls_exact"] = math.nan
     pt, qt = torch.as_tensor(p)[None], torch.as_tensor(q)[None]
     for name, k in (("gumbel", 1), ("gls", 2)):
