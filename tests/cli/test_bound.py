@@ -226,7 +226,8 @@ def test_optimal_wor_row_is_its_certified_bracket_unless_fitted(capsys):
     assert row["ci_low"] == 0.0 and opt.value - opt.error_bound <= row["ci_high"] <= opt.value + 2 * opt.error_bound + EXACT_ATOL
     assert not optimal_wor._cached(p, law), "the bracket must not run the weight fit"
     wi = {r["name"]: r for r in _strict_loads(_json_of(base, capsys))["verifiers"]["without_replacement"]}["wor_iid"]
-    assert wi["how"] == "bracket" and wi["ci_low"] == otspec.optimal_acceptance(p, otspec.iid(q, k)).value  # no sampling
+    opt_iid = otspec.optimal_acceptance(p, otspec.iid(q, k))
+    assert wi["how"] == "bracket" and wi["ci_low"] == opt_iid.value - opt_iid.error_bound  # no sampling
     assert main(["bound", "--vocab", str(V), "--drafts", str(k), "--seed", "2", "--law", "without_replacement", "--verifiers"]) == 0
     assert "certified interval, not fitted" in " ".join(capsys.readouterr().out.split())
     assert main([*base, "--fit-wor"]) == 0

@@ -37,7 +37,7 @@ import numpy as np
 from otspec._docs import fill_doc
 from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES, SAMPLE_CHUNK_ENTRIES
 from otspec.bounds.multidraft import optimal_acceptance
-from otspec.laws import DraftLaw
+from otspec.laws import DraftLaw, iid
 from otspec.sampling import spawn_streams
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.kernel import AcceptanceEstimate
@@ -254,10 +254,10 @@ class WorIIDVerifier(Verifier):
         enough for the exact kernel.
 
         The kept selections alone accept :math:`\alpha^*_{iid}` (:meth:`certified_lower_bound`) and
-        no lossless verifier of drafts without replacement accepts more than :math:`\alpha^*_{WOR}`
-        (the prefix scan), so the acceptance lies in
-        :math:`[\alpha^*_{iid}, \alpha^*_{WOR} + \epsilon]` with :math:`\epsilon` the scan's error
-        bound. Both ends cost a scan; the Monte Carlo estimate needs the selection tree.
+        no lossless verifier of drafts without replacement accepts more than :math:`\alpha^*_{WOR}`,
+        so the acceptance lies in :math:`[\alpha^*_{iid} - \epsilon_{iid}, \alpha^*_{WOR} +
+        \epsilon_{WOR}]`, both ends from the prefix scans with their error bounds (no selection
+        state, no compiled kernel); the Monte Carlo estimate needs the selection tree.
         ``otspec bound --verifiers`` prints this interval unless ``--fit-wor`` is given.
 
         Parameters
@@ -276,8 +276,9 @@ class WorIIDVerifier(Verifier):
         p = self._check(p, law)
         if law.num_tuples() * law.V <= KERNEL_AUTO_MAX_ENTRIES:
             return None
-        opt = optimal_acceptance(p, law, method="prefix")
-        return float(self._state(p, law).alpha), min(1.0, float(opt.value + opt.error_bound))
+        low = optimal_acceptance(p, iid(law.q, law.k), method="prefix")
+        high = optimal_acceptance(p, law, method="prefix")
+        return max(0.0, float(low.value - low.error_bound)), min(1.0, float(high.value + high.error_bound))
 
     def _state(self, p: np.ndarray, law: DraftLaw) -> OptimalIIDState:
         return law.cached("wor_iid.state", p, lambda: prepare(p, np.asarray(law.q, dtype=np.float64), law.k))
