@@ -296,17 +296,14 @@ class ExploredTree:
             res[i] = (pr, qr)
             sb[i] = self.ms[i] * float(qr.sum())
             rho[i] = float(pr.sum())
-            hc = coverage(self.ms[i] * qr, self.k)
-            cap1[i] = float(hc.sum())
-            keep = pr > 0
-            w = hc[keep] / pr[keep]  # F_v has a kink where W p_c = h_c
-            order = np.argsort(w)
-            fv[i] = (w[order], np.concatenate([[0.0], np.cumsum(pr[keep][order])]), np.concatenate([[0.0], np.cumsum(hc[keep][order])]))
-        out = {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv, "res": res}
-        if 0 in fv:  # the root's W is 1: its first unexplored depth is at most F_root(1), a constant
-            a, b = _tangent(fv[0], 1.0)
-            out["cap1"][0] = min(cap1[0], a + b)
-        return out
+            if i == 0:  # the root's W is 1: its first unexplored depth adds at most F_root(1), a constant
+                cap1[0] = float(np.minimum(pr, coverage(qr, self.k)).sum())
+                continue
+            # h(m) <= min(k m, 1): a cheaper, still valid, child cap (tail tokens have h(m) ~ k m anyway)
+            hb = np.minimum(self.k * self.ms[i] * qr, 1.0)
+            cap1[i] = float(hb.sum())
+            fv[i] = _tangents(pr, hb, min(self.mb[i], float(coverage(self.ms[i], self.k))) * _TANGENT_GRID)
+        return {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv, "res": res}
 
 
 #: Where F_v's tangents are taken, as fractions of the largest W(v): a few lines bound the concave
@@ -314,11 +311,21 @@ class ExploredTree:
 _TANGENT_GRID = np.array([1.0, 0.7, 0.5, 0.35, 0.25, 0.15, 0.1, 0.05, 0.02, 0.005])
 
 
-def _tangent(f: tuple, W: float) -> tuple[float, float]:
-    r"""Slope and intercept of a tangent of :math:`F_v(W) = \sum_c \min(W p_c, h_c)` at ``W`` (an upper line: F is concave)."""
-    w, cum_p, cum_h = f
-    j = int(np.searchsorted(w, W, side="right"))  # kinks at or below W: those children are capped at h_c
-    return float(cum_p[-1] - cum_p[j]), float(cum_h[j])
+def _tangents(p: np.ndarray, hb: np.ndarray, grid: np.ndarray) -> list:
+    r"""Tangent lines ``(a, b)`` of :math:`F(W) = \sum_c \min(W p_c, h_c)` at each ``W`` of ``grid``.
+
+    At :math:`W`, the children with kink :math:`h_c / p_c \le W` are capped: :math:`a = \sum` of
+    the others' :math:`p_c`, :math:`b = \sum` of the capped :math:`h_c`; :math:`F \le aW' + b` for every
+    :math:`W'` (F is concave). One binning pass over the children, no sort.
+    """
+    keep = p > 0
+    w = hb[keep] / p[keep]
+    G = np.sort(grid)
+    j = np.searchsorted(G, w, side="left")  # capped at G[i] iff i >= j
+    cap_h = np.cumsum(np.bincount(j, weights=hb[keep], minlength=G.size + 1))[: G.size]
+    cap_p = np.cumsum(np.bincount(j, weights=p[keep], minlength=G.size + 1))[: G.size]
+    total = float(p[keep].sum())
+    return [(total - float(a), float(b)) for a, b in zip(cap_p, cap_h, strict=True)]
 
 
 class _BucketLP:
@@ -419,7 +426,7 @@ class _BucketLP:
         for j, i in enumerate(z1_nodes.tolist()):
             if i == 0 or i not in arr["fv"]:
                 continue
-            for a, b in (_tangent(arr["fv"][i], float(W)) for W in upper[i - 1] * _TANGENT_GRID):
+            for a, b in arr["fv"][i]:
                 r += [row, row]
                 c += [self.z10 + j, i - 1]
                 v += [1.0, -a]
