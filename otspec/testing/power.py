@@ -229,7 +229,7 @@ def power_statement(delta: float, alpha: float, beta: float, n: int | None = Non
     n : int, optional
         Draws per problem (``None``: an exact check, no sampling).
     budget : float
-        The declared TV budget :math:`\varepsilon` the check allows (0: lossless).
+        The declared TV budget the check allows (0: lossless).
 
     Returns
     -------
