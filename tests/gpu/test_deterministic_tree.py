@@ -121,3 +121,16 @@ def test_cli_draft_tree_flags(capsys):
     assert main([*base, "--draft-tree", "topk", "--branching", "2,1", "--json"]) == 0
     out = capsys.readouterr().out
     assert len(json.loads(out)["tokens"][0]) == 3 and "sample_match" in out
+
+
+def test_walk_step_traces_whole_without_host_sync():
+    """``torch.compile(fullgraph=True)`` refuses a graph break (a ``.item()``, ``bool(tensor)``, ...)."""
+    g = torch.Generator().manual_seed(3)
+    p = torch.rand(5, 3, 3, 4, dtype=torch.float64, generator=g)
+    p = p / p.sum(-1, keepdim=True)
+    drafts = torch.randint(0, 4, (5, 3, 2), generator=g)
+    u = torch.rand(5, 3, dtype=torch.float64, generator=g)
+    eager = walk_step(p, drafts, u)
+    traced = torch.compile(walk_step, fullgraph=True, backend="eager")(p, drafts, u)
+    for a, b in zip(eager, traced, strict=True):
+        assert torch.equal(a, b)
