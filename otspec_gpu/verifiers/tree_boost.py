@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from otspec.errors import InvalidDraftsError, ShapeMismatchError
+from otspec.errors import InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 from otspec_gpu._validation import check_rows, check_same_device, check_tensor_types
 from otspec_gpu.verifiers.base import StepOutput
 from otspec_gpu.verifiers.chain import block_sample
@@ -205,6 +205,8 @@ def sample(
 
     Raises
     ------
+    UnsupportedMethodError
+        If ``rule`` is not ``"kseq_bv"``.
     ShapeMismatchError, InvalidDraftsError, InvalidDistributionError
         With ``validate``, for malformed inputs.
 
@@ -217,8 +219,6 @@ def sample(
     [2, 2]
     """
     if rule not in RULES:
-        from otspec.errors import UnsupportedMethodError
-
         raise UnsupportedMethodError(f"rule must be one of {RULES} (got {rule!r})")
     p, q, drafts = _check(p, q, drafts, validate)
     B, k, g = drafts.shape
