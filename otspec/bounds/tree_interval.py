@@ -638,6 +638,15 @@ def _solve(tree: ExploredTree) -> tuple:
     upper = lp.dual_bound(y) + ROUNDING_PER_TERM * nnz * (tree.gamma + 1)
     law, member = _realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)
     lower = _lower(tree, arr, law)
+    if lp.zd_nodes.size:  # a second law for the lower bound: the same LP without the unknown deeper depths
+        h.changeColsCost(lp.zd_nodes.size, np.arange(lp.zd0, lp.zd0 + lp.zd_nodes.size, dtype=np.int32), np.zeros(lp.zd_nodes.size))
+        h.run()
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            x2 = np.asarray(h.getSolution().col_value, dtype=np.float64)
+            law2, member2 = _realise(x2[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)
+            lower2 = _lower(tree, arr, law2)
+            if lower2 > lower:
+                law, member, lower = law2, member2, lower2
     terms = np.zeros(lp.n)
     terms[lp.z1_nodes] += np.maximum(x[lp.z10 : lp.zd0], 0.0)
     terms[lp.zd_nodes] += np.maximum(x[lp.zd0 :], 0.0) * (arr["lev"][lp.zd_nodes] - 1)
