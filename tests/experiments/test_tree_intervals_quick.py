@@ -1,0 +1,21 @@
+"""experiments/tree_intervals.py runs in --quick mode (tiny models, V = 6) and writes JSON + markdown + PNG.
+
+The numbers of a --quick run are not results; the check is exact per context: full exploration
+(K = V, gamma levels) closes the interval on the context's T*, and every interval of that context
+(0 and 1 expansion levels, K = 4) holds it.
+"""
+
+import pytest
+
+from tests.experiments.test_experiments_quick import run
+
+pytest.importorskip("matplotlib", reason="install the [plots] extra")
+
+
+def test_tree_intervals_quick(tmp_path):
+    d = run("tree_intervals.py", tmp_path)
+    assert d["quick"] and d["levels"] == [0, 1] and len(d["rows"]) == 2 * 2 * 2  # 2 prompts x 2 contexts x 2 levels
+    for r in d["rows"]:
+        assert r["exact_upper"] - r["exact_lower"] < 1e-7
+        assert r["lower"] <= r["exact_upper"] + 1e-9 and r["exact_lower"] <= r["upper"] + 1e-9
+    assert {s["levels"] for s in d["summary"]} == {0, 1} and all(s["n"] == 4 for s in d["summary"])
