@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from otspec._tolerances import GR_SELECTION_L1_TOL
+from otspec._tolerances import FLOAT64_ATOL, GR_SELECTION_L1_TOL, KERNEL_AUTO_MAX_ENTRIES
 from otspec.errors import InvalidOptionError, UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.sampling import spawn_streams
@@ -488,6 +488,37 @@ class GlobalResolutionVerifier(Verifier):
 
     def _prepare(self, p, law):
         self._fit(p, law)
+
+    def certified_bracket(self, p: Any, law: DraftLaw) -> tuple[float, float] | None:
+        r"""A certified interval for the acceptance without the fit, or None when the law is small.
+
+        Where the kernel is too large to build, the acceptance needs the fit (seconds to minutes
+        above V ~ 10 000) and Monte Carlo; without them what is certified is
+        :math:`[0, \alpha^*]` (no lossless verifier of i.i.d. drafts accepts more; closed form,
+        O(V log V)). :func:`otspec.report.compare` shows this interval unless asked to fit.
+
+        Parameters
+        ----------
+        p : array_like, shape (V,)
+            Target distribution.
+        law : DraftLaw
+            i.i.d. drafts.
+
+        Returns
+        -------
+        tuple of float, or None
+            ``(low, high)`` with ``low <= acceptance <= high``; None if the kernel is affordable.
+
+        Raises
+        ------
+        UnsupportedMethodError
+            If the law is not i.i.d.
+        """
+        p = self._check(p, law)
+        if law.num_tuples() * law.V <= KERNEL_AUTO_MAX_ENTRIES:
+            return None
+        q = _iid_q(law)[0]
+        return 0.0, min(1.0, float(solve_selection(p, q, law.k).alpha) + FLOAT64_ATOL)
 
     def _rows(self, p, law, tuples):
         return kernel_rows(p, self._fit(p, law), tuples)

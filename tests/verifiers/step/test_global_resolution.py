@@ -115,3 +115,15 @@ def test_sampler_follows_the_exact_kernel():
         global_resolution, p, otspec.iid(q, 2), n=200_000, false_alarm=1e-6, tv=0.03, rng=np.random.default_rng(2511), per_tuple=False
     )
     assert chk.power >= 0.99, chk
+
+
+def test_certified_bracket_without_the_fit():
+    """Small laws: None (the kernel is cheap); large laws: [0, alpha*] from the closed form, equal
+    to optimal_acceptance's value, without running the convex program."""
+    from otspec.synthetic import synthetic_pair
+
+    assert global_resolution.certified_bracket([0.5, 0.5], otspec.iid([0.5, 0.5], 2)) is None
+    p, q = synthetic_pair(4096, seed=1)
+    law = otspec.iid(q, 2)
+    lo, hi = global_resolution.certified_bracket(p, law)
+    assert lo == 0.0 and abs(hi - otspec.optimal_acceptance(p, law).value) <= 2e-12
