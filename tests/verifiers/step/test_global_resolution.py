@@ -45,9 +45,9 @@ def test_lossless_for_any_fit_on_120_random_cases():
     assert worst_r <= 1e-13
 
 
-def test_acceptance_within_tolerance_of_the_exact_optimum_on_40_cases():
+def test_acceptance_within_tolerance_of_the_exact_optimum_on_20_cases():
     rng = np.random.default_rng(7)
-    for _ in range(40):
+    for _ in range(20):
         V, k = int(rng.integers(2, 7)), int(rng.integers(1, 5))
         p, q = _pair(rng, V)
         g = fit(p, q, k)
@@ -105,14 +105,14 @@ def test_bad_tolerance(tol):
 
 def test_sampler_follows_the_exact_kernel():
     """Chi-square of ``sample_batch`` against the exact kernel on the joint law of (draft tuple,
-    output): N = 200 000 draws, fixed seed, false-alarm rate 1e-6; power >= 0.99 against any
-    sampler at TV >= 0.03 from the kernel (``otspec.testing.assert_sampler_matches``). Cells of
+    output): N = 100 000 draws, fixed seed, false-alarm rate 1e-6; power >= 0.99 against any
+    sampler at TV >= 0.04 from the kernel (``otspec.testing.assert_sampler_matches``). Cells of
     expected count below 5 (outputs the near-optimal residual almost never reaches) are pooled."""
     from otspec.testing import assert_sampler_matches
 
     p, q = np.array([0.1, 0.4, 0.2, 0.3]), np.array([0.3, 0.1, 0.4, 0.2])
     chk = assert_sampler_matches(
-        global_resolution, p, otspec.iid(q, 2), n=200_000, false_alarm=1e-6, tv=0.03, rng=np.random.default_rng(2511), per_tuple=False
+        global_resolution, p, otspec.iid(q, 2), n=100_000, false_alarm=1e-6, tv=0.04, rng=np.random.default_rng(2511), per_tuple=False
     )
     assert chk.power >= 0.99, chk
 
