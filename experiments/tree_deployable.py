@@ -151,7 +151,32 @@ def run(args) -> dict:
     }
 
 
+def _figure(payload: dict, out: str) -> None:
+    """Each rule's paired difference to K-SEQ per cell, with its 95% interval over prompts."""
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in payload["rows"] if r["rule"] != "kseq"]
+    fig, ax = plt.subplots(figsize=(8, 3.8), layout="constrained")
+    colours = {"rrs": "C1", "kseq_bv": "C0", "nested": "C2"}
+    for rule, colour in colours.items():
+        idx = [i for i, r in enumerate(rows) if r["rule"] == rule]
+        if not idx:
+            continue
+        d = np.array([rows[i]["minus_kseq"] for i in idx])
+        lo = np.array([rows[i]["minus_kseq_low"] for i in idx], float)
+        hi = np.array([rows[i]["minus_kseq_high"] for i in idx], float)
+        ax.errorbar(idx, d, yerr=np.nan_to_num(np.stack([d - lo, hi - d])), fmt="o", color=colour, capsize=3, label=rule)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(rows)), [f"{r['draft'].replace('smollm2-', '')}\nk={r['k']} g={r['gamma']}" for r in rows], fontsize="x-small")
+    ax.set_ylabel("E[tau] minus K-SEQ (same trees)")
+    ax.set_title(f"deployable tree verifiers on {payload['target']} trees, 95% CI over prompts", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    _output.save_figure(fig, out, NAME)
+
+
 def report(payload, args):
+    _figure(payload, args.out)
     table = _output.markdown_table(
         ["draft", "k", "gamma", "rule", "trees", "E[tau] (95% CI)", "minus K-SEQ (95% CI)", "trees above / below K-SEQ", "ms per tree"],
         [
