@@ -32,6 +32,7 @@ DEFAULTS = dict(
 )
 
 
+# long-function: one add_argument per option of the command (the option list is the function)
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``corpus`` subcommand to the ``otspec`` parser.
 
