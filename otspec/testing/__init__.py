@@ -11,6 +11,8 @@ Public checks, usable from pytest, a notebook or the ``otspec audit`` command:
   transport bound :func:`otspec.optimal_acceptance`; :func:`assert_acceptance_matches_kernel` --
   a verifier's own acceptance (closed form, Monte Carlo) against its kernel;
 * :func:`assert_chain_lossless` / :func:`assert_chain_within_optimum` -- chain (block) verifiers;
+* :func:`assert_within_tv_budget` -- a lossy rule within its declared TV budget of the target, and
+  its acceptance on or below the lossy frontier :math:`\min(1, \alpha^* + \varepsilon)`;
 * :func:`audit` -- the whole battery with the smallest counterexample of every failed property;
 * :mod:`otspec.testing.strategies` -- hypothesis strategies for distributions and draft laws
   (imported on first use: ``import otspec.testing`` does not need hypothesis).
@@ -22,8 +24,8 @@ A verifier may be a conditional law ``pi(p, q, drafts) -> (V,)``, a sampler
 The rest lives in submodules, one idea each: :mod:`~otspec.testing.forms` and
 :mod:`~otspec.testing.chain_forms` (the adapter classes), :mod:`~otspec.testing.adapters`
 (detection and loading), :mod:`~otspec.testing.exact`, :mod:`~otspec.testing.samplers`,
-:mod:`~otspec.testing.optimum` and :mod:`~otspec.testing.chain_asserts` (the assertions and the
-result types they return), :mod:`~otspec.testing.results` (the audit report).
+:mod:`~otspec.testing.optimum`, :mod:`~otspec.testing.budget` and :mod:`~otspec.testing.chain_asserts`
+(the assertions and the result types they return), :mod:`~otspec.testing.results` (the audit report).
 
 Examples
 --------
