@@ -24,7 +24,7 @@ from otspec import models  # noqa: E402
 from otspec.verifiers import traversal, tree  # noqa: E402
 
 #: Rules compared with the i.i.d. optimum, then with the optimum of first tokens without replacement.
-IID_RULES = ("kseq", "kseq_bv", "rrs", "rrs_bv", "traversal", "optimal")
+IID_RULES = ("kseq", "kseq_bv", "rrs", "rrs_bv", "traversal", "selj_bv", "nested", "optimal")
 WOR_RULES = ("rrs_wor", "rrs_wor_bv", "traversal_wor")
 #: Rules of :mod:`otspec.verifiers.traversal` (Traversal Verification), by whether drafts repeat.
 TRAVERSAL = {"traversal": True, "traversal_wor": False}
