@@ -22,7 +22,7 @@ def test_tree_gaps_quick(tmp_path):
     d = json.loads((tmp_path / "tree_gaps.json").read_text())
     assert d["quick"] is True and len(d["cases"]) == 4
     for c in d["cases"]:
-        for rule in ("kseq", "kseq_bv", "rrs", "rrs_bv", "traversal", "optimal", "block_single_chain"):
+        for rule in ("kseq", "kseq_bv", "rrs", "rrs_bv", "traversal", "selj_bv", "nested", "optimal", "block_single_chain"):
             assert c[rule] <= c["T_star"] + TOL
         assert abs(c["optimal"] - c["T_star"]) <= TOL
         assert c["traversal"] >= c["rrs"] - TOL
