@@ -127,6 +127,9 @@ def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 
         False: a verifier whose acceptance needs a costly fit on this law (it has a
         ``certified_bracket`` that is not None: ``optimal_wor`` at scale) gets a row with
         ``how="bracket"``, NaN acceptance and the certified interval in ``ci_low, ci_high``.
+        A rule whose fit takes minutes at scale (``fit_in_compare = False``: Global Resolution,
+        an approximation of ``optimal_iid``, whose exact value is in the same table) gets its
+        bracket even when ``fit`` is True.
 
     Returns
     -------
@@ -155,10 +158,12 @@ def compare(p: Any, law: Any, *, optimum: float | None = None, n_samples: int = 
     for v in ALL:
         if not v.applies_to(law):
             continue
-        bracket = None if fit else getattr(v, "certified_bracket", lambda p, law: None)(p, law)
+        # a rule may ask to be bracketed even when fitting is on (its fit takes minutes at scale)
+        fits = fit and getattr(v, "fit_in_compare", True)
+        bracket = None if fits else getattr(v, "certified_bracket", lambda p, law: None)(p, law)
         if bracket is not None:  # the acceptance needs a fit (seconds to minutes): its certified interval
             lo, hi = bracket
-            why = "not fitted (the acceptance needs a weight fit); the interval is certified"
+            why = getattr(v, "bracket_reason", "not fitted (the acceptance needs a weight fit); the interval is certified")
             rows.append(ComparisonRow(v.name, math.nan, "bracket", lo, hi, optimum, math.nan, math.nan, v.lossless, why))
             continue
         try:
