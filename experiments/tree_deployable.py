@@ -156,18 +156,20 @@ def _figure(payload: dict, out: str) -> None:
     import matplotlib.pyplot as plt
 
     rows = [r for r in payload["rows"] if r["rule"] != "kseq"]
+    cells = list(dict.fromkeys((r["draft"], r["k"], r["gamma"]) for r in rows))
     fig, ax = plt.subplots(figsize=(8, 3.8), layout="constrained")
-    colours = {"rrs": "C1", "kseq_bv": "C0", "nested": "C2"}
-    for rule, colour in colours.items():
-        idx = [i for i, r in enumerate(rows) if r["rule"] == rule]
-        if not idx:
+    offsets = {"rrs": (-0.2, "C1"), "kseq_bv": (0.0, "C0"), "nested": (0.2, "C2")}
+    for rule, (off, colour) in offsets.items():
+        sel = [r for r in rows if r["rule"] == rule]
+        if not sel:
             continue
-        d = np.array([rows[i]["minus_kseq"] for i in idx])
-        lo = np.array([rows[i]["minus_kseq_low"] for i in idx], float)
-        hi = np.array([rows[i]["minus_kseq_high"] for i in idx], float)
-        ax.errorbar(idx, d, yerr=np.nan_to_num(np.stack([d - lo, hi - d])), fmt="o", color=colour, capsize=3, label=rule)
+        x = np.array([cells.index((r["draft"], r["k"], r["gamma"])) for r in sel]) + off
+        d = np.array([r["minus_kseq"] for r in sel])
+        lo = np.array([r["minus_kseq_low"] for r in sel], float)
+        hi = np.array([r["minus_kseq_high"] for r in sel], float)
+        ax.errorbar(x, d, yerr=np.nan_to_num(np.stack([d - lo, hi - d])), fmt="o", color=colour, capsize=3, label=rule)
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(rows)), [f"{r['draft'].replace('smollm2-', '')}\nk={r['k']} g={r['gamma']}" for r in rows], fontsize="x-small")
+    ax.set_xticks(range(len(cells)), [f"{d.replace('smollm2-', '')}\nk={k} g={g}" for d, k, g in cells], fontsize="small")
     ax.set_ylabel("E[tau] minus K-SEQ (same trees)")
     ax.set_title(f"deployable tree verifiers on {payload['target']} trees, 95% CI over prompts", fontsize="medium")
     ax.grid(True, alpha=0.3)
