@@ -144,14 +144,19 @@ def test_refuses_other_laws():
 
 
 def test_bound_cli_prints_the_certified_shortfall(capsys):
-    """``otspec bound --verifiers`` on a large WOR law: wor_iid's Monte Carlo row and, below the table,
-    its certified lower bound alpha*_iid and the shortfall bound alpha*_WOR - alpha*_iid."""
+    """``otspec bound --verifiers`` on a large WOR law: wor_iid's row is its certified interval
+    [alpha*_iid, alpha*_WOR]; with ``--fit-wor`` it is the Monte Carlo estimate and, below the
+    table, its certified lower bound alpha*_iid and the shortfall bound alpha*_WOR - alpha*_iid."""
     from otspec.cli import main
 
-    rc = main(["bound", "--vocab", "3000", "--drafts", "3", "--seed", "2", "--law", "without_replacement", "--verifiers"])
+    base = ["bound", "--vocab", "60", "--drafts", "4", "--seed", "2", "--law", "without_replacement", "--verifiers"]
+    assert main(base) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert rc == 0
-    assert "wor_iid" in out and "(certified), so its shortfall is <=" in out
+    assert "wor_iid: its acceptance at this V is a Monte Carlo estimate" in out
+    assert "(certified), so its shortfall is <=" not in out
+    assert main([*base, "--fit-wor"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "wor_iid: acceptance >= " in out and "(certified), so its shortfall is <=" in out
 
 
 def test_kernel_rows_do_not_depend_on_the_chunk_size(monkeypatch):
