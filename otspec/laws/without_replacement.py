@@ -140,8 +140,8 @@ class WithoutReplacementLaw(DraftLaw):
         # order). O(size * k * (k + log V)) instead of Gumbel-top-k's O(size * V) (2000
         # draws at V = 262 144 took ~100 s that way).
         n, k, q = int(size), self.k, self._q
-        cum = np.concatenate([[0.0], np.cumsum(q)])
-        positive = np.flatnonzero(q > 0)
+        # the O(V) tables once per law: Monte Carlo callers draw in many small batches
+        cum, ends = self.cached("sample.cumulative", None, lambda: _cumulative_and_support(q))
         out = np.empty((n, k), dtype=np.int64)
         taken = np.full((n, k), np.iinfo(np.int64).max, dtype=np.int64)  # ascending per row
         mass = np.zeros(n)
@@ -152,7 +152,7 @@ class WithoutReplacementLaw(DraftLaw):
                 for col in range(j):
                     e = taken[todo, col]
                     u = u + np.where(cum[e] <= u, q[e], 0.0)
-                x = np.clip(np.searchsorted(cum, u, side="right") - 1, positive[0], positive[-1])
+                x = np.clip(np.searchsorted(cum, u, side="right") - 1, ends[0], ends[1])
                 # rounding can land u on an edge of a taken or zero-probability interval: redraw
                 bad = (q[x] <= 0) | np.any(taken[todo, :j] == x[:, None], axis=1)
                 good = todo[~bad]
@@ -162,3 +162,10 @@ class WithoutReplacementLaw(DraftLaw):
             taken[:, j] = out[:, j]
             taken[:, : j + 1] = np.sort(taken[:, : j + 1], axis=1)
         return out
+
+
+def _cumulative_and_support(q: np.ndarray) -> tuple[np.ndarray, tuple[int, int]]:
+    """``(cum, (first, last))``: the cumulative q with a leading 0, and the first and last token
+    with q > 0 (the inverse-CDF draw's table, built once per law)."""
+    positive = np.flatnonzero(q > 0)
+    return np.concatenate([[0.0], np.cumsum(q)]), (int(positive[0]), int(positive[-1]))

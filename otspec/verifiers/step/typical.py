@@ -274,13 +274,18 @@ class TypicalVerifier(LossyVerifier):
         r""":math:`1 - Q(B^k) + \sum_{x \in B} r(x) D_x` (module docstring) for laws with a product
         form of :math:`Q(H^k)`: independent drafts and greedy drafts; ``None`` for other laws."""
         r = np.where(B, self._reject_law(p), 0.0)
+        on = np.flatnonzero(r > 0.0)
+        q = law.iid_q
+        if q is not None:  # i.i.d.: q(B)^k - (q(B) - q(x))^k, one vector (not k copies of q)
+            b = float(q @ B)
+            all_in = b**law.k
+            return 1.0 - all_in + float(r[on] @ (all_in - np.maximum(b - q[on], 0.0) ** law.k))
         qs = law.independent_qs
         if qs is not None:
             qs = np.asarray(qs, dtype=np.float64)  # (k, V)
             b = qs @ B  # q_j(B)
             all_in = float(np.prod(b))
             # D_x = prod_j q_j(B) - prod_j (q_j(B) - q_j(x)), only where r(x) > 0 (x in B)
-            on = np.flatnonzero(r > 0.0)
             rest = np.prod(np.maximum(b[:, None] - qs[:, on], 0.0), axis=0)
             return 1.0 - all_in + float(r[on] @ (all_in - rest))
         tr = law.top_and_rest
