@@ -2,11 +2,12 @@
 
 For one model pair and drafter, at each draft length ``gamma`` (a *configuration*):
 
-(a) **costs, measured apart** from decoding, before and after it (so that a drift of the machine
-    shows): the target forward over ``n = 1 .. gamma + 1`` new positions with a key/value cache
+(a) **costs, measured apart** from decoding, before every prompt and after the last (each
+    prompt's prediction uses the measurements right before and after it, so that a drifting load
+    hits prediction and measurement alike): the target forward over ``n = 1 .. gamma + 1`` new positions with a key/value cache
     holding a context as long as decoding's middle (the decoder's own cache object,
-    :class:`otspec_gpu.scoring.RowCache`, and its probability transform; median of ``--repeats``,
-    sizes interleaved), the cache crop after it, one token-verification step on those rows
+    :class:`otspec_gpu.scoring.RowCache`, and its probability transform; median of ``--repeats`` per
+    measurement, sizes interleaved), the cache crop after it, one token-verification step on those rows
     (:class:`otspec_gpu.verifying.VerifierStep`), and the draft's cost per drafted token (one cached
     draft forward, its transform and one draw; prompt lookup: one ``draft`` call of its drafter over
     ``gamma``);
@@ -355,8 +356,17 @@ def decode_one(target, source, ids: list[int], gamma: int, tokens: int, temperat
 # ---------------------------------------------------------------- (c) teacher-forced acceptance
 
 
-def teacher_forced_alpha(target, source, ids: list[int], generated: list[int], temperature: float) -> np.ndarray:
-    """Per-position single-draft acceptance along a generated text (module docstring, (c)): ``(N,)``."""
+def teacher_forced_alpha(target, source, ids: list[int], generated: list[int], temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""Per-position single-draft acceptance along a generated text ``y`` (module docstring, (c)), two ways, ``(N,)`` each.
+
+    * ``alpha``: the acceptance at each context, :math:`\sum_x \min(p_t, q_t)` (prompt lookup:
+      :math:`p_t(d_t)`), what a teacher-forced corpus gives;
+    * ``given_text``: the probability that :math:`y_t` was an accepted draft given that it was emitted,
+      :math:`\min(p_t(y_t), q_t(y_t)) / p_t(y_t)` (prompt lookup: :math:`1\{y_t = d_t\}`). Given the
+      text, token verification's acceptances are independent coins with these probabilities, so the
+      renewal model over them gives the expected rounds of this text exactly (for prompt lookup, up to
+      a draft that continues an earlier match instead of looking up again).
+    """
     import torch
 
     from otspec_gpu.processing import probs_from_logits
@@ -366,6 +376,8 @@ def teacher_forced_alpha(target, source, ids: list[int], generated: list[int], t
     device = next(target.model.parameters()).device
     L0, N = len(ids), len(generated)
     seq = torch.tensor([ids + generated[:-1]], device=device)  # position L0 - 1 + t predicts generated[t]
+    at = torch.arange(N, device=device)
+    y = torch.tensor(generated, device=device)
 
     def rows(lm):
         return probs_from_logits(forward(lm, seq)[0][0, L0 - 1 :], temperature=temperature, dtype=torch.float64)  # [N, V]
@@ -373,13 +385,36 @@ def teacher_forced_alpha(target, source, ids: list[int], generated: list[int], t
     p = rows(target)
     if isinstance(source, PromptLookup):
         ix, d = NgramIndex(ids, source.max_ngram), []
-        for y in generated:
+        for tok in generated:
             d.append(ix.propose(1)[0][0])
-            ix.extend([y])
-        alpha = p[torch.arange(N, device=device), torch.tensor(d, device=device)]
+            ix.extend([tok])
+        d = torch.tensor(d, device=device)
+        alpha, given = p[at, d], (d == y).double()
     else:
-        alpha = torch.minimum(p, rows(source)).sum(-1)
-    return alpha.clamp(0.0, 1.0).cpu().numpy()
+        q = incremental_rows(source, ids, generated, temperature, device)
+        alpha = torch.minimum(p, q).sum(-1)
+        py, qy = p[at, y], q[at, y]
+        given = torch.where(py > 0, torch.minimum(py, qy) / py.clamp_min(1e-300), torch.zeros_like(py))
+    return alpha.clamp(0.0, 1.0).cpu().numpy(), given.clamp(0.0, 1.0).cpu().numpy()
+
+
+def incremental_rows(lm, ids: list[int], generated: list[int], temperature: float, device):
+    """The draft's conditionals before each generated token, fed one token at a time with a cache as
+    decoding feeds it (``[N, V]``): a dynamically quantised draft scales its activations over the
+    tokens of one forward, so a whole-sequence forward would give a different q (TV up to 0.3 for
+    SmolLM2-int8)."""
+    import torch
+
+    from otspec_gpu.processing import probs_from_logits
+    from otspec_gpu.scoring import RowCache
+
+    rc = RowCache(lm, 1, device)
+    if len(ids) > 1:
+        rc.feed(torch.tensor([ids[:-1]], device=device), torch.ones((1, len(ids) - 1), dtype=torch.bool, device=device))
+    one = torch.ones((1, 1), dtype=torch.bool, device=device)
+    seq = ids + generated[:-1]
+    out = [rc.feed(torch.tensor([[tok]], device=device), one)[0, -1] for tok in seq[len(ids) - 1 :]]
+    return probs_from_logits(torch.stack(out), temperature=temperature, dtype=torch.float64)
 
 
 # ---------------------------------------------------------------- (c, d) prediction and its error
@@ -398,17 +433,19 @@ def cost_models(costs: dict, clock: str) -> dict:
     }
 
 
-def pooled_costs(before: dict, after: dict) -> dict:
-    """The mean of the medians measured before and after the decoding (a drift shows in their difference)."""
-    out = dict(before)
-    for key, v in before.items():
+def pooled_costs(slots: list[dict]) -> dict:
+    """The mean of the medians of several measurement slots (each a :func:`measure_costs` result)."""
+    out = dict(slots[0])
+    for key, v in slots[0].items():
         if key.endswith("_s") or key.endswith("_per_token"):
-            out[key] = [(a + b) / 2 for a, b in zip(v, after[key], strict=True)] if isinstance(v, list) else (v + after[key]) / 2
+            vals = [sl[key] for sl in slots]
+            out[key] = [float(np.mean(col)) for col in zip(*vals, strict=True)] if isinstance(v, list) else float(np.mean(vals))
     return out
 
 
 def predictions(rows: list[dict], costs: dict, gamma: int, clocks: tuple[str, ...], seed: int) -> dict:
-    """Predicted against measured tokens/s per (clock, cost model, acceptance source), with prompt-clustered intervals."""
+    """Predicted against measured tokens/s per (clock, cost model, acceptance source), with prompt-clustered
+    intervals; each prompt's round costs come from the measurements right before and after it (``row["costs"]``)."""
     from otspec.speedup import constant_acceptance_tokens, expected_rounds
     from otspec.stats import clustered_relative_change
 
@@ -416,13 +453,15 @@ def predictions(rows: list[dict], costs: dict, gamma: int, clocks: tuple[str, ..
     out = {}
     for clock in clocks:
         measured = np.array([r[f"{clock}_s"] for r in rows])
+        per_prompt = [cost_models(r["costs"], clock) for r in rows]
         for cname, cm in cost_models(costs, clock).items():
-            T = cm.round_seconds(gamma, 1)
-            for src in ("tf", "constant", "theory"):
-                if src in ("tf", "constant"):  # rounds to emit the text, from the teacher-forced acceptance
+            T = np.array([m[cname].round_seconds(gamma, 1) for m in per_prompt])  # seconds per round, per prompt
+            for src in ("tf", "text", "constant", "theory"):
+                if src != "theory":  # rounds to emit the text, from the teacher-forced acceptance
                     tok_p = np.array([r["tokens"] for r in rows], dtype=np.float64)
-                    if src == "tf":  # the renewal model over the per-position acceptances
-                        rounds_p = np.array([expected_rounds(r["alpha"], gamma) for r in rows])
+                    if src in ("tf", "text"):  # the renewal model over the per-position acceptances
+                        key = "alpha" if src == "tf" else "alpha_given_text"
+                        rounds_p = np.array([expected_rounds(r[key], gamma) for r in rows])
                     else:  # the engine-docs formula at the mean acceptance over all positions
                         per_round = constant_acceptance_tokens(float(np.mean(np.concatenate([r["alpha"] for r in rows]))), gamma)
                         rounds_p = tok_p / per_round
@@ -441,7 +480,7 @@ def predictions(rows: list[dict], costs: dict, gamma: int, clocks: tuple[str, ..
                     error=dict(value=err.value, low=err.low, high=err.high, n_clusters=err.n_clusters),
                     tokens_per_round_predicted=float(tok_p.sum() / rounds_p.sum()),
                     tokens_per_round_measured=float(tok_m.sum() / rounds_m.sum()),
-                    round_s_predicted=T,
+                    round_s_predicted=float(sec_p.sum() / rounds_p.sum()),
                     round_s_measured=float(measured.sum() / rounds_m.sum()),
                     predicted_speedup=float(tok_p.sum() / sec_p.sum() / cm.autoregressive_tokens_per_s()),
                 )
@@ -452,37 +491,35 @@ def predictions(rows: list[dict], costs: dict, gamma: int, clocks: tuple[str, ..
 
 
 def run_config(target, source, drafter: str, prompts, gamma: int, args, clock: Clock) -> dict:
-    """Costs before, warm-up, every prompt decoded and teacher-forced, costs after, predictions."""
+    """Warm-up, then costs measured apart before every prompt and after the last (so that each prompt's
+    prediction uses the costs of its own minutes: a drifting load hits both alike), every prompt
+    decoded and teacher-forced, predictions."""
     t_start, load_before = time.perf_counter(), load_average()
     ctx_len = int(np.mean([len(p) for _, p in prompts])) + args.tokens // 2
-    kw = dict(context_len=ctx_len, repeats=args.repeats, temperature=args.temperature, clock=clock, seed=args.seed)
-    before = measure_costs(target, source, prompts, gamma, **kw)
-    print(
-        f"  costs before: target forward {[round(1e3 * x, 2) for x in before['forward_wall_s']]} ms at n = {before['positions']}",
-        flush=True,
-    )
+    kw = dict(context_len=ctx_len, repeats=args.repeats, temperature=args.temperature, clock=clock)
     decode_one(target, source, prompts[0][1], gamma, min(4, args.tokens), args.temperature, args.seed, clock)  # warm-up, not measured
+    slots = [measure_costs(target, source, prompts, gamma, seed=args.seed, **kw)]
+    print(f"  target forward {[round(1e3 * x, 2) for x in slots[0]['forward_wall_s']]} ms at n = {slots[0]['positions']}", flush=True)
     rows = []
     for i, (pid, ids) in enumerate(prompts):
         row, res = decode_one(target, source, ids, gamma, args.tokens, args.temperature, seed_of(args.seed, i, gamma), clock)
-        row["alpha"] = [float(a) for a in teacher_forced_alpha(target, source, ids, res.tokens[0], args.temperature)]
-        row["id"] = pid
+        alpha, given = teacher_forced_alpha(target, source, ids, res.tokens[0], args.temperature)
+        slots.append(measure_costs(target, source, prompts, gamma, seed=args.seed + i + 1, **kw))
+        row.update(id=pid, alpha=[float(a) for a in alpha], alpha_given_text=[float(b) for b in given], costs=pooled_costs(slots[-2:]))
         rows.append(row)
         print(
             f"  prompt {i + 1}/{len(prompts)} {pid}: {row['tokens']} tokens in {row['rounds']} rounds, "
             f"{row['wall_s']:.3f} s (prefill {row['prefill_s']:.3f} s, theory {row['theory_s']:.3f} s excluded)",
             flush=True,
         )
-    after = measure_costs(target, source, prompts, gamma, **kw)
-    costs = pooled_costs(before, after)
+    costs = pooled_costs(slots)
     clocks = ("wall",) if clock.cuda else ("wall", "cpu")
     return dict(
         drafter=drafter,
         draft=getattr(source, "name", drafter),
         gamma=gamma,
         costs=costs,
-        costs_before=before,
-        costs_after=after,
+        cost_slots=slots,
         per_prompt=rows,
         predictions=predictions(rows, costs, gamma, clocks, args.seed),
         load_average_before=load_before,
@@ -511,32 +548,35 @@ def table_rows(data: dict) -> list[str]:
             lines.append(f"| {meta['label']} | {c['drafter']} | {c['gamma']} | failed: {c['error'][:60]} |" + " |" * 9)
             continue
         pr = c["predictions"]
-        full, theory, fwd, const = pr["wall/full/tf"], pr["wall/full/theory"], pr["wall/forward/tf"], pr["wall/full/constant"]
+        tf, text, theory, const = (pr[f"wall/full/{src}"] for src in ("tf", "text", "theory", "constant"))
         cpu = _pct(pr["cpu/full/tf"]["error"]) if "cpu/full/tf" in pr else "-"
         load = c["load_average_before"], c["load_average_after"]
         load_s = "-" if None in load else f"{load[0][0]:.1f} -> {load[1][0]:.1f}"
         lines.append(
-            f"| {meta['label']} | {c['draft']} | {c['gamma']} | {full['measured_tokens_per_s']:.2f} | {full['predicted_tokens_per_s']:.2f} | "
-            f"{_pct(full['error'])} | {_pct(theory['error'])} | {_pct(fwd['error'])} | {_pct(const['error'])} | "
-            f"{full['tokens_per_round_predicted']:.3f} / {full['tokens_per_round_measured']:.3f} | "
-            f"{1e3 * full['round_s_predicted']:.1f} / {1e3 * full['round_s_measured']:.1f} | {cpu} | {load_s} |"
+            f"| {meta['label']} | {c['draft']} | {c['gamma']} | {tf['measured_tokens_per_s']:.2f} | {tf['predicted_tokens_per_s']:.2f} | "
+            f"{_pct(tf['error'])} | {_pct(text['error'])} | {_pct(theory['error'])} | {_pct(const['error'])} | "
+            f"{tf['tokens_per_round_measured']:.3f} / {tf['tokens_per_round_predicted']:.3f} / {text['tokens_per_round_predicted']:.3f} | "
+            f"{1e3 * tf['round_s_predicted']:.1f} / {1e3 * tf['round_s_measured']:.1f} | {cpu} | {load_s} |"
         )
     return lines
 
 
 TABLE_HEAD = (
-    "| run | drafter | gamma | measured tokens/s | predicted tokens/s | error (per-position model) | error (per-round theory) "
-    "| error (forward-only costs) | error (constant-acceptance formula) | tokens/round predicted / measured "
+    "| run | drafter | gamma | measured tokens/s | predicted tokens/s | error (corpus acceptance) | error (acceptance given the text) "
+    "| error (per-round theory) | error (constant-acceptance formula) | tokens/round measured / corpus / given the text "
     "| ms/round predicted / measured | error on CPU time | load (1 min) |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 TABLE_NOTE = (
     "Error = predicted / measured tokens per second - 1 (wall clock, prefill and exact-theory time excluded), "
-    "95% cluster-bootstrap interval over prompts; costs measured apart from decoding (full: target forward, cache crop and "
-    "verify step per round, plus the draft; forward-only: the target forward and the draft). Acceptance: per-position model = "
-    "the renewal model over teacher-forced per-position acceptance of the generated texts; per-round theory = the run's rounds "
-    "with their exact expected tokens; constant formula = (1 - a^(gamma+1)) / (1 - a) at the mean teacher-forced acceptance a. "
-    "tokens/round and ms/round: the per-position model with the full costs against the measurement."
+    "95% cluster-bootstrap interval over prompts. Predictions use the costs measured apart from decoding (target forward, "
+    "cache crop and verify step per round, plus the draft) and the renewal model over per-position acceptance of the generated "
+    "texts: corpus acceptance = sum_x min(p_t, q_t) (prompt lookup: p_t(d_t)), as a teacher-forced corpus gives; given the text "
+    "= min(p_t(y_t), q_t(y_t)) / p_t(y_t) (prompt lookup: 1{y_t = d_t}), the exact acceptance probability of the emitted token; "
+    "per-round theory = the run's rounds with their exact expected tokens; constant formula = (1 - a^(gamma+1)) / (1 - a) at "
+    "the mean corpus acceptance a. Predicted tokens/s, ms/round and the error on CPU time (process time, prefill and theory "
+    "excluded, costs timed on the same clock): corpus acceptance. The JSON also has forward-only costs "
+    "(without the verify step and crop) and every combination on the CPU clock."
 )
 
 
@@ -592,7 +632,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--gammas", default=",".join(map(str, GAMMAS)), help="draft lengths (default 1,2,4)")
     ap.add_argument("--prompts", type=int, default=None, help="prompts (default 8 on CUDA, 6 on CPU)")
     ap.add_argument("--tokens", type=int, default=None, help="new tokens per prompt (default 48 on CUDA, 24 on CPU)")
-    ap.add_argument("--repeats", type=int, default=None, help="timings per cost, before and after decoding (default 20 CUDA, 7 CPU)")
+    ap.add_argument(
+        "--repeats", type=int, default=None, help="timings per cost before each prompt and after the last (default 5 CUDA, 2 CPU)"
+    )
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of target and draft (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="seed of prompts, decoding and bootstrap (default 0)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds; with --random-weights tiny shapes): a dry run, not a result")
@@ -603,7 +645,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     sizes = QUICK_SIZES if a.quick else DEFAULT_SIZES[a.device]
     a.prompts = sizes[0] if a.prompts is None else a.prompts
     a.tokens = sizes[1] if a.tokens is None else a.tokens
-    a.repeats = (3 if a.quick else 20 if a.device == "cuda" else 7) if a.repeats is None else a.repeats
+    a.repeats = (1 if a.quick else 5 if a.device == "cuda" else 2) if a.repeats is None else a.repeats
     a.gammas = [int(g) for g in a.gammas.split(",") if g.strip()]
     default = ["prompt-lookup", "early-exit"] if a.random_weights else ["prompt-lookup", "int8"]
     a.drafters = default if a.drafters is None else [d.strip() for d in a.drafters.split(",") if d.strip()]
