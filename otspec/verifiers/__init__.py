@@ -39,8 +39,8 @@ from otspec.verifiers.base import Verifier
 from otspec.verifiers.step.approximate import approximate
 from otspec.verifiers.step.exact_match import exact_match
 from otspec.verifiers.step.fuzzy import fuzzy
-from otspec.verifiers.step.gls import gls
 from otspec.verifiers.step.global_resolution import global_resolution
+from otspec.verifiers.step.gls import gls
 from otspec.verifiers.step.greedy_optimal import greedy_optimal
 from otspec.verifiers.step.gumbel_coupling import gumbel
 from otspec.verifiers.step.khisti import khisti
