@@ -59,7 +59,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 
 from otspec._tolerances import FLOAT64_ATOL, GR_SELECTION_L1_TOL, KERNEL_AUTO_MAX_ENTRIES
 from otspec.errors import InvalidOptionError, UnsupportedMethodError
@@ -195,6 +194,8 @@ def _side(Qg: np.ndarray, wg: np.ndarray, c: float, k: int) -> tuple[np.ndarray,
 
 def _fit_sides(sides, k, tol, max_evals):
     """Minimise the sum of the sides' convex programs; stop at ||r - r*||_1 <= tol."""
+    from scipy.optimize import minimize  # scipy costs ~0.4 s to import: only when a fit runs
+
     sizes = [s["Qg"].size for s in sides]
     D = np.concatenate([np.sqrt(np.maximum(s["Rg"], 1e-300)) for s in sides])  # preconditioner
     best = {"l1": math.inf, "theta": np.concatenate([np.log(np.maximum(s["Rg"], 1e-300) / s["Qg"]) for s in sides]), "n": 0}
