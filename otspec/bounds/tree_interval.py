@@ -245,7 +245,22 @@ class ExploredTree:
         self.children: list[list] = [[]]
 
     def add_node(self, u: tuple, par: int, pc: float, qc: float) -> int:
-        """Add the child ``u`` of node ``par`` with conditionals ``pc``, ``qc`` (no-op if present)."""
+        """Add the child ``u`` of node ``par`` with conditionals ``pc``, ``qc`` (no-op if present).
+
+        Parameters
+        ----------
+        u : tuple of int
+            The child's prefix (its parent's prefix plus one token).
+        par : int
+            Index of the parent node.
+        pc, qc : float
+            :math:`p(u_{\text{last}} \mid \text{parent})` and :math:`q(u_{\text{last}} \mid \text{parent})`.
+
+        Returns
+        -------
+        int
+            The node's index (the existing one if ``u`` was already explored).
+        """
         if u in self.index:
             return self.index[u]
         i = len(self.nodes)
@@ -262,7 +277,17 @@ class ExploredTree:
         return i
 
     def expand(self, i: int, p_row: np.ndarray, q_row: np.ndarray, must: tuple = ()) -> None:
-        """Record node ``i``'s rows and add its top-K children under p and q (and ``must``)."""
+        """Record node ``i``'s rows and add its top-K children under p and q (and ``must``).
+
+        Parameters
+        ----------
+        i : int
+            Index of the node being expanded.
+        p_row, q_row : ndarray, shape (V,)
+            The node's full conditionals :math:`p(\cdot \mid u)`, :math:`q(\cdot \mid u)`.
+        must : tuple of int, optional
+            Tokens added as children whatever their rank (the drafted children).
+        """
         self.rows[i] = (p_row, q_row)
         if self.depth[i] >= self.gamma:
             return
@@ -275,11 +300,25 @@ class ExploredTree:
                 self.add_node(u + (int(t),), i, float(p_row[t]), float(q_row[t]))
 
     def frontier(self) -> list[int]:
-        """Explored nodes above depth ``gamma`` whose rows are unknown."""
+        """Explored nodes above depth ``gamma`` whose rows are unknown.
+
+        Returns
+        -------
+        list of int
+            Their indices, in insertion order (what the next expansion pass asks rows for).
+        """
         return [i for i in range(len(self.nodes)) if i not in self.rows and self.depth[i] < self.gamma]
 
     def arrays(self) -> dict:
-        r"""Per node: bucket mass, :math:`\rho`, first-depth cap, levels below, subtree membership."""
+        r"""Per node: bucket mass, :math:`\rho`, first-depth cap, levels below, subtree membership.
+
+        Returns
+        -------
+        dict
+            Arrays indexed by node: the bucket's draft mass, :math:`\rho_i`, the cap of the first
+            unexplored depth, the number of levels below, and each node's subtree membership (the
+            inputs of the bucket LP).
+        """
         n = len(self.nodes)
         sb = np.array(self.ms, dtype=np.float64)
         rho = np.ones(n)

@@ -213,6 +213,13 @@ def sample(p_model: Any, law: DraftLaw, *, rng: np.random.Generator) -> tuple:
     tuple of int
         ``O = (Y_1, ..., Y_tau, Y_{tau+1})``; ``len(O) - 1`` tokens were accepted.
 
+    Raises
+    ------
+    UnsupportedMethodError, ShapeMismatchError
+        For a law that is not deterministic, or a target over another vocabulary.
+    OtspecTypeError
+        If ``rng`` is not a :class:`numpy.random.Generator`.
+
     Examples
     --------
     >>> import numpy as np, otspec
