@@ -245,7 +245,7 @@ class ExploredTree:
         self.children: list[list] = [[]]
 
     def add_node(self, u: tuple, par: int, pc: float, qc: float) -> int:
-        """Add the child ``u`` of node ``par`` with conditionals ``pc``, ``qc`` (no-op if present).
+        r"""Add the child ``u`` of node ``par`` with conditionals ``pc``, ``qc`` (no-op if present).
 
         Parameters
         ----------
@@ -277,7 +277,7 @@ class ExploredTree:
         return i
 
     def expand(self, i: int, p_row: np.ndarray, q_row: np.ndarray, must: tuple = ()) -> None:
-        """Record node ``i``'s rows and add its top-K children under p and q (and ``must``).
+        r"""Record node ``i``'s rows and add its top-K children under p and q (and ``must``).
 
         Parameters
         ----------
