@@ -120,6 +120,7 @@ def _deterministic_tree(verifier: str, k: int, g: int, draft_tree: str, branchin
     return DecodeMode("tree", verifier, k, g, verifier, "top_k_tree", b)
 
 
+# long-function: every decoding mode and the error for each combination without one, in one place
 def mode_for(verifier: str, drafts: int = 1, gamma: int = 4, *, draft_tree: str | None = None, branching=None) -> DecodeMode:
     """Resolve the decoding mode of a request (and reject combinations that have no meaning).
 

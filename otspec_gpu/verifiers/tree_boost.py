@@ -175,6 +175,7 @@ def mu_conditionals(p: torch.Tensor, q: torch.Tensor, path: torch.Tensor, k: int
     return out
 
 
+# long-function: the three stages of one boosted round (K-SEQ walk, uniform choice, block verification) share their tensors
 def sample(
     p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, *, rule: str = "kseq_bv", generator: torch.Generator, validate: bool = True
 ) -> StepOutput:
