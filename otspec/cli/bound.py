@@ -269,27 +269,13 @@ def _verifier_cells(r) -> tuple:
 
 def _lossy_cost(p: np.ndarray, law, r) -> tuple[float, float] | None:
     """``(TV to p, efficiency)`` of a lossy verifier's row (``None`` when its output law is not computable here)."""
-    from otspec._tolerances import KERNEL_AUTO_MAX_ENTRIES
-    from otspec.errors import OtspecInputError
     from otspec.verifiers import by_name
-    from otspec.verifiers.lossy import LossyVerifier, tv_distance
+    from otspec.verifiers.lossy import exact_tv_or_none
 
     if r.how in ("unavailable", "bracket"):
         return None
-    v = by_name(r.name)
-    try:
-        if law.num_tuples() * law.V > KERNEL_AUTO_MAX_ENTRIES:
-            # larger than the kernel ``acceptance`` builds: only a closed-form output law
-            if not isinstance(v, LossyVerifier):
-                return None
-            v._prepare(p, law)
-            out = v._output_law(p, law)
-            if out is None:
-                return None
-            tv = tv_distance(np.asarray(out, dtype=np.float64), p)
-        else:
-            tv = v.tv_to_target(p, law) if hasattr(v, "tv_to_target") else tv_distance(v.kernel(p, law).output_law(), p)
-    except OtspecInputError:  # too large to enumerate: no exact output law
+    tv = exact_tv_or_none(by_name(r.name), p, law)
+    if tv is None:
         return None
     return tv, ((r.acceptance - r.optimum) / tv if tv > 0.0 else float("nan"))
 

@@ -15,7 +15,8 @@ still accepts less than the lossless optimum.
 :class:`LossyVerifier` is the base class of the lossy rules of :mod:`otspec.verifiers.step`: it adds
 :meth:`~LossyVerifier.output_law`, :meth:`~LossyVerifier.tv_to_target` and
 :meth:`~LossyVerifier.kl_to_target` (closed form where the rule has one, else from the exact kernel).
-:func:`efficiency` works on any verifier (lossy or not).
+:func:`efficiency` works on any verifier (lossy or not); :func:`exact_tv_or_none` is the distance where it
+costs no more than the acceptance (the TV columns of ``otspec bound --verifiers`` and ``otspec corpus``).
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from otspec._docs import fill_doc
-from otspec._tolerances import FLOAT64_ATOL
+from otspec._tolerances import FLOAT64_ATOL, KERNEL_AUTO_MAX_ENTRIES
 from otspec.bounds.multidraft import optimal_acceptance
-from otspec.errors import InvalidOptionError
+from otspec.errors import InvalidOptionError, ProblemTooLargeError, UnsupportedMethodError
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
 
-__all__ = ["LossyVerifier", "efficiency", "tv_distance", "kl_divergence", "as_option_in_range"]
+__all__ = ["LossyVerifier", "efficiency", "exact_tv_or_none", "tv_distance", "kl_divergence", "as_option_in_range"]
 
 
 def as_option_in_range(x: Any, name: str, low: float, high: float, *, why: str = "") -> float:
@@ -244,3 +245,54 @@ def efficiency(verifier: Verifier, p: Any, law: DraftLaw) -> float:
         return math.nan
     a = verifier.acceptance(p, law).value
     return float((a - optimal_acceptance(p, law).value) / tv)
+
+
+def exact_tv_or_none(verifier: Verifier, p: Any, law: DraftLaw) -> float | None:
+    r""":math:`d_{TV}(P, p)` of a verifier's output law when it is exact and cheap, else ``None``.
+
+    Cheap means: the rule has a closed-form output law (``LossyVerifier._output_law``, any V), or
+    its kernel has at most :data:`~otspec._tolerances.KERNEL_AUTO_MAX_ENTRIES` entries
+    (:math:`|\text{tuples}| \cdot V`, the largest kernel ``acceptance`` builds itself). Larger
+    instances without a closed form would enumerate a kernel no other column needs: ``None``.
+
+    Parameters
+    ----------
+    verifier : Verifier
+        Any single-step verifier (lossless ones give 0 up to rounding).
+    p : array_like, shape (V,)
+        Target distribution.
+    law : DraftLaw
+        The draft law.
+
+    Returns
+    -------
+    float or None
+        The exact TV distance, or ``None`` when it is not computable within that size.
+
+    Raises
+    ------
+    OtspecInputError
+        If ``p`` or ``law`` is invalid (:meth:`~otspec.verifiers.base.Verifier.check_inputs`).
+    UnsupportedMethodError
+        If the verifier does not apply to ``law``.
+
+    Examples
+    --------
+    >>> import otspec
+    >>> from otspec.verifiers import typical
+    >>> exact_tv_or_none(typical, [0.6, 0.3, 0.1], otspec.iid([0.2, 0.2, 0.6], 1))   # P = q
+    0.5
+    """
+    p = verifier.check_inputs(p, law)
+    try:
+        if law.num_tuples() * law.V > KERNEL_AUTO_MAX_ENTRIES:
+            if not isinstance(verifier, LossyVerifier):
+                return None
+            verifier._prepare(p, law)
+            out = verifier._output_law(p, law)
+            return None if out is None else tv_distance(out, p)
+        if isinstance(verifier, LossyVerifier):
+            return verifier.tv_to_target(p, law)
+        return tv_distance(verifier.kernel(p, law).output_law(), p)
+    except (ProblemTooLargeError, UnsupportedMethodError):  # no exact kernel for this instance
+        return None

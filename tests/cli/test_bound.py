@@ -275,7 +275,10 @@ def test_lossy_cost_never_builds_a_kernel_larger_than_acceptance_does():
     law = otspec.iid(q, 2)
     assert law.num_tuples() * law.V > KERNEL_AUTO_MAX_ENTRIES
     assert _lossy_cost(p, law, row("lossy_optimal", law)) is None  # no closed form: would enumerate 9e4 x 300
-    assert _lossy_cost(p, law, row("typical", law)) is None  # typical's output law is closed-form at k = 1 only
+    wor = otspec.without_replacement(q, 2)
+    assert _lossy_cost(p, wor, row("typical", wor)) is None  # no closed-form output law without replacement
+    tv, _ = _lossy_cost(p, law, row("typical", law))  # i.i.d. drafts: closed-form output law at any k
+    assert tv == typical.tv_to_target(p, law) > 0.0
     p, q = synthetic_pair(5000, seed=1)
     one = otspec.iid(q, 1)
     assert one.num_tuples() * one.V > KERNEL_AUTO_MAX_ENTRIES

@@ -19,8 +19,16 @@ For one draft :math:`X \sim q` with pass set :math:`A = \{x : p(x) > \tau(p)\}` 
           \qquad r = p \ \text{(sample) or}\ \delta_{\arg\max p}\ \text{(argmax)},
 
 so :math:`d_{TV}(P, p)` and :math:`\mathrm{KL}(P \,\|\, p)` are exact at any V, and the membership
-acceptance is :math:`q(A) + \sum_{x \notin A} q(x)\, r(x)`. With several drafts the kernel is exact
-by enumeration, and the membership acceptance has a closed form at any V: a passing draft is always
+acceptance is :math:`q(A) + \sum_{x \notin A} q(x)\, r(x)`. With several i.i.d. drafts the output law
+is closed-form too: for a passing :math:`y`, with :math:`G(y)` the q-mass of the passing tokens of
+larger :math:`p` and :math:`E_y` the passing tokens of :math:`p` equal to :math:`p(y)`,
+
+.. math:: P(y) = \big[(1 - G(y))^k - (1 - G(y) - q(E_y))^k\big]\, \frac{q(y)}{q(E_y)} + (1 - q(A))^k\, r(y),
+
+(the output is the first draft in :math:`E_y` when no draft has larger passing :math:`p`), and
+:math:`(1 - q(A))^k\, r(y)` off :math:`A`; products of drafters and greedy drafts have the same form
+with per-draft factors (O(V log V + kV)). Drafts without replacement have their kernel exact by
+enumeration. The membership acceptance has a closed form at any V: a passing draft is always
 emitted, and after a rejection (every draft in :math:`B = A^c`) the fresh token is a draft with
 probability :math:`r(S)`, :math:`S` the set of drafts, so
 
@@ -301,11 +309,49 @@ class TypicalVerifier(LossyVerifier):
         return None
 
     def _output_law(self, p, law):
-        if law.k != 1:
+        if law.k == 1:
+            q = law.first_draft_marginal()
+            a = p > self._threshold(p, law)
+            return np.where(a, q, 0.0) + float(q @ ~a) * self._reject_law(p)
+        qs = law.independent_qs
+        if qs is None and law.top_and_rest is not None:
+            top, q_rest = law.top_and_rest  # a product law: one-hot fixed drafts, then one draw
+            qs = [np.eye(1, p.size, int(t)).ravel() for t in top] + [np.asarray(q_rest, dtype=np.float64)]
+        if qs is None:
             return None
-        q = law.first_draft_marginal()
-        a = p > self._threshold(p, law)
-        return np.where(a, q, 0.0) + float(q @ ~a) * self._reject_law(p)
+        return self._independent_output_law(p, law, np.asarray(qs, dtype=np.float64))
+
+    def _independent_output_law(self, p: np.ndarray, law: DraftLaw, qs: np.ndarray) -> np.ndarray:
+        r"""The exact output law for independent drafts :math:`X_j \sim q_j` (in draft order), any V:
+        O(V log V + kV).
+
+        Group the passing tokens by their value of :math:`p` (group :math:`E`, the groups of larger
+        :math:`p` having union :math:`G`). The output is in :math:`E` iff no draft is in :math:`G` and
+        some draft is in :math:`E`, and then it is the first draft in :math:`E`, so for :math:`y \in E`
+
+        .. math:: P(y) = \sum_j q_j(y) \prod_{i < j} ig(1 - q_i(G) - q_i(E)ig) \prod_{i > j} ig(1 - q_i(G)ig)
+                  + \prod_j q_j(B)\, r(y),
+
+        and :math:`P(y) = \prod_j q_j(B)\, r(y)` off the pass set. For i.i.d. drafts the first term is
+        :math:`q(y)\,[(1-q(G))^k - (1-q(G)-q(E))^k] / q(E)`. Each :math:`1 - q_i(G)` is summed from
+        below (:math:`q_i(B)` plus the groups of smaller :math:`p`): no cancellation at small mass.
+        """
+        on = np.flatnonzero(p > self._threshold(p, law))
+        qB = qs.sum(axis=1) - qs[:, on].sum(axis=1) if on.size else qs.sum(axis=1)
+        out = float(np.prod(qB)) * self._reject_law(p)
+        if not on.size:
+            return out
+        levels, group = np.unique(-p[on], return_inverse=True)  # group 0: the largest p
+        mass = np.stack([np.bincount(group, weights=qj[on], minlength=levels.size) for qj in qs])  # (k, L)
+        from_g = np.cumsum(mass[:, ::-1], axis=1)[:, ::-1]  # q_i(E_g) + q_i(groups of smaller p)
+        above = qB[:, None] + from_g  # 1 - q_i(G): no draft above the group
+        below = above - mass  # 1 - q_i(G) - q_i(E): no draft in or above the group
+        k = qs.shape[0]
+        before = np.vstack([np.ones((1, levels.size)), np.cumprod(below[:-1], axis=0)])  # prod_{i<j}
+        after = np.vstack([np.cumprod(above[:0:-1], axis=0)[::-1], np.ones((1, levels.size))])  # prod_{i>j}
+        weight = before * after if k > 1 else np.ones((1, levels.size))
+        out[on] += np.sum(qs[:, on] * weight[:, group], axis=0)
+        return out
 
     def __repr__(self) -> str:
         return (
