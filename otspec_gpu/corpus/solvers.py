@@ -22,6 +22,12 @@ Quantities (columns), for each requested draft law and number of drafts ``k``:
     ``kseq`` and ``rrs`` at any V); where the only way is Monte Carlo (``rrs_wor`` at large V) the
     estimate comes with ``_lo`` / ``_hi`` columns (its 99% interval), drawn from a generator seeded
     by (seed, document, position) so that it too is engine-independent.
+``{verifier}_{law}_k{k}_tv``
+    For a lossy verifier (``approximate``, ``typical``, ``fuzzy``, ``lossy_optimal``): the exact
+    :math:`d_{TV}(P, p)` of its output law :math:`P` to the target
+    (:func:`otspec.verifiers.lossy.exact_tv_or_none`: closed form at any V where the rule has one,
+    e.g. ``typical`` with i.i.d. or greedy drafts; else the exact kernel when it is no larger than
+    the one ``acceptance`` builds); ``nan`` where neither is available.
 
 For logged top-K traces (:func:`solve_logged`) the columns are certified intervals
 ``one_minus_tv_lo`` / ``_hi``, ``opt_iid_k{k}_lo`` / ``_hi`` and ``opt_greedy_k{k}_lo`` / ``_hi``
@@ -146,6 +152,8 @@ def columns_for(spec: SolverSpec, *, logged: bool = False) -> list[str]:
                 for k in spec.ks:
                     base = f"{name}_{_SHORT[law]}_k{k}"
                     cols += [base, f"{base}_lo", f"{base}_hi"] if _needs_mc(name, law) else [base]
+                    if _lossy(name):
+                        cols.append(f"{base}_tv")
     return cols
 
 
@@ -162,6 +170,14 @@ def _applies(name: str, law: str) -> bool:
     from otspec.verifiers import by_name
 
     return bool(by_name(name).applies_to(_probe_law(law, 2)))
+
+
+@functools.cache
+def _lossy(name: str) -> bool:
+    """Whether verifier ``name`` is lossy (then its columns include the TV of its output law)."""
+    from otspec.verifiers import by_name
+
+    return not by_name(name).lossless
 
 
 @functools.cache
@@ -199,8 +215,6 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
         Column name -> value.
     """
     import otspec
-    from otspec.laws import by_kind
-    from otspec.verifiers import by_name
 
     ks = spec.ks
     support = int(np.count_nonzero(q))
@@ -222,25 +236,42 @@ def solve_position(p: np.ndarray, q: np.ndarray, spec: SolverSpec, *, doc: int =
                 r = otspec.optimal_acceptance(p, otspec.without_replacement(q, k), method="prefix")
                 out[f"opt_wor_k{k}"] = float(r.value)
                 out[f"opt_wor_k{k}_err"] = float(r.error_bound)
+    out.update(_verifier_columns(p, q, spec, support, doc, position))
+    return out
+
+
+def _verifier_columns(p: np.ndarray, q: np.ndarray, spec: SolverSpec, support: int, doc: int, position: int) -> dict[str, float]:
+    """The ``{verifier}_{law}_k{k}`` columns (with ``_lo`` / ``_hi`` and ``_tv`` where they apply) at one position."""
+    from otspec.laws import by_kind
+    from otspec.verifiers import by_name
+    from otspec.verifiers.lossy import exact_tv_or_none
+
+    out: dict[str, float] = {}
     laws = {law: by_kind(law) for law in spec.laws}  # each law's constructor and what it needs
     for name in spec.verifiers:
         ver = by_name(name)
         for law in spec.laws:
             if not _applies(name, law):
                 continue
-            mc = _needs_mc(name, law)
-            for k in ks:
+            mc, lossy = _needs_mc(name, law), _lossy(name)
+            for k in spec.ks:
                 base = f"{name}_{_SHORT[law]}_k{k}"
                 if laws[law].k_within_support and k > support:
                     out[base] = np.nan
                     if mc:
                         out[f"{base}_lo"] = out[f"{base}_hi"] = np.nan
+                    if lossy:
+                        out[f"{base}_tv"] = np.nan
                     continue
                 rng = np.random.default_rng([spec.seed, doc, position, k])
-                est = ver.acceptance(p, laws[law].constructor(q, k), n_samples=spec.mc_samples, rng=rng)
+                draft_law = laws[law].constructor(q, k)
+                est = ver.acceptance(p, draft_law, n_samples=spec.mc_samples, rng=rng)
                 out[base] = float(est.value)
                 if mc:
                     out[f"{base}_lo"], out[f"{base}_hi"] = float(est.ci_low), float(est.ci_high)
+                if lossy:
+                    tv = exact_tv_or_none(ver, p, draft_law)
+                    out[f"{base}_tv"] = np.nan if tv is None else float(tv)
     return out
 
 

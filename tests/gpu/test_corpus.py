@@ -69,6 +69,33 @@ def test_greedy_and_wor_beyond_the_support_are_undefined():
     assert row["opt_iid_k3"][0] == pytest.approx(otspec.optimal_acceptance(p, otspec.iid(q, 3)).value)
 
 
+def test_lossy_verifiers_get_an_exact_tv_column():
+    """Each lossy rule's acceptance column is followed by the exact TV of its output law to p (the
+    library's), NaN where the draft law needs more distinct tokens than q has; lossless rules get none."""
+    from otspec.verifiers import typical
+
+    spec = SolverSpec(laws=("iid", "without_replacement", "greedy"), ks=(2, 3), verifiers=("kseq", "typical"))
+    cols = columns_for(spec)
+    assert "kseq_iid_k2_tv" not in cols
+    for law in ("iid", "wor", "greedy"):
+        for k in (2, 3):
+            base = f"typical_{law}_k{k}"
+            mc = [f"{base}_lo", f"{base}_hi"] if law == "wor" else []  # a Monte Carlo acceptance's interval
+            i = cols.index(base)
+            assert cols[i : i + 2 + len(mc)] == [base, *mc, f"{base}_tv"]
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.ones(8)), rng.dirichlet(np.ones(8))
+    q[:6] = 0.0  # two tokens: greedy and without replacement are undefined at k = 3
+    q /= q.sum()
+    row = {c: v[0] for c, v in solve_rows(p[None], q[None], spec).items()}
+    assert list(row) == cols
+    for law, make in (("iid", otspec.iid), ("wor", otspec.without_replacement), ("greedy", otspec.greedy)):
+        tv = typical.tv_to_target(p, make(q, 2))
+        assert row[f"typical_{law}_k2_tv"] == tv > 0.0
+    assert row["typical_iid_k3_tv"] == typical.tv_to_target(p, otspec.iid(q, 3))
+    assert np.isnan(row["typical_wor_k3_tv"]) and np.isnan(row["typical_greedy_k3_tv"])
+
+
 # -- scoring ------------------------------------------------------------------------------------
 
 
@@ -137,6 +164,28 @@ def test_run_writes_one_row_per_position(tmp_path, pair):
     gap = s.get("all", "opt_iid_k2-kseq_iid_k2")
     assert gap.value == pytest.approx(s.get("all", "opt_iid_k2").value - s.get("all", "kseq_iid_k2").value, abs=1e-12)
     assert 0 <= gap.low <= gap.value <= gap.high
+
+
+def test_run_reports_typical_tv_at_every_position(tmp_path, pair):
+    """``--verifiers typical``: the written ``_tv`` column is the library's TV on the scored pair."""
+    from otspec.verifiers import typical
+
+    target, draft = pair
+    ids = [1, 4, 2, 2, 5, 0, 3]
+    (tmp_path / "c.jsonl").write_text(json.dumps({"ids": ids}) + "\n")
+    spec = SolverSpec(laws=("iid", "greedy"), ks=(2,), verifiers=("typical",))
+    res = run_corpus([str(tmp_path / "c.jsonl")], target=target, draft=draft, out=tmp_path / "out", field="ids", spec=spec)
+    cols = read_results(res.out).to_pydict()
+    assert [c for c in cols if c.startswith("typical")] == [
+        "typical_iid_k2",
+        "typical_iid_k2_tv",
+        "typical_greedy_k2",
+        "typical_greedy_k2_tv",
+    ]
+    P, Q = score_document(target, draft, ids, Processing())
+    for t in range(len(ids) - 1):
+        assert cols["typical_iid_k2_tv"][t] == typical.tv_to_target(P[t], otspec.iid(Q[t], 2))
+        assert cols["typical_greedy_k2_tv"][t] == typical.tv_to_target(P[t], otspec.greedy(Q[t], 2))
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, pair):
