@@ -64,6 +64,8 @@ def greedy_cases():
         # SpecHub takes exactly 2 drafts from the greedy law, which a one-hot q cannot produce, so it
         # has no temperature-0 run.
         k = 2 if v.draft_law == "iid" else 1
+        if v.k_max is not None:  # a rule with a fixed number of drafts (gumbel: exactly 1)
+            k = min(max(k, v.k_min), v.k_max)
         if name in ("token", "spechub"):
             continue
         cases.append((name, k, 1))
