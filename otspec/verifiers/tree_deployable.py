@@ -444,7 +444,12 @@ def _kseq_node_law(p, q, toks: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return acc, res, law + surv * res
 
 
-def _kseq_selection(T, P, Qc):
+def _selection_walk(T, P, Qc, choose) -> np.ndarray:
+    """Selection probability of each drafted sequence: a walk over the drafted tree's nodes.
+
+    ``choose(p, q, toks)`` gives a node's law as ``({token: P(continue to it)}, P(stop here))``;
+    the mass that stops at a node, or reaches a leaf, is spread uniformly over the drafts through it.
+    """
     k, g = T.shape
     sel = np.zeros(k)
     stack = [(0, tuple(range(k)), 1.0)]
@@ -455,14 +460,22 @@ def _kseq_selection(T, P, Qc):
             continue
         j0 = alive[0]
         toks = tuple(int(T[j, t]) for j in alive)
-        law = _kseq_node_law(P[j0, t], Qc[j0, t], toks)[2]
-        go = 0.0
-        for y in sorted(set(toks)):
-            nxt = tuple(j for j in alive if T[j, t] == y)
-            stack.append((t + 1, nxt, mass * float(law[y])))
-            go += float(law[y])
-        sel[list(alive)] += mass * max(1.0 - go, 0.0) / len(alive)
+        children, stop = choose(P[j0, t], Qc[j0, t], toks)
+        for y, w in children.items():
+            stack.append((t + 1, tuple(j for j in alive if T[j, t] == y), mass * w))
+        if stop > 0:
+            sel[list(alive)] += mass * stop / len(alive)
     return sel
+
+
+def _kseq_choice(p, q, toks: tuple) -> tuple[dict, float]:
+    """K-SEQ at a node: ``({token: P(output it)}, P(output a token no draft has))``."""
+    law = _kseq_node_law(p, q, toks)[2]
+    children = {y: float(law[y]) for y in sorted(set(toks))}
+    go = 0.0
+    for w in children.values():
+        go += w
+    return children, max(1.0 - go, 0.0)
 
 
 def _pair_choice(state, a: int, b: int) -> float:
@@ -489,21 +502,14 @@ def _nested_choice(p, q, toks: tuple) -> dict:
     return {y: float(row[y]) for y in distinct}
 
 
-def _nested_selection(T, P, Qc):
-    k, g = T.shape
-    sel = np.zeros(k)
-    stack = [(0, tuple(range(k)), 1.0)]
-    while stack:
-        t, alive, mass = stack.pop()
-        if t == g:
-            sel[list(alive)] += mass / len(alive)
-            continue
-        j0 = alive[0]
-        toks = tuple(int(T[j, t]) for j in alive)
-        for y, w in _nested_choice(P[j0, t], Qc[j0, t], toks).items():
-            if w > 0:
-                stack.append((t + 1, tuple(j for j in alive if T[j, t] == y), mass * w))
-    return sel
+def _nested_walk_choice(p, q, toks: tuple) -> tuple[dict, float]:
+    """The nested rule at a node: the chosen child's law; the walk never stops above a leaf."""
+    return {y: w for y, w in _nested_choice(p, q, toks).items() if w > 0}, 0.0
+
+
+def _selection(T, P, Qc, rule: str) -> np.ndarray:
+    """Exact selection probability of each drafted sequence under ``rule`` (checked inputs)."""
+    return _selection_walk(T, P, Qc, _kseq_choice if rule == "kseq_bv" else _nested_walk_choice)
 
 
 def selection_given_tree(tree: Any, p_conds: Any, q_conds: Any, *, rule: str) -> np.ndarray:
@@ -541,7 +547,7 @@ def selection_given_tree(tree: Any, p_conds: Any, q_conds: Any, *, rule: str) ->
     """
     _check_rule(rule)
     T, P, Qc = _check_tree(tree, p_conds, q_conds)
-    return _kseq_selection(T, P, Qc) if rule == "kseq_bv" else _nested_selection(T, P, Qc)
+    return _selection(T, P, Qc, rule)
 
 
 def _array_models(P: np.ndarray, M: np.ndarray, path: list):
@@ -586,14 +592,11 @@ def block_law_given_tree(tree: Any, p_conds: Any, q_conds: Any, *, rule: str) ->
     """
     _check_rule(rule)
     T, P, Qc = _check_tree(tree, p_conds, q_conds)
-    k, g = T.shape
-    sel = _kseq_selection(T, P, Qc) if rule == "kseq_bv" else _nested_selection(T, P, Qc)
+    g = T.shape[1]
+    sel = _selection(T, P, Qc, rule)
     out: dict = {}
     for j in np.flatnonzero(sel > 0):
-        path = T[j].tolist()
-        mu = mu_conditionals(path, P[j], Qc[j], k, rule=rule)
-        pm, mm = _array_models(P[j], mu, path)
-        law = conditional_law(pm, mm, path)
+        path, law = _path_law(T, P, Qc, int(j), rule)
         for t in range(g + 1):
             for y in np.flatnonzero(law[t] > 0):
                 key = tuple(path[:t]) + (int(y),)
@@ -628,7 +631,7 @@ def expected_accepted_given_tree(tree: Any, p_conds: Any, q_conds: Any, *, rule:
     _check_rule(rule)
     T, P, Qc = _check_tree(tree, p_conds, q_conds)
     k = T.shape[0]
-    sel = _kseq_selection(T, P, Qc) if rule == "kseq_bv" else _nested_selection(T, P, Qc)
+    sel = _selection(T, P, Qc, rule)
     total = 0.0
     for j in np.flatnonzero(sel > 0):
         mu = mu_conditionals(T[j], P[j], Qc[j], k, rule=rule)
@@ -719,12 +722,7 @@ def sample(tree: Any, p_conds: Any, q_conds: Any, *, rule: str, rng: np.random.G
     T, P, Qc = _check_tree(tree, p_conds, q_conds)
     rng = as_generator(rng)
     s1, s2, pick, bv = rng.spawn(4)
-    k, g = T.shape
-    if rule == "kseq_bv":
-        _, alive = _kseq_walk(T, P, Qc, s1, s2)
-        j = alive[int(pick.integers(len(alive)))]
-    else:
-        j = _nested_walk(T, P, Qc, s1, s2)[0]
+    j = _select_one(T, P, Qc, rule, s1, s2, pick)
     return _verify(T, P, Qc, j, rule, {}, bv)
 
 
@@ -768,13 +766,25 @@ def sample_many(tree: Any, p_conds: Any, q_conds: Any, size: int, *, rule: str, 
     laws: dict = {}
     out = []
     for _ in range(int(size)):
-        if rule == "kseq_bv":
-            _, alive = _kseq_walk(T, P, Qc, s1, s2)
-            j = alive[int(pick.integers(len(alive)))]
-        else:
-            j = _nested_walk(T, P, Qc, s1, s2)[0]
+        j = _select_one(T, P, Qc, rule, s1, s2, pick)
         out.append(_verify(T, P, Qc, j, rule, laws, bv))
     return out
+
+
+def _select_one(T, P, Qc, rule: str, s1, s2, pick) -> int:
+    """One drafted sequence chosen by ``rule`` (streams ``s1``, ``s2`` for the walk, ``pick`` for K-SEQ's uniform draft)."""
+    if rule == "kseq_bv":
+        _, alive = _kseq_walk(T, P, Qc, s1, s2)
+        return alive[int(pick.integers(len(alive)))]
+    return _nested_walk(T, P, Qc, s1, s2)[0]
+
+
+def _path_law(T, P, Qc, j: int, rule: str) -> tuple[list, np.ndarray]:
+    """``(path, law)``: drafted sequence ``j`` and block verification's ``(gamma + 1, V)`` output law on it."""
+    path = T[j].tolist()
+    mu = mu_conditionals(path, P[j], Qc[j], T.shape[0], rule=rule)
+    pm, mm = _array_models(P[j], mu, path)
+    return path, conditional_law(pm, mm, path)
 
 
 def _verify(T, P, Qc, j: int, rule: str, laws: dict, bv) -> tuple[int, tuple]:
@@ -782,9 +792,7 @@ def _verify(T, P, Qc, j: int, rule: str, laws: dict, bv) -> tuple[int, tuple]:
     path = T[j].tolist()
     law = laws.get(tuple(path))
     if law is None:
-        mu = mu_conditionals(path, P[j], Qc[j], T.shape[0], rule=rule)
-        pm, mm = _array_models(P[j], mu, path)
-        law = laws[tuple(path)] = conditional_law(pm, mm, path)
+        law = laws[tuple(path)] = _path_law(T, P, Qc, j, rule)[1]
     flat = int(bv.choice(law.size, p=law.ravel() / law.sum()))
     t, y = divmod(flat, law.shape[1])
     return t, tuple(path[:t]) + (int(y),)
