@@ -4,7 +4,7 @@ the kernel built from a prefix table, and the losslessness criterion (:doc:`bloc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from otspec import prefixes
 from otspec._docs import fill_doc
 from otspec._tolerances import PATH_ROW_SUM_ATOL
 from otspec._validation import as_generator, as_int_in_range, as_supported_drafts, as_token_tuples
-from otspec.errors import InvalidDistributionError, ShapeMismatchError
+from otspec.errors import InvalidDistributionError, InvalidDraftsError, ShapeMismatchError, UnsupportedMethodError
 
 __all__ = [
     "ChainKernel",
@@ -28,6 +28,8 @@ __all__ = [
     "path_conditionals",
     "kernel_table",
     "kernel_from_table",
+    "prefix_expected_accepted",
+    "drafted_targets",
 ]
 
 #: Bytes budgeted per entry of a chain kernel ``(N, gamma + 1, V)`` (float64 and temporaries).
@@ -416,3 +418,77 @@ def kernel_from_table(table: prefixes.PrefixTable, path_law: Callable, name: str
     for arr in (paths, weights, law):
         arr.setflags(write=False)
     return ChainKernel(paths=paths, weights=weights, law=law, verifier=name)
+
+
+def prefix_expected_accepted(
+    p_model: Any, q_model: Any, gamma: int, *, method: str, memory_cap: float | None, kernel: Callable, step: Callable
+) -> float:
+    r""":math:`E[\tau] = \sum_{i=1}^{\gamma} \sum_{x^i} R_i(x^i)` of a chain rule whose reach mass
+    :math:`R_i = P(\tau \ge i, X^i = x^i)` grows one position at a time, or from its kernel.
+
+    Parameters
+    ----------
+    p_model, q_model : Model or callable
+        Target and draft models over one vocabulary.
+    gamma : int
+        Draft length.
+    method : {"closed_form", "kernel"}
+        The sum over all prefixes, or ``kernel().expected_accepted()`` (a cross-check).
+    memory_cap : float or None
+        Bytes for the enumeration; ``None``: the library default.
+    kernel : callable
+        ``kernel()`` returns the rule's :class:`ChainKernel` (read only for ``method="kernel"``).
+    step : callable
+        ``step(R, P, Qc)`` with ``R`` ``(N, 1)`` the reach mass of the depth's ``N`` prefixes and
+        ``P``, ``Qc`` their ``(N, V)`` conditionals; returns the ``(N, V)`` reach mass one deeper.
+
+    Returns
+    -------
+    float
+        In ``[0, gamma]``.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``method`` is not one of the two.
+    ProblemTooLargeError
+        If the prefixes cannot be enumerated.
+    """
+    if method == "kernel":
+        return kernel().expected_accepted()
+    if method != "closed_form":
+        raise UnsupportedMethodError(f"method must be 'closed_form' or 'kernel' (got {method!r}); pick one of those")
+    table = prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
+    reach, total = np.ones(1), 0.0
+    for i in range(1, gamma + 1):
+        reach = step(reach[:, None], table.p_cond[i - 1], table.q_cond[i - 1]).ravel()
+        total += float(reach.sum())
+    return total
+
+
+def drafted_targets(p_model: Any, q_model: Any, x: tuple) -> Iterator[tuple[int, np.ndarray]]:
+    """``(i, M_b(. | x^i))`` along a drafted path, each after checking the draft could produce ``x_i``.
+
+    Parameters
+    ----------
+    p_model, q_model : Model
+        Validated target and draft models (:func:`check_sample_inputs`).
+    x : tuple of int
+        The drafted path.
+
+    Yields
+    ------
+    i : int
+        The position, ``0..gamma - 1``.
+    p : ndarray, shape (V,)
+        The target conditional there.
+
+    Raises
+    ------
+    InvalidDraftsError
+        If ``x_i`` has draft probability 0 after ``x^i``.
+    """
+    for i in range(len(x)):
+        if q_model(x[:i])[x[i]] <= 0:
+            raise InvalidDraftsError(f"drafts[{i}] = {x[i]} has draft probability 0 after {x[:i]}; pass a path the draft can produce")
+        yield i, p_model(x[:i])

@@ -20,10 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from otspec import prefixes
 from otspec._docs import fill_doc
-from otspec.errors import InvalidDraftsError, UnsupportedMethodError
-from otspec.verifiers.chain import ChainKernel, check_path_arrays, check_sample_inputs, kernel_from_table, kernel_table, path_conditionals
+from otspec.verifiers.chain import (
+    ChainKernel,
+    check_path_arrays,
+    check_sample_inputs,
+    drafted_targets,
+    kernel_from_table,
+    kernel_table,
+    path_conditionals,
+    prefix_expected_accepted,
+)
 
 __all__ = ["kernel", "conditional_law", "expected_accepted", "expected_accepted_given_path", "sample"]
 
@@ -138,16 +145,15 @@ def expected_accepted(p_model: Any, q_model: Any, gamma: int, *, method: str = "
     >>> exact_match_chain.expected_accepted(p, p, 2)   # 1/2 + 1/4 (sum p^2 = 1/2 per position)
     0.75
     """
-    if method == "kernel":
-        return kernel(p_model, q_model, gamma, memory_cap=memory_cap).expected_accepted()
-    if method != "closed_form":
-        raise UnsupportedMethodError(f"method must be 'closed_form' or 'kernel' (got {method!r}); pick one of those")
-    table = prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
-    reach, total = np.ones(1), 0.0
-    for i in range(1, gamma + 1):
-        reach = (reach[:, None] * table.p_cond[i - 1] * table.q_cond[i - 1]).ravel()
-        total += float(reach.sum())
-    return total
+    return prefix_expected_accepted(
+        p_model,
+        q_model,
+        gamma,
+        method=method,
+        memory_cap=memory_cap,
+        kernel=lambda: kernel(p_model, q_model, gamma, memory_cap=memory_cap),
+        step=lambda R, P, Q: R * P * Q,
+    )
 
 
 @fill_doc
@@ -188,10 +194,8 @@ def sample(p_model: Any, q_model: Any, drafts: Any, *, rng: np.random.Generator)
     """
     p_model, q_model, x, rng = check_sample_inputs(p_model, q_model, drafts, rng)
     (draws,) = rng.spawn(1)
-    for i in range(len(x)):
-        if q_model(x[:i])[x[i]] <= 0:
-            raise InvalidDraftsError(f"drafts[{i}] = {x[i]} has draft probability 0 after {x[:i]}; pass a path the draft can produce")
-        y = int(draws.choice(p_model.V, p=p_model(x[:i])))
+    for i, p in drafted_targets(p_model, q_model, x):
+        y = int(draws.choice(p_model.V, p=p))
         if y != x[i]:
             return i, y
     return len(x), int(draws.choice(p_model.V, p=p_model(x)))

@@ -25,11 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from otspec import prefixes
 from otspec._docs import fill_doc
-from otspec.errors import InvalidDraftsError, UnsupportedMethodError
 from otspec.verifiers import stream
-from otspec.verifiers.chain import ChainKernel, check_path_arrays, check_sample_inputs, kernel_from_table, kernel_table, path_conditionals
+from otspec.verifiers.chain import (
+    ChainKernel,
+    check_path_arrays,
+    check_sample_inputs,
+    drafted_targets,
+    kernel_from_table,
+    kernel_table,
+    path_conditionals,
+    prefix_expected_accepted,
+)
 from otspec.verifiers.step.typical import POSTERIOR_ALPHA, POSTERIOR_THRESHOLD, TypicalVerifier, typical_threshold
 
 __all__ = ["kernel", "conditional_law", "expected_accepted", "expected_accepted_given_path", "sample", "stream_tv"]
@@ -205,20 +212,22 @@ def expected_accepted(
     3.0
     """
     rule = _rule(posterior_threshold, posterior_alpha, "sample")
-    if method == "kernel":
-        return kernel(
-            p_model, q_model, gamma, posterior_threshold=posterior_threshold, posterior_alpha=posterior_alpha, memory_cap=memory_cap
-        ).expected_accepted()
-    if method != "closed_form":
-        raise UnsupportedMethodError(f"method must be 'closed_form' or 'kernel' (got {method!r}); pick one of those")
-    table = prefixes.enumerate_prefixes(p_model, q_model, gamma, memory_cap=memory_cap)
-    reach, total = np.ones(1), 0.0
-    for i in range(1, gamma + 1):
-        P = table.p_cond[i - 1]
+
+    def step(R, P, Q):
         tau = np.array([typical_threshold(row, rule.posterior_threshold, rule.posterior_alpha) for row in P])
-        reach = (reach[:, None] * table.q_cond[i - 1] * np.greater(P, tau[:, None])).ravel()
-        total += float(reach.sum())
-    return total
+        return R * Q * np.greater(P, tau[:, None])
+
+    return prefix_expected_accepted(
+        p_model,
+        q_model,
+        gamma,
+        method=method,
+        memory_cap=memory_cap,
+        kernel=lambda: kernel(
+            p_model, q_model, gamma, posterior_threshold=posterior_threshold, posterior_alpha=posterior_alpha, memory_cap=memory_cap
+        ),
+        step=step,
+    )
 
 
 @fill_doc
@@ -272,10 +281,7 @@ def sample(
     rule = _rule(posterior_threshold, posterior_alpha, on_reject)
     p_model, q_model, x, rng = check_sample_inputs(p_model, q_model, drafts, rng)
     (draws,) = rng.spawn(1)
-    for i in range(len(x)):
-        if q_model(x[:i])[x[i]] <= 0:
-            raise InvalidDraftsError(f"drafts[{i}] = {x[i]} has draft probability 0 after {x[:i]}; pass a path the draft can produce")
-        p = p_model(x[:i])
+    for i, p in drafted_targets(p_model, q_model, x):
         if not p[x[i]] > typical_threshold(p, rule.posterior_threshold, rule.posterior_alpha):
             return i, int(draws.choice(p_model.V, p=_reject_law(rule, p)))
     return len(x), int(draws.choice(p_model.V, p=p_model(x)))
