@@ -739,7 +739,9 @@ def solve_node_lp(table: prefixes.PrefixTable, k: int) -> NodeLPSolution:
         status = h.getModelStatus()
         ok = status == highspy.HighsModelStatus.kOptimal
         info = h.modelStatusToString(status)
-        all_ok = all_ok and ok
+        # the status of the LP whose solution is returned: an earlier round's trouble (HiGHS once
+        # reported Unknown mid-loop on a 7-token case) only cost it cuts, which stay valid
+        all_ok = ok
         rounds += 1
     Amat = lp.csc()
     cands = []
