@@ -153,7 +153,7 @@ def _density_ordered(rng, V, k, member):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_lorenz_scan_is_the_sorted_lorenz_test(seed):
-    """Issue 35 item 1: the O(V) Lorenz test along the scan's order gives the sort-based test's
+    """The O(V) Lorenz test along the scan's order gives the sort-based test's
     violation (within rounding and its declared order allowance) on members and non-members, and
     on a member perturbed into a non-member (mass moved to the top-density token) both refuse it
     by the same amount."""
