@@ -436,8 +436,6 @@ def finish(args, name, cells, ids_of, wall, t0, prompts) -> dict:
         "seconds": elapsed,
         "png": name + ".png",
     }
-    if args.target == "smollm2" and not args.quick:
-        payload["ledger"] = ledger_rows(cells, wall)
     make_plot(payload, args.out, name)
     notes = [
         f"{len(prompts)} prompts x {args.tokens} new tokens per run (stop at EOS off: every prompt gives the same number of tokens), "
@@ -451,66 +449,6 @@ def finish(args, name, cells, ids_of, wall, t0, prompts) -> dict:
     ]
     _output.write(args.out, name, args, payload, tables(payload), notes)
     return payload
-
-
-SUN = "Block Verification (Sun et al., ICLR 2025)"
-HEADLINE = ("int8", 1.0)  # the realistic draft at T = 1 (the papers' usual sampling temperature)
-
-
-def ledger_rows(cells: list[dict], wall: dict | None) -> list[dict]:
-    """The claims ledger's rows (experiments/claims_ledger.py): the headline setting's cells."""
-    head = {c["gamma"]: c for c in cells if (c["draft"], c["temperature"]) == HEADLINE}
-    pct = lambda d: {**{k: 100 * d[k] for k in ("value", "low", "high")}, "unit": "%", "digits": 1}  # noqa: E731
-    rows = []
-    if 8 in head:
-        g8 = head[8]["gain_exact"]
-        verdict = "reproduced" if g8["low"] > 0 else ("not reproduced" if g8["high"] < 0 else "consistent")
-        rows.append(
-            {
-                "paper": SUN,
-                "claim": "block efficiency of block verification >= token verification's (gamma 8)",
-                "paper_value": "never worse (theorem)",
-                "source": "abstract",
-                "ours": pct(g8),
-                "estimand": "same (BE in each rule's own runs)",
-                "pvalue": None,
-                "verdict": verdict,
-                "section": "section 2",
-            }
-        )
-    for g in sorted(head):
-        c = head[g]
-        if c["paper_gain_pct"] is None:
-            continue
-        rows.append(
-            {
-                "paper": SUN,
-                "claim": f"relative BE gain of block over token at gamma = {g}",
-                "paper_value": f"+{c['paper_gain_pct']:.2f}% (PaLM-2-S / XXS)",
-                "source": "secondary: gamma ablation of arXiv v2 as summarised by a third party",
-                "ours": pct(c["gain_exact"]),
-                "estimand": "same (BE in each rule's own runs); models differ",
-                "pvalue": c["pvalue_vs_paper"],
-                "verdict": None,
-                "section": "section 2",
-            }
-        )
-    if wall:
-        w = wall["block_speedup_over_token"]
-        rows.append(
-            {
-                "paper": SUN,
-                "claim": "wall-clock speed-up of block over token verification",
-                "paper_value": "5-8% (PaLM-2 on TPU)",
-                "source": "abstract",
-                "ours": pct(w),
-                "estimand": "same (time per generated token, block vs token); hardware differs: B = 1 on a 2-core CPU",
-                "pvalue": wall["pvalue_vs_paper_range"],
-                "verdict": None,
-                "section": "section 2",
-            }
-        )
-    return rows
 
 
 def _spread(prompts: list, n: int) -> list:

@@ -2,7 +2,7 @@
 
 The numbers of a --quick run are not results; the checks are the replay's own invariants: the
 decoder's recorded E[tau | tree] equals the torch walk's, the samplers' z-scores are N(0, 1) under
-a correct sampler, the negative control is detected, and the ledger row is well formed.
+a correct sampler, the negative control is detected, and the payload holds what the claims ledger reads.
 """
 
 from pathlib import Path
@@ -69,12 +69,3 @@ def test_negative_control_detected(quick):
     assert (c["rule"], c["theory"]) == ("rrs", "kseq")
     assert abs(c["z_expected"]) >= 8, c["z_expected"]
     assert c["detected"] and c["z"] * c["z_expected"] > 0 and abs(c["z"]) > 3
-
-
-def test_ledger_row(quick):
-    d, _ = quick
-    (row,) = d["ledger"]
-    assert row["paper"] == "otspec" and row["pvalue"] is None and row["section"] == "section 4"
-    ok = d["z_max_abs"] <= 3 and d["tau_law_pvalue_min"] >= 0.0027 and all(c["detected"] for c in d["negative_controls"])
-    assert row["verdict"] == ("reproduced" if ok else "not reproduced")
-    assert f"{d['z_combined']:+.2f}" in row["ours"]
