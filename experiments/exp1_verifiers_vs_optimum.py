@@ -241,11 +241,19 @@ def run(args) -> dict:
     }
 
 
+#: Verifiers whose curve equals an optimum (Khisti et al.'s rule attains alpha*_iid, Hu et al.'s greedy
+#: verifier alpha*_greedy): drawn as large open markers over that optimum's line, so neither hides the other.
+ON_AN_OPTIMUM = {"khisti": ("D", "i.i.d."), "greedy_optimal": ("v", "greedy")}
+
+
 def _figures(d: dict, out: str) -> None:
-    """Acceptance against k per temperature, and the gaps (by k, and by step TV at the largest k)."""
+    """Acceptance against k per temperature, and the gaps (by k, and by step TV at the largest k).
+
+    One legend under the panels (not inside a narrow panel, where it covered the curves), and the
+    verifiers that attain an optimum drawn as open markers on its line."""
     ks, temps, summary, by_tv = d["ks"], d["temperatures"], d["summary"], d["gap_by_tv"]
     nT = len(temps)
-    fig, axes = plt.subplots(1, nT, figsize=(3.6 * nT, 3.8), layout="constrained", sharey=True)
+    fig, axes = plt.subplots(1, nT, figsize=(4.6 * nT, 5.2), layout="constrained", sharey=True)
     for ax, T in zip(np.atleast_1d(axes), temps, strict=False):
         s = summary[str(T)]
         curves = {LABELS[v]: s[v]["mean"] for v, _ in VERIFIERS if v not in ("spechub",)}
@@ -259,11 +267,17 @@ def _figures(d: dict, out: str) -> None:
             ax=ax,
             title=f"T = {T}  (mean TV {s['tv_mean']:.2f})",
         )
-        if ax is not np.atleast_1d(axes)[-1]:
-            ax.get_legend().remove()
+        for line in ax.get_lines():
+            for v, (marker, law) in ON_AN_OPTIMUM.items():
+                if line.get_label() == LABELS[v]:
+                    line.set(marker=marker, ms=9, mfc="none", mew=1.6, ls="none", zorder=5, label=f"{LABELS[v]} (= $\\alpha^*$ {law})")
+        ax.get_legend().remove()
+        ax.tick_params(labelsize=10)
+    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=10, frameon=False)
     _output.save_figure(fig, out, d["_name"])
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     Tref = 1.0 if 1.0 in temps else temps[-1]
     s = summary[str(Tref)]
     gaps = {LABELS[v]: s[f"gap_{v}"]["mean"] for v, _ in VERIFIERS if v not in ("khisti", "spechub")}
@@ -278,6 +292,8 @@ def _figures(d: dict, out: str) -> None:
         ax=a2,
         title=f"gap by per-step TV(p, q), k = {ks[kk]}, all T",
     )
+    for ax in (a1, a2):
+        ax.legend(fontsize=9)
     _output.save_figure(fig, out, d["_name"] + "_gaps")
 
 
