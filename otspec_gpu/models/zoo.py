@@ -13,7 +13,7 @@ from otspec_gpu.models.wrapper import LM, patch_linear
 
 __all__ = ["MODEL_NAMES", "gemma3", "load", "self_draft", "smollm2", "smollm2_int8", "tiny"]
 
-MODEL_NAMES = ("smollm2", "smollm2-int8", "smollm2-t<T>", "gemma3-270m", "gemma3-270m-t<T>", "tiny", "tiny-draft")
+MODEL_NAMES = ("smollm2", "smollm2-int8", "smollm2-t<T>", "smollm2-exit<L>", "gemma3-270m", "gemma3-270m-t<T>", "tiny", "tiny-draft")
 
 
 _LOADED: dict = {}
@@ -201,6 +201,7 @@ def tiny(*, vocab_size: int = 6, seed: int = 0, hidden_size: int = 16, layers: i
 
 
 _TEMP = re.compile(r"^(smollm2|gemma3-270m)-t([0-9]*\.?[0-9]+)$")
+_EXIT = re.compile(r"^smollm2-exit([0-9]+)$")
 
 
 def load(name: str) -> LM:
@@ -209,8 +210,10 @@ def load(name: str) -> LM:
     Parameters
     ----------
     name : str
-        ``"smollm2"``, ``"smollm2-int8"``, ``"gemma3-270m"``, ``"tiny"``, ``"tiny-draft"``, or
-        ``"smollm2-t<T>"`` / ``"gemma3-270m-t<T>"``.
+        ``"smollm2"``, ``"smollm2-int8"``, ``"gemma3-270m"``, ``"tiny"``, ``"tiny-draft"``,
+        ``"smollm2-t<T>"`` / ``"gemma3-270m-t<T>"``, or a trained early-exit draft
+        ``"smollm2-exit<L>"`` (:mod:`otspec_gpu.models.early_exit`; its weights are built by
+        ``otspec train-draft``).
 
     Returns
     -------
@@ -220,7 +223,8 @@ def load(name: str) -> LM:
     Raises
     ------
     MissingModelPackageError
-        The package holding the weights is not installed (the message has the install command).
+        The package holding the weights is not installed (the message has the install command), or
+        a trained draft's weights are not built yet (the message has the command).
     UnknownModelError
         ``name`` is not a known model.
     """
@@ -238,4 +242,8 @@ def load(name: str) -> LM:
     if m:
         base = smollm2() if m.group(1) == "smollm2" else gemma3()
         return self_draft(base, float(m.group(2)), name=name)
+    if _EXIT.match(name):
+        from otspec_gpu.models.early_exit import load_early_exit
+
+        return load_early_exit(name, smollm2)
     raise UnknownModelError(f"unknown model {name!r}; pick one of {MODEL_NAMES} (T a positive number, e.g. smollm2-t0.7)")
