@@ -23,9 +23,12 @@ both models' KV caches, the target forward and the rollback), the **verifier ste
 :class:`otspec_gpu.drafters.DraftSource` (:mod:`otspec_gpu.drafters`): a draft model feeds every mode
 (:class:`otspec_gpu.drafters.ModelDraft`); ``PromptLookup(max_ngram)`` (or ``"prompt-lookup"``)
 drafts without a model, copying the continuation of the most recent earlier match of the context's
-last n-gram with one-hot draft rows, for the chain rules (:mod:`otspec_gpu.prompt_lookup`). The
-loop asks the source which modes it feeds and which model the scorer caches, and the run's
-drafter for ``draft``, ``observe`` and ``record``; it never branches on which drafter it has.
+last n-gram with one-hot draft rows, for the chain rules (:mod:`otspec_gpu.prompt_lookup`);
+``"smollm2-medusa"`` and ``"smollm2-eagle"`` draft with trained heads on the target's own last
+hidden layer (:mod:`otspec_gpu.head_drafters`). The loop asks the source which modes it feeds,
+which model the scorer caches and whether it reads the target's feature (``needs_target_hidden``:
+the scorer then keeps it and the drafter's ``see_target`` gets it at every round's start), and the
+run's drafter for ``draft``, ``observe`` and ``record``; it never branches on which drafter it has.
 
 **KV caches.** Each model keeps one ``transformers`` ``DynamicCache`` with ``B * k`` rows and a
 boolean *validity mask* over cache positions (:mod:`otspec_gpu.scoring`). With one prompt every
@@ -473,6 +476,7 @@ def decode(
         or ``seed`` is not an integer ``>= 0``.
     """
     # Over 80 lines only through this docstring: the code is the four-part loop below.
+    from otspec_gpu import drafters
     from otspec_gpu.deterministic import WalkStep
     from otspec_gpu.inputs import generators
     from otspec_gpu.processing import probs_from_logits
@@ -495,7 +499,8 @@ def decode(
 
     clock = PhaseClock(device)
     t_start = clock.now()
-    caches = DecodeCaches(target, s.source.model, prompts, k, transform, device)
+    needs_hidden = drafters.needs_target_hidden(s.source)  # a head on the target's feature
+    caches = DecodeCaches(target, s.source.model, prompts, k, transform, device, hidden=needs_hidden)
     t_prefill = clock.now() - t_start
     drafter = s.source.drafter(mode, prompts, V, device)
     step = WalkStep(B, k) if mode.branching else VerifierStep(mode.mode, mode.rule, B, k)
@@ -505,6 +510,8 @@ def decode(
     rnd = 0
     while not all(out.done):
         clock.start()
+        if needs_hidden:
+            drafter.see_target(caches.hidden, target, transform)
         X, Q, n_drafts = drafter.draft(caches.next_q, caches.pend, caches.pend_valid, g_draft)  # [R, gamma], [R, gamma, V], [B]
         clock.lap("draft")
         P = caches.score(X)  # [R, gamma + 1, V]

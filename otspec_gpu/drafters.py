@@ -10,7 +10,13 @@ says
   per prompt; ``"single"``: ``k`` single-token drafts from the verifier's draft law; ``"tree"``:
   ``k`` drafted sequences), see :func:`otspec_gpu.decoding.mode_for` and :func:`check_supports`;
 * ``model``: the model whose KV cache the scorer keeps beside the target's (``None``: no model);
-* ``drafter(mode, prompts, V, device)``: the run's :class:`Drafter`.
+* ``drafter(mode, prompts, V, device)``: the run's :class:`Drafter`;
+* ``needs_target_hidden`` (optional, default ``False``; read by :func:`needs_target_hidden`): the
+  source drafts from the target's own feature (a trained head, :mod:`otspec_gpu.head_drafters`).
+  The scorer then keeps the target's last hidden layer, and at the start of every round the decoder
+  calls the drafter's ``see_target(hidden, target, transform)`` with ``hidden`` ``[R, H]``, per row
+  the target's feature at the position before the last emitted token (the one whose law that token
+  was drawn from), the target model and the run's sampling transform.
 
 A **drafter** holds a run's drafting state and has three methods, called once per round:
 
@@ -43,9 +49,20 @@ import torch
 
 from otspec.errors import OtspecInputError, UnknownModelError, UnsupportedMethodError
 from otspec_gpu.drafting import ModelDrafter
+from otspec_gpu.head_drafters import EagleDraft, MedusaDraft
 from otspec_gpu.prompt_lookup import PromptLookup
 
-__all__ = ["DRAFTERS", "DraftSource", "Drafter", "ModelDraft", "as_source", "by_name", "check_supports", "options_of"]
+__all__ = [
+    "DRAFTERS",
+    "DraftSource",
+    "Drafter",
+    "ModelDraft",
+    "as_source",
+    "by_name",
+    "check_supports",
+    "needs_target_hidden",
+    "options_of",
+]
 
 #: What each decoding mode drafts per prompt (for messages).
 _MODE_WORDS = {"chain": "one drafted sequence", "single": "k single-token drafts", "tree": "a tree of k drafted sequences"}
@@ -181,8 +198,29 @@ class ModelDraft:
 
 
 #: Drafters that need no draft model, by name (``by_name(name, **options)`` builds them; their
-#: dataclass fields are the options). Every other drafter name is a model name.
-DRAFTERS: dict[str, type] = {"prompt-lookup": PromptLookup}
+#: dataclass fields are the options). Every other drafter name is a model name. The trained heads
+#: load their weights when built (``otspec train-draft <name>`` builds them).
+DRAFTERS: dict[str, type] = {"prompt-lookup": PromptLookup, "smollm2-medusa": MedusaDraft, "smollm2-eagle": EagleDraft}
+
+
+def needs_target_hidden(source: Any) -> bool:
+    """Whether ``source`` drafts from the target's feature (its ``needs_target_hidden``, default ``False``).
+
+    Parameters
+    ----------
+    source : DraftSource
+        A draft source.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> needs_target_hidden(by_name("prompt-lookup"))
+    False
+    """
+    return bool(getattr(source, "needs_target_hidden", False))
 
 
 def options_of(name: str) -> tuple[str, ...]:
@@ -203,7 +241,7 @@ def options_of(name: str) -> tuple[str, ...]:
     ('max_ngram',)
     """
     cls = DRAFTERS.get(name) if isinstance(name, str) else None
-    return tuple(f.name for f in dataclasses.fields(cls)) if cls is not None else ()
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init) if cls is not None else ()
 
 
 def by_name(name: str, **options: Any) -> DraftSource:

@@ -105,12 +105,31 @@ class RowCache:
         torch.Tensor
             ``[R, n, V]`` float32 logits.
         """
+        return self.feed_hidden(ids, valid, hidden=False)[0]
+
+    def feed_hidden(self, ids: torch.Tensor, valid: torch.Tensor, *, hidden: bool = True):
+        """Feed ``ids`` ``[R, n]`` and return the logits and (with ``hidden``) the last hidden layer.
+
+        Parameters
+        ----------
+        ids : torch.Tensor
+            ``[R, n]`` token ids.
+        valid : torch.Tensor
+            ``[R, n]`` bool, False at padding.
+        hidden : bool
+            Also return the last hidden layer.
+
+        Returns
+        -------
+        (torch.Tensor, torch.Tensor or None)
+            ``[R, n, V]`` float32 logits and ``[R, n, H]`` float32 hidden states (or ``None``).
+        """
         pos = self.mask.sum(1, keepdim=True)  # [R, 1] valid tokens so far
         position_ids = (pos + torch.cumsum(valid.long(), 1) - 1).clamp_min(0)
         self.mask = torch.cat([self.mask, valid], 1)
         attn = None if bool(self.mask.all()) else self.mask.long()
         self.calls += 1
-        return forward(self.lm, ids, attention_mask=attn, position_ids=position_ids, cache=self.cache)[0]
+        return forward(self.lm, ids, attention_mask=attn, position_ids=position_ids, cache=self.cache, hidden=hidden)
 
     def select(self, rows: torch.Tensor) -> None:
         """Reorder / duplicate rows: row ``r`` becomes old row ``rows[r]``.
@@ -247,9 +266,16 @@ class DecodeCaches:
         ``transform(logits [..., V]) -> probabilities`` (the same for both models).
     device : torch.device
         Where the models live.
+    hidden : bool
+        Keep the target's **feature** for drafters that read it (a source with
+        ``needs_target_hidden``): :attr:`hidden` ``[R, H]`` is the target's last hidden layer at the
+        position before ``last`` of each row -- the position whose law ``last`` was drawn from -- after
+        the prefill and after every :meth:`rollback` (the fed position ``target_keep - 1`` of the row
+        each row became). A row whose prompt has no position before ``last`` (a one-token prompt)
+        holds zeros.
     """
 
-    def __init__(self, target: Any, draft: Any, prompts: list, k: int, transform, device: torch.device):
+    def __init__(self, target: Any, draft: Any, prompts: list, k: int, transform, device: torch.device, hidden: bool = False):
         B, width = len(prompts), max(len(p) for p in prompts)
         ids_np = np.zeros((B, width), dtype=np.int64)
         valid_np = np.zeros((B, width), dtype=bool)
@@ -262,8 +288,16 @@ class DecodeCaches:
         self.target = RowCache(target, B * k, device)
         self.draft = RowCache(draft, B * k, device) if draft is not None else None
         self.prefilled = width > 1
+        self.keep_hidden = bool(hidden)
+        self.hidden = None  # [R, H] the target's feature before `last` (with keep_hidden)
+        self._scored_hidden = None  # [R, gamma + 1, H] of the last score
+        if self.keep_hidden and not self.prefilled:
+            H = target.model.get_output_embeddings().weight.shape[1]
+            self.hidden = torch.zeros(B * k, H, device=device)
         if self.prefilled:
-            self.target.feed(ids[:, :-1], valid[:, :-1])
+            _, hid = self.target.feed_hidden(ids[:, :-1], valid[:, :-1], hidden=self.keep_hidden)
+            if self.keep_hidden:  # a one-token prompt has no position before `last`: zeros
+                self.hidden = hid[:, -1] * valid[:, -2:-1]
             if self.draft is not None:
                 self.draft.feed(ids[:, :-1], valid[:, :-1])
         self.last = ids[:, -1]  # [R] the last emitted token, not yet fed to the target
@@ -303,7 +337,8 @@ class DecodeCaches:
             ``[R, gamma + 1, V]`` processed target conditionals along each row.
         """
         ids = torch.cat([self.last.unsqueeze(1), X], 1)
-        return self.transform(self.target.feed(ids, torch.ones_like(ids, dtype=torch.bool)))
+        logits, self._scored_hidden = self.target.feed_hidden(ids, torch.ones_like(ids, dtype=torch.bool), hidden=self.keep_hidden)
+        return self.transform(logits)
 
     def target_keep(self, tau: torch.Tensor, gamma: int) -> torch.Tensor:
         """Positions of the ``gamma + 1`` fed to the target that each row keeps: ``1 + tau``.
@@ -343,7 +378,10 @@ class DecodeCaches:
             if self.draft is not None:
                 self.draft.select(sel)
         tau_r = tau.repeat_interleave(k)
-        self.target.keep(g + 1, self.target_keep(tau_r, g))
+        keep = self.target_keep(tau_r, g)
+        self.target.keep(g + 1, keep)
+        if self.keep_hidden:  # the last kept position's feature: the law the new `last` came from
+            self.hidden = self._scored_hidden[sel, keep - 1]
         if self.draft is not None:
             self.draft.keep(self.draft_fed, self.pend.shape[1] + torch.clamp(tau_r, max=g - 1))
         y_r = next_token.repeat_interleave(k)

@@ -143,25 +143,28 @@ class MedusaHeads(nn.Module):
         """
         return {"kind": "medusa", "hidden": self.hidden, "n_heads": self.n_heads}
 
-    def features(self, h: torch.Tensor) -> torch.Tensor:
-        """Every head's feature :math:`u_i` of ``h`` ``[..., H]``.
+    def features(self, h: torch.Tensor, n: int | None = None) -> torch.Tensor:
+        """The features :math:`u_i` of the first ``n`` heads (default all) from ``h`` ``[..., H]``.
 
         Parameters
         ----------
         h : torch.Tensor
             ``[..., H]`` target features.
+        n : int, optional
+            How many heads (the first ``n``; default ``n_heads``).
 
         Returns
         -------
         torch.Tensor
-            ``[..., n_heads, H]``.
+            ``[..., n, H]``.
         """
         _check_feature(h, self.hidden, "h")
-        a = torch.einsum("...i,noi->...no", h, self.w1)  # [..., n, H]
-        return h.unsqueeze(-2) + torch.einsum("...ni,noi->...no", nn.functional.silu(a), self.w2)
+        w1, w2 = (self.w1, self.w2) if n is None else (self.w1[:n], self.w2[:n])
+        a = torch.einsum("...i,noi->...no", h, w1)  # [..., n, H]
+        return h.unsqueeze(-2) + torch.einsum("...ni,noi->...no", nn.functional.silu(a), w2)
 
-    def forward(self, h: torch.Tensor, lm_head: Any) -> torch.Tensor:
-        """Every head's logits through the target's output layer (before the logit temperature).
+    def forward(self, h: torch.Tensor, lm_head: Any, n: int | None = None) -> torch.Tensor:
+        """The first ``n`` heads' logits through the target's output layer (before the logit temperature).
 
         Parameters
         ----------
@@ -169,13 +172,15 @@ class MedusaHeads(nn.Module):
             ``[..., H]`` target features.
         lm_head : callable
             The target's frozen output layer (``lm.model.get_output_embeddings()``).
+        n : int, optional
+            How many heads (the first ``n``; default ``n_heads``).
 
         Returns
         -------
         torch.Tensor
-            ``[..., n_heads, V]``; entry ``i`` drafts the token ``i + 1`` places after ``last``.
+            ``[..., n, V]``; entry ``i`` drafts the token ``i + 1`` places after ``last``.
         """
-        return lm_head(self.features(h))
+        return lm_head(self.features(h, n))
 
 
 class EagleHead(nn.Module):

@@ -12,11 +12,15 @@ from otspec_gpu import drafters, models
 from otspec_gpu.decoding import decode, mode_for
 from otspec_gpu.drafters import DRAFTERS, DraftSource, ModelDraft, as_source, by_name, check_supports, options_of
 from otspec_gpu.drafting import ModelDrafter, sample_drafts
+from otspec_gpu.models.heads import EagleHead, MedusaHeads
 from otspec_gpu.prompt_lookup import PromptLookup, PromptLookupDrafter
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread per module
 
 ALL_MODES = [mode_for("token", 1, 3), mode_for("kseq", 3, 1), mode_for("rrs_wor", 2, 3)]  # chain, single, tree
+
+#: Options that build the registered heads without trained weights (an untrained head of the tiny width).
+HEAD_OPTIONS = {"smollm2-medusa": lambda: {"head": MedusaHeads(16, 3)}, "smollm2-eagle": lambda: {"head": EagleHead(16)}}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +38,10 @@ def test_registry_builds_drafters_by_name(target):
         by_name("prompt-lookup", depth=2)
     with pytest.raises(UnsupportedMethodError, match="is a draft model, which takes no options"):
         by_name("tiny-draft", max_ngram=2)
-    with pytest.raises(UnknownModelError, match=r"unknown drafter 'nope': neither one of \['prompt-lookup'\] nor a model"):
+    with pytest.raises(
+        UnknownModelError,
+        match=r"unknown drafter 'nope': neither one of \['prompt-lookup', 'smollm2-eagle', 'smollm2-medusa'\] nor a model",
+    ):
         by_name("nope")
 
 
@@ -42,7 +49,7 @@ def test_registry_builds_drafters_by_name(target):
 def test_every_drafter_follows_the_protocol(target, name):
     """Each source has a name, its modes and a model (or None), and makes a run drafter with
     ``draft``, ``observe`` and ``record`` for every mode it feeds."""
-    src = by_name(name)
+    src = by_name(name, **HEAD_OPTIONS.get(name, dict)())
     assert isinstance(src, DraftSource) and src.modes and set(src.modes) <= {"chain", "single", "tree"}
     for mode in ALL_MODES:
         if mode.mode in src.modes:
