@@ -30,9 +30,9 @@ import torch
 __all__ = ["DEFAULT_ANSWERS", "DEFAULT_LAYERS", "DEFAULT_TEXT_TOKENS", "build_dataset", "dataset_dir"]
 
 #: Tokens of teacher-forced local text (chunks of 256).
-DEFAULT_TEXT_TOKENS = 60_000
+DEFAULT_TEXT_TOKENS = 30_000
 #: Training prompts the target answers (up to 160 new tokens each).
-DEFAULT_ANSWERS = 128
+DEFAULT_ANSWERS = 32
 #: Early-exit depths whose residual stream is stored.
 DEFAULT_LAYERS = (6, 8, 10)
 
