@@ -132,7 +132,11 @@ class HeadDrafter:
         -------
         torch.Tensor
         """
-        logits = self.target.model.get_output_embeddings()(feature).float()
+        lm_head = self.target.model.get_output_embeddings()
+        w = getattr(lm_head, "weight", None)
+        if isinstance(w, torch.Tensor) and w.is_floating_point():  # a half-precision target: its dtype
+            feature = feature.to(w.dtype)
+        logits = lm_head(feature).float()
         return self.transform(logits / self.target.logit_temperature)
 
     def draft(self, next_q, first: torch.Tensor, first_valid: torch.Tensor, generator: torch.Generator):

@@ -57,7 +57,9 @@ def _model_options(ap: argparse.ArgumentParser) -> None:
         default="smollm2-int8",
         help=(
             "draft model: smollm2-int8, smollm2-t<T> (self-draft at temperature T), gemma3-270m-t<T>, tiny-draft, or prompt-lookup "
-            "(no draft model: the continuation of the context's most recent earlier n-gram match; chains only) (default smollm2-int8)"
+            "(no draft model: the continuation of the context's most recent earlier n-gram match; chains only), smollm2-medusa or "
+            "smollm2-eagle (trained heads on the target's last hidden layer; weights built by otspec train-draft NAME) "
+            "(default smollm2-int8)"
         ),
     )
     ap.add_argument(
