@@ -234,7 +234,7 @@ def _ci(d: dict, scale: float = 1.0, digits: int = 3, sign: bool = False) -> str
 def make_plot(payload: dict, out_dir: str, name: str) -> str:
     """BE vs gamma per (draft, T) for both rules (exact, clustered 95% CI), and the gain vs the paper's."""
     cells = payload["cells"]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5.4), layout="constrained")
     groups = sorted({(c["draft"], c["temperature"]) for c in cells})
     for k, (dn, T) in enumerate(groups):
         cs = sorted((c for c in cells if c["draft"] == dn and c["temperature"] == T), key=lambda c: c["gamma"])
@@ -267,8 +267,9 @@ def make_plot(payload: dict, out_dir: str, name: str) -> str:
     a2.axhline(0, color="0.6", lw=0.8)
     a1.set(xlabel="draft length gamma", ylabel="block efficiency (exact, own runs)", title="BE per rule, 95% CI clustered by prompt")
     a2.set(xlabel="draft length gamma", ylabel="BE_block / BE_token - 1  (%)", title="gain of block over token, own runs")
-    a1.legend(fontsize=6.5, ncol=2)
-    a2.legend(fontsize=7)
+    # legends under the panels at a readable size: inside, they covered the curves of the narrow panels
+    for ax, ncol in ((a1, 2), (a2, 2)):
+        ax.legend(fontsize=9.5, ncol=ncol, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
     return _output.save_figure(fig, out_dir, name)
 
 

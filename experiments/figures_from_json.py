@@ -6,7 +6,7 @@
   drafts k, at T = 1 (means over the positions; their paired differences and intervals are on the
   results page).
 * ``exp1``: experiment 1's two figures per model pair, re-drawn from each pair's JSON with the
-  experiment's own plotting function.
+  experiment's own plotting function; ``exp2``: experiment 2's figure, likewise.
 
     python experiments/figures_from_json.py                      # both, into docs/_static
     python experiments/figures_from_json.py --only landing --results DIR --out DIR
@@ -23,10 +23,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _output  # noqa: F401  (headless matplotlib before pyplot loads)
 import exp1_verifiers_vs_optimum as exp1
+import exp2_block_vs_token as exp2
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["LANDING", "landing", "replot_exp1", "main"]
+__all__ = ["LANDING", "landing", "replot_exp1", "replot_exp2", "main"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "..", "docs", "_static", "results")
@@ -81,16 +82,28 @@ def replot_exp1(results: str, out: str) -> list[str]:
     return done
 
 
+def replot_exp2(results: str, out: str) -> str | None:
+    """Experiment 2's figure from its JSON in ``results``, drawn into ``out`` (``None`` without it)."""
+    path = os.path.join(results, "exp2_block_vs_token.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        d = json.load(f)
+    return exp2.make_plot(d, out, "exp2_block_vs_token")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="figures_from_json", description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=RESULTS, help="folder of the experiments' JSON (default docs/_static/results)")
     ap.add_argument("--out", default=None, help="output folder (default: docs/_static for the landing figure, --results for exp1)")
-    ap.add_argument("--only", choices=("landing", "exp1"), default=None, help="draw one of the two (default both)")
+    ap.add_argument("--only", choices=("landing", "exp1", "exp2"), default=None, help="draw one of them (default all)")
     args = ap.parse_args(argv)
     if args.only in (None, "landing"):
         landing(args.results, args.out or os.path.join(args.results, ".."))
     if args.only in (None, "exp1"):
         replot_exp1(args.results, args.out or args.results)
+    if args.only in (None, "exp2"):
+        replot_exp2(args.results, args.out or args.results)
 
 
 if __name__ == "__main__":
