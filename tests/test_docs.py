@@ -274,6 +274,11 @@ def test_wide_result_tables_fit_a_laptop_screen(html):
         assert _table_width(body, wrap=True) <= LAPTOP_PX, _table_width(body, wrap=True)
     # the ledger's text columns must wrap: unwrapped, it would be wider than the screen
     assert _table_width(ledger[0][1], wrap=False) > LAPTOP_PX
+    # the verdict is seen first: a narrow column right after the row number, never behind a scroll
+    header = [" ".join(html_lib.unescape(_TAG.sub(" ", c)).split()) for c in _CELL.findall(_ROW.findall(ledger[0][1])[0])]
+    assert header[:2] == ["#", "verdict"], header
+    # the internal checks are a table of their own, outside the paper claims
+    assert len(_tables_with_header(page, "result", "check")) == 1
     # and every other table of the results page fits once its cells wrap at spaces
     wide = [body[:80] for _, body in _TABLE.findall(page) if _table_width(body, wrap=True) > LAPTOP_PX]
     assert not wide, wide

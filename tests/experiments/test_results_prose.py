@@ -4,6 +4,7 @@ Each expected string is recomputed here from ``docs/_static/results/*.json`` (an
 script builds from them) and looked up in the section of ``docs/results.rst`` that quotes it, so
 the prose cannot drift from the tables. Reads JSON only (well under a second)."""
 
+import functools
 import json
 import re
 import sys
@@ -144,6 +145,80 @@ def exp2_exp3_quotes() -> tuple[list[str], list[str]]:
     return two, three
 
 
+def _num(n: int) -> str:
+    """65536 -> "65 536", as the page writes counts."""
+    return f"{n:,}".replace(",", " ")
+
+
+# long-function: one expected string per quoted number of sections 4, 4b, 4c and 6
+def exp4_and_speed_quotes() -> dict[str, list[str]]:
+    """Calibration (4), the chain replay (4b), the tree replay (4c) and the decoding benchmark (6)."""
+    e4, e4b, e4c, bench = _json("exp4_calibration"), _json("exp4b_chain_replay"), _json("exp4c_tree_replay"), _json("bench_decode")
+    fam = e4["families"]
+    zs = [f["z_overall"] for f in fam.values()]
+    pooled, nc = e4["chain_tree_pooled"], e4["negative_control"]
+    ks4 = [fam[f"kseq tree k=4 gamma={g} (smollm2-int8)"]["realized_minus_exact"] for g in (4, 8)]
+    four = [
+        f"for all {len(fam)} families",
+        f"z between {min(zs):+.2f} and {max(zs):+.2f}",
+        f"all {_num(pooled['rounds'])} chain and tree rounds pooled, realized minus exact is {_ci(pooled['realized_minus_exact'], 3, '+')}",
+        f"{_ci(ks4[0], 2, '+')} (gamma 4) and {_ci(ks4[1], 2, '+')} (gamma 8)",
+        f"K-SEQ accepts {nc['wrong_q']:.3f} against the {nc['promised']:.3f} the theory promises, z = {nc['z_wrong_q']:.1f}",
+        f"interval [{nc['realized_minus_promised_wrong_q']['low']:.3f}, {nc['realized_minus_promised_wrong_q']['high']:.3f}]",
+        f"(the correct run: z = {nc['z_correct']:.1f}, interval [{nc['realized_minus_promised_correct']['low']:.3f}, "
+        f"{nc['realized_minus_promised_correct']['high']:+.3f}])",
+    ]
+    r = {(x["gamma"], x["rule"]): x for x in e4b["results"]}
+    four += [
+        f"z = {r[(4, 'token')]['z']:+.2f} / {r[(4, 'block')]['z']:+.2f} (gamma = 4, token / block) and "
+        f"{r[(8, 'token')]['z']:+.2f} / {r[(8, 'block')]['z']:+.2f} (gamma = 8), combined {e4b['z_combined']:+.2f} over "
+        f"{_num(sum(x['draws'] for x in e4b['results']))} draws",
+        "Realized minus exact tau is "
+        + ", ".join(f"{x['bias']:+.3f}" for x in e4b["results"][:3])
+        + f" and {e4b['results'][3]['bias']:+.3f}",
+    ]
+    t = {(x["rule"], x["gamma"]): x for x in e4c["results"]}
+    zc = [x["z"] for x in e4c["results"]]
+    ctl = {c["gamma"]: c for c in e4c["negative_controls"]}
+    four_c = [
+        f"between {min(zc):+.2f} and {max(zc):+.2f} (combined {e4c['z_combined']:+.2f} over the {len(zc)} rows, "
+        f"{_num(sum(x['draws'] for x in e4c['results']))} draws)",
+        f"all at least {min(x['tau_law']['pvalue'] for x in e4c['results']):.2f}",
+        f"{_ci(t[('kseq', 4)]['bias_clustered'], 4, '+')} at L = 4 and {_ci(t[('kseq', 8)]['bias_clustered'], 4, '+')} at L = 8",
+        f"standard errors of {t[('kseq', 4)]['bias_se']:.4f} and {t[('kseq', 8)]['bias_se']:.4f}",
+        f"z = {ctl[4]['z']:.1f} at L = 4 (expected {ctl[4]['z_expected']:.1f}) and {ctl[8]['z']:.1f} at L = 8 "
+        f"(expected {ctl[8]['z_expected']:.1f})",
+    ]
+    a = bench["summary"]["all"]
+    x = lambda iv, d: f"{iv['value']:.{d}f}x [{iv['low']:.{d}f}, {iv['high']:.{d}f}]"  # noqa: E731
+    lk = a["lookup"]
+    six = [
+        f"prompt lookup is the slowest: {x(lk['speed_vs_plain'], 3)}",
+        f"(HumanEval {x(bench['summary']['humaneval']['lookup']['speed_vs_plain'], 2)})",
+        f"the int8 self-draft {x(a['int8']['speed_vs_plain'], 2)}",
+        f"same draft {x(a['hf-int8']['speed_vs_plain'], 2)}",
+        f"prompt lookup {x(a['hf-lookup']['speed_vs_plain'], 2)}",
+        f"costs {x(bench['forward_cost']['block_over_one'], 2)} a one-position forward",
+        f"emits {_ci(lk['block_efficiency'], 2)} tokens per round (a match in {100 * lk['match_rate']['value']:.0f}% of rounds)",
+        f"round, {_ci(lk['accepted_per_round'])}, matches the exact per-round expectation with one-hot q, {lk['expected_per_round']['value']:.3f}",
+    ]
+    sp = _json("sprinter")
+    by = {(x["kind"], x["threshold"]): x["intervals"] for x in sp["runs"]}
+    exact, oracle = by[("exact", None)], by[("oracle", None)]
+    seven = [
+        f"exact SD (token, gamma 4) {_ci(exact['target_calls_per_token'])}",
+        f"1{{p >= q}} {_ci(oracle['target_calls_per_token'])}, {_ci(oracle['calls_vs_exact_sd'], 2)} times SD's",
+        "Held-out AUC " + " (logistic regression) and ".join(f"{sp['classifier'][f'{m}@0.297549']['auc']:.2f}" for m in ("logreg", "head")),
+    ]
+    for pass_pct, digits in ((30, 3), (90, 3)):
+        th = next(t for (kind, t) in by if kind == "logreg" and round(100 * sp["classifier"][f"logreg@{t:.6f}"]["pass_rate"]) == pass_pct)
+        iv = by[("logreg", th)]
+        seven.append(
+            f"passing {pass_pct}% of positions {_ci(iv['target_calls_per_token'], digits)} ({_ci(iv['calls_vs_exact_sd'], 2)} x SD)"
+        )
+    return {"results-exp4": four, "results-exp4c": four_c, "results-speed": six, "results-sprinter": seven}
+
+
 SECTIONS = {
     "results-ledger": "results-method",
     "results-method": "results-exp1",
@@ -151,18 +226,29 @@ SECTIONS = {
     "results-exp2": "results-exp3",
     "results-exp3": "results-exp4",
     "results-exp4": "results-exp4c",
+    "results-exp4c": "results-exp5",
+    "results-speed": "results-sprinter",
+    "results-sprinter": "results-status",
 }
 
 
-def missing_quotes(rst: str) -> list[tuple[str, str]]:
-    """Every (section, expected string) the page does not contain."""
-    out = []
+@functools.cache
+def all_quotes() -> dict[str, tuple[str, ...]]:
+    """Section label -> every expected string of that section (computed once per test run)."""
     quotes_by = expected_quotes()
     two, three = exp2_exp3_quotes()
     quotes_by["results-exp1"] = exp1_quotes()
     quotes_by["results-exp2"] += two
     quotes_by["results-exp3"] += three
-    for label, quotes in quotes_by.items():
+    for label, quotes in exp4_and_speed_quotes().items():
+        quotes_by.setdefault(label, []).extend(quotes)
+    return {label: tuple(quotes) for label, quotes in quotes_by.items()}
+
+
+def missing_quotes(rst: str) -> list[tuple[str, str]]:
+    """Every (section, expected string) the page does not contain."""
+    out = []
+    for label, quotes in all_quotes().items():
         text = _section(rst, label, SECTIONS[label])
         out += [(label, q) for q in quotes if _flat(q) not in text]
     return out
@@ -182,6 +268,9 @@ def test_the_prose_quotes_the_json():
         ("0.049 [0.042, 0.055]", "0.049 [0.042, 0.056]"),
         ("+3.8% [-0.6, +7.6]", "+3.8% [-0.5, +7.6]"),
         ("1.087 [1.044, 1.134]", "1.087 [1.044, 1.135]"),
+        ("z between -1.44 and +1.31", "z between -1.44 and +1.30"),
+        ("0.695x [0.667, 0.720]", "0.695x [0.667, 0.72]"),
+        ("(expected -21.8)", "(expected -21.9)"),
     ],
 )
 def test_a_drifted_number_is_caught(old, new):
