@@ -120,6 +120,28 @@ def exp1_quotes() -> list[str]:
         r = s["kseq_over_opt_iid"]["mean"][1:]
         if name != "exp1_verifiers_vs_optimum_t0.7":  # the t0.7 paragraph quotes no ratio range
             out.append(f"{min(r):.3f}-{max(r):.3f} of")
+    # the gap by per-step TV (thirds, k = 8) and per domain (k = 8, T = 1), and RRS w/o replacement's gap
+    for name in ("exp1_verifiers_vs_optimum", "exp1_verifiers_vs_optimum_gemma3-270m_t0.7"):
+        d = _json(name)
+        lo, hi = d["gap_by_tv"][0], d["gap_by_tv"][-1]
+        out.append(f"{lo['gap_kseq'][-1]:.3f} on the third of steps with the smallest")
+        out.append(f"RRS {lo['gap_rrs'][-1]:.3f} and {hi['gap_rrs'][-1]:.3f}")
+        dom = {k: _at(v["gap_kseq"], 0) for k, v in d["per_domain"]["1.0"].items()}
+        if name == "exp1_verifiers_vs_optimum":
+            out.append(f"{hi['gap_kseq'][-1]:.3f} on the third with the largest")
+            low, high = min(dom, key=lambda k: dom[k]["value"]), max(dom, key=lambda k: dom[k]["value"])
+            out.append(f"from {_ci(dom[low])} ({low}) to {_ci(dom[high])} ({high})")
+            s6 = d["summary"]["0.6"]
+            out.append(f"{_ci(_at(s6['gap_rrs_wor'], -1))} against RRS's {_ci(_at(s6['gap_rrs'], -1))}")
+        else:
+            out.append(f"{hi['gap_kseq'][-1]:.3f} on the largest")
+            others = [v["value"] for k, v in dom.items() if k != "humaneval"]
+            out.append(f"{_ci(dom['humaneval'])} against {min(others):.3f}-{max(others):.3f}")
+    # K-SEQ minus RRS paired per step at T = 1, k = 2 and 8: the ledger's cells (the same bootstrap)
+    order = next(r for r in _json("claims_ledger")["rows"] if r["claim"].startswith("SpecTr (K-SEQ) accepts more"))
+    cells = {c["label"]: c for c in order["cells"]}
+    for pair in ("SmolLM2 / int8", "Gemma 3 / t0.7"):
+        out += [_ci(cells[f"{pair}, T = 1.0, k = {k}"], 3, "+") for k in (2, 8)]
     return out
 
 
