@@ -262,28 +262,51 @@ from otspec.synthetic import synthetic_pair
 V, k, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 p, q = synthetic_pair(V, seed=0)
 law = otspec.iid(q, k)
-opt = lambda: otspec.optimal_acceptance(p, law, method="prefix")
-floor = lambda: np.cumsum(p[np.argsort(p / q)])
-res = opt()
-w = {"opt": [], "floor": []}
-c = {"opt": [], "floor": []}
+try:  # the compiled path and its numpy reference (revisions before the compiled path: one engine)
+    from otspec.bounds import iid_compiled
+    from otspec.bounds.prefix import ratio_keys, ratio_sort
+except ImportError:
+    iid_compiled = None
+def opt(engine):
+    if iid_compiled is not None:
+        iid_compiled.ENGINE = engine
+    return otspec.optimal_acceptance(p, law, method="prefix")
+cells = {"opt": lambda: opt("compiled"), "floor": lambda: np.cumsum(p[np.argsort(p / q)])}
+if iid_compiled is not None:
+    cells["numpy"] = lambda: opt("numpy")
+    cells["packed_floor"] = lambda: np.cumsum(p[ratio_sort(ratio_keys(p, q))])
+res = cells["opt"]()
+ref = cells["numpy"]() if "numpy" in cells else res
+for fn in cells.values():  # warm-up: numba's start-up and the cached kernels' loading are not timed
+    fn()
+w = {n: [] for n in cells}
+c = {n: [] for n in cells}
 for _ in range(reps):  # interleaved; wall and CPU time of this process
-    for name, fn in (("opt", opt), ("floor", floor)):
+    for name, fn in cells.items():
         t, tc = time.perf_counter(), time.process_time()
         fn()
         w[name].append(time.perf_counter() - t)
         c[name].append(time.process_time() - tc)
 med = lambda x: float(np.median(x))
-print(json.dumps({"optimum_ms": 1e3 * med(w["opt"]), "floor_ms": 1e3 * med(w["floor"]),
+out = {"optimum_ms": 1e3 * med(w["opt"]), "floor_ms": 1e3 * med(w["floor"]),
     "optimum_cpu_ms": 1e3 * med(c["opt"]), "floor_cpu_ms": 1e3 * med(c["floor"]),
-    "value": res.value, "cut": res.cut.tolist(), "status": res.status, "otspec_file": otspec.__file__}))
+    "value": res.value, "cut": res.cut.tolist(), "status": res.status, "otspec_file": otspec.__file__,
+    "numpy_path_identical": bool(res.value == ref.value and res.lower_bound == ref.lower_bound and res.checks == ref.checks
+                                 and np.array_equal(res.cut, ref.cut))}
+if "numpy" in cells:
+    out.update({"numpy_path_ms": 1e3 * med(w["numpy"]), "numpy_path_cpu_ms": 1e3 * med(c["numpy"]),
+                "packed_floor_ms": 1e3 * med(w["packed_floor"]), "packed_floor_cpu_ms": 1e3 * med(c["packed_floor"])})
+print(json.dumps(out))
 """
 
 
 def iid_floor(seed: int, quick: bool, baseline: str | None):
     """The i.i.d. optimum at V = 262 144, k = 8 against its floor (argsort of p/q + cumsum of p),
-    interleaved in one fresh process per tree, 41 pairs each; wall and CPU-time medians. The seed
-    is fixed at 0 in the child (the docs' instance)."""
+    interleaved in one fresh process per tree, 41 repeats each; wall and CPU-time medians. The
+    optimum runs the compiled path (``iid_compiled.ENGINE = "compiled"``), and beside it the numpy
+    reference (``"numpy"``, the path of a process's first solves) and the floor with the packed
+    sort the optimum uses (:func:`otspec.bounds.prefix.ratio_sort`). Every cell is called once
+    before the timed repeats. The seed is fixed at 0 in the child (the docs' instance)."""
     import json
 
     V, reps = (5000, 15) if quick else (262144, 41)
@@ -302,6 +325,10 @@ def iid_floor(seed: int, quick: bool, baseline: str | None):
                 "cpu_ratio": r["optimum_cpu_ms"] / r["floor_cpu_ms"],
             }
         )
+        if "numpy_path_ms" in r:
+            r["numpy_path_ratio"] = r["numpy_path_ms"] / r["floor_ms"]
+            r["numpy_path_cpu_ratio"] = r["numpy_path_cpu_ms"] / r["floor_cpu_ms"]
+            r["packed_floor_cpu_ratio"] = r["packed_floor_cpu_ms"] / r["floor_cpu_ms"]
         rows.append(r)
     if len(rows) == 2:
         rows[1]["same_value_and_cut_as_current"] = rows[0]["value"] == rows[1]["value"] and rows[0]["cut"] == rows[1]["cut"]
@@ -417,22 +444,53 @@ def _iid_only(args) -> None:
     finally:
         if tree:
             shutil.rmtree(tree, ignore_errors=True)
-    rows = [
-        (
-            r["V"],
-            r["k"],
-            f"baseline {rev[:7]}" if r["tree"] == "baseline" else "this revision",
-            f"{r['optimum_ms']:.1f}",
-            f"{r['floor_ms']:.1f}",
-            f"{r['ratio']:.2f}",
-            f"{r['optimum_cpu_ms']:.1f}",
-            f"{r['floor_cpu_ms']:.1f}",
-            f"{r['cpu_ratio']:.2f}",
-            r["status"],
+    rows = []
+    for r in fl:
+        code = f"baseline {rev[:7]}" if r["tree"] == "baseline" else "this revision"
+        rows.append(
+            (
+                r["V"],
+                r["k"],
+                code + (", compiled" if "numpy_path_ms" in r else ""),
+                f"{r['optimum_ms']:.1f}",
+                f"{r['floor_ms']:.1f}",
+                f"{r['ratio']:.2f}",
+                f"{r['optimum_cpu_ms']:.1f}",
+                f"{r['floor_cpu_ms']:.1f}",
+                f"{r['cpu_ratio']:.2f}",
+                r["status"],
+            )
         )
-        for r in fl
-    ]
-    cols = ["V", "k", "code", "optimum ms", "floor ms", "ratio (wall)", "optimum CPU ms", "floor CPU ms", "ratio (CPU)", "status"]
+        if "numpy_path_ms" in r:
+            rows.append(
+                (
+                    r["V"],
+                    r["k"],
+                    code + ", numpy path",
+                    f"{r['numpy_path_ms']:.1f}",
+                    f"{r['floor_ms']:.1f}",
+                    f"{r['numpy_path_ratio']:.2f}",
+                    f"{r['numpy_path_cpu_ms']:.1f}",
+                    f"{r['floor_cpu_ms']:.1f}",
+                    f"{r['numpy_path_cpu_ratio']:.2f}",
+                    "identical" if r["numpy_path_identical"] else "DIFFERS",
+                )
+            )
+            rows.append(
+                (
+                    r["V"],
+                    r["k"],
+                    code + ", floor with the packed sort",
+                    f"{r['packed_floor_ms']:.1f}",
+                    f"{r['floor_ms']:.1f}",
+                    f"{r['packed_floor_ms'] / r['floor_ms']:.2f}",
+                    f"{r['packed_floor_cpu_ms']:.1f}",
+                    f"{r['floor_cpu_ms']:.1f}",
+                    f"{r['packed_floor_cpu_ratio']:.2f}",
+                    "-",
+                )
+            )
+    cols = ["V", "k", "code", "ms", "floor ms", "ratio (wall)", "CPU ms", "floor CPU ms", "ratio (CPU)", "status"]
     load = {"load_average_1min_before": load_before, "load_average_1min_after": _load_average(), "baseline_revision": rev}
     write_report(
         args.out,
