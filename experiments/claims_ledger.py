@@ -47,6 +47,7 @@ import numpy as np
 from bench._report import markdown_table
 
 from otspec import stats
+from otspec.errors import InvalidOptionError
 
 __all__ = [
     "VERDICTS",
@@ -185,7 +186,10 @@ def verdict(row: dict, alpha: float = ALPHA) -> tuple[str, str]:
         return "not comparable", str(row["estimand"]).removeprefix("different: ")
     cells = row["cells"]
     if not cells:
-        raise ValueError(f"row {row['claim']!r} has no cells; a measured row needs at least one")
+        raise InvalidOptionError(
+            f"row {row['claim']!r} has cells=[]: a measured row with the same estimand needs at least one cell; "
+            "add the experiment's cells, or mark the row measured=False with a why"
+        )
     st = [cell_status(c, row, alpha) for c in cells]
     why = _count(st, [c["label"] for c in cells])
     if row["kind"] == "number":

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from otspec.errors import InvalidOptionError
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 import claims_ledger  # noqa: E402
@@ -106,7 +108,7 @@ def test_holm_runs_over_the_paper_cells_only():
 
 
 def test_a_row_without_cells_is_refused():
-    with pytest.raises(ValueError, match="no cells"):
+    with pytest.raises(InvalidOptionError, match="cells=\\[\\]"):
         claims_ledger.verdict(_number([]))
 
 
