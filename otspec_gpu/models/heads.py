@@ -11,13 +11,13 @@ Position convention: :math:`h_t` sits at the position whose logits give the law 
 :math:`x_{t+1}`. In a decoding round the last emitted token ``last`` is :math:`x_{t+1}` and the
 drafts are :math:`X_0 = x_{t+2}, X_1 = x_{t+3}, \dots`.
 
-:class:`MedusaHeads` (``n`` heads, Cai et al. 2024)
+:class:`MedusaHeads` (``n`` heads, Cai et al. 2024 [1]_)
     head :math:`i` maps :math:`h_t` to
     :math:`u_i = h_t + W_{i2}\,\mathrm{SiLU}(W_{i1} h_t)` and drafts
     :math:`X_i = x_{t+2+i}` from :math:`\mathrm{lm\_head}(u_i)`; it does not see ``last`` nor the
     earlier drafts. :math:`W_{i2}` starts at zero, so an untrained head reproduces the target's own
     next-token law at :math:`h_t`.
-:class:`EagleHead` (one layer, Li et al. 2024)
+:class:`EagleHead` (one layer, Li et al. 2024 [2]_)
     :math:`\hat f_{t+1} = f_t + \mathrm{MLP}(\mathrm{fc}([f_t ; \mathrm{emb}(x_{t+1})]))` with
     :math:`\mathrm{fc}: \mathbb{R}^{2H} \to \mathbb{R}^H` and
     :math:`\mathrm{MLP}(z) = W_{\mathrm{down}}\,\mathrm{SiLU}(W_{\mathrm{up}} z)`; the law of

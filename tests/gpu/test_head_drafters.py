@@ -11,7 +11,7 @@ from otspec.errors import IncompatibleModelsError, MissingModelPackageError, Uns
 from otspec_gpu import drafters, models
 from otspec_gpu.decoding import decode, mode_for
 from otspec_gpu.head_drafters import EagleDraft, MedusaDraft
-from otspec_gpu.models.heads import EagleHead, MedusaHeads
+from otspec_gpu.models.heads import EagleHead, MedusaHeads, save_head
 from otspec_gpu.processing import probs_from_logits
 from otspec_gpu.scoring import forward
 from tests.gpu._stats import first_tokens_law, first_tokens_pvalue
@@ -128,6 +128,7 @@ def test_decoded_output_follows_the_target_law(target, src):
     below 5 pooled), false alarm 1e-6 per test."""
     verifier, gamma = ("block", 3) if isinstance(src, MedusaDraft) else ("token", 2)
     res = decode(target, src, [[1, 2, 3]] * 4000, verifier=verifier, gamma=gamma, max_new_tokens=3, seed=11, theory=False, top_k_trace=1)
+    assert res.config["draft"] == src.name and res.config["draft_head"]["architecture"] == src.head.architecture()
     accepted = np.asarray(res.trace.columns["tau"])
     assert 0 < accepted.mean() < gamma  # drafts both accepted and rejected: the heads are not the target
     assert first_tokens_pvalue(res.tokens, first_tokens_law(target, [1, 2, 3], temperature=1.0)) > FALSE_ALARM
@@ -144,7 +145,7 @@ def test_head_sources_refuse_what_they_cannot_draft(target):
         decode(wide, eagle, [1, 2], max_new_tokens=2)
 
 
-def test_shipped_names_need_built_weights(tmp_path, monkeypatch, capsys):
+def test_shipped_names_need_built_weights(target, tmp_path, monkeypatch, capsys):
     """The registered heads load their weights by name; without them the error (and the CLI's exit
     status 2) names the command that builds them."""
     from otspec.cli import main
@@ -158,3 +159,7 @@ def test_shipped_names_need_built_weights(tmp_path, monkeypatch, capsys):
             drafters.by_name(name)
         assert main(["decode", "--target", "tiny", "--draft", name, "--prompt-ids", "1,2", "-n", "2"]) == 2
         assert f"otspec train-draft {name}" in capsys.readouterr().err
+    save_head(MedusaHeads(8, 2), "smollm2-medusa", {"seed": 9, "steps": 1}, directory=tmp_path / "drafts")
+    src = drafters.by_name("smollm2-medusa")  # built weights: loaded by name, recorded in the config
+    res = decode(target, src, [1, 2], gamma=2, max_new_tokens=2, theory=False)
+    assert res.config["draft_head"] == {"weights": "smollm2-medusa", "architecture": src.head.architecture(), "seed": 9, "steps": 1}
