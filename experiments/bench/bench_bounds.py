@@ -263,16 +263,16 @@ V, k, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 p, q = synthetic_pair(V, seed=0)
 law = otspec.iid(q, k)
 try:  # the compiled path and its numpy reference (revisions before the compiled path: one engine)
-    from otspec.bounds import iid_compiled
+    from otspec.bounds import jit_policy
     from otspec.bounds.prefix import ratio_keys, ratio_sort
 except ImportError:
-    iid_compiled = None
+    jit_policy = None
 def opt(engine):
-    if iid_compiled is not None:
-        iid_compiled.ENGINE = engine
+    if jit_policy is not None:
+        jit_policy.ENGINE = engine
     return otspec.optimal_acceptance(p, law, method="prefix")
 cells = {"opt": lambda: opt("compiled"), "floor": lambda: np.cumsum(p[np.argsort(p / q)])}
-if iid_compiled is not None:
+if jit_policy is not None:
     cells["numpy"] = lambda: opt("numpy")
     cells["packed_floor"] = lambda: np.cumsum(p[ratio_sort(ratio_keys(p, q))])
 res = cells["opt"]()
@@ -303,7 +303,7 @@ print(json.dumps(out))
 def iid_floor(seed: int, quick: bool, baseline: str | None):
     """The i.i.d. optimum at V = 262 144, k = 8 against its floor (argsort of p/q + cumsum of p),
     interleaved in one fresh process per tree, 41 repeats each; wall and CPU-time medians. The
-    optimum runs the compiled path (``iid_compiled.ENGINE = "compiled"``), and beside it the numpy
+    optimum runs the compiled path (``jit_policy.ENGINE = "compiled"``), and beside it the numpy
     reference (``"numpy"``, the path of a process's first solves) and the floor with the packed
     sort the optimum uses (:func:`otspec.bounds.prefix.ratio_sort`). Every cell is called once
     before the timed repeats. The seed is fixed at 0 in the child (the docs' instance)."""

@@ -16,39 +16,22 @@ Every operation is the reference's, in its order, without fast-math; where the r
 leave its O(V) path (a zero in q, a constant that overflows, an order that is not a density order
 of :math:`r^*`) :func:`solve` returns None and the caller runs the reference.
 
-When it runs (:func:`ready`, :data:`ENGINE` ``"auto"``): from :data:`COMPILED_FROM_V` tokens
-on, with numba importable (a core dependency), once the reference has spent
-:data:`SWITCH_AFTER_S` seconds of this process on such problems. numba's start-up in a fresh
-process (its import, the initialisation of its compiler target, loading the cached kernels)
-measured 1.5-4.5 s on the project's 2-core machine, about what a hundred compiled solves at
-V = 262 144 save; switching once the reference has spent as much as the start-up costs (the
-ski-rental rule) never costs a process more than twice the better choice, and a one-shot command
-such as ``otspec bound`` never pays it. ``ENGINE = "compiled"`` (``"numpy"``) forces one path.
+When it runs: :mod:`otspec.bounds.jit_policy` (from 4 096 tokens on, once the numpy references
+have spent numba's start-up time in the process, or always with ``jit_policy.ENGINE =
+"compiled"``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from otspec.bounds import jit_policy
 from otspec.bounds.certificate import CutAnswer
 
-__all__ = ["COMPILED_FROM_V", "ENGINE", "SWITCH_AFTER_S", "available", "count_reference", "kernels", "ready", "solve"]
-
-#: Below this many tokens the reference runs (it takes under a millisecond there).
-COMPILED_FROM_V = 4096
-
-#: ``"auto"`` (module docstring), ``"compiled"`` (whenever numba imports) or ``"numpy"`` (the
-#: reference always); the answers are the same bits either way.
-ENGINE = "auto"
-
-#: ``"auto"`` switches to the compiled path once reference solves of at least
-#: :data:`COMPILED_FROM_V` tokens have taken this many seconds in the process (numba's start-up).
-SWITCH_AFTER_S = 2.0
+__all__ = ["available", "kernels", "ready", "solve"]
 
 #: Relative density inversions tolerated in the Lorenz test (the reference's constant).
 _ORDER_EPS = 1e-12
-
-_STATE = {"kernels": None, "tried": False, "reference_s": 0.0}
 
 
 def available() -> bool:
@@ -59,14 +42,7 @@ def available() -> bool:
     bool
         True when :mod:`otspec.bounds.iid_kernels` imports.
     """
-    if not _STATE["tried"]:
-        _STATE["tried"] = True
-        try:
-            from otspec.bounds import iid_kernels
-        except ImportError:  # numba missing: the reference (same complexity) runs
-            iid_kernels = None
-        _STATE["kernels"] = iid_kernels
-    return _STATE["kernels"] is not None
+    return jit_policy.kernels("iid_kernels") is not None
 
 
 def kernels():
@@ -77,12 +53,12 @@ def kernels():
     module or None
         The kernels.
     """
-    return _STATE["kernels"] if available() else None
+    return jit_policy.kernels("iid_kernels")
 
 
 def ready(V: int) -> bool:
     """Whether :func:`~otspec.bounds.prefix.solve` takes the compiled path for V tokens
-    (:data:`ENGINE`; module docstring).
+    (:func:`otspec.bounds.jit_policy.ready`).
 
     Parameters
     ----------
@@ -99,26 +75,7 @@ def ready(V: int) -> bool:
     >>> ready(10)  # small problems always run the reference
     False
     """
-    if ENGINE == "numpy" or V < COMPILED_FROM_V:
-        return False
-    if ENGINE == "auto" and _STATE["reference_s"] < SWITCH_AFTER_S:
-        return False
-    return available()
-
-
-def count_reference(V: int, seconds: float) -> None:
-    """Add a reference solve's time to the ``"auto"`` rule's account (problems of at least
-    :data:`COMPILED_FROM_V` tokens only).
-
-    Parameters
-    ----------
-    V : int
-        Vocabulary size of the solve.
-    seconds : float
-        Its time.
-    """
-    if V >= COMPILED_FROM_V:
-        _STATE["reference_s"] += seconds
+    return jit_policy.ready(V, "iid_kernels")
 
 
 # long-function: the pipeline of the module docstring, step by step with its reference's arithmetic
@@ -152,7 +109,7 @@ def solve(p: np.ndarray, q: np.ndarray, k: int, order: np.ndarray, error_bound: 
     """
     if not available() or not q.min() > 0:
         return None
-    kern = _STATE["kernels"]
+    kern = kernels()
     V = p.size
     ps, qs = np.empty(V), np.empty(V)
     n_ck = V // kern.CHECKPOINT + 1

@@ -16,7 +16,7 @@ import numpy as np
 
 from otspec._arith import power
 from otspec._tolerances import ROUNDING_PER_TERM
-from otspec.bounds import iid_compiled
+from otspec.bounds import iid_compiled, jit_policy
 from otspec.bounds.certificate import CutAnswer
 from otspec.bounds.primal import prefix_lower
 from otspec.laws import DraftLaw
@@ -259,7 +259,7 @@ def solve(p: np.ndarray, law: DraftLaw) -> CutAnswer:
                 return answer
         t0 = time.perf_counter()
         answer = iid_reference(p, law)
-        iid_compiled.count_reference(p.size, time.perf_counter() - t0)
+        jit_policy.count_reference(p.size, time.perf_counter() - t0)
         return answer
     order = law.prefix_cut_order(p)
     i, value, err = law.prefix_minimum(p, order)  # the law's own evaluation of the prefixes

@@ -8,7 +8,7 @@ import pytest
 
 import otspec
 from otspec._validation import as_distribution
-from otspec.bounds import iid_compiled, prefix, primal
+from otspec.bounds import iid_compiled, jit_policy, prefix, primal
 from otspec.bounds.prefix import ratio_sort
 
 pytest.importorskip("numba")
@@ -71,8 +71,8 @@ def test_zero_in_q_falls_back_to_the_reference(monkeypatch):
     p = as_distribution([0.1, 0.2, 0.3, 0.4])
     q = as_distribution([0.5, 0.0, 0.25, 0.25])
     assert iid_compiled.solve(p, q, 2, ratio_sort(prefix.ratio_keys(p, q)), 0.0) is None
-    monkeypatch.setattr(iid_compiled, "ENGINE", "compiled")
-    monkeypatch.setattr(iid_compiled, "COMPILED_FROM_V", 1)
+    monkeypatch.setattr(jit_policy, "ENGINE", "compiled")
+    monkeypatch.setattr(jit_policy, "COMPILED_FROM_V", 1)
     got = otspec.optimal_acceptance(p, otspec.iid(q, 2))
     ref = prefix.iid_reference(p, otspec.iid(q, 2))
     assert got.value == ref.value and got.status == "optimal"
@@ -81,27 +81,27 @@ def test_zero_in_q_falls_back_to_the_reference(monkeypatch):
 def test_the_front_door_takes_the_compiled_path_when_forced(monkeypatch):
     p, q = next(_pairs(3))
     law = otspec.iid(q, 4)
-    monkeypatch.setattr(iid_compiled, "COMPILED_FROM_V", 1)
+    monkeypatch.setattr(jit_policy, "COMPILED_FROM_V", 1)
     calls = []
     real = iid_compiled.solve
     monkeypatch.setattr(iid_compiled, "solve", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(iid_compiled, "ENGINE", "numpy")
+    monkeypatch.setattr(jit_policy, "ENGINE", "numpy")
     ref = otspec.optimal_acceptance(p, law)
     assert calls == []
-    monkeypatch.setattr(iid_compiled, "ENGINE", "compiled")
+    monkeypatch.setattr(jit_policy, "ENGINE", "compiled")
     got = otspec.optimal_acceptance(p, law)
     assert calls == [1]
     assert got.value == ref.value and got.lower_bound == ref.lower_bound and got.checks == ref.checks
 
 
 def test_auto_switches_after_the_reference_spent_the_start_up(monkeypatch):
-    monkeypatch.setattr(iid_compiled, "ENGINE", "auto")
-    monkeypatch.setitem(iid_compiled._STATE, "reference_s", 0.0)
-    V = iid_compiled.COMPILED_FROM_V
+    monkeypatch.setattr(jit_policy, "ENGINE", "auto")
+    monkeypatch.setitem(jit_policy._STATE, "reference_s", 0.0)
+    V = jit_policy.COMPILED_FROM_V
     assert not iid_compiled.ready(V)
-    iid_compiled.count_reference(V - 1, 1e9)  # small problems do not count
+    jit_policy.count_reference(V - 1, 1e9)  # small problems do not count
     assert not iid_compiled.ready(V)
-    iid_compiled.count_reference(V, iid_compiled.SWITCH_AFTER_S)
+    jit_policy.count_reference(V, jit_policy.SWITCH_AFTER_S)
     assert iid_compiled.ready(V) and not iid_compiled.ready(V - 1)
 
 
