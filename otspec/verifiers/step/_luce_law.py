@@ -85,6 +85,12 @@ TAIL_EPS = 1e-17
 #: Left end of the s-integral (weights scaled to maximum 1 per level): the nodes below are summed
 #: in closed form (a geometric series), with relative error O(k S_LEFT).
 S_LEFT = 1e-9
+#: Below :math:`s_c` with :math:`k s_c` at most this, the s-integrand is an entire function of
+#: small argument: each rule's nodes there are replaced by :data:`LEFT_NODES` nodes exact on
+#: polynomials of degree below that (about half the s-nodes at h = 0.25).
+LEFT_KS = 0.25
+#: Nodes of the compressed left end (relative error below 1e-19 at k s_c = 0.25).
+LEFT_NODES = 14
 #: Unit roundoff of float64.
 ROUND = 2.0**-53
 #: Tokens with :math:`q_j t_{max}` at most this enter the integral through power sums (the tail of
@@ -223,8 +229,12 @@ class QuadratureGrid:
     coarse_t, coarse_s : ndarray of int64
         2 at nodes of the step-4h rule, 1 at nodes of the step-2h rule, else 0.
     mult : ndarray, shape (len(sigmas), 3)
-        Weight multipliers of the step-h, 2h, 4h rules per s-node (the first s-node carries the
-        closed-form left tail).
+        Weight multipliers of the step-h, 2h, 4h rules per s-node: the first :data:`LEFT_NODES`
+        s-nodes carry each rule's nodes at or below :math:`s_c = e^{\sigma_c}` (k s_c about
+        :data:`LEFT_KS`), compressed (:func:`_left_rule`); without compression the first s-node
+        carries the closed-form left tail.
+    left_bound : float
+        Relative error bound of the compressed left end (0 without compression).
     """
 
     V: int
@@ -239,6 +249,7 @@ class QuadratureGrid:
     coarse_t: np.ndarray
     coarse_s: np.ndarray
     mult: np.ndarray
+    left_bound: float = 0.0
 
 
 def quadrature_grid(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, h: float) -> QuadratureGrid | LuceLaw:
@@ -293,7 +304,45 @@ def quadrature_grid(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, h: f
     # trapezoid sum over the nodes left of sigma_0 is the first node's term times a geometric sum
     mult = np.ones((sigmas.size, 3))
     mult[0] = [1.0 / (1.0 - math.exp(-m * h)) for m in (1, 2, 4)]
-    return QuadratureGrid(V, pos, qq, bb, inA, k, h, taus, sigmas, ct, cs, mult)
+    ic = 4 * math.floor(math.log(LEFT_KS / k) / (4 * h))  # s_c = e^(ic h): a node of all three rules
+    if ic - i0 > 2 * LEFT_NODES:  # the rules' nodes at or below s_c become LEFT_NODES nodes
+        s_left, w_left = _left_rule(math.exp(ic * h), h)
+        keep = sigmas > (ic + 0.5) * h
+        sigmas = np.concatenate([np.log(s_left), sigmas[keep]])
+        cs = np.concatenate([np.full(LEFT_NODES, 2, dtype=np.int64), cs[keep]])
+        mult = np.concatenate([w_left / (np.array([1.0, 2.0, 4.0]) * h * s_left[:, None]), mult[keep]])
+        # G(s) = sum_S c_S e^{-s lambda_S}, c_S >= 0, rates lambda_S <= k (weights <= 1 per level):
+        # |G_n| <= G(0) k^n / n! and G(0) <= e^{k s_c} G(s) on (0, s_c]; the rules agree on degrees
+        # below LEFT_NODES, so they differ by at most this fraction of the left part (<= the mass)
+        ks = k * math.exp(ic * h)
+        left_bound = (
+            (1.0 + np.abs(w_left[:, 0]).sum() / w_left[:, 0].sum()) * math.exp(2 * ks) * ks**LEFT_NODES / math.factorial(LEFT_NODES)
+        )
+    else:
+        left_bound = 0.0
+    return QuadratureGrid(V, pos, qq, bb, inA, k, h, taus, sigmas, ct, cs, mult, float(left_bound))
+
+
+def _left_rule(s_c: float, h: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""Nodes in (0, s_c] and, per rule (step h, 2h, 4h), weights that integrate every polynomial
+    of degree below :data:`LEFT_NODES` exactly as that rule's nodes at or below :math:`\log s_c`
+    do: :math:`\sum_{j \ge 0} \ell h\, s_j G(s_j)`, :math:`s_j = s_c e^{-j \ell h}`.
+
+    Returns
+    -------
+    nodes : ndarray, shape (LEFT_NODES,)
+        Chebyshev points of (0, s_c).
+    weights : ndarray, shape (LEFT_NODES, 3)
+        The weight of :math:`G(s_i)` in the h, 2h and 4h rules (interpolatory, some negative).
+    """
+    x = -np.cos(np.pi * (2 * np.arange(LEFT_NODES) + 1) / (2 * LEFT_NODES))  # ascending
+    T = np.polynomial.chebyshev.chebvander(x, LEFT_NODES - 1)
+    weights = np.empty((LEFT_NODES, 3))
+    for c, ell in enumerate((1, 2, 4)):
+        u = np.exp(-np.arange(int(55.0 / (ell * h)) + 1) * ell * h)  # e^-55: below float64's resolution
+        moments = np.polynomial.chebyshev.chebvander(2 * u - 1, LEFT_NODES - 1).T @ (ell * h * s_c * u)
+        weights[:, c] = np.linalg.solve(T.T, moments)
+    return s_c * (1 + x) / 2, weights
 
 
 def law_from_sums(grid: QuadratureGrid, out: np.ndarray, out2: np.ndarray, out4: np.ndarray, second: np.ndarray) -> LuceLaw:
@@ -322,7 +371,7 @@ def law_from_sums(grid: QuadratureGrid, out: np.ndarray, out2: np.ndarray, out4:
     d2 = float(np.abs(out2 - out4).sum())  # ~ error of the step-4h rule
     # log(error) is about linear in 1/h: extrapolate from 1/(4h), 1/(2h) to 1/h (capped by d1)
     est = d1 * min(1.0, d1 / d2) ** 2 if d2 > 0 else d1
-    err = est + 64 * ROUND * n + 4 * TAIL_EPS * n
+    err = est + 64 * ROUND * n + 4 * TAIL_EPS * n + grid.left_bound
     return LuceLaw(r=r, error=err, method="quadrature", nodes=int(grid.taus.size * grid.sigmas.size), second=sec)
 
 

@@ -64,19 +64,22 @@ class LuceFit:
     history: list = field(default_factory=list)
 
 
-def _step(law: LuceLaw, log_rs: np.ndarray, active: np.ndarray, precondition: bool = True) -> np.ndarray:
+def _step(law: LuceLaw, log_rs: np.ndarray, active: np.ndarray, precondition: bool = True, damping: float = 2.0) -> np.ndarray:
     r"""The preconditioned Sinkhorn step: :math:`\log(r^*/r)` (the MM / IPF step) scaled by
-    :math:`r_y / (2 H_{yy})`, :math:`H_{yy} = r_y - \text{second}_y` the Hessian's diagonal,
-    clipped to [1, STEP_SCALE_MAX]. The Hessian is a weighted graph Laplacian, so :math:`H \preceq
-    2\,\mathrm{diag}(H)`: near the solution this is the safe half-Jacobi Newton step; MM's
-    :math:`\mathrm{diag}(r) \succeq \mathrm{diag}(H)` crawls for tokens that are often alone in
-    their level (:math:`H_{yy} \ll r_y`)."""
+    :math:`r_y / (c\, H_{yy})`, :math:`H_{yy} = r_y - \text{second}_y` the Hessian's diagonal,
+    clipped to [1, STEP_SCALE_MAX], with damping c. The Hessian is a weighted graph Laplacian, so
+    :math:`H \preceq 2\,\mathrm{diag}(H)`: c = 2 is the safe half-Jacobi Newton step near the
+    solution; c = 1 is the full Jacobi Newton step, exact Newton when the Hessian is the Laplacian
+    of product weights :math:`\mathrm{diag}(d) - d d^T / \sum d` with :math:`d = \mathrm{diag}(H)`
+    on each level (its null space, the level's shift, is harmless), which is about what many small
+    tokens give. MM's :math:`\mathrm{diag}(r) \succeq \mathrm{diag}(H)` crawls for tokens that are
+    often alone in their level (:math:`H_{yy} \ll r_y`)."""
     r = np.maximum(law.r, 1e-300)
     f = np.where(active, log_rs - np.log(r), 0.0)
     if law.second is None or not precondition:
         return f
     h = np.maximum(r - law.second, 1e-300)
-    scale = np.clip(r / (2.0 * h), 1.0, STEP_SCALE_MAX)
+    scale = np.clip(r / (damping * h), 1.0, STEP_SCALE_MAX)
     return np.where(active, f * scale, 0.0)
 
 
@@ -101,6 +104,7 @@ def fit_luce_weights(
     b0: np.ndarray | None = None,
     patience: int = 8,
     precondition: bool = True,
+    damping: float = 2.0,
 ) -> LuceFit:
     """Weights b of a two-level Luce rule whose selection law is ``r_star``.
 
@@ -128,6 +132,8 @@ def fit_luce_weights(
     precondition : bool
         Scale the Sinkhorn step by the Hessian's diagonal (:func:`_step`); False: the plain MM /
         IPF step.
+    damping : float
+        c of the preconditioned step :math:`r_y / (c H_{yy})` (2: half Jacobi, 1: full Jacobi).
 
     Returns
     -------
@@ -160,10 +166,10 @@ def fit_luce_weights(
             plain = False
         if res <= tol or it - last_halving >= patience:
             break
-        f = _step(law, log_rs, active, precondition)
+        f = _step(law, log_rs, active, precondition, damping)
         if not plain and res > 2.0 * best[0] and Xs:  # safeguard: discard the mixed step
             theta = best[1].copy()
-            f = _step(best[2], log_rs, active, precondition)
+            f = _step(best[2], log_rs, active, precondition, damping)
             Xs, Fs = [], []
             plain = True
         Xs.append(theta.copy())

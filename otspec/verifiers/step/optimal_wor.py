@@ -53,12 +53,14 @@ __all__ = ["OptimalWORState", "OptimalWORVerifier", "optimal_wor"]
 EXACT_MAX_SETS = 20_000
 #: ... and at most this many tokens with q > 0 (Newton assembles a dense Hessian).
 EXACT_MAX_SUPPORT = 400
-#: At scale the fit runs on the coarse oracle (step ``h_fit``, bias ~1e-5) until this residual,
+#: At scale the fit runs on the coarse oracle (step ``h_fit``, bias ~1e-5 to 1e-4) until this
+#: residual, then on the accept step's oracle (step ``h``) until ``tol``.
 COARSE_TOL = 1e-4
-#: ... then on the oracle of this step (bias ~1e-10) until ``tol``; the law of the accept step has step ``h``.
-MID_H = 0.35
 #: The second phase stops when its best residual has not halved in this many evaluations (its floor).
-MID_PATIENCE = 4
+FINE_PATIENCE = 4
+#: The fit's step at scale is the full Jacobi Newton step (damping 1; the enumerated path keeps the
+#: half step): on the quadrature oracle it needs about half the evaluations of the half step.
+FIT_DAMPING = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,8 +114,9 @@ class OptimalWORVerifier(Verifier):
         Step of the final law evaluation's trapezoidal rules (0.25: L1 error ~1e-15 on the tested
         cases; see :func:`~otspec.verifiers.step._luce_law.luce_law_quadrature`).
     h_fit : float
-        Step of the first phase of the fit (0.5: four times fewer nodes than h = 0.25, biased by
-        ~1e-7 to ~1e-5); the second phase uses :data:`MID_H`.
+        Step of the first phase of the fit (0.5: about half the cost of h = 0.25, biased by
+        ~1e-7 to ~1e-4); the second phase uses ``h``, and its law at the best weights is the
+        accept step's.
     tol : float
         Target :math:`\|r_b - r^*\|_1` of the weight fit at scale (enumerable laws: 1e-13).
     max_iter : int
@@ -165,12 +168,13 @@ class OptimalWORVerifier(Verifier):
             b, res, its = fit_luce_weights_sets(sel.r, sets, weights, sel.in_A, tol=1e-13)
             lw = luce_law_exact(sets, weights, b, sel.in_A)
         else:
-            # the fit runs on coarse oracles (fewer nodes; their bias is below each phase's target),
-            # the accept step uses the fine one (step h)
+            # the fit runs first on the coarse oracle (step h_fit: fewer nodes, its bias below the
+            # first phase's target), then on the accept step's own oracle (step h), whose law at
+            # the best weights is the accept step's law: no further evaluation
             # start from the densities r*/q (bounded between the two pool constants c' and c)
             b = np.where(q > 0, sel.r / np.where(q > 0, q, 1.0), 0.0)
-            its, res = 0, np.inf
-            for h_phase, tol_phase, patience in ((self.h_fit, max(self.tol, COARSE_TOL), 8), (MID_H, self.tol, MID_PATIENCE)):
+            its, res, lw = 0, np.inf, None
+            for h_phase, tol_phase, patience in ((self.h_fit, max(self.tol, COARSE_TOL), 8), (self.h, self.tol, FINE_PATIENCE)):
                 if its >= self.max_iter or res <= self.tol:
                     break
                 fit = fit_luce_weights(
@@ -182,10 +186,13 @@ class OptimalWORVerifier(Verifier):
                     max_iter=self.max_iter - its,
                     b0=b,
                     patience=patience,
+                    damping=FIT_DAMPING,
                 )
                 b, its, res = fit.b, its + fit.iterations, fit.residual
-            lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)
-            its += 1
+                lw = fit.law if h_phase == self.h else None
+            if lw is None:
+                lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)
+                its += 1
             res = float(np.abs(lw.r - sel.r).sum())
         acc = float(np.minimum(p, lw.r).sum())
         return OptimalWORState(

@@ -292,3 +292,22 @@ def test_tail_split_is_used_and_agrees_at_moderate_vocabulary():
     full = luce_law_quadrature(q, b, sel.in_A, 5, h=0.5, tail_rho=0.0)
     assert np.abs(fast.r - full.r).sum() <= 1e-13
     assert fast.error >= full.error
+
+
+def test_compressed_left_end_of_the_s_integral(monkeypatch):
+    """The s-nodes below s_c (k s_c = 1/4) replaced by 14 nodes exact on polynomials of degree 13
+    for each of the three nested rules: the law, its second moments and the error estimate agree
+    with the uncompressed grid (a negligible LEFT_KS turns the compression off)."""
+    import otspec.verifiers.step._luce_law as luce_law
+
+    p, q = otspec.synthetic.synthetic_pair(600, family="zipf", seed=2)
+    sel = wor_selection(p, q, 4)
+    b = sel.r / q * 10.0 ** np.random.default_rng(1).uniform(-3, 0, q.size)
+    assert luce_law.quadrature_grid(q, b, sel.in_A, 4, 0.25).left_bound > 0
+    fast = luce_law_quadrature(q, b, sel.in_A, 4)
+    monkeypatch.setattr(luce_law, "LEFT_KS", 1e-12)
+    assert luce_law.quadrature_grid(q, b, sel.in_A, 4, 0.25).left_bound == 0
+    full = luce_law_quadrature(q, b, sel.in_A, 4)
+    assert np.abs(fast.r - full.r).sum() <= 1e-14
+    assert np.abs(fast.second - full.second).sum() <= 1e-14
+    assert abs(fast.error - full.error) <= 1e-3 * full.error
