@@ -227,9 +227,13 @@ class _EagleDrafter(HeadDrafter):
 
 
 def _record(source: Any) -> dict:
-    """The config entry of a head source: architecture, and seed / steps from the sidecar."""
+    """The config entry of a head source: architecture, and the sidecar's seed, steps and target."""
+    info = source.info or {}
     entry = {"weights": source.weights if source.info else None, "architecture": source.head.architecture()}
-    entry.update({k: source.info[k] for k in ("seed", "steps", "target") if k in (source.info or {})})
+    entry.update({k: info[k] for k in ("seed", "steps", "target") if k in info})
+    training = info.get("training")
+    if isinstance(training, dict) and "steps" in training:  # the trainer's record nests its step count
+        entry["steps"] = training["steps"]
     return {"draft_head": entry}
 
 

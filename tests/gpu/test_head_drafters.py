@@ -159,7 +159,13 @@ def test_shipped_names_need_built_weights(target, tmp_path, monkeypatch, capsys)
             drafters.by_name(name)
         assert main(["decode", "--target", "tiny", "--draft", name, "--prompt-ids", "1,2", "-n", "2"]) == 2
         assert f"otspec train-draft {name}" in capsys.readouterr().err
-    save_head(MedusaHeads(8, 2), "smollm2-medusa", {"seed": 9, "steps": 1}, directory=tmp_path / "drafts")
+    save_head(MedusaHeads(8, 2), "smollm2-medusa", {"seed": 9, "target": "tiny", "training": {"steps": 1}}, directory=tmp_path / "drafts")
     src = drafters.by_name("smollm2-medusa")  # built weights: loaded by name, recorded in the config
     res = decode(target, src, [1, 2], gamma=2, max_new_tokens=2, theory=False)
-    assert res.config["draft_head"] == {"weights": "smollm2-medusa", "architecture": src.head.architecture(), "seed": 9, "steps": 1}
+    assert res.config["draft_head"] == {
+        "weights": "smollm2-medusa",
+        "architecture": src.head.architecture(),
+        "seed": 9,
+        "target": "tiny",
+        "steps": 1,
+    }
