@@ -57,6 +57,7 @@ polymatroid to its base.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,7 @@ from otspec._tolerances import (
     TREE_INTERVAL_MAX_ROUNDS,
 )
 from otspec._validation import as_int_in_range
+from otspec.bounds import jit_policy
 from otspec.bounds.tree_node import coverage, membership_violation
 from otspec.errors import InvalidDistributionError, InvalidDraftsError, InvalidOptionError, ShapeMismatchError
 
@@ -202,8 +204,9 @@ def drafted_prefixes(drafts: np.ndarray) -> list[tuple]:
     return sorted(out, key=lambda u: (len(u), u))
 
 
-def _check_rows(rows: Any, n: int, V: int | None, name: str) -> np.ndarray:
-    """Float64 ``(n, V)`` rows on the simplex, or a specific error."""
+def _check_rows(rows: Any, n: int, V: int | None, name: str, kernels=None) -> np.ndarray:
+    """Float64 ``(n, V)`` rows on the simplex, or a specific error (``kernels``: the entries'
+    check and the row sums in one compiled pass; the error messages come from numpy)."""
     try:
         arr = np.asarray(rows, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -213,9 +216,14 @@ def _check_rows(rows: Any, n: int, V: int | None, name: str) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[0] != n or (V is not None and arr.shape[1] != V):
         want = f"({n}, {'V' if V is None else V})"
         raise ShapeMismatchError(f"{name} must have shape {want} (got {arr.shape}); one full next-token row per node")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+    sums = None
+    if kernels is not None and arr.flags.c_contiguous and arr.size:
+        sums = np.empty(arr.shape[0])
+        if not kernels.check_rows(arr, sums):
+            sums = None  # numpy finds the entry for the message below
+    if sums is None and (not np.all(np.isfinite(arr)) or np.any(arr < 0)):
         raise InvalidDistributionError(f"{name} must be finite and non-negative (got min {np.nanmin(arr):.3g}); pass softmax rows")
-    err = np.abs(arr.sum(axis=1) - 1.0)
+    err = np.abs((arr.sum(axis=1) if sums is None else sums) - 1.0)
     if err.size and err.max() > SIMPLEX_SUM_ATOL:
         i = int(np.argmax(err))
         raise InvalidDistributionError(
@@ -231,10 +239,14 @@ class ExploredTree:
     ----------
     k, gamma, top_k : int
         Drafts, draft length, children kept per expanded node under each model.
+    kernels : module, optional
+        :mod:`otspec.bounds.tree_interval_kernels`: the per-node passes compiled (the same
+        quantities, sums in token order); None for the numpy reference.
     """
 
-    def __init__(self, k: int, gamma: int, top_k: int):
+    def __init__(self, k: int, gamma: int, top_k: int, kernels=None):
         self.k, self.gamma, self.K = k, gamma, top_k
+        self.kern = kernels
         self.V: int | None = None
         self.nodes: list[tuple] = [()]
         self.index = {(): 0}
@@ -292,7 +304,12 @@ class ExploredTree:
         if self.depth[i] >= self.gamma:
             return
         K = min(self.K, p_row.shape[0])
-        top = set(np.argpartition(-p_row, K - 1)[:K].tolist()) | set(np.argpartition(-q_row, K - 1)[:K].tolist())
+        if self.kern is not None:
+            best = np.empty(2 * K, dtype=np.int64)
+            self.kern.top_k(p_row, q_row, K, best)
+            top = set(best.tolist())
+        else:
+            top = set(np.argpartition(-p_row, K - 1)[:K].tolist()) | set(np.argpartition(-q_row, K - 1)[:K].tolist())
         top |= set(int(t) for t in must)
         u = self.nodes[i]
         for t in sorted(top):
@@ -329,6 +346,9 @@ class ExploredTree:
         for i, (p_row, q_row) in self.rows.items():
             if lev[i] <= 0:
                 continue
+            if self.kern is not None:
+                self._compiled_node(i, p_row, q_row, sb, rho, cap1, fv, res)
+                continue
             rest = np.ones(p_row.shape[0], dtype=bool)
             rest[[self.nodes[c][-1] for c in self.children[i]]] = False
             pr, qr = p_row[rest], q_row[rest]
@@ -343,6 +363,20 @@ class ExploredTree:
             cap1[i] = float(hb.sum())
             fv[i] = _tangents(pr, hb, min(self.mb[i], float(coverage(self.ms[i], self.k))) * _TANGENT_GRID)
         return {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv, "res": res}
+
+    def _compiled_node(self, i: int, p_row, q_row, sb, rho, cap1, fv, res) -> None:
+        """:meth:`arrays` at one expanded node in one compiled pass (the reference's quantities)."""
+        skip = np.array(sorted(self.nodes[c][-1] for c in self.children[i]), dtype=np.int64)
+        grid = np.sort(min(self.mb[i], float(coverage(self.ms[i], self.k))) * _TANGENT_GRID)
+        cap_h, cap_p = np.empty(grid.size + 1), np.empty(grid.size + 1)
+        r, qsum, c1, total = self.kern.rest_stats(p_row, q_row, skip, self.k, self.ms[i], grid, i == 0, cap_h, cap_p)
+        res[i] = (p_row, q_row, skip, qsum)
+        sb[i] = self.ms[i] * qsum
+        rho[i] = r
+        cap1[i] = c1
+        if i > 0:
+            ch, cp = np.cumsum(cap_h)[: grid.size], np.cumsum(cap_p)[: grid.size]
+            fv[i] = [(total - float(a), float(b)) for a, b in zip(cp, ch, strict=True)]
 
 
 #: Where F_v's tangents are taken, as fractions of the largest W(v): a few lines bound the concave
@@ -595,13 +629,25 @@ class _BucketLP:
 
         Multipliers of ``<=`` rows are clipped at 0; both sign conventions of the solver's duals are
         tried and the smaller bound kept (each is valid for any ``y``)."""
-        A, lo, up = self.matrix()
-        eq = lo == up
+        # A^T y in two parts, the initial rows (CSR, padded to the added columns) and the added rows
+        # (their column lists): the same product as the stacked matrix of :meth:`matrix`, unbuilt
+        m0 = self.A.shape[0]
+        up = np.concatenate([self.up, self.cut_up]) if self.cut_up else self.up
+        eq = np.zeros(up.size, dtype=bool)
+        eq[:m0] = self.lo == self.up
+        if self.cut_rows:
+            cols = np.concatenate([c for c, _ in self.cut_rows])
+            vals = np.concatenate([v for _, v in self.cut_rows])
+            owner = np.repeat(np.arange(len(self.cut_rows)), [c.size for c, _ in self.cut_rows])
         best = np.inf
         for sign in (1.0, -1.0):
             yy = sign * np.asarray(y, dtype=np.float64)
             yy = np.where(eq, yy, np.maximum(yy, 0.0))
-            reduced = self.cost - A.T @ yy
+            aty = np.zeros(self.ncol)
+            aty[: self.A.shape[1]] = self.A.T @ yy[:m0]
+            if self.cut_rows:
+                aty += np.bincount(cols, weights=vals * yy[m0 + owner], minlength=self.ncol)
+            reduced = self.cost - aty
             best = min(best, float(yy @ up + self.upper @ np.maximum(reduced, 0.0)))
         return best
 
@@ -628,23 +674,37 @@ def _realise(m: np.ndarray, sb: np.ndarray, k: int) -> tuple[np.ndarray, float]:
     return x, membership_violation(x, sb, k)[0]
 
 
-def _lower(tree: ExploredTree, arr: dict, x: np.ndarray) -> float:
-    """Sum of W over explored nodes plus the exactly known first unexplored depth, for bucket law ``x``."""
+def _lower(tree: ExploredTree, arr: dict, laws: list) -> list[float]:
+    """For each bucket law: the sum of W over explored nodes plus the exactly known first unexplored
+    depth (compiled: every law in one pass per expanded node)."""
     n = len(tree.nodes)
     par = tree.parent
-    mu = x.copy()
-    for i in range(n - 1, 0, -1):  # breadth-first order: children after parents
-        mu[par[i]] += mu[i]
-    W = np.zeros(n)
-    W[0] = 1.0
-    for i in range(1, n):
-        W[i] = min(W[par[i]] * tree.pc[i], mu[i])
-    total = float(W[1:].sum())
-    for i, (pr, qr) in arr["res"].items():
+    Ws, totals = [], []
+    for x in laws:
+        mu = x.copy()
+        for i in range(n - 1, 0, -1):  # breadth-first order: children after parents
+            mu[par[i]] += mu[i]
+        W = np.zeros(n)
+        W[0] = 1.0
+        for i in range(1, n):
+            W[i] = min(W[par[i]] * tree.pc[i], mu[i])
+        Ws.append(W)
+        totals.append(float(W[1:].sum()))
+    for i, node in arr["res"].items():
+        if tree.kern is not None:
+            p_row, q_row, skip, q_rest = node
+            last = len(laws) - 1  # at most two laws: the second pair repeats the first when alone
+            out = tree.kern.min_sum(p_row, q_row, skip, Ws[0][i], laws[0][i], Ws[last][i], laws[last][i], q_rest if q_rest > 0 else 1.0)
+            for j, x in enumerate(laws):
+                if x[i] > 0 and q_rest > 0:
+                    totals[j] += float(out[j])
+            continue
+        pr, qr = node
         q_rest = float(qr.sum())
-        if x[i] > 0 and q_rest > 0:
-            total += float(np.minimum(W[i] * pr, x[i] * qr / q_rest).sum())
-    return total
+        for j, x in enumerate(laws):
+            if x[i] > 0 and q_rest > 0:
+                totals[j] += float(np.minimum(Ws[j][i] * pr, x[i] * qr / q_rest).sum())
+    return totals
 
 
 def _solve(tree: ExploredTree) -> tuple:
@@ -675,17 +735,16 @@ def _solve(tree: ExploredTree) -> tuple:
     nnz = lp.A.nnz + sum(c.size for c, _ in lp.cut_rows) + lp.ncol + lp.A.shape[0] + len(lp.cut_rows)
     x = x[: lp.z10 + lp.z1_nodes.size + lp.zd_nodes.size]
     upper = lp.dual_bound(y) + ROUNDING_PER_TERM * nnz * (tree.gamma + 1)
-    law, member = _realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)
-    lower = _lower(tree, arr, law)
+    candidates = [_realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)]
     if lp.zd_nodes.size:  # a second law for the lower bound: the same LP without the unknown deeper depths
         h.changeColsCost(lp.zd_nodes.size, np.arange(lp.zd0, lp.zd0 + lp.zd_nodes.size, dtype=np.int32), np.zeros(lp.zd_nodes.size))
         h.run()
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
             x2 = np.asarray(h.getSolution().col_value, dtype=np.float64)
-            law2, member2 = _realise(x2[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)
-            lower2 = _lower(tree, arr, law2)
-            if lower2 > lower:
-                law, member, lower = law2, member2, lower2
+            candidates.append(_realise(x2[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k))
+    lowers = _lower(tree, arr, [c[0] for c in candidates])
+    best = max(range(len(lowers)), key=lambda j: (lowers[j], -j))  # the first law unless the second is larger
+    (law, member), lower = candidates[best], lowers[best]
     terms = np.zeros(lp.n)
     terms[lp.z1_nodes] += np.maximum(x[lp.z10 : lp.zd0], 0.0)
     terms[lp.zd_nodes] += np.maximum(x[lp.zd0 :], 0.0) * (arr["lev"][lp.zd_nodes] - 1)
@@ -726,9 +785,10 @@ def _drafted_tree(drafts: Any, p_rows: Any, q_rows: Any, top_k: int) -> Explored
     V = Q.shape[2]
     if X.min() < 0 or X.max() >= V:
         raise InvalidDraftsError(f"drafts must be token ids in [0, {V}) (got range [{X.min()}, {X.max()}]); check the vocabulary")
-    Pg = _check_rows(P[:, :gamma].reshape(-1, V), k * gamma, V, "p_rows").reshape(k, gamma, V)
-    Qg = _check_rows(Q.reshape(-1, V), k * gamma, V, "q_rows").reshape(k, gamma, V)
-    tree = ExploredTree(k, gamma, top_k)
+    kern = jit_policy.kernels("tree_interval_kernels") if jit_policy.ready(V, "tree_interval_kernels") else None
+    Pg = _check_rows(P[:, :gamma].reshape(-1, V), k * gamma, V, "p_rows", kern).reshape(k, gamma, V)
+    Qg = _check_rows(Q.reshape(-1, V), k * gamma, V, "q_rows", kern).reshape(k, gamma, V)
+    tree = ExploredTree(k, gamma, top_k, kern)
     tree.V = V
     for d in range(gamma):
         for t in range(k):
@@ -827,6 +887,7 @@ def tree_interval(
         raise InvalidOptionError(f"levels = {levels} needs expand (a callable nodes -> (p_rows, q_rows)); pass expand or levels = 0")
     if expand is not None and not callable(expand):
         raise InvalidOptionError(f"expand must be callable (got {type(expand).__name__}); pass a function nodes -> (p_rows, q_rows)")
+    t0 = time.perf_counter()
     tree = _drafted_tree(drafts, p_rows, q_rows, top_k)
     k, gamma, V = tree.k, tree.gamma, tree.V
     done = 0
@@ -841,8 +902,8 @@ def tree_interval(
         got = expand([tree.nodes[i] for i in front])
         if not isinstance(got, tuple) or len(got) != 2:
             raise ShapeMismatchError(f"expand must return a pair (p_rows, q_rows) (got {type(got).__name__}); return two (n, V) arrays")
-        pr = _check_rows(got[0], len(front), V, "expand's p_rows")
-        qr = _check_rows(got[1], len(front), V, "expand's q_rows")
+        pr = _check_rows(got[0], len(front), V, "expand's p_rows", tree.kern)
+        qr = _check_rows(got[1], len(front), V, "expand's q_rows", tree.kern)
         for j, i in enumerate(front):
             tree.expand(i, pr[j], qr[j])
         done += 1
@@ -850,6 +911,8 @@ def tree_interval(
     if out is None:  # the frontier emptied before the last level
         out = _solve(tree)
     upper, lower, law, checks, info, status, _, nb = out
+    if tree.kern is None:  # the numpy reference's time counts towards switching (jit_policy)
+        jit_policy.count_reference(V, time.perf_counter() - t0)
     law.setflags(write=False)
     return TreeIntervalResult(
         lower=float(lower),
