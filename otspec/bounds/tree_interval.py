@@ -346,7 +346,7 @@ class ExploredTree:
         for i, (p_row, q_row) in self.rows.items():
             if lev[i] <= 0:
                 continue
-            if self.kern is not None:
+            if self.kern is not None and i > 0:
                 self._compiled_node(i, p_row, q_row, sb, rho, cap1, fv, res)
                 continue
             rest = np.ones(p_row.shape[0], dtype=bool)
@@ -365,18 +365,26 @@ class ExploredTree:
         return {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv, "res": res}
 
     def _compiled_node(self, i: int, p_row, q_row, sb, rho, cap1, fv, res) -> None:
-        """:meth:`arrays` at one expanded node in one compiled pass (the reference's quantities)."""
+        """:meth:`arrays` at one non-root expanded node in one compiled pass (the reference's
+        quantities, bit for bit)."""
         skip = np.array(sorted(self.nodes[c][-1] for c in self.children[i]), dtype=np.int64)
         grid = np.sort(min(self.mb[i], float(coverage(self.ms[i], self.k))) * _TANGENT_GRID)
         cap_h, cap_p = np.empty(grid.size + 1), np.empty(grid.size + 1)
-        r, qsum, c1, total = self.kern.rest_stats(p_row, q_row, skip, self.k, self.ms[i], grid, i == 0, cap_h, cap_p)
+        buf = self._scratch(4)
+        r, qsum, c1, total = self.kern.rest_stats(p_row, q_row, skip, self.k * self.ms[i], grid, cap_h, cap_p, buf)
         res[i] = (p_row, q_row, skip, qsum)
         sb[i] = self.ms[i] * qsum
         rho[i] = r
         cap1[i] = c1
-        if i > 0:
-            ch, cp = np.cumsum(cap_h)[: grid.size], np.cumsum(cap_p)[: grid.size]
-            fv[i] = [(total - float(a), float(b)) for a, b in zip(cp, ch, strict=True)]
+        ch, cp = np.cumsum(cap_h)[: grid.size], np.cumsum(cap_p)[: grid.size]
+        fv[i] = [(total - float(a), float(b)) for a, b in zip(cp, ch, strict=True)]
+
+    def _scratch(self, rows: int) -> np.ndarray:
+        """A float64 ``(rows, V)`` scratch buffer for the compiled passes, reused across nodes."""
+        buf = getattr(self, "_buf", None)
+        if buf is None or buf.shape[0] < rows:
+            buf = self._buf = np.empty((rows, self.V))
+        return buf
 
 
 #: Where F_v's tangents are taken, as fractions of the largest W(v): a few lines bound the concave
@@ -691,10 +699,12 @@ def _lower(tree: ExploredTree, arr: dict, laws: list) -> list[float]:
         Ws.append(W)
         totals.append(float(W[1:].sum()))
     for i, node in arr["res"].items():
-        if tree.kern is not None:
+        if len(node) == 4:  # a compiled node
             p_row, q_row, skip, q_rest = node
             last = len(laws) - 1  # at most two laws: the second pair repeats the first when alone
-            out = tree.kern.min_sum(p_row, q_row, skip, Ws[0][i], laws[0][i], Ws[last][i], laws[last][i], q_rest if q_rest > 0 else 1.0)
+            out = tree.kern.min_sum(
+                p_row, q_row, skip, Ws[0][i], laws[0][i], Ws[last][i], laws[last][i], q_rest if q_rest > 0 else 1.0, tree._scratch(2)
+            )
             for j, x in enumerate(laws):
                 if x[i] > 0 and q_rest > 0:
                     totals[j] += float(out[j])

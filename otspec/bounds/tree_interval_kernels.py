@@ -8,22 +8,24 @@ each expanded node costs three passes over its rows, and the input's validation 
 
 * :func:`check_rows`: finite, non-negative entries and the row sums (one pass);
 * :func:`top_k`: the K largest entries of a row (p and q in one pass);
-* :func:`rest_stats`: over the unexplored tokens (every token but the explored children, a sorted
-  list walked alongside), the target and draft masses, the first unexplored depth's cap and the
-  tangent bins of :math:`F_v` (the reference's quantities; the sums run in token order, so they
-  differ from numpy's pairwise sums by rounding only);
+* :func:`rest_stats`: over the unexplored tokens of a non-root node (every token but the
+  explored children, a sorted list walked alongside), the target and draft masses, the first
+  unexplored depth's cap and the tangent bins of :math:`F_v`;
 * :func:`min_sum`: :math:`\sum_c \min(a\,p_c, b\,q_c / Q)` over the unexplored tokens, for the
   lower bound (both candidate laws at once).
+
+Each sum is numpy's: the pairwise summation of the same compressed array (:func:`pairwise_sum`),
+or the token-order accumulation of ``np.bincount``, so the bucket LP gets the reference's data bit
+for bit and HiGHS takes the same path (the root node, whose cap needs ``expm1``/``log1p``, runs
+the reference's numpy code).
 """
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 
-__all__ = ["check_rows", "min_sum", "rest_stats", "top_k"]
+__all__ = ["check_rows", "min_sum", "pairwise_sum", "rest_stats", "top_k"]
 
 _njit = numba.njit(cache=True, fastmath=False, boundscheck=False)
 
@@ -106,32 +108,88 @@ def check_rows(rows, sums):
 
 
 @_njit
-def _coverage(b, k):
-    r""":math:`h(b) = -\mathrm{expm1}(k \log1p(-b))` on b clipped to [0, 1] (tree_node.coverage)."""
-    m = min(max(b, 0.0), 1.0)
-    return -math.expm1(k * math.log1p(-m)) if m < 1.0 else 1.0
+def pairwise_sum(a, n):
+    """``a[:n].sum()`` as numpy adds a contiguous float64 array (pairwise: blocks of at most 128
+    summed by eight running sums, halves split at a multiple of 8): the same bits. Iterative
+    (numba does not load a cached caller of a recursive function reliably)."""
+    if n <= 128:
+        return 0.0 + _block(a, 0, n)
+    lo_s = np.empty(64, dtype=np.int64)  # the recursion's frames: depth <= log2(n / 128) + 1
+    n_s = np.empty(64, dtype=np.int64)
+    stage = np.zeros(64, dtype=np.int64)
+    left = np.empty(64)
+    top = 0
+    lo_s[0], n_s[0], stage[0] = 0, n, 0
+    ret = 0.0
+    while top >= 0:
+        lo, m = lo_s[top], n_s[top]
+        if m <= 128:
+            ret = _block(a, lo, m)
+            top -= 1
+            continue
+        half = m // 2
+        half -= half % 8
+        if stage[top] == 0:  # first the left half
+            stage[top] = 1
+            top += 1
+            lo_s[top], n_s[top], stage[top] = lo, half, 0
+        elif stage[top] == 1:  # then the right half
+            left[top] = ret
+            stage[top] = 2
+            top += 1
+            lo_s[top], n_s[top], stage[top] = lo + half, m - half, 0
+        else:
+            ret = left[top] + ret
+            top -= 1
+    return 0.0 + ret
 
 
 @_njit
-def rest_stats(p, q, skip, k, ms, grid, root, cap_h, cap_p):
-    """Over the tokens not in ``skip`` (sorted ids): ``(rho, qsum, cap1, total_p)`` and, for a
-    non-root node, the tangent bins ``cap_h[j]``, ``cap_p[j]`` (children whose kink
-    :math:`h_c / p_c` exceeds exactly ``j`` grid values; ``grid`` sorted ascending)."""
+def _block(a, lo, n):
+    """numpy's pairwise sum of at most 128 entries."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@_njit
+def rest_stats(p, q, skip, kms, grid, cap_h, cap_p, buf):
+    """Over the tokens not in ``skip`` (sorted ids) of a non-root node: ``(rho, qsum, cap1,
+    total_p)`` with numpy's pairwise sums of the compressed arrays (the reference's bits), and
+    the tangent bins ``cap_h[j]``, ``cap_p[j]`` (children whose kink :math:`h_c / p_c` exceeds
+    exactly ``j`` grid values; ``grid`` sorted ascending; token order, as ``np.bincount``).
+    ``buf``: a float64 scratch of shape (4, V)."""
     G = grid.size
     for j in range(G + 1):
         cap_h[j] = 0.0
         cap_p[j] = 0.0
-    kms = k * ms
-    rho = 0.0
-    qsum = 0.0
-    cap1 = 0.0
-    total = 0.0
+    top = grid[G - 1] if G else -np.inf
+    h_free = 0.0  # the bin above every grid value (most of a long tail), kept in registers
+    p_free = 0.0
+    n = 0
+    nk = 0
     s = 0
     nxt = skip[0] if skip.size else -1
-    half = 0.5 * (k - 1)
-    top = grid[G - 1] if G else -np.inf
-    h_free = 0.0  # the tokens capped at no grid value (most of a long tail), kept in registers
-    p_free = 0.0
     for c in range(p.size):
         if c == nxt:
             s += 1
@@ -139,45 +197,37 @@ def rest_stats(p, q, skip, k, ms, grid, root, cap_h, cap_p):
             continue
         a = p[c]
         b = q[c]
-        rho += a
-        qsum += b
-        if root:
-            # min(p, h(q)); h(b) >= k b (1 - (k - 1) b / 2) (Bonferroni), so below that p is the
-            # minimum without the transcendental functions
-            if a <= k * b * (1.0 - half * b):
-                cap1 += a
-            else:
-                cap1 += min(a, _coverage(b, k))
-        else:
-            hb = min(kms * b, 1.0)
-            cap1 += hb
-            if a > 0:
-                total += a
-                w = hb / a
-                if w > top:
-                    h_free += hb
-                    p_free += a
-                    continue
-                lo = 0
-                for t in range(G):  # the number of grid values below w (branch-free)
-                    lo += grid[t] < w
-                cap_h[lo] += hb
-                cap_p[lo] += a
+        hb = min(kms * b, 1.0)
+        buf[0, n] = a
+        buf[1, n] = b
+        buf[2, n] = hb
+        n += 1
+        if a > 0:
+            buf[3, nk] = a
+            nk += 1
+            w = hb / a
+            if w > top:
+                h_free += hb
+                p_free += a
+                continue
+            lo = 0
+            for t in range(G):  # the number of grid values below w (branch-free)
+                lo += grid[t] < w
+            cap_h[lo] += hb
+            cap_p[lo] += a
     cap_h[G] += h_free
     cap_p[G] += p_free
-    return rho, qsum, cap1, total
+    return pairwise_sum(buf[0], n), pairwise_sum(buf[1], n), pairwise_sum(buf[2], n), pairwise_sum(buf[3], nk)
 
 
 @_njit
-def min_sum(p, q, skip, a0, b0, a1, b1, qrest):
-    """``sum over the tokens not in skip of min(a p_c, b q_c / qrest)`` for two candidates
-    ``(a0, b0)`` and ``(a1, b1)`` in one pass (the lower bound's bucket laws)."""
+def min_sum(p, q, skip, a0, b0, a1, b1, qrest, buf):
+    """``sum over the tokens not in skip of min(a p_c, b q_c / qrest)`` (numpy's terms and
+    pairwise sum) for two candidates ``(a0, b0)`` and ``(a1, b1)`` in one pass (the lower bound's
+    bucket laws). ``buf``: a float64 scratch of shape (2, V)."""
     s = 0
     nxt = skip[0] if skip.size else -1
-    out0 = 0.0
-    out1 = 0.0
-    c0 = b0 / qrest  # one division per node (the reference divides per token: rounding apart, the same)
-    c1 = b1 / qrest
+    n = 0
     for c in range(p.size):
         if c == nxt:
             s += 1
@@ -185,6 +235,7 @@ def min_sum(p, q, skip, a0, b0, a1, b1, qrest):
             continue
         pc = p[c]
         qc = q[c]
-        out0 += min(a0 * pc, c0 * qc)
-        out1 += min(a1 * pc, c1 * qc)
-    return out0, out1
+        buf[0, n] = min(a0 * pc, b0 * qc / qrest)
+        buf[1, n] = min(a1 * pc, b1 * qc / qrest)
+        n += 1
+    return pairwise_sum(buf[0], n), pairwise_sum(buf[1], n)
