@@ -15,10 +15,22 @@ alpha* for i.i.d., without-replacement and greedy draft laws, and each verifier'
 (closed forms; RRS without replacement and ``wor_iid`` -- drafts without replacement verified at the
 i.i.d. optimum -- by Rao-Blackwellised Monte Carlo over draft tuples at full vocabulary).
 
+**Positions along whole generations** (``--positions along``): the target samples a continuation of
+``--gen-tokens`` tokens at T = 1 after each prompt, and ``--tokens`` positions per prompt are drawn
+uniformly without replacement (one numpy stream from ``--seed``) among the positions up to the
+continuation's first EOS (or all of them); the full p and q rows are taken there at every
+temperature. This mode adds the optimal verifier for drafts without replacement (``optimal_wor``,
+whose exact acceptance is alpha*_WOR by construction: what is measured is that its Luce-weight fit
+runs at real V and how long it takes, on a seeded subsample of ``--wor-fit-steps`` steps at the
+draft counts ``--wor-fit-ks``), and the share of alpha*_WOR - alpha*_iid each rule recovers,
+(alpha_rule - alpha*_iid) / (alpha*_WOR - alpha*_iid), a ratio of means over steps.
+
 Every interval is a 95% cluster bootstrap over prompts (:mod:`otspec.stats`, BCa): the positions of
 one prompt are one cluster. The JSON records the prompt of every step.
 
     python experiments/exp1_verifiers_vs_optimum.py              # 48 prompts x 2 positions, T 0.6 and 1.0
+    python experiments/exp1_verifiers_vs_optimum.py --positions along --prompts 16 --tokens 3 \\
+        --ks 1,2,4,8 --temperatures 0.3,0.6,1.0,1.2              # positions along 128-token generations
     python experiments/exp1_verifiers_vs_optimum.py --quick      # tiny random models (V = 6), CI
 """
 
@@ -136,6 +148,19 @@ def aggregate(per_t: dict, tv: dict, g: np.ndarray, dom: np.ndarray, seed: int) 
     return summary, per_domain
 
 
+def shares(per_t: dict, g: np.ndarray, seed: int) -> dict:
+    """Per T and rule, per k: (alpha_rule - alpha*_iid) / (alpha*_WOR - alpha*_iid), a ratio of means
+    over steps with its prompt-clustered interval (NaN at k = 1, where the two optima agree)."""
+    out = {}
+    for T, d in per_t.items():
+        den = d["opt_wor"] - d["opt_iid"]
+        # k = 1 (and any k where the draft law makes the optima agree): no gain to share
+        den = np.where(den.sum(0, keepdims=True) > NO_WOR_GAIN, den, np.nan)
+        out[str(T)] = {v: interval(d[v] - d["opt_iid"], g, seed, den, "ratio") for v in SHARE_RULES}
+        out[str(T)]["wor_minus_iid"] = interval(d["opt_wor"] - d["opt_iid"], g, seed)
+    return out
+
+
 def arguments(ap) -> None:
     ap.add_argument("--target", default="smollm2", choices=_real.TARGETS, help="target model (default smollm2)")
     ap.add_argument("--draft", default="int8", help="'int8' (default; smollm2 only) or a temperature self-draft 't<T>', e.g. t0.7")
@@ -145,6 +170,67 @@ def arguments(ap) -> None:
     ap.add_argument("--mc", type=int, default=16, help="Monte Carlo draft tuples per step for RRS w/o replacement")
     ap.add_argument("--ks", default="1,2,3,4,6,8", help="numbers of drafts (default 1,2,3,4,6,8)")
     ap.add_argument("--temperatures", default="0.6,1.0", help="sampling temperatures (default 0.6,1.0)")
+    ap.add_argument(
+        "--positions",
+        default="first",
+        choices=("first", "along"),
+        help="'first': the first --tokens generated positions (default); 'along': --tokens positions drawn uniformly along a whole generation",
+    )
+    ap.add_argument("--gen-tokens", type=int, default=128, help="with --positions along: tokens of each generation (default 128)")
+    ap.add_argument(
+        "--wor-fit-steps",
+        type=int,
+        default=6,
+        help="with --positions along: steps (seeded subsample) where optimal_wor is fitted (default 6)",
+    )
+    ap.add_argument("--wor-fit-ks", default="4", help="with --positions along: draft counts of the optimal_wor fits (default 4)")
+
+
+#: A summed alpha*_WOR - alpha*_iid below this is rounding of two equal optima (e.g. k = 1): no share.
+NO_WOR_GAIN = 1e-9
+#: Rules whose share of alpha*_WOR - alpha*_iid is reported with ``--positions along``.
+SHARE_RULES = ("kseq", "rrs", "khisti", "rrs_wor", "wor_iid")
+
+
+def along_steps(target, draft, ids: list[list[int]], n_gen: int, n_pos: int, seed: int, eos: int | None):
+    """Full p and q rows (T = 1) at ``n_pos`` positions per prompt drawn uniformly without replacement
+    along a ``n_gen``-token target generation (up to and including its first ``eos``).
+
+    Returns ``(Steps, positions)``: ``positions[i]`` is step i's index in its generation (0 = first
+    generated token)."""
+    import torch
+
+    rng = np.random.default_rng([seed, 1])  # the positions' own stream (the generation has torch's)
+    ps, qs, pr, pos = [], [], [], []
+    for j, (seq, n_prompt) in enumerate(_real.continuations_ids(target, ids, n_gen, 1.0, seed)):
+        gen = seq[n_prompt:]
+        n_ok = gen.index(eos) + 1 if eos is not None and eos in gen else len(gen)
+        at = np.sort(rng.choice(n_ok, size=min(n_pos, n_ok), replace=False))
+        x = torch.tensor([seq[:-1]])
+        with torch.no_grad():
+            lt = target.logits(x)[0, n_prompt - 1 :]  # row i predicts gen[i]
+            ld = draft.logits(x)[0, n_prompt - 1 :]
+        ps.append(_real.softmax64(lt.numpy()[at], 1.0))
+        qs.append(_real.softmax64(ld.numpy()[at], 1.0))
+        pr.append(np.full(len(at), j))
+        pos.append(at)
+    steps = _real.Steps(np.concatenate(ps), np.concatenate(qs), np.concatenate(pr), 1.0, target.name, draft.name)
+    return steps, np.concatenate(pos)
+
+
+def wor_fits(P: np.ndarray, Q: np.ndarray, steps: np.ndarray, ks: list[int]) -> list[dict]:
+    """``optimal_wor`` fitted at each of ``steps`` and ``ks``: its acceptance, alpha*_WOR and the
+    fit's CPU seconds (a fresh verifier per fit: nothing cached between them)."""
+    out = []
+    for s in steps:
+        for k in ks:
+            law = otspec.without_replacement(Q[s], k)
+            t0 = time.process_time()
+            est = vs.by_name("optimal_wor").acceptance(P[s], law)
+            sec = time.process_time() - t0
+            opt = otspec.optimal_acceptance(P[s], law).value
+            out.append({"step": int(s), "k": int(k), "acceptance": float(est.value), "opt_wor": float(opt), "cpu_seconds": sec})
+    return out
 
 
 def _sizes(args) -> tuple[list[int], list[float], int]:
@@ -201,7 +287,14 @@ def run(args) -> dict:
     t_load = time.perf_counter() - t0
     # contexts sampled once from the target at T = 1; logits kept, softmaxed at every temperature
     ids = _real.prompt_token_ids(target, prompts, args.seed, quick=args.quick)
-    base = _real.real_steps_ids(target, draft, ids, n_tok, 1.0, args.seed)
+    along = args.positions == "along"
+    if along:
+        n_gen = 12 if args.quick else args.gen_tokens
+        eos = None if args.quick else target.eos_token_id
+        base, positions = along_steps(target, draft, ids, n_gen, n_tok, args.seed, eos)
+        name += "_along"
+    else:
+        base = _real.real_steps_ids(target, draft, ids, n_tok, 1.0, args.seed)
     g = np.array([prompts[j].id for j in base.prompt])  # the cluster of every step
     dom = np.array([prompts[j].domain for j in base.prompt])
     t_models = time.perf_counter() - t0
@@ -211,13 +304,25 @@ def run(args) -> dict:
     rng = np.random.default_rng(args.seed)
     per_t: dict[float, dict[str, np.ndarray]] = {}
     tv: dict[float, np.ndarray] = {}
+    fits: dict[str, list[dict]] = {}
+    fit_steps = np.sort(np.random.default_rng([args.seed, 2]).choice(base.n, size=min(args.wor_fit_steps, base.n), replace=False))
+    fit_ks = [2] if args.quick else [int(k) for k in args.wor_fit_ks.split(",")]
     for T in temps:
         P, Q = _real.softmax64(lp, T), _real.softmax64(lq, T)
         rows = [step_metrics(P[s], Q[s], ks, args.mc, rng) for s in range(base.n)]
         per_t[T] = {key: np.stack([r[key] for r in rows]) for key in rows[0]}  # (n_steps, len(ks))
         tv[T] = 0.5 * np.abs(P - Q).sum(1)
+        if along:
+            fits[str(T)] = wor_fits(P, Q, fit_steps, fit_ks)
     t_total = time.perf_counter() - t0
     summary, per_domain = aggregate(per_t, tv, g, dom, args.seed)
+    extra = {}
+    if along:
+        extra = {
+            "positions": {"mode": "along", "generation_tokens": n_gen, "per_prompt": n_tok, "index": positions.tolist()},
+            "share_of_wor_gain": shares(per_t, g, args.seed),
+            "optimal_wor_fits": fits,
+        }
     return {
         "target": base.target,
         "draft": base.draft,
@@ -234,6 +339,7 @@ def run(args) -> dict:
             "prompt": [int(j) for j in base.prompt],  # index into "prompts": the cluster of every step
             "values": {str(T): {key: [_output.rounded(row) for row in a] for key, a in per_t[T].items()} for T in temps},
         },
+        **extra,
         "seconds": {"load": t_load, "models": t_models, "total": t_total},
         "png": [f"{name}.png", f"{name}_gaps.png"],
         "_name": name,
@@ -358,6 +464,41 @@ def _tv_and_domain_tables(d: dict) -> tuple[str, str]:
     return table_tv, table_dom
 
 
+def _along_tables(d: dict) -> dict[str, str]:
+    """The share of alpha*_WOR - alpha*_iid per rule, and the optimal_wor fits (acceptance, time)."""
+    ks = d["ks"]
+    rows = []
+    for T in d["temperatures"]:
+        sh = d["share_of_wor_gain"][str(T)]
+        for i, k in enumerate(ks):
+            if k == 1:
+                continue
+            rows.append([T, k, _cell(sh["wor_minus_iid"], i, 4)] + [_cell(sh[v], i, 3) for v in SHARE_RULES])
+    share = _output.markdown_table(["T", "k", "alpha*_WOR - alpha*_iid"] + [f"share {LABELS[v]}" for v in SHARE_RULES], rows)
+    frows = []
+    for T in d["temperatures"]:
+        fs = d["optimal_wor_fits"][str(T)]
+        for k in sorted({f["k"] for f in fs}):
+            sel = [f for f in fs if f["k"] == k]
+            sec = np.array([f["cpu_seconds"] for f in sel])
+            dev = max(abs(f["acceptance"] - f["opt_wor"]) for f in sel)
+            frows.append(
+                [
+                    T,
+                    k,
+                    len(sel),
+                    _output.fmt(float(np.mean([f["acceptance"] for f in sel]))),
+                    f"{dev:.1e}",
+                    f"{np.median(sec):.1f}",
+                    f"{sec.min():.1f}-{sec.max():.1f}",
+                ]
+            )
+    fits = _output.markdown_table(
+        ["T", "k", "steps", "mean acceptance", "max |acceptance - alpha*_WOR|", "median CPU s per fit", "range s"], frows
+    )
+    return {"Share of the without-replacement gain each rule recovers": share, "optimal_wor at real V (fresh fit per step)": fits}
+
+
 def report(d: dict, args) -> tuple[dict[str, str], list[str]]:
     """The two figures, the four tables and the notes, from the payload."""
     _figures(d, args.out)
@@ -377,7 +518,16 @@ def report(d: dict, args) -> tuple[dict[str, str], list[str]]:
         f"max(exact verifier - its optimum) = {checks['max_verifier_above_optimum']:.3g}.",
         f"Time: load {sec['load']:.0f} s, models {sec['models'] - sec['load']:.0f} s, total {sec['total']:.0f} s.",
     ]
+    if "share_of_wor_gain" in d:
+        pos = d["positions"]
+        notes.insert(
+            1,
+            f"Positions along whole generations: {pos['per_prompt']} per prompt, uniform without replacement over the positions "
+            f"of a {pos['generation_tokens']}-token target generation at T = 1 up to its first EOS (seed {args.seed}); "
+            f"mean position {np.mean(pos['index']):.1f}, max {max(pos['index'])}.",
+        )
     tables = {
+        **(_along_tables(d) if "share_of_wor_gain" in d else {}),
         "Acceptance (mean over steps)": _acceptance_table(d),
         "Gap to the optimum": _gap_table(d),
         "Gap per domain (largest k)": table_dom,

@@ -26,6 +26,17 @@ A secondary, *different* estimand is also printed: the exact paired gain on the 
 rules' E[tau] on each run's own drafted paths), which isolates the verification rule from the
 context distribution.
 
+**Stop at EOS.** Runs decode the full ``--tokens`` for every prompt (so the two counts come from the
+same runs) and each cell also carries the counts of a decoder that stops at the prompt's first EOS:
+:func:`eos_cut` rebuilds every round's emitted tokens from the trace (the followed draft row's first
+tau tokens and the correction / bonus token) and keeps each prompt's rounds up to and including the
+one that emits EOS (that round counted in full, 1 + tau, as a decoder stopping at EOS counts it).
+Rounds before the first EOS have the same law in both decoders, so this is the stopping decoder's
+BE. Runs made before this count (their JSON keeps per-prompt totals only) cannot be recounted.
+
+**Temperature curve** (``--temperature-curve JSON [JSON ...]``): the exact gain of every cell of
+finished runs against T, one line per (draft, gamma), from their JSON (no models).
+
 **Wall-clock** (``--wallclock-prompts``): B = 1, the same process, token and block alternating
 prompt by prompt; time per generated token of block relative to token (cluster bootstrap), and the
 verification step's share of a round. Measured without the per-round theory (it is not decoding
@@ -62,6 +73,8 @@ RULES = ("token", "block")
 PAPER = {4: (2.89, 2.99, 3.46), 6: (3.23, 3.43, 6.19), 8: (3.41, 3.70, 8.30)}
 #: Block Verification's abstract: 5-8% wall-clock speed-up over token verification.
 PAPER_WALLCLOCK = (5.0, 8.0)
+#: The EOS id of ``--quick`` runs (the tiny random-weight models have none; token 0 stands in).
+QUICK_EOS = 0
 
 
 def run_seed(base: int, *key: int) -> int:
@@ -69,21 +82,60 @@ def run_seed(base: int, *key: int) -> int:
     return int(np.random.SeedSequence([base, *key]).generate_state(1)[0])
 
 
-def per_prompt(trace, rule: str) -> dict:
-    """Per-prompt totals of one run: rounds, realized tokens 1 + tau, exact 1 + E[tau] of both rules."""
+def emitted_tokens(trace) -> list[list[int]]:
+    """Each record's emitted tokens: the followed draft row's first tau tokens, then the correction /
+    bonus token, cut to the record's ``n_emit`` (the ``max_new_tokens`` cap)."""
+    c = trace.columns
+    drafts, path, tau, nxt, n_emit = (np.asarray(c[x]) for x in ("drafts", "path", "tau", "next_token", "n_emit"))
+    return [([int(t) for t in drafts[i, path[i], : tau[i]]] + [int(nxt[i])])[: int(n_emit[i])] for i in range(len(tau))]
+
+
+def eos_cut(trace, eos: int) -> np.ndarray:
+    """Records a decoder stopping at EOS would make: each prompt's rounds up to and including the one
+    whose emitted tokens hold ``eos`` (all of a prompt's rounds when it never emits it). Boolean mask."""
+    c = trace.columns
+    pr, rnd = np.asarray(c["prompt"], dtype=np.int64), np.asarray(c["round"], dtype=np.int64)
+    toks = emitted_tokens(trace)
+    keep = np.zeros(len(pr), dtype=bool)
+    done: set[int] = set()
+    for i in np.lexsort((rnd, pr)):  # each prompt's rounds in order
+        if pr[i] in done:
+            continue
+        keep[i] = True
+        if eos in toks[i]:
+            done.add(int(pr[i]))
+    return keep
+
+
+def per_prompt(trace, rule: str, eos: int | None = None) -> dict:
+    """Per-prompt totals of one run: rounds, realized tokens 1 + tau, exact 1 + E[tau] of both rules;
+    with ``eos``, the same totals over the rounds a decoder stopping at EOS makes (``*_eos``)."""
     c = trace.columns
     pr = np.asarray(c["prompt"], dtype=np.int64)
     n = int(pr.max()) + 1
-    tot = lambda v: np.bincount(pr, weights=np.asarray(v, dtype=np.float64), minlength=n).tolist()  # noqa: E731
-    return {
+
+    def totals(sel: np.ndarray) -> dict:
+        tot = lambda v: np.bincount(pr[sel], weights=np.asarray(v, dtype=np.float64)[sel], minlength=n).tolist()  # noqa: E731
+        return {
+            "rounds": np.bincount(pr[sel], minlength=n).tolist(),
+            "tokens": tot(1.0 + c["tau"]),
+            "exact_token": tot(1.0 + c["th_exp_token"]),
+            "exact_block": tot(1.0 + c["th_exp_block"]),
+        }
+
+    out = {
         "rule": rule,
-        "rounds": np.bincount(pr, minlength=n).tolist(),
-        "tokens": tot(1.0 + c["tau"]),
-        "exact_token": tot(1.0 + c["th_exp_token"]),
-        "exact_block": tot(1.0 + c["th_exp_block"]),
+        **totals(np.ones(len(pr), dtype=bool)),
         "min_paired_block_minus_token": float(np.min(c["th_exp_block"] - c["th_exp_token"])),
         "rounds_block_below_token": int(np.sum(c["th_exp_block"] < c["th_exp_token"] - 1e-12)),
     }
+    if eos is not None:
+        keep = eos_cut(trace, eos)
+        out.update({f"{k}_eos": v for k, v in totals(keep).items()})
+        stopped = np.zeros(n, dtype=bool)
+        stopped[np.unique(pr[keep & np.array([eos in t for t in emitted_tokens(trace)])])] = True
+        out["stopped_at_eos"] = stopped.astype(int).tolist()
+    return out
 
 
 def be(run: dict, key: str, ids: list[str], seed: int) -> stats.BootstrapInterval:
@@ -102,6 +154,8 @@ def run_grid(args, target, draft, dname: str, prompts: list, ids_of: list[str], 
 
     cells = []
     ids = [_prompts.encode(target, p) if not args.quick else p for p in prompts]
+    # the tiny models have no EOS: token 0 plays it, so the quick run exercises the count
+    eos = QUICK_EOS if args.quick else target.eos_token_id
     for T in args.temperatures:
         for g in args.gammas:
             runs = {}
@@ -124,7 +178,7 @@ def run_grid(args, target, draft, dname: str, prompts: list, ids_of: list[str], 
                             stop_at_eos=False,
                         )
                     )
-                run = _merge([per_prompt(o.trace, rule) for o in outs])
+                run = _merge([per_prompt(o.trace, rule, eos) for o in outs])
                 run.update(seed=seed, seconds=time.perf_counter() - t0)
                 outs[0].trace.save(os.path.join(args.out, f"trace_chain_{rule}_g{g}_{dname}_T{T:g}.safetensors"))  # input of exp4
                 runs[rule] = run
@@ -136,7 +190,9 @@ def run_grid(args, target, draft, dname: str, prompts: list, ids_of: list[str], 
 
 
 def _merge(parts: list[dict]) -> dict:
-    out = {k: sum((p[k] for p in parts), []) for k in ("rounds", "tokens", "exact_token", "exact_block")}
+    keys = ("rounds", "tokens", "exact_token", "exact_block")
+    keys += tuple(f"{k}_eos" for k in keys) + ("stopped_at_eos",) if "rounds_eos" in parts[0] else ()
+    out = {k: sum((p[k] for p in parts), []) for k in keys}
     out["rule"] = parts[0]["rule"]
     out["min_paired_block_minus_token"] = min(p["min_paired_block_minus_token"] for p in parts)
     out["rounds_block_below_token"] = sum(p["rounds_block_below_token"] for p in parts)
@@ -150,6 +206,14 @@ def summarise(dname, tname, draft_name, T, g, runs, ids, seed) -> dict:
     for rule, run in runs.items():
         cell[f"be_{rule}_realized"] = be(run, "tokens", ids, seed).as_dict()
         cell[f"be_{rule}_exact"] = be(run, f"exact_{rule}", ids, seed).as_dict()
+    if "rounds_eos" in tk:  # the counts of a decoder stopping at EOS (same runs, later rounds dropped)
+        eos_runs = {r: {k[:-4]: v for k, v in run.items() if k.endswith("_eos")} for r, run in runs.items()}
+        for rule, run in eos_runs.items():
+            cell[f"be_{rule}_exact_eos"] = be(run, f"exact_{rule}", ids, seed).as_dict()
+            cell[f"be_{rule}_realized_eos"] = be(run, "tokens", ids, seed).as_dict()
+        cell["gain_exact_eos"] = gain(eos_runs["block"], eos_runs["token"], "exact_block", "exact_token", ids, seed).as_dict()
+        cell["gain_realized_eos"] = gain(eos_runs["block"], eos_runs["token"], "tokens", "tokens", ids, seed).as_dict()
+        cell["prompts_stopped_at_eos"] = {r: int(sum(run["stopped_at_eos"])) for r, run in runs.items()}
     g_real = gain(bk, tk, "tokens", "tokens", ids, seed)
     g_exact = gain(bk, tk, "exact_block", "exact_token", ids, seed)
     cell["gain_realized"] = g_real.as_dict()
@@ -273,6 +337,95 @@ def make_plot(payload: dict, out_dir: str, name: str) -> str:
     return _output.save_figure(fig, out_dir, name)
 
 
+def _curve_table(rows: list[dict]) -> str:
+    """The temperature curve's rows as a markdown table."""
+    return _output.markdown_table(
+        [
+            "draft",
+            "gamma",
+            "T",
+            "prompts",
+            "rounds token",
+            "rounds block",
+            "BE token",
+            "gain % (exact)",
+            "gain % (stop at EOS)",
+            "prompts ending in EOS (token / block)",
+        ],
+        [
+            [
+                r["draft"],
+                r["gamma"],
+                f"{r['temperature']:g}",
+                r["prompts"],
+                r["rounds"]["token"],
+                r["rounds"]["block"],
+                _ci(r["be_token_exact"]),
+                _ci(r["gain_exact"], 100, 1, True),
+                _ci(r["gain_exact_eos"], 100, 1, True) if r["gain_exact_eos"] else "not recorded",
+                f"{r['prompts_stopped_at_eos']['token']} / {r['prompts_stopped_at_eos']['block']}" if r["prompts_stopped_at_eos"] else "-",
+            ]
+            for r in rows
+        ],
+    )
+
+
+def temperature_curve(paths: list[str], out_dir: str, args) -> dict:
+    """The exact gain of block over token against T, per (draft, gamma), from finished runs' JSON.
+
+    Every point is a cell's own interval (clustered by prompt, as in the cell); cells at different T
+    are independent runs. A cell counted with stop at EOS also gets its EOS-stopped gain."""
+    cells, _, _ = _merged(paths)
+    cells = sorted(cells, key=lambda c: (c["draft"], c["gamma"], c["temperature"]))
+    rows = [
+        {
+            "draft": c["draft"],
+            "pair": c["pair"],
+            "gamma": c["gamma"],
+            "temperature": c["temperature"],
+            "prompts": c["prompts"],
+            "rounds": {r: sum(c["runs"][r]["rounds"]) for r in RULES},
+            "gain_exact": c["gain_exact"],
+            "gain_exact_eos": c.get("gain_exact_eos"),
+            "prompts_stopped_at_eos": c.get("prompts_stopped_at_eos"),
+            "be_token_exact": c["be_token_exact"],
+        }
+        for c in cells
+    ]
+    payload = {"sources": [os.path.basename(p) for p in paths], "rows": rows, "png": "exp2_temperature_curve.png"}
+    fig, ax = plt.subplots(figsize=(7.5, 5.2), layout="constrained")
+    groups = list(dict.fromkeys((r["draft"], r["gamma"]) for r in rows))
+    for k, (dn, g) in enumerate(groups):
+        rs = [r for r in rows if (r["draft"], r["gamma"]) == (dn, g)]
+        T = np.array([r["temperature"] for r in rs]) + 0.012 * (k - (len(groups) - 1) / 2)
+        v = 100 * np.array([[r["gain_exact"][x] for x in ("value", "low", "high")] for r in rs])
+        ax.errorbar(
+            T,
+            v[:, 0],
+            yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]],
+            marker="os^"[k % 3],
+            capsize=3,
+            color=f"C{k}",
+            label=f"{dn}, gamma = {g}",
+        )
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set(
+        xlabel="sampling temperature T",
+        ylabel="BE_block / BE_token - 1  (%, exact, own runs)",
+        title="gain of block over token verification against T\n(95% CI clustered by prompt; prompts per point in the table)",
+    )
+    ax.legend(fontsize=9.5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
+    _output.save_figure(fig, out_dir, "exp2_temperature_curve")
+    table = _curve_table(rows)
+    notes = [
+        "One row per cell of the source runs; each interval is that cell's cluster bootstrap over its prompts (BCa, 2000 resamples).",
+        "Cells at different T are separate runs (different seeds; the new temperatures may use fewer prompts and tokens: see the prompts column and the sources' commands).",
+        "Stop at EOS: only runs that recorded the EOS count (see the module docstring) have it.",
+    ]
+    _output.write(out_dir, "exp2_temperature_curve", args, payload, {"Gain of block over token against temperature": table}, notes)
+    return payload
+
+
 def tables(payload: dict) -> dict[str, str]:
     cells = payload["cells"]
     rows = []
@@ -350,6 +503,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--temperatures", default="0.6,1.0", help="sampling temperatures (default 0.6,1.0)")
     ap.add_argument("--gammas", default="4,6,8")
     ap.add_argument("--prompts", type=int, default=None, help="first N of the 64 own prompts (default all)")
+    ap.add_argument(
+        "--spread", action="store_true", help="with --prompts N: N prompts evenly across the 64 (every domain), not the first N"
+    )
     ap.add_argument("--tokens", type=int, default=128, help="new tokens per prompt (default 128)")
     ap.add_argument("--batch", type=int, default=32, help="prompts decoded together (default 32)")
     ap.add_argument("--wallclock-prompts", type=int, default=0, help="prompts of the B = 1 wall-clock run (0 skips it)")
@@ -358,7 +514,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument(
         "--merge", nargs="+", metavar="JSON", help="combine finished runs' JSON (e.g. one per draft) into one report, no models"
     )
+    ap.add_argument(
+        "--temperature-curve", nargs="+", metavar="JSON", help="only the gain-against-T table and plot from finished runs' JSON (no models)"
+    )
     args = _output.parse(ap, argv)
+    if args.temperature_curve:
+        return temperature_curve(args.temperature_curve, args.out, args)
     if args.replot:
         with open(args.replot) as f:
             payload = json.load(f)
@@ -372,7 +533,8 @@ def main(argv: list[str] | None = None) -> dict:
         ids_of = [str(i) for i in range(len(prompts))]
     else:
         drafts = args.drafts.split(",")
-        prompts = _prompts.own_prompts()[: args.prompts]
+        prompts = _prompts.own_prompts()
+        prompts = _spread(prompts, args.prompts) if args.spread and args.prompts else prompts[: args.prompts]
         ids_of = [p.id for p in prompts]
     name = NAME if (args.quick or args.target == "smollm2") else f"{NAME}_{args.target}"
     args.name = name

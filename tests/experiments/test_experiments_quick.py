@@ -99,6 +99,16 @@ def test_exp2_block_vs_token(tmp_path):
     m = mod.main(["--quick", "--out", str(tmp_path / "merged"), "--merge", str(tmp_path / "exp2_block_vs_token.json")])
     assert [c["gain_exact"] for c in m["cells"]] == [c["gain_exact"] for c in d["cells"]]
     assert [c["holm_pvalue"] for c in m["cells"]] == [c["holm_pvalue"] for c in d["cells"]]
+    # the stop-at-EOS count: never more rounds than the full run, its BE the ratio of its totals
+    for c in d["cells"]:
+        for rule in ("token", "block"):
+            r = c["runs"][rule]
+            assert all(a <= b for a, b in zip(r["rounds_eos"], r["rounds"], strict=True))
+            assert abs(c[f"be_{rule}_exact_eos"]["value"] - sum(r[f"exact_{rule}_eos"]) / sum(r["rounds_eos"])) < EXACT_ATOL
+    # the gain-against-temperature report reads the finished cells (no models)
+    curve = mod.main(["--quick", "--out", str(tmp_path / "curve"), "--temperature-curve", str(tmp_path / "exp2_block_vs_token.json")])
+    assert {r["gamma"]: r["gain_exact"]["value"] for r in curve["rows"]} == {c["gamma"]: c["gain_exact"]["value"] for c in d["cells"]}
+    assert all(r["gain_exact_eos"] is not None for r in curve["rows"])
 
 
 def test_exp3_multidraft_sequences(tmp_path):
