@@ -14,7 +14,18 @@ import math
 
 import numpy as np
 
-__all__ = ["COMPILED", "UncompiledLuceWarning", "integrate", "integrate_chunk", "integrate_split", "num_threads", "side", "split_chunk"]
+__all__ = [
+    "COMPILED",
+    "UncompiledLuceWarning",
+    "integrate",
+    "integrate_chunk",
+    "integrate_split",
+    "num_threads",
+    "side",
+    "split_chunk",
+    "split_sums",
+    "tail_moments",
+]
 
 
 class UncompiledLuceWarning(UserWarning):
@@ -228,25 +239,6 @@ def _tail_series(M, C, tpow, theta, qT, k, N, L0, L1, E, F):
 
 
 @njit(cache=True)
-def _moments(q, theta, w, idx, k, N, M):
-    """Scaled moments ``M[m, d] = sum_{j in idx} (q_j/theta)^(m+d) w_j^m``, m = 1..k-1, d = 0..N+1."""
-    for m in range(k):
-        for d in range(N + 2):
-            M[m, d] = 0.0
-    for j in idx:
-        z = q[j] / theta
-        wm = 1.0
-        zm = 1.0
-        for m in range(1, k):
-            wm *= w[j]
-            zm *= z
-            zd = zm * wm
-            for d in range(N + 2):
-                M[m, d] += zd
-                zd *= z
-
-
-@njit(cache=True)
 def _accumulate_K(K, js, E, F, k, N, ht, t, tpow, coarse):
     """K[level, js, m, d, (0, eps)] += h_t t (theta t)^(m+1+d) [x^(k-1-m)] P on the rules of the node."""
     for m in range(k):
@@ -399,6 +391,18 @@ TAIL_BLOCK = 256
 
 
 @njit(cache=True)
+def _block_degree(x, N, trunc):
+    """Smallest D <= N with x^(D+1) e^x / (D+1)! <= trunc: the Taylor remainder bound of
+    ((e^z - 1)/z)^m at degree D for k q_y t <= x."""
+    D = 0
+    term = x * math.exp(x)
+    while D < N and term > trunc:
+        D += 1
+        term *= x / (D + 1)
+    return D
+
+
+@njit(cache=True)
 def _alternating_block(G, z, x, N, k, B, base, xp, poly, acc, ab):
     """acc[u] = sum_m (-1)^m x_u^(m+1) G_m(z_u) over a block of tokens (Horner in z, the token loop
     innermost); ab[u] += base |term| per term (the rounding allowance's absolute sums)."""
@@ -423,9 +427,10 @@ def _alternating_block(G, z, x, N, k, B, base, xp, poly, acc, ab):
 
 # long-function: one blocked sweep whose innermost loops run over tokens (vectorised)
 @njit(cache=True, parallel=True)
-def _tail_outputs(q, b, idx, theta, G, N, k, W, sigmas, h_s, mult, coarse_s, out, out2, out4, m2, absout):
-    """Each tail token's law from its side's Horner polynomials ``G`` (the leave-one-out by the
-    geometric series of its own factor, exact since q_y t <= rho < 1), blocks of tokens in parallel."""
+def _tail_outputs(q, b, idx, theta, G, N, k, W, sigmas, h_s, mult, coarse_s, out, out2, out4, m2, absout, rho, trunc):
+    r"""Each tail token's law from its side's Horner polynomials ``G`` (the leave-one-out by the
+    geometric series of its own factor), blocks of tokens in parallel; a block's polynomials stop at
+    the degree its largest :math:`q_y t \le \rho z_{max}` needs (:func:`_block_degree`)."""
     nb = (idx.size + TAIL_BLOCK - 1) // TAIL_BLOCK
     for ib in prange(nb):
         i0 = ib * TAIL_BLOCK
@@ -441,16 +446,19 @@ def _tail_outputs(q, b, idx, theta, G, N, k, W, sigmas, h_s, mult, coarse_s, out
         o2 = np.zeros(B)
         o4 = np.zeros(B)
         om = np.zeros(B)
+        zmax = 0.0
         for u in range(B):
             z[u] = q[idx[i0 + u]] / theta
             by[u] = b[idx[i0 + u]]
+            zmax = max(zmax, z[u])
+        D = _block_degree(k * rho * zmax, N, trunc)
         for js in range(sigmas.size):
             s = math.exp(sigmas[js])
             base = h_s * mult[js, 0] * s
             for lev in range(min(coarse_s[js], 2) + 1):
                 for u in range(B):
                     x[u] = W[js, idx[i0 + u]] * z[u]
-                _alternating_block(G[lev, js], z, x, N, k, B, base if lev == 0 else 0.0, xp, poly, acc, ab)
+                _alternating_block(G[lev, js], z, x, D, k, B, abs(base) if lev == 0 else 0.0, xp, poly, acc, ab)
                 if lev == 0:
                     for u in range(B):
                         v = base * by[u] * acc[u]
@@ -473,28 +481,71 @@ def _tail_outputs(q, b, idx, theta, G, N, k, W, sigmas, h_s, mult, coarse_s, out
             absout[y] += ab[u] * by[u]
 
 
+@njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
+def tail_moments(W, lo, hi, z, k, N):
+    """Scaled moments ``M[js, m, d] = sum_{lo <= j < hi} z_j^(m+d) W[js, j]^m`` (m = 1..k-1,
+    d = 0..N+1) of a contiguous token range, s-nodes in parallel, the token sums vectorised."""
+    ns = W.shape[0]
+    nT = hi - lo
+    M = np.zeros((ns, k, N + 2))
+    ZpT = np.empty((N + 2, nT))
+    for j in range(nT):
+        zd = 1.0
+        for d in range(N + 2):
+            ZpT[d, j] = zd
+            zd *= z[j]
+    for js in prange(ns):
+        zw = np.empty(nT)
+        x = np.empty(nT)
+        for j in range(nT):
+            zw[j] = z[j] * W[js, lo + j]
+            x[j] = zw[j]
+        for m in range(1, k):
+            if m > 1:
+                for j in range(nT):
+                    x[j] *= zw[j]
+            for d in range(N + 2):
+                acc = 0.0
+                for j in range(nT):
+                    acc += x[j] * ZpT[d, j]
+                M[js, m, d] = acc
+    return M
+
+
 @njit(cache=True, parallel=True)
-def integrate_split(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, mult, nchunks, acc, is_tail, theta, C, N, absout):
-    """All nodes with the head / tail split (tokens with ``is_tail`` enter by power sums); ``acc[c]``
-    holds chunk c's head sums, ``acc[0]`` also the tail's, ``absout`` the tail terms' absolute sums."""
-    n = q.size
+def integrate_split(
+    q,
+    b,
+    in_A,
+    k,
+    taus,
+    h_t,
+    sigmas,
+    h_s,
+    coarse_t,
+    coarse_s,
+    mult,
+    nchunks,
+    acc,
+    W,
+    hA,
+    hH,
+    tA,
+    tH,
+    MA,
+    MH,
+    MH1,
+    theta,
+    C,
+    N,
+    absout,
+    rho,
+    trunc,
+):
+    """All nodes with the head / tail split (tail tokens ``tA``, ``tH`` enter by their moments
+    ``MA``, ``MH``, ``MH1``; :func:`split_sums` prepares them); ``acc[c]`` holds chunk c's head
+    sums, ``acc[0]`` also the tail's, ``absout`` the tail terms' absolute sums."""
     ns = sigmas.size
-    W = np.empty((ns, n))
-    for js in prange(ns):
-        s = math.exp(sigmas[js])
-        for j in range(n):
-            W[js, j] = math.exp(-s * b[j])
-    hA = np.flatnonzero(in_A & ~is_tail)
-    hH = np.flatnonzero(~in_A & ~is_tail)
-    tA = np.flatnonzero(in_A & is_tail)
-    tH = np.flatnonzero(~in_A & is_tail)
-    MA = np.zeros((ns, k, N + 2))
-    MH = np.zeros((ns, k, N + 2))
-    MH1 = np.zeros((k, N + 2))
-    for js in prange(ns):
-        _moments(q, theta, W[js], tA, k, N, MA[js])
-        _moments(q, theta, W[js], tH, k, N, MH[js])
-    _moments(q, theta, np.ones(n), tH, k, N, MH1)
     KA = np.zeros((nchunks, 3, ns, k, N + 1, 2))
     KH = np.zeros((nchunks, 3, ns, k, N + 1, 2))
     nt = taus.size
@@ -537,5 +588,83 @@ def integrate_split(q, b, in_A, k, taus, h_t, sigmas, h_s, coarse_t, coarse_s, m
     GH = np.zeros((3, ns, k, N + 2))
     _tail_poly(KA.sum(axis=0), C, theta, k, N, GA)
     _tail_poly(KH.sum(axis=0), C, theta, k, N, GH)
-    _tail_outputs(q, b, tA, theta, GA, N, k, W, sigmas, h_s, mult, coarse_s, acc[0, 0], acc[0, 1], acc[0, 2], acc[0, 3], absout)
-    _tail_outputs(q, b, tH, theta, GH, N, k, W, sigmas, h_s, mult, coarse_s, acc[0, 0], acc[0, 1], acc[0, 2], acc[0, 3], absout)
+    _tail_outputs(q, b, tA, theta, GA, N, k, W, sigmas, h_s, mult, coarse_s, acc[0, 0], acc[0, 1], acc[0, 2], acc[0, 3], absout, rho, trunc)
+    _tail_outputs(q, b, tH, theta, GH, N, k, W, sigmas, h_s, mult, coarse_s, acc[0, 0], acc[0, 1], acc[0, 2], acc[0, 3], absout, rho, trunc)
+
+
+def split_sums(grid, split: tuple, nchunks: int, rho: float, trunc: float) -> tuple[np.ndarray, np.ndarray]:
+    """The trapezoid sums of the law with the head / tail split (numpy prepares the weights
+    :math:`e^{-s b_j}` and the tail's moments, the compiled kernel does the rest).
+
+    Parameters
+    ----------
+    grid : QuadratureGrid
+        The nodes.
+    split : tuple
+        ``(is_tail, theta, C, N, delta)`` from :func:`~otspec.verifiers.step._luce_law.tail_split`.
+    nchunks : int
+        Parallel chunks of t-nodes.
+    rho, trunc : float
+        The split's bound on :math:`q_j t_{max}` and the series' relative truncation error.
+
+    Returns
+    -------
+    acc : ndarray, shape (nchunks, 4, n)
+        Per chunk the step-h, 2h, 4h sums and the second-moment sum.
+    absout : ndarray, shape (n,)
+        The tail terms' absolute sums (the rounding allowance).
+    """
+    is_tail, theta, C, N, _ = split
+    k = grid.k
+    # tokens reordered: head A, head H, tail A, tail H (tails by decreasing q), so that every
+    # group is a contiguous range (contiguous rows of W for the moments and the tail outputs)
+    groups = []
+    for mask in (grid.in_A & ~is_tail, ~grid.in_A & ~is_tail, grid.in_A & is_tail, ~grid.in_A & is_tail):
+        g = np.flatnonzero(mask)
+        groups.append(g[np.argsort(-grid.q[g], kind="stable")])
+    perm = np.concatenate(groups)
+    q, b, in_A = grid.q[perm], grid.b[perm], grid.in_A[perm]
+    ends = np.cumsum([0] + [g.size for g in groups])
+    hA, hH, tA, tH = (np.arange(ends[i], ends[i + 1]) for i in range(4))
+    W = np.exp(-np.exp(grid.sigmas)[:, None] * b[None, :])
+    z = q / theta
+    MA = tail_moments(W, ends[2], ends[3], z[ends[2] : ends[3]], k, N)
+    MH = tail_moments(W, ends[3], ends[4], z[ends[3] : ends[4]], k, N)
+    MH1 = tail_moments(np.ones((1, q.size)), ends[3], ends[4], z[ends[3] : ends[4]], k, N)[0]
+    acc_p = np.zeros((nchunks, 4, q.size))
+    absout_p = np.zeros(q.size)
+    h = grid.h
+    integrate_split(
+        q,
+        b,
+        in_A,
+        k,
+        grid.taus,
+        h,
+        grid.sigmas,
+        h,
+        grid.coarse_t,
+        grid.coarse_s,
+        grid.mult,
+        nchunks,
+        acc_p,
+        W,
+        hA,
+        hH,
+        tA,
+        tH,
+        MA,
+        MH,
+        MH1,
+        theta,
+        C,
+        N,
+        absout_p,
+        rho,
+        trunc,
+    )
+    acc = np.empty_like(acc_p)
+    acc[:, :, perm] = acc_p
+    absout = np.empty_like(absout_p)
+    absout[perm] = absout_p
+    return acc, absout

@@ -424,16 +424,13 @@ def luce_law_quadrature(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, 
         integrate(g.q, g.b, g.in_A, k, g.taus, h, g.sigmas, h, g.coarse_t, g.coarse_s, g.mult, nchunks, acc)
         slack = 0.0
     else:
-        from otspec.verifiers.step._luce_kernels import integrate_split
+        from otspec.verifiers.step._luce_kernels import split_sums
 
-        is_tail, theta, C, N, delta = split
-        absout = np.zeros(g.pos.size)
-        integrate_split(
-            g.q, g.b, g.in_A, k, g.taus, h, g.sigmas, h, g.coarse_t, g.coarse_s, g.mult, nchunks, acc, is_tail, theta, C, N, absout
-        )
+        _, _, _, N, delta = split
+        acc, absout = split_sums(g, split, nchunks, tail_rho, TAIL_TRUNC)
         # the tail's truncated series (relative error delta per term) and its alternating sums'
         # rounding, both relative to the terms' absolute sum
-        slack = k * (delta + 8 * (N + k) * ROUND) * float(absout.sum())
+        slack = k * (max(delta, TAIL_TRUNC) + 8 * (N + k) * ROUND) * float(absout.sum())
     out, out2, out4, m2 = acc.sum(axis=0)
     law = law_from_sums(g, out, out2, out4, m2)
     return LuceLaw(r=law.r, error=law.error + slack, method=law.method, nodes=law.nodes, second=law.second)
