@@ -45,9 +45,9 @@ import numpy as np
 from _output import ci, experiment, fmt, markdown_table, save_figure
 
 NAME = "trained_drafts"
-DRAFTS = ("smollm2-exit6", "smollm2-exit8", "smollm2-exit10", "smollm2-medusa", "smollm2-eagle")
+DRAFTS = ("smollm2-exit6", "smollm2-medusa", "smollm2-eagle")
 #: (draft, gamma) configurations decoded against plain sampling.
-CONFIGS = "smollm2-medusa:1,smollm2-medusa:2,smollm2-eagle:1,smollm2-eagle:2,smollm2-exit6:2"
+CONFIGS = "smollm2-eagle:1,smollm2-eagle:2,smollm2-medusa:1,smollm2-exit6:1"
 TEMPERATURES = (1.0, 0.6)
 
 
@@ -95,6 +95,16 @@ def _models(args):
     for name in [d for d in args.drafts.split(",") if d]:
         drafts[name] = load(name) if "-exit" in name else load_head(name)[0]
     return target, drafts, args.configs
+
+
+def _sidecar(name: str) -> dict:
+    """The training record of a built draft (its JSON sidecar: data, steps, seconds, held-out losses)."""
+    import json
+
+    from otspec_gpu.models.heads import head_paths
+
+    info = json.loads(head_paths(name)[1].read_text())
+    return {k: info.get(k) for k in ("architecture", "seed", "training", "training_data", "otspec_version")}
 
 
 def _source(name: str, draft):
@@ -334,10 +344,7 @@ def run(args) -> dict:
     dec_prompts = select_prompts("own", n_dec, seed=args.seed + 1)
     dec_ids = prompt_token_ids(target, dec_prompts, args.seed, quick=args.quick)
     clock = wall_clock(target, drafts, pairs, dec_ids, n_dtok, args.seed, log) if pairs else {}
-    sidecars = {}
-    for name, d in drafts.items():
-        info = getattr(d.model.model.norm, "info", None) if "-exit" in name else None
-        sidecars[name] = info
+    training = {} if args.quick else {name: _sidecar(name) for name in drafts}
     return {
         "quick": bool(args.quick),
         "seed": args.seed,
@@ -346,13 +353,13 @@ def run(args) -> dict:
         "acceptance": {"prompts": [p.id for p in prompts], "tokens_per_prompt": n_tok, "temperatures": list(TEMPERATURES), "alpha": alpha},
         "costs": costs,
         "decode": {"prompts": [p.id for p in dec_prompts], "tokens_per_prompt": n_dtok, "verifier": "token", "results": clock},
+        "training": training,
         "load_average": list(os.getloadavg()),
     }
 
 
-def report(payload: dict, args):
-    import matplotlib.pyplot as plt
-
+def tables_of(payload: dict) -> dict[str, str]:
+    """The markdown tables of a payload (the report's and the documentation's ``table.md``)."""
     rel = payload["costs"]["relative_to_target_step"]
     rows = []
     for name, by_t in payload["acceptance"]["alpha"].items():
@@ -374,6 +381,29 @@ def report(payload: dict, args):
         tables["Wall clock against plain sampling (token verification, T = 1)"] = markdown_table(
             ["draft", "gamma", "tokens/s", "tokens per target call", "speed-up (95% CI)"], drows
         )
+    return tables
+
+
+def render(payload: dict) -> str:
+    """``table.md`` of the documentation: the tables of :func:`tables_of`, each under a bold title."""
+    return "".join(f"**{title}**\n\n{table}\n\n" for title, table in tables_of(payload).items())
+
+
+def write_table(args) -> None:
+    """Write ``table.md`` next to the JSON (the documentation includes it)."""
+    import json
+
+    with open(os.path.join(args.out, f"{NAME}.json")) as f:
+        payload = json.load(f)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(render(payload))
+
+
+def report(payload: dict, args):
+    import matplotlib.pyplot as plt
+
+    rel = payload["costs"]["relative_to_target_step"]
+    tables = tables_of(payload)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, by_t in payload["acceptance"]["alpha"].items():
         steps = by_t.get("T1", [])
@@ -393,7 +423,7 @@ def report(payload: dict, args):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    return experiment(NAME, __doc__, argv, run=run, report=report, arguments=arguments)
+    return experiment(NAME, __doc__, argv, run=run, report=report, arguments=arguments, after_write=write_table)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.experiments._scripts import ROOT, run_quick
+from tests.experiments._scripts import ROOT, load_script, run_quick
 
 RESULT = ROOT / "docs" / "_static" / "results" / "trained_drafts" / "trained_drafts.json"
 
@@ -37,6 +37,7 @@ def test_quick_run(tmp_path):
     assert all(v > 0 for v in data["costs"]["median_s"].values())
     assert data["costs"]["relative_to_target_step"]["target_step"] == 1.0
     _check_decode(data["decode"]["results"], data["decode"]["tokens_per_prompt"])
+    assert (tmp_path / "table.md").read_text() == load_script("trained_drafts.py").render(data)
 
 
 @pytest.mark.skipif(not RESULT.exists(), reason="no committed SmolLM2 result")
@@ -44,3 +45,4 @@ def test_committed_result_is_consistent():
     data = json.loads(RESULT.read_text())
     assert data["quick"] is False and data["target"] == "smollm2"
     _check_decode(data["decode"]["results"], data["decode"]["tokens_per_prompt"])
+    assert (RESULT.parent / "table.md").read_text() == load_script("trained_drafts.py").render(data)  # the docs' table
