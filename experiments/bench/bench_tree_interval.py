@@ -6,8 +6,11 @@ A round at V = 49 152 without a model: every drafted node gets its own seeded ta
 of Zipf-like logits plus noise, temperature 1) and a draft row (the same logits plus independent
 noise), k i.i.d. sequences of length gamma are drafted from the draft rows, and
 ``otspec.tree_interval`` (drafted trie + top-K children, no expansion) is timed on them: median of
---repeats interleaved runs per (k, gamma), each on a fresh round; wall time and the process's CPU
-time (on a loaded shared machine the wall time also counts the time other jobs hold the cores). This is the work a decoder adds
+--repeats interleaved runs per (k, gamma), each on a fresh round, with the compiled per-node passes
+(``jit_policy.ENGINE = "compiled"``, after an untimed warm-up call) and the numpy reference on the
+same round; wall time and the process's CPU time (on a loaded shared machine the wall time also
+counts the time other jobs hold the cores). The floor beside them is one pass over the round's
+rows (their sum), the least any use of the rows costs. This is the work a decoder adds
 per round with ``otspec decode --tree-interval K`` (the rows are already on the host there).
 """
 
@@ -24,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import markdown_table, write_report  # noqa: E402
 
 import otspec  # noqa: E402
+from otspec.bounds import jit_policy  # noqa: E402
 
 
 def _rows(rng: np.random.Generator, V: int, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,38 +67,61 @@ def main() -> None:
     V, reps = (2_000, 2) if args.quick else (args.V, args.repeats)
     rng = np.random.default_rng(args.seed)
     cells = [(k, g) for k in (2, 4) for g in (2, 3, 4)]
-    times: dict = {c: [] for c in cells}
-    cpu: dict = {c: [] for c in cells}
+    engines = ("compiled", "numpy")
+    times: dict = {(c, e): [] for c in cells for e in engines}
+    cpu: dict = {(c, e): [] for c in cells for e in engines}
+    floor: dict = {c: [] for c in cells}
     info: dict = {}
+    diff: dict = {c: 0.0 for c in cells}
+    X, P, Q = round_arrays(rng, V, 2, 2)
+    for e in engines:  # warm-up: numba's start-up and the cached kernels' loading are not timed
+        jit_policy.ENGINE = e
+        otspec.tree_interval(X, P, Q, top_k=args.top_k)
     for _ in range(reps):  # interleaved: a burst of machine noise hits every cell alike
         for k, g in cells:
             X, P, Q = round_arrays(rng, V, k, g)
-            t0, c0 = time.perf_counter(), time.process_time()
-            r = otspec.tree_interval(X, P, Q, top_k=args.top_k)
-            times[(k, g)].append(time.perf_counter() - t0)
-            cpu[(k, g)].append(time.process_time() - c0)
+            c0 = time.process_time()
+            float(P.sum() + Q.sum())  # the floor: one pass over the round's rows
+            floor[(k, g)].append(time.process_time() - c0)
+            got = {}
+            for e in engines:
+                jit_policy.ENGINE = e
+                t0, c0 = time.perf_counter(), time.process_time()
+                got[e] = otspec.tree_interval(X, P, Q, top_k=args.top_k)
+                times[((k, g), e)].append(time.perf_counter() - t0)
+                cpu[((k, g), e)].append(time.process_time() - c0)
+            r = got["compiled"]
+            diff[(k, g)] = max(diff[(k, g)], abs(r.lower - got["numpy"].lower), abs(r.upper - got["numpy"].upper))
             info.setdefault((k, g), []).append((r.gap, r.n_nodes, r.checks["rounds"]))
+    jit_policy.ENGINE = "auto"
     rows = []
     for k, g in cells:
-        t = np.array(times[(k, g)]) * 1e3
-        tc = np.array(cpu[(k, g)]) * 1e3
         gaps, nodes, rounds = np.array(info[(k, g)]).T
-        rows.append(
-            dict(
-                k=k, gamma=g, V=V, top_k=args.top_k, repeats=reps, median_ms=float(np.median(t)), p90_ms=float(np.quantile(t, 0.9)), median_cpu_ms=float(np.median(tc)),
-                nodes=float(nodes.mean()), rounds=float(rounds.mean()), mean_gap=float(gaps.mean()),
-            )
-        )  # fmt: skip
+        row = dict(k=k, gamma=g, V=V, top_k=args.top_k, repeats=reps, nodes=float(nodes.mean()), rounds=float(rounds.mean()),
+                   mean_gap=float(gaps.mean()), rows_floor_cpu_ms=float(np.median(floor[(k, g)]) * 1e3),
+                   max_abs_diff_numpy=float(diff[(k, g)]))  # fmt: skip
+        for e in engines:
+            t = np.array(times[((k, g), e)]) * 1e3
+            tc = np.array(cpu[((k, g), e)]) * 1e3
+            row[f"{e}_median_ms"] = float(np.median(t))
+            row[f"{e}_p90_ms"] = float(np.quantile(t, 0.9))
+            row[f"{e}_median_cpu_ms"] = float(np.median(tc))
+        rows.append(row)
         print(rows[-1], flush=True)
     table = markdown_table(
-        ["k", "gamma", "V", "K", "median ms", "p90 ms", "median CPU ms", "nodes", "LP rounds", "mean width"],
+        ["k", "gamma", "V", "K", "compiled ms", "compiled CPU ms", "numpy ms", "numpy CPU ms", "rows floor CPU ms", "nodes", "LP rounds", "mean width", "max |compiled - numpy|"],
         [
-            [r["k"], r["gamma"], r["V"], r["top_k"], f"{r['median_ms']:.1f}", f"{r['p90_ms']:.1f}", f"{r['median_cpu_ms']:.1f}", f"{r['nodes']:.0f}", f"{r['rounds']:.1f}", f"{r['mean_gap']:.3f}"]
+            [r["k"], r["gamma"], r["V"], r["top_k"], f"{r['compiled_median_ms']:.1f}", f"{r['compiled_median_cpu_ms']:.1f}", f"{r['numpy_median_ms']:.1f}",
+             f"{r['numpy_median_cpu_ms']:.1f}", f"{r['rows_floor_cpu_ms']:.2f}", f"{r['nodes']:.0f}", f"{r['rounds']:.1f}", f"{r['mean_gap']:.3f}",
+             f"{r['max_abs_diff_numpy']:.1e}"]
             for r in rows
         ],
     )  # fmt: skip
     write_report(
-        args.out, "bench_tree_interval", {"seed": args.seed, "quick": args.quick, "rows": rows}, {"tree interval per round": table}
+        args.out,
+        "bench_tree_interval",
+        {"seed": args.seed, "quick": args.quick, "rows": rows},
+        {"tree interval per round (medians; compiled and numpy on the same rounds, interleaved)": table},
     )
 
 
