@@ -75,7 +75,7 @@ TARGETS = ("smollm2", "gemma3-270m")
 def load_pair(draft: str, *, quick: bool = False, target: str = "smollm2"):
     """``(target, draft)`` LMs; tiny models if ``quick``.
 
-    ``target`` is ``"smollm2"`` (drafts ``"int8"`` or ``"t<T>"``) or ``"gemma3-270m"`` (vocabulary
+    ``target`` is ``"smollm2"`` (drafts ``"int8"``, ``"t<T>"`` or a trained early exit ``"exit<L>"``) or ``"gemma3-270m"`` (vocabulary
     262 144; temperature drafts ``"t<T>"`` only: its truncated and quantised copies are useless drafts).
     """
     from otspec_gpu import models
@@ -86,6 +86,8 @@ def load_pair(draft: str, *, quick: bool = False, target: str = "smollm2"):
         raise ValueError(f"target must be one of {TARGETS} (got {target!r})")
     if draft == "int8" and target == "smollm2":
         return models.load("smollm2"), models.load("smollm2-int8")
+    if draft.startswith("exit") and target == "smollm2":  # a trained early-exit draft (otspec train-draft)
+        return models.load("smollm2"), models.load(f"smollm2-{draft}")
     if draft.startswith("t"):
         temperature = float(draft[1:])  # ValueError for a malformed 't<T>'
         lm = models.load(target)

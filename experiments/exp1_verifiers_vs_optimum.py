@@ -163,7 +163,11 @@ def shares(per_t: dict, g: np.ndarray, seed: int) -> dict:
 
 def arguments(ap) -> None:
     ap.add_argument("--target", default="smollm2", choices=_real.TARGETS, help="target model (default smollm2)")
-    ap.add_argument("--draft", default="int8", help="'int8' (default; smollm2 only) or a temperature self-draft 't<T>', e.g. t0.7")
+    ap.add_argument(
+        "--draft",
+        default="int8",
+        help="'int8' (default; smollm2 only), a temperature self-draft 't<T>', e.g. t0.7, or a trained early exit 'exit<L>'",
+    )
     ap.add_argument("--prompt-set", default="all", choices=("own", "humaneval", "all"), help="experiments/_prompts.py set (default all)")
     ap.add_argument("--prompts", type=int, default=48, help="a seeded, domain-stratified subset of this many prompts (default 48)")
     ap.add_argument("--tokens", type=int, default=2, help="generated positions per prompt (default 2)")
@@ -216,6 +220,19 @@ def along_steps(target, draft, ids: list[list[int]], n_gen: int, n_pos: int, see
         pos.append(at)
     steps = _real.Steps(np.concatenate(ps), np.concatenate(qs), np.concatenate(pr), 1.0, target.name, draft.name)
     return steps, np.concatenate(pos)
+
+
+def _trained_sidecar(draft: str) -> dict:
+    """The JSON sidecar of a trained draft's weights and the weights' SHA-256 (which weights ran)."""
+    import hashlib
+    import json as _json
+
+    from otspec_gpu.models.gguf import cache_dir
+
+    base = cache_dir() / "drafts" / f"smollm2-{draft}"
+    info = _json.loads(base.with_suffix(".json").read_text())
+    info["weights_sha256"] = hashlib.sha256(base.with_suffix(".safetensors").read_bytes()).hexdigest()
+    return info
 
 
 def wor_fits(P: np.ndarray, Q: np.ndarray, steps: np.ndarray, ks: list[int]) -> list[dict]:
@@ -319,6 +336,7 @@ def run(args) -> dict:
     extra = {}
     if along:
         extra = {
+            "trained_draft": _trained_sidecar(args.draft) if args.draft.startswith("exit") else None,
             "positions": {"mode": "along", "generation_tokens": n_gen, "per_prompt": n_tok, "index": positions.tolist()},
             "share_of_wor_gain": shares(per_t, g, args.seed),
             "optimal_wor_fits": fits,

@@ -350,6 +350,7 @@ def _curve_table(rows: list[dict]) -> str:
             "BE token",
             "gain % (exact)",
             "gain % (stop at EOS)",
+            "paired gain %, same rounds",
             "prompts ending in EOS (token / block)",
         ],
         [
@@ -363,6 +364,7 @@ def _curve_table(rows: list[dict]) -> str:
                 _ci(r["be_token_exact"]),
                 _ci(r["gain_exact"], 100, 1, True),
                 _ci(r["gain_exact_eos"], 100, 1, True) if r["gain_exact_eos"] else "not recorded",
+                _ci(r["gain_paired_same_rounds"], 100, 1, True),
                 f"{r['prompts_stopped_at_eos']['token']} / {r['prompts_stopped_at_eos']['block']}" if r["prompts_stopped_at_eos"] else "-",
             ]
             for r in rows
@@ -387,6 +389,7 @@ def temperature_curve(paths: list[str], out_dir: str, args) -> dict:
             "rounds": {r: sum(c["runs"][r]["rounds"]) for r in RULES},
             "gain_exact": c["gain_exact"],
             "gain_exact_eos": c.get("gain_exact_eos"),
+            "gain_paired_same_rounds": c["gain_paired_same_rounds"],
             "prompts_stopped_at_eos": c.get("prompts_stopped_at_eos"),
             "be_token_exact": c["be_token_exact"],
         }
