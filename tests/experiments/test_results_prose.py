@@ -241,6 +241,52 @@ def exp4_and_speed_quotes() -> dict[str, list[str]]:
     return {"results-exp4": four, "results-exp4c": four_c, "results-speed": six, "results-sprinter": seven}
 
 
+GRID_KS = (1, 2, 4, 8)
+GRID_GAMMAS = (4, 8)
+
+
+def _width(iv):
+    return f"{100 * (iv['high'] - iv['low']):.1f} points wide"
+
+
+# long-function: one expected string per quoted number, each recomputed from the JSON beside it
+def section4_quotes() -> dict[str, list[str]]:
+    """Experiment 2's temperature curve and stop-at-EOS count, experiment 3's grid estimate and
+    experiment 1 along whole generations, recomputed from their JSON."""
+    curve = _json("exp2_temperature_curve")
+    rows = {(r["draft"], r["gamma"], r["temperature"]): r for r in curve["rows"]}
+    cold, mid, warm = (rows[("int8", 8, T)] for T in (0.3, 0.6, 1.0))
+    raw = _json("exp2_runs/int8_T03_g8_16prompts")["cells"][0]
+    pairs = {(r["draft"], r["gamma"]) for r in curve["rows"]}
+    below = [rows[(d, g, 0.6)]["gain_exact"]["value"] < rows[(d, g, 1.0)]["gain_exact"]["value"] for d, g in pairs]
+    words = {6: "six"}
+    two = [
+        f"In all {words[len(pairs)]} (draft, gamma) pairs" if all(below) else "NOT ALL PAIRS",
+        f"With {cold['prompts']} prompts the own-runs gain is {_pct(cold['gain_exact'])} at T = 0.3",
+        f"its interval {_width(cold['gain_exact'])} against {_width(mid['gain_exact']).split()[0]} for the {mid['prompts']}-prompt cell",
+        f"T = 0.6 ({_pct(mid['gain_exact'])})",
+        f"paired gain on the same rounds is {_pct(cold['gain_paired_same_rounds'])}",
+        f"smaller than at T = 0.6 ({100 * mid['gain_paired_same_rounds']['value']:+.1f}%) and T = 1 ({100 * warm['gain_paired_same_rounds']['value']:+.1f}%)",
+        f"token's BE {cold['be_token_exact']['value']:.2f} at T = 0.3, against {mid['be_token_exact']['value']:.2f} at T = 0.6 "
+        f"and {warm['be_token_exact']['value']:.2f} at T = 1",
+        f"{cold['prompts_stopped_at_eos']['token']} of {cold['prompts']} prompts (token's run) and {cold['prompts_stopped_at_eos']['block']} (block's)",
+        f"keeps {sum(raw['runs']['token']['rounds_eos'])} of its {sum(raw['runs']['token']['rounds'])} rounds for token",
+        f"stopped at EOS the gain is {_pct(cold['gain_exact_eos'])}",
+        f"{sum(r['seconds'] for r in raw['runs'].values()) / 60:.1f} minutes for its two runs",
+    ]
+    # experiment 3's grid at 128 tokens: the measured runs' seconds per (draft sequence x token x prompt)
+    exp3 = _json("exp3_multidraft_sequences")
+    rate = sorted(r["seconds"] / (r["k"] * r["tokens"] * r["prompts"]) for r in exp3["runs"])
+    units = sum(k * (1 if k == 1 else 2) for k in GRID_KS) * len(GRID_GAMMAS) * 128 * exp3["n_prompts"]
+    med = rate[len(rate) // 2]
+    three = [
+        f"K-SEQ and RRS: {sum(1 if k == 1 else 2 for k in GRID_KS) * len(GRID_GAMMAS)} runs on the {exp3['n_prompts']}",
+        f"median over the {len(rate)}",
+        f"about {units * med / 3600:.0f} hours ({units * rate[0] / 3600:.0f}-{units * rate[-1] / 3600:.0f} h",
+    ]
+    return {"results-exp2": two, "results-exp3": three}
+
+
 SECTIONS = {
     "results-ledger": "results-method",
     "results-method": "results-exp1",
@@ -262,7 +308,7 @@ def all_quotes() -> dict[str, tuple[str, ...]]:
     quotes_by["results-exp1"] = exp1_quotes()
     quotes_by["results-exp2"] += two
     quotes_by["results-exp3"] += three
-    for label, quotes in exp4_and_speed_quotes().items():
+    for label, quotes in [*exp4_and_speed_quotes().items(), *section4_quotes().items()]:
         quotes_by.setdefault(label, []).extend(quotes)
     return {label: tuple(quotes) for label, quotes in quotes_by.items()}
 
