@@ -56,6 +56,9 @@ EXACT_MAX_SUPPORT = 400
 #: At scale the fit runs on the coarse oracle (step ``h_fit``, bias ~1e-5 to 1e-4) until this
 #: residual, then on the accept step's oracle (step ``h``) until ``tol``.
 COARSE_TOL = 1e-4
+#: ... or until its best residual has not halved in this many evaluations (the coarse oracle's
+#: bias, ~6e-4 at k = 8, can lie above COARSE_TOL).
+COARSE_PATIENCE = 2
 #: The second phase stops when its best residual has not halved in this many evaluations (its floor).
 FINE_PATIENCE = 4
 #: The fit's step at scale is the full Jacobi Newton step (damping 1; the enumerated path keeps the
@@ -174,7 +177,7 @@ class OptimalWORVerifier(Verifier):
             # start from the densities r*/q (bounded between the two pool constants c' and c)
             b = np.where(q > 0, sel.r / np.where(q > 0, q, 1.0), 0.0)
             its, res, lw = 0, np.inf, None
-            for h_phase, tol_phase, patience in ((self.h_fit, max(self.tol, COARSE_TOL), 8), (self.h, self.tol, FINE_PATIENCE)):
+            for h_phase, tol_phase, patience in ((self.h_fit, max(self.tol, COARSE_TOL), COARSE_PATIENCE), (self.h, self.tol, FINE_PATIENCE)):
                 if its >= self.max_iter or res <= self.tol:
                     break
                 fit = fit_luce_weights(
