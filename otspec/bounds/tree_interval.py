@@ -241,7 +241,7 @@ class ExploredTree:
         Drafts, draft length, children kept per expanded node under each model.
     kernels : module, optional
         :mod:`otspec.bounds.tree_interval_kernels`: the per-node passes compiled (the same
-        quantities, sums in token order); None for the numpy reference.
+        quantities, bit for bit); None for the numpy reference.
     """
 
     def __init__(self, k: int, gamma: int, top_k: int, kernels=None):
