@@ -311,3 +311,34 @@ def test_compressed_left_end_of_the_s_integral(monkeypatch):
     assert np.abs(fast.r - full.r).sum() <= 1e-14
     assert np.abs(fast.second - full.second).sum() <= 1e-14
     assert abs(fast.error - full.error) <= 1e-3 * full.error
+
+
+@pytest.mark.parametrize("V, k, seed, rho", [(80, 2, 0, 1.0), (70, 3, 1, 3.0)])
+def test_scale_fit_against_the_enumerated_law(V, k, seed, rho, monkeypatch):
+    """The at-scale path (quadrature oracle, full Jacobi fit, the second phase's law reused for the
+    accept step), with the head / tail split forced on most tokens (a large split bound), on a law small
+    enough to enumerate: at the fitted weights the enumerated selection law is within the reported
+    error of the oracle's and within tol + error of r*, and the certified gap matches the one
+    computed from the enumerated law."""
+    import functools
+
+    import otspec.verifiers.step.optimal_wor as module
+    from otspec.verifiers.step._luce_law import quadrature_grid, tail_split
+
+    monkeypatch.setattr(module, "luce_law_quadrature", functools.partial(luce_law_quadrature, tail_rho=rho))
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.full(V, 2.0))
+    q[:3] = 0.2
+    q[3:] *= 0.4 / q[3:].sum()
+    p = rng.dirichlet(np.full(V, 1.0))
+    law = otspec.without_replacement(q, k)
+    st = OptimalWORVerifier(exact_max_sets=0).state(p, law)
+    assert st.law.method == "quadrature"
+    assert tail_split(quadrature_grid(q, st.b, st.in_A, k, 0.25), rho)[0].sum() >= 64
+    sets, w = law.enumerate_sets()
+    ex = luce_law_exact(sets, w, st.b, st.in_A)
+    assert np.abs(ex.r - st.law.r).sum() <= st.law.error
+    assert np.abs(ex.r - st.r_star).sum() <= 1e-9 + st.law.error
+    exact_gap = st.alpha_star - float(np.minimum(p, ex.r).sum())
+    assert abs(exact_gap - st.gap) <= st.law.error
+    assert st.fit_iterations <= 20
