@@ -32,7 +32,20 @@ _njit = numba.njit(cache=True, fastmath=False, boundscheck=False)
 
 @_njit
 def ipow(x, k):
-    """``x ** k`` (integer ``k >= 1``) by the multiplications of :func:`otspec._arith.power`."""
+    """``x ** k`` (integer ``k >= 1``) by the multiplications of :func:`otspec._arith.power`.
+
+    Parameters
+    ----------
+    x : float
+        The base.
+    k : int
+        The exponent, at least 1.
+
+    Returns
+    -------
+    float
+        The power, bit for bit :func:`~otspec._arith.power`'s.
+    """
     acc = 1.0
     first = True
     while True:
@@ -51,7 +64,17 @@ def ipow(x, k):
 @_njit
 def pack_words(key_bits, idbits, words):
     """The words of :func:`otspec.bounds.prefix.ratio_sort`: each key's bits (-0.0 as 0) with
-    the low ``idbits`` bits replaced by its id."""
+    the low ``idbits`` bits replaced by its id.
+
+    Parameters
+    ----------
+    key_bits : ndarray of int64, shape (V,)
+        The non-negative keys' float64 bit patterns.
+    idbits : int
+        Bits kept for the ids (at least ``log2(V)``).
+    words : ndarray of int64, shape (V,)
+        Output.
+    """
     low = (np.int64(1) << idbits) - 1
     for i in range(key_bits.size):
         words[i] = (max(key_bits[i], 0) & ~low) | i
@@ -59,8 +82,22 @@ def pack_words(key_bits, idbits, words):
 
 @_njit
 def unpack_order(words, idbits, order):
-    """The ids of the sorted words into ``order``; True when two neighbours share their kept
-    bits (a run the caller re-sorts by (key, id))."""
+    """The ids of the sorted words into ``order``.
+
+    Parameters
+    ----------
+    words : ndarray of int64, shape (V,)
+        The sorted words of :func:`pack_words`.
+    idbits : int
+        Bits of the ids.
+    order : ndarray of int64, shape (V,)
+        Output: the token ids in the words' order.
+
+    Returns
+    -------
+    bool
+        True when two neighbours share their kept bits (a run the caller re-sorts by (key, id)).
+    """
     low = (np.int64(1) << idbits) - 1
     runs = False
     for i in range(words.size):
@@ -72,9 +109,27 @@ def unpack_order(words, idbits, order):
 
 @_njit
 def scan(p, q, order, k, ps, qs, ckp, ckq):
-    """The sorted-prefix dual along ``order`` (module docstring): fills ``ps``, ``qs`` (p, q in
-    order) and the checkpoints ``ckp[c]``, ``ckq[c]`` (the prefix sums through token
-    ``c * CHECKPOINT - 1``); returns ``(j, f_j, P_j, Q_j)`` at the first minimum ``j``."""
+    r"""The sorted-prefix dual along ``order`` (module docstring).
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        Target and draft distributions.
+    order : ndarray of int64, shape (V,)
+        The tokens in ascending p/q, ties by id.
+    k : int
+        Number of i.i.d. drafts.
+    ps, qs : ndarray, shape (V,)
+        Output: p and q in order.
+    ckp, ckq : ndarray, shape (V // CHECKPOINT + 1,)
+        Output: the prefix sums through token ``c * CHECKPOINT - 1`` at index ``c``.
+
+    Returns
+    -------
+    tuple
+        ``(j, f_j, P_j, Q_j)``: the first minimiser of :math:`P_{\le j} - \min(Q_{\le j}, 1)^k`,
+        that minimum and the two prefix sums there.
+    """
     V = order.size
     for i in range(V):  # the gather alone: its cache misses overlap best without the chains below
         o = order[i]
@@ -178,12 +233,34 @@ def _cap_constant(ps, qs, n, target, qgt, s):
 # long-function: one pass each for the two constants and the Lorenz test, in the reference's order
 @_njit
 def primal(ps, qs, ckp, ckq, n, g, k, eps, r, qgt, s):
-    """The closed-form selection law's acceptance and its Lorenz violation (module docstring).
+    r"""The closed-form selection law and its Lorenz violation (module docstring).
 
-    Fills ``r[n:]`` (r* on the suffix, whose sum numpy then adds to the cut's mass) and returns
-    ``(lower_cut, violation, ok)``; ``ok`` is False where the reference would leave its
-    O(V) path (a constant overflows, or the p/q order is not a density order of r): the caller
-    then runs the reference."""
+    Parameters
+    ----------
+    ps, qs : ndarray, shape (V,)
+        p and q in ascending p/q (:func:`scan`'s output; every q positive).
+    ckp, ckq : ndarray
+        :func:`scan`'s checkpoints.
+    n : int
+        Size of the optimal prefix (the cut).
+    g : float
+        :math:`\min(Q(H^*), 1)^k`.
+    k : int
+        Number of i.i.d. drafts.
+    eps : float
+        Relative density inversions tolerated (the reference's constant).
+    r : ndarray, shape (V,)
+        Output: :math:`r^*` on the suffix ``n:`` (numpy then adds it up).
+    qgt, s : ndarray, shape (V,)
+        Scratch for the cap's constant.
+
+    Returns
+    -------
+    tuple
+        ``(lower_cut, violation, ok)``: the cut's share of the acceptance, the membership
+        violation, and False where the reference would leave its O(V) path (a constant
+        overflows, or the p/q order is not a density order of r*): the caller then runs it.
+    """
     V = ps.size
     has_floor = g > 0 and n > 0
     if has_floor:

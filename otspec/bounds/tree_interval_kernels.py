@@ -49,7 +49,17 @@ def _push(vals, ids, count, K, v, i):
 
 @_njit
 def top_k(p, q, K, out):
-    """``out[:K]``: the K largest tokens under p; ``out[K:2K]``: under q (K <= V)."""
+    """The K largest tokens under p and under q, in one pass.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        A node's target and draft rows.
+    K : int
+        Children kept per model (at most V).
+    out : ndarray of int64, shape (2 K,)
+        Output: ``out[:K]`` the top tokens under p, ``out[K:]`` under q (ties: the first seen).
+    """
     vp = np.empty(K)
     vq = np.empty(K)
     ip = np.empty(K, dtype=np.int64)
@@ -75,8 +85,20 @@ def top_k(p, q, K, out):
 
 @_njit
 def check_rows(rows, sums):
-    """One pass over ``(n, V)`` rows: their sums into ``sums``; True when every entry is finite
-    and non-negative (the caller then checks the sums; otherwise numpy finds the culprit)."""
+    """One pass over rows: their sums, and whether every entry is finite and non-negative.
+
+    Parameters
+    ----------
+    rows : ndarray, shape (n, V)
+        C-contiguous rows.
+    sums : ndarray, shape (n,)
+        Output: the row sums (four running sums each; for the tolerance check only).
+
+    Returns
+    -------
+    bool
+        True when every entry is finite and non-negative (otherwise numpy finds the culprit).
+    """
     ok = True
     V = rows.shape[1]
     for r in range(rows.shape[0]):
@@ -111,7 +133,20 @@ def check_rows(rows, sums):
 def pairwise_sum(a, n):
     """``a[:n].sum()`` as numpy adds a contiguous float64 array (pairwise: blocks of at most 128
     summed by eight running sums, halves split at a multiple of 8): the same bits. Iterative
-    (numba does not load a cached caller of a recursive function reliably)."""
+    (numba does not load a cached caller of a recursive function reliably).
+
+    Parameters
+    ----------
+    a : ndarray of float64
+        The values (contiguous).
+    n : int
+        How many leading entries to add.
+
+    Returns
+    -------
+    float
+        Their sum, bit for bit numpy's.
+    """
     if n <= 128:
         return 0.0 + _block(a, 0, n)
     lo_s = np.empty(64, dtype=np.int64)  # the recursion's frames: depth <= log2(n / 128) + 1
@@ -174,11 +209,31 @@ def _block(a, lo, n):
 
 @_njit
 def rest_stats(p, q, skip, kms, grid, cap_h, cap_p, buf):
-    """Over the tokens not in ``skip`` (sorted ids) of a non-root node: ``(rho, qsum, cap1,
-    total_p)`` with numpy's pairwise sums of the compressed arrays (the reference's bits), and
-    the tangent bins ``cap_h[j]``, ``cap_p[j]`` (children whose kink :math:`h_c / p_c` exceeds
-    exactly ``j`` grid values; ``grid`` sorted ascending; token order, as ``np.bincount``).
-    ``buf``: a float64 scratch of shape (4, V)."""
+    r"""The unexplored tokens' statistics at a non-root expanded node (module docstring).
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        The node's target and draft rows.
+    skip : ndarray of int64
+        The explored children's tokens, sorted.
+    kms : float
+        ``k`` times the node's draft prefix mass.
+    grid : ndarray, shape (G,)
+        The tangent points, sorted ascending.
+    cap_h, cap_p : ndarray, shape (G + 1,)
+        Output: the tangent bins, :math:`\sum h_c` and :math:`\sum p_c` over the tokens whose kink
+        :math:`h_c / p_c` exceeds exactly ``j`` grid values (in token order, as ``np.bincount``).
+    buf : ndarray, shape (4, V)
+        Scratch.
+
+    Returns
+    -------
+    tuple
+        ``(rho, qsum, cap1, total_p)``: the unexplored target and draft masses, the first
+        depth's cap :math:`\sum \min(k M_s q_c, 1)` and the target mass of the tokens with
+        :math:`p_c > 0`, each numpy's pairwise sum of the compressed array (the reference's bits).
+    """
     G = grid.size
     for j in range(G + 1):
         cap_h[j] = 0.0
@@ -222,9 +277,27 @@ def rest_stats(p, q, skip, kms, grid, cap_h, cap_p, buf):
 
 @_njit
 def min_sum(p, q, skip, a0, b0, a1, b1, qrest, buf):
-    """``sum over the tokens not in skip of min(a p_c, b q_c / qrest)`` (numpy's terms and
-    pairwise sum) for two candidates ``(a0, b0)`` and ``(a1, b1)`` in one pass (the lower bound's
-    bucket laws). ``buf``: a float64 scratch of shape (2, V)."""
+    r"""The lower bound's first unexplored depth for two candidate laws in one pass.
+
+    Parameters
+    ----------
+    p, q : ndarray, shape (V,)
+        The node's target and draft rows.
+    skip : ndarray of int64
+        The explored children's tokens, sorted.
+    a0, b0, a1, b1 : float
+        The candidates' :math:`W(v)` and bucket masses.
+    qrest : float
+        The unexplored draft mass (positive).
+    buf : ndarray, shape (2, V)
+        Scratch.
+
+    Returns
+    -------
+    tuple of float
+        :math:`\sum_c \min(a\,p_c, b\,q_c / Q)` over the unexplored tokens for each candidate
+        (numpy's terms and pairwise sum).
+    """
     s = 0
     nxt = skip[0] if skip.size else -1
     n = 0
