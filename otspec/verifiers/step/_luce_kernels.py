@@ -482,33 +482,46 @@ def _tail_outputs(q, b, idx, theta, G, N, k, W, sigmas, h_s, mult, coarse_s, out
 
 
 @njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
-def tail_moments(W, lo, hi, z, k, N):
+def tail_moments(W, lo, hi, z, k, N, rho, trunc):
     """Scaled moments ``M[js, m, d] = sum_{lo <= j < hi} z_j^(m+d) W[js, j]^m`` (m = 1..k-1,
-    d = 0..N+1) of a contiguous token range, s-nodes in parallel, the token sums vectorised."""
+    d = 0..N+1) of a contiguous token range sorted by decreasing z, s-nodes in parallel; blocks of
+    :data:`TAIL_BLOCK` tokens (cache-resident), each summed to the degree its largest z needs
+    (:func:`_block_degree`: the terms left out are below ``trunc`` relative to the token's first)."""
     ns = W.shape[0]
     nT = hi - lo
     M = np.zeros((ns, k, N + 2))
+    nb = (nT + TAIL_BLOCK - 1) // TAIL_BLOCK
+    degree = np.empty(nb, dtype=np.int64)
     ZpT = np.empty((N + 2, nT))
-    for j in range(nT):
-        zd = 1.0
-        for d in range(N + 2):
-            ZpT[d, j] = zd
-            zd *= z[j]
-    for js in prange(ns):
-        zw = np.empty(nT)
-        x = np.empty(nT)
-        for j in range(nT):
-            zw[j] = z[j] * W[js, lo + j]
-            x[j] = zw[j]
-        for m in range(1, k):
-            if m > 1:
-                for j in range(nT):
-                    x[j] *= zw[j]
+    for ib in range(nb):
+        j0 = ib * TAIL_BLOCK
+        j1 = min(nT, j0 + TAIL_BLOCK)
+        zmax = 0.0
+        for j in range(j0, j1):
+            zmax = max(zmax, z[j])
+            zd = 1.0
             for d in range(N + 2):
-                acc = 0.0
-                for j in range(nT):
-                    acc += x[j] * ZpT[d, j]
-                M[js, m, d] = acc
+                ZpT[d, j] = zd
+                zd *= z[j]
+        degree[ib] = min(N + 1, _block_degree(k * rho * zmax, N, trunc) + 1)
+    for js in prange(ns):
+        zw = np.empty(TAIL_BLOCK)
+        x = np.empty(TAIL_BLOCK)
+        for ib in range(nb):
+            j0 = ib * TAIL_BLOCK
+            B = min(nT, j0 + TAIL_BLOCK) - j0
+            for u in range(B):
+                zw[u] = z[j0 + u] * W[js, lo + j0 + u]
+                x[u] = zw[u]
+            for m in range(1, k):
+                if m > 1:
+                    for u in range(B):
+                        x[u] *= zw[u]
+                for d in range(degree[ib] + 1):
+                    acc = 0.0
+                    for u in range(B):
+                        acc += x[u] * ZpT[d, j0 + u]
+                    M[js, m, d] += acc
     return M
 
 
@@ -628,9 +641,9 @@ def split_sums(grid, split: tuple, nchunks: int, rho: float, trunc: float) -> tu
     hA, hH, tA, tH = (np.arange(ends[i], ends[i + 1]) for i in range(4))
     W = np.exp(-np.exp(grid.sigmas)[:, None] * b[None, :])
     z = q / theta
-    MA = tail_moments(W, ends[2], ends[3], z[ends[2] : ends[3]], k, N)
-    MH = tail_moments(W, ends[3], ends[4], z[ends[3] : ends[4]], k, N)
-    MH1 = tail_moments(np.ones((1, q.size)), ends[3], ends[4], z[ends[3] : ends[4]], k, N)[0]
+    MA = tail_moments(W, ends[2], ends[3], z[ends[2] : ends[3]], k, N, rho, trunc)
+    MH = tail_moments(W, ends[3], ends[4], z[ends[3] : ends[4]], k, N, rho, trunc)
+    MH1 = tail_moments(np.ones((1, q.size)), ends[3], ends[4], z[ends[3] : ends[4]], k, N, rho, trunc)[0]
     acc_p = np.zeros((nchunks, 4, q.size))
     absout_p = np.zeros(q.size)
     h = grid.h
