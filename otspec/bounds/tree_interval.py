@@ -105,10 +105,12 @@ class TreeIntervalResult:
         The explored prefixes (root ``()`` first, every parent before its children).
     status : str
         ``"optimal"`` when the cutting planes converged (no bucket cut violated beyond
-        :data:`~otspec._tolerances.TREE_INTERVAL_CUT_TOL`), else ``"cut_limit"``; both bounds are
-        valid either way.
+        :data:`~otspec._tolerances.TREE_INTERVAL_CUT_TOL`), ``"cut_limit"`` when the round cap was
+        reached first, ``"solver_failed"`` when a HiGHS run did not end optimal (its solution is
+        not read: the bounds come from the last optimal round, or from the columns' bounds and the
+        drafts' own law); both bounds are valid in every case.
     checks : mapping
-        ``lp_value`` (HiGHS' objective), ``membership`` (the lower bound's law's excess over the
+        ``lp_value`` (HiGHS' objective; NaN after a failed solve), ``membership`` (the lower bound's law's excess over the
         bucket polytope, rounding level), ``cut_violation``, ``rounds``, ``cuts``.
     solver_info : str
         HiGHS' last model status.
@@ -717,16 +719,35 @@ def _lower(tree: ExploredTree, arr: dict, laws: list) -> list[float]:
     return totals
 
 
-def _solve(tree: ExploredTree) -> tuple:
-    """Solve the bucket LP by cutting planes: (upper, lower, law, checks, info, status, z-terms per node)."""
+def _solved(h) -> bool:
+    """Whether HiGHS' last run left an optimal model with a valid primal and dual solution.
+
+    A run that errors (e.g. a ``threads`` option that differs from the one the process's global
+    scheduler started with) leaves status "Not Set" and a zero solution; it must not be read as one."""
     import highspy
 
+    sol = h.getSolution()
+    return h.getModelStatus() == highspy.HighsModelStatus.kOptimal and bool(sol.value_valid) and bool(sol.dual_valid)
+
+
+# long-function: the cutting-plane loop, the certified bounds and the fall-backs of a failed solve in one place
+def _solve(tree: ExploredTree) -> tuple:
+    """Solve the bucket LP by cutting planes: (upper, lower, law, checks, info, status, z-terms per node).
+
+    Only solutions of runs that HiGHS reports optimal are read. When a run fails, the last optimal
+    round's solution is kept (the rows added since get multiplier 0, so its duals still bound the
+    LP); when the first one fails, the upper bound is the dual point 0 (the columns' bounds) and the
+    lower bound the drafts' own bucket law. The status is then ``"solver_failed"``."""
     arr = tree.arrays()
     lp = _BucketLP(tree, arr)
-    h, ok, info = lp.solve()
+    h, _, info = lp.solve()
+    ok = _solved(h)
     rounds, ncuts, viol = 1, 0, np.inf
-    while True:
-        x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    x = y = None
+    while ok:
+        sol = h.getSolution()
+        x = np.asarray(sol.col_value, dtype=np.float64)
+        y = np.asarray(sol.row_dual, dtype=np.float64)
         nb = len(lp.blocks)
         viol, new = lp.cuts(x)
         if not (new or len(lp.blocks) > nb) or rounds >= TREE_INTERVAL_MAX_ROUNDS:
@@ -737,19 +758,24 @@ def _solve(tree: ExploredTree) -> tuple:
             lp.add_cuts(h, new)
         ncuts += len(new) + len(lp.blocks) - nb
         h.run()
-        status = h.getModelStatus()
-        ok = status == highspy.HighsModelStatus.kOptimal
-        info = h.modelStatusToString(status)
+        ok = _solved(h)
+        info = h.modelStatusToString(h.getModelStatus())
         rounds += 1
-    y = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-    nnz = lp.A.nnz + sum(c.size for c, _ in lp.cut_rows) + lp.ncol + lp.A.shape[0] + len(lp.cut_rows)
-    x = x[: lp.z10 + lp.z1_nodes.size + lp.zd_nodes.size]
+    nrow = lp.A.shape[0] + len(lp.cut_rows)
+    y = np.zeros(nrow) if y is None else np.concatenate([y, np.zeros(nrow - y.size)])
+    nnz = lp.A.nnz + sum(c.size for c, _ in lp.cut_rows) + lp.ncol + nrow
     upper = lp.dual_bound(y) + ROUNDING_PER_TERM * nnz * (tree.gamma + 1)
-    candidates = [_realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)]
-    if lp.zd_nodes.size:  # a second law for the lower bound: the same LP without the unknown deeper depths
+    nx = lp.z10 + lp.z1_nodes.size + lp.zd_nodes.size
+    if x is None:  # no optimal run: the drafts' own law is a point of the bucket polytope
+        candidates = [_realise(arr["sb"] / max(float(arr["sb"].sum()), 1.0), arr["sb"], tree.k)]
+        x = np.zeros(nx)
+    else:
+        x = x[:nx]
+        candidates = [_realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)]
+    if ok and lp.zd_nodes.size:  # a second law for the lower bound: the same LP without the unknown deeper depths
         h.changeColsCost(lp.zd_nodes.size, np.arange(lp.zd0, lp.zd0 + lp.zd_nodes.size, dtype=np.int32), np.zeros(lp.zd_nodes.size))
         h.run()
-        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+        if _solved(h):
             x2 = np.asarray(h.getSolution().col_value, dtype=np.float64)
             candidates.append(_realise(x2[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k))
     lowers = _lower(tree, arr, [c[0] for c in candidates])
@@ -759,13 +785,16 @@ def _solve(tree: ExploredTree) -> tuple:
     terms[lp.z1_nodes] += np.maximum(x[lp.z10 : lp.zd0], 0.0)
     terms[lp.zd_nodes] += np.maximum(x[lp.zd0 :], 0.0) * (arr["lev"][lp.zd_nodes] - 1)
     checks = {
-        "lp_value": float(lp.cost[: x.size] @ x),
+        "lp_value": float(lp.cost[: x.size] @ x) if ok else float("nan"),
         "membership": float(member),
         "cut_violation": float(viol),
         "rounds": float(rounds),
         "cuts": float(ncuts),
     }
-    status = "optimal" if ok and viol <= TREE_INTERVAL_CUT_TOL else "cut_limit"
+    if not ok:
+        status = "solver_failed"
+    else:
+        status = "optimal" if viol <= TREE_INTERVAL_CUT_TOL else "cut_limit"
     return upper, lower, law, checks, info, status, terms, int((arr["sb"] > 0).sum())
 
 

@@ -154,3 +154,48 @@ def test_bad_options_are_refused():
         tree_interval(X, P, Q, levels=1, expand=lambda nodes: np.zeros((len(nodes), 4)))
     with pytest.raises(ShapeMismatchError, match="expand's p_rows"):
         tree_interval(X, P, Q, levels=1, expand=lambda nodes: (np.zeros((1, 4)), np.zeros((1, 4))))
+
+
+def _failing_run(monkeypatch, fail_call: int) -> dict:
+    """Make HiGHS' ``fail_call``-th run return an error without solving, as a run does when its
+    ``threads`` option differs from the process's scheduler: status "Not Set", a zero solution."""
+    import highspy
+
+    real = highspy.Highs.run
+    calls = {"n": 0}
+
+    def run(self):
+        calls["n"] += 1
+        return highspy.HighsStatus.kError if calls["n"] == fail_call else real(self)
+
+    monkeypatch.setattr(highspy.Highs, "run", run)
+    return calls
+
+
+def test_a_failed_first_solve_is_not_read_as_the_lp_optimum(monkeypatch):
+    """The zero solution of a failed run is not a solution: the interval falls back to the columns'
+    bounds and the drafts' own bucket law, still contains T*, and says the solver failed."""
+    rnd = _Round(5, 2, 2, 4, 0)
+    T = tree_optimum(rnd.p, rnd.q, 2, 2).value
+    clean = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=1)
+    assert clean.status == "optimal" and clean.lower > 0
+    _failing_run(monkeypatch, 1)
+    r = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=1)
+    assert r.status == "solver_failed" and r.solver_info == "Not Set"
+    assert r.contains(T, atol=1e-9) and r.upper >= clean.upper - 1e-12
+    assert r.lower > 0 and r.checks["membership"] <= 1e-12  # the drafts' law, not the zero vector
+    assert np.isnan(r.to_dict()["checks"]["lp_value"])
+
+
+def test_a_failed_cutting_plane_round_keeps_the_last_optimal_round(monkeypatch):
+    """A run failing after cuts were added: the previous round's duals (0 on the new rows) and its
+    bucket law give the interval, which contains T* and is reported as a failed solve."""
+    rnd = _Round(6, 3, 3, 2, 0)
+    T = tree_optimum(rnd.p, rnd.q, 3, 3).value
+    clean = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=1)
+    assert clean.checks["rounds"] >= 2
+    calls = _failing_run(monkeypatch, 2)
+    r = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=1)
+    assert calls["n"] == 2 and r.status == "solver_failed" and r.checks["rounds"] == 2
+    assert r.contains(T, atol=1e-9) and r.upper >= clean.upper - 1e-9
+    assert r.lower > 0 and r.checks["membership"] <= 1e-12
