@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help=(
             "with --verifiers: compute the acceptances shown by default as certified intervals at scale: optimal_wor's "
-            "Luce weight fit (seconds of CPU at V ~ 50 000, about a minute at V = 262 144, k = 8; default row [0, alpha*_WOR]) and wor_iid's "
+            "Luce weight fit (seconds of CPU at V ~ 50 000, about 20 s at V = 262 144, k = 8; default row [0, alpha*_WOR]) and wor_iid's "
             "Monte Carlo estimate (default row [alpha*_iid, alpha*_WOR])"
         ),
     )

@@ -280,7 +280,7 @@ class OptimalWORVerifier(Verifier):
         return super().acceptance(p, law, method=method, n_samples=n_samples, rng=rng)
 
     #: Why :meth:`certified_bracket` stands in for the acceptance when no fit is asked for.
-    bracket_reason = "the acceptance needs its Luce weight fit: seconds of CPU at V ~ 50 000, about a minute at V = 262 144, k = 8"
+    bracket_reason = "the acceptance needs its Luce weight fit: seconds of CPU at V ~ 50 000, about 20 s at V = 262 144, k = 8"
 
     @fill_doc
     def certified_bracket(self, p, law: DraftLaw) -> tuple[float, float] | None:
@@ -288,7 +288,7 @@ class OptimalWORVerifier(Verifier):
         acceptance itself is cheap (an enumerable law, or a pair already prepared).
 
         At scale the acceptance :math:`\sum_y r_b(y)\min(1, p(y)/\tilde r(y))` needs the Luce
-        weight fit (about 4 s of CPU per pair at V = 49 152, k = 4, about a minute at V = 262 144,
+        weight fit (about 2.5 s of CPU per pair at V = 49 152, k = 4, about 20 s at V = 262 144,
         k = 8). Without it, what is
         certified is the upper end: no lossless verifier of drafts without replacement accepts
         more than :math:`\alpha^*_{WOR}` (the prefix scan, O(V log V)), so the interval is
