@@ -449,85 +449,93 @@ class _BucketLP:
         cost[self.z10 : self.zd0] = 1.0
         cost[self.zd0 :] = (lev[zd_nodes] - 1).astype(np.float64)
         self.cost = cost
-        r, c, v, lo, up = [], [], [], [], []
-        row = 0
+        blocks: list = []  # (row ids, cols, vals) per constraint family; rows numbered in the order written below
+
+        def rows_of(count: np.ndarray, first: int) -> np.ndarray:
+            """Row ids of families written entry by entry: ``count[j]`` consecutive rows per item j."""
+            return first + np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+
         # (L) W(v) - p(v|par) W(par) <= 0 for depth >= 2 (depth 1: the column bound min(Mb, h(Ms)) <= p)
         deep = np.flatnonzero(par > 0)
-        for j, i in enumerate(deep.tolist()):
-            r += [row + j, row + j]
-            c += [i - 1, par[i] - 1]
-            v += [1.0, -pc[i]]
-        lo += [-np.inf] * deep.size
-        up += [0.0] * deep.size
-        row += deep.size
+        rid = np.arange(deep.size)
+        blocks.append((np.concatenate([rid, rid]), np.concatenate([deep - 1, par[deep] - 1]), np.concatenate([np.ones(deep.size), -pc[deep]])))
+        row = deep.size
+        lo, up = [np.full(deep.size, -np.inf)], [np.zeros(deep.size)]
         # W(v) - sum of the buckets in v's subtree <= 0, and the subtree cut m(sub(v)) <= h(Ms(v))
-        desc = [[] for _ in range(n)]  # desc[a]: a and every explored node below it
-        for i in range(1, n):
-            a = i
-            while a > 0:
-                desc[a].append(i)
-                a = par[a]
-        for i in range(1, n):
-            sub = desc[i]
-            r += [row] * (1 + len(sub))
-            c += [i - 1] + [self.m0 + j for j in sub]
-            v += [1.0] + [-1.0] * len(sub)
-            lo.append(-np.inf)
-            up.append(0.0)
-            row += 1
-            if len(sub) > 1 and hms[i] > 0:
-                r += [row] * len(sub)
-                c += [self.m0 + j for j in sub]
-                v += [1.0 / hms[i]] * len(sub)
-                lo.append(-np.inf)
-                up.append(1.0)
-                row += 1
+        # (ancestor-or-self pairs (a, i), a >= 1: one walk up per depth for all nodes at once)
+        anc, desc = [], []
+        cur = np.arange(1, n)
+        node = cur.copy()
+        while cur.size:
+            anc.append(cur)
+            desc.append(node)
+            keep = par[cur] > 0
+            cur, node = par[cur][keep], node[keep]
+        anc, desc = np.concatenate(anc), np.concatenate(desc)
+        nsub = np.bincount(anc, minlength=n)
+        has_cut = (nsub > 1) & (hms > 0)
+        has_cut[0] = False
+        wrow = rows_of(1 + has_cut[1:], row)  # row of W(i) - m(sub(i)) for i = 1..n-1; its cut row follows
+        wrow_of = np.zeros(n, dtype=np.int64)
+        wrow_of[1:] = wrow
+        blocks.append((np.concatenate([wrow, wrow_of[anc]]), np.concatenate([np.arange(n - 1), self.m0 + desc]), np.concatenate([np.ones(n - 1), -np.ones(anc.size)])))
+        cutp = has_cut[anc]
+        hms_safe = np.where(hms > 0, hms, 1.0)
+        blocks.append((wrow_of[anc[cutp]] + 1, self.m0 + desc[cutp], 1.0 / hms_safe[anc[cutp]]))
+        nb_rows = int(n - 1 + has_cut.sum())
+        bup = np.zeros(nb_rows)
+        bup[wrow[has_cut[1:]] + 1 - row] = 1.0
+        lo.append(np.full(nb_rows, -np.inf))
+        up.append(bup)
+        row += nb_rows
         # z1(v) <= rho(v) W(v) (root: W = 1, in the column bound), z1(v) <= m(b(v)), zd(v) <= z1(v)
-        for j, i in enumerate(z1_nodes.tolist()):
-            if i > 0:
-                r += [row, row]
-                c += [self.z10 + j, i - 1]
-                v += [1.0, -rho[i]]
-                lo.append(-np.inf)
-                up.append(0.0)
-                row += 1
-            r += [row, row]
-            c += [self.z10 + j, self.m0 + i]
-            v += [1.0, -1.0]
-            lo.append(-np.inf)
-            up.append(0.0)
-            row += 1
-        pos = {int(i): j for j, i in enumerate(z1_nodes.tolist())}
-        for j, i in enumerate(zd_nodes.tolist()):
-            r += [row, row]
-            c += [self.zd0 + j, self.z10 + pos[int(i)]]
-            v += [1.0, -1.0]
-            lo.append(-np.inf)
-            up.append(0.0)
-            row += 1
+        nz = z1_nodes.size
+        inner = z1_nodes > 0
+        zrow = rows_of(1 + inner, row)  # the rho row (inner nodes) first, then the bucket row
+        brow = zrow + inner
+        zj = self.z10 + np.arange(nz)
+        blocks.append((np.concatenate([zrow[inner], zrow[inner]]), np.concatenate([zj[inner], z1_nodes[inner] - 1]), np.concatenate([np.ones(int(inner.sum())), -rho[z1_nodes[inner]]])))
+        blocks.append((np.concatenate([brow, brow]), np.concatenate([zj, self.m0 + z1_nodes]), np.concatenate([np.ones(nz), -np.ones(nz)])))
+        nzr = int(nz + inner.sum())
+        lo.append(np.full(nzr, -np.inf))
+        up.append(np.zeros(nzr))
+        row += nzr
+        nd = zd_nodes.size
+        drow = row + np.arange(nd)
+        pos = np.searchsorted(z1_nodes, zd_nodes)  # z1_nodes is sorted (flatnonzero)
+        blocks.append((np.concatenate([drow, drow]), np.concatenate([self.zd0 + np.arange(nd), self.z10 + pos]), np.concatenate([np.ones(nd), -np.ones(nd)])))
+        lo.append(np.full(nd, -np.inf))
+        up.append(np.zeros(nd))
+        row += nd
         # z1(v) <= F_v(W(v)) through tangents of the concave F_v at a grid of W in (0, max W(v)]
-        for j, i in enumerate(z1_nodes.tolist()):
-            if i == 0 or i not in arr["fv"]:
-                continue
-            for a, b in arr["fv"][i]:
-                r += [row, row]
-                c += [self.z10 + j, i - 1]
-                v += [1.0, -a]
-                lo.append(-np.inf)
-                up.append(b)
-                row += 1
+        tj = [j for j, i in enumerate(z1_nodes.tolist()) if i > 0 and i in arr["fv"]]
+        if tj:
+            lines = [np.asarray(arr["fv"][int(z1_nodes[j])], dtype=np.float64).reshape(-1, 2) for j in tj]
+            cnt = np.array([ln.shape[0] for ln in lines])
+            ab = np.concatenate(lines)
+            tj = np.repeat(np.array(tj), cnt)
+            trow = row + np.arange(tj.size)
+            blocks.append((np.concatenate([trow, trow]), np.concatenate([self.z10 + tj, z1_nodes[tj] - 1]), np.concatenate([np.ones(tj.size), -ab[:, 0]])))
+            lo.append(np.full(tj.size, -np.inf))
+            up.append(ab[:, 1].copy())
+            row += tj.size
         # the bucket law is a probability: sum m = 1
-        r += [row] * n
-        c += list(range(self.m0, self.m0 + n))
-        v += [1.0] * n
-        lo.append(1.0)
-        up.append(1.0)
+        blocks.append((np.full(n, row), self.m0 + np.arange(n), np.ones(n)))
+        lo.append(np.ones(1))
+        up.append(np.ones(1))
         row += 1
+        r = np.concatenate([bl[0] for bl in blocks])
+        c = np.concatenate([bl[1] for bl in blocks])
+        v = np.concatenate([bl[2] for bl in blocks]).astype(np.float64)
         self.A = sp.csr_matrix((v, (r, c)), shape=(row, ncol))
-        self.lo, self.up = np.array(lo, dtype=np.float64), np.array(up, dtype=np.float64)
+        self.lo, self.up = np.concatenate(lo), np.concatenate(up)
         self.seen: set = set()
-        self.cut_rows: list = []
+        # added rows, in chunks: columns, values, the owning added row of each entry, upper bounds
+        self.cut_cols: list = []
+        self.cut_vals: list = []
+        self.cut_owner: list = []
         self.cut_up: list = []
+        self.n_cut = 0
         self.blocks: list = []
 
     def solve(self):
@@ -570,34 +578,27 @@ class _BucketLP:
             out.append((S, float(coverage(F[j], self.k))))
         return viol, out
 
-    def add_rows(self, h, rows: list) -> None:
-        """Append ``<=`` rows ``(cols, vals, upper)`` to HiGHS and to the row store."""
+    def add_rows(self, h, count: np.ndarray, cols: np.ndarray, vals: np.ndarray, up: np.ndarray) -> None:
+        """Append ``<=`` rows to HiGHS and to the row store in one call: ``count[j]`` entries of
+        ``cols`` / ``vals`` (row after row) and upper bound ``up[j]`` per row."""
         import highspy
 
-        starts, nnz = [], 0
-        for cols, _, _ in rows:
-            starts.append(nnz)
-            nnz += cols.size
-        for cols, vals, up in rows:
-            self.cut_rows.append((cols.astype(np.int32), vals))
-            self.cut_up.append(up)
-        h.addRows(
-            len(rows),
-            np.full(len(rows), -highspy.kHighsInf),
-            np.array([u for _, _, u in rows]),
-            nnz,
-            np.array(starts, dtype=np.int32),
-            np.concatenate([c for c, _, _ in rows]).astype(np.int32),
-            np.concatenate([v for _, v, _ in rows]),
-        )
+        cols = np.asarray(cols, dtype=np.int32)
+        starts = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int32)
+        self.cut_cols.append(cols)
+        self.cut_vals.append(np.asarray(vals, dtype=np.float64))
+        self.cut_owner.append(np.repeat(self.n_cut + np.arange(count.size), count))
+        self.cut_up.append(np.asarray(up, dtype=np.float64))
+        self.n_cut += count.size
+        h.addRows(count.size, np.full(count.size, -highspy.kHighsInf), self.cut_up[-1], cols.size, starts, cols, self.cut_vals[-1])
 
     def add_cuts(self, h, cuts: list) -> None:
         """Level-set cuts m(S) <= h(Ms(S)), each scaled to right-hand side 1."""
-        rows = []
-        for S, rhs in cuts:
-            scale = 1.0 / rhs if rhs > 0 else 1.0
-            rows.append((self.m0 + S, np.full(S.size, scale), rhs * scale))
-        self.add_rows(h, rows)
+        rhs = np.array([r for _, r in cuts])
+        scale = np.where(rhs > 0, 1.0 / np.where(rhs > 0, rhs, 1.0), 1.0)
+        count = np.array([S.size for S, _ in cuts])
+        cols = self.m0 + np.concatenate([S for S, _ in cuts])
+        self.add_rows(h, count, cols, np.repeat(scale, count), rhs * scale)
 
     def add_block(self, h, lam: float, c: float) -> None:
         r"""Tangent block at slope ``lam``: :math:`\sum_b (m_b - \lambda M_s(b))^+ \le c` through new columns
@@ -613,9 +614,17 @@ class _BucketLP:
             b.size, np.zeros(b.size), np.zeros(b.size), ub, 0, np.zeros(b.size, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0)
         )
         t = first + np.arange(b.size)
-        rows = [(np.array([self.m0 + j, t[i]]), np.array([1.0, -1.0]), float(lam * self.sb[j])) for i, j in enumerate(b.tolist())]
-        rows.append((t, np.ones(b.size), float(c)))
-        self.add_rows(h, rows)
+        # rows m_b - t_b <= lam Ms(b), one per bucket, then sum t <= c
+        count = np.concatenate([np.full(b.size, 2), [b.size]])
+        cols = np.concatenate([np.stack([self.m0 + b, t], axis=1).ravel(), t])
+        vals = np.concatenate([np.tile([1.0, -1.0], b.size), np.ones(b.size)])
+        self.add_rows(h, count, cols, vals, np.concatenate([lam * self.sb[b], [float(c)]]))
+
+    def _added(self) -> tuple:
+        """The added rows' entries: (owning added row, column, value), concatenated."""
+        if not self.n_cut:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0)
+        return np.concatenate(self.cut_owner), np.concatenate(self.cut_cols), np.concatenate(self.cut_vals)
 
     def matrix(self) -> tuple:
         """The whole constraint matrix (CSR) and the row bounds, added rows included."""
@@ -624,14 +633,12 @@ class _BucketLP:
         A = self.A
         if A.shape[1] < self.ncol:
             A = sp.hstack([A, sp.csr_matrix((A.shape[0], self.ncol - A.shape[1]))], format="csr")
-        if not self.cut_rows:
+        if not self.n_cut:
             return A, self.lo, self.up
-        r = np.concatenate([np.full(c.size, j, dtype=np.int64) for j, (c, _) in enumerate(self.cut_rows)])
-        c = np.concatenate([c for c, _ in self.cut_rows])
-        v = np.concatenate([v for _, v in self.cut_rows])
-        cut = sp.csr_matrix((v, (r, c)), shape=(len(self.cut_rows), self.ncol))
-        up = np.concatenate([self.up, self.cut_up])
-        lo = np.concatenate([self.lo, np.full(len(self.cut_up), -np.inf)])
+        r, c, v = self._added()
+        cut = sp.csr_matrix((v, (r, c)), shape=(self.n_cut, self.ncol))
+        up = np.concatenate([self.up, *self.cut_up])
+        lo = np.concatenate([self.lo, np.full(self.n_cut, -np.inf)])
         return sp.vstack([A, cut], format="csr"), lo, up
 
     def dual_bound(self, y: np.ndarray) -> float:
@@ -642,20 +649,17 @@ class _BucketLP:
         # A^T y in two parts, the initial rows (CSR, padded to the added columns) and the added rows
         # (their column lists): the same product as the stacked matrix of :meth:`matrix`, unbuilt
         m0 = self.A.shape[0]
-        up = np.concatenate([self.up, self.cut_up]) if self.cut_up else self.up
+        up = np.concatenate([self.up, *self.cut_up])
         eq = np.zeros(up.size, dtype=bool)
         eq[:m0] = self.lo == self.up
-        if self.cut_rows:
-            cols = np.concatenate([c for c, _ in self.cut_rows])
-            vals = np.concatenate([v for _, v in self.cut_rows])
-            owner = np.repeat(np.arange(len(self.cut_rows)), [c.size for c, _ in self.cut_rows])
+        owner, cols, vals = self._added()
         best = np.inf
         for sign in (1.0, -1.0):
             yy = sign * np.asarray(y, dtype=np.float64)
             yy = np.where(eq, yy, np.maximum(yy, 0.0))
             aty = np.zeros(self.ncol)
             aty[: self.A.shape[1]] = self.A.T @ yy[:m0]
-            if self.cut_rows:
+            if owner.size:
                 aty += np.bincount(cols, weights=vals * yy[m0 + owner], minlength=self.ncol)
             reduced = self.cost - aty
             best = min(best, float(yy @ up + self.upper @ np.maximum(reduced, 0.0)))
@@ -761,9 +765,9 @@ def _solve(tree: ExploredTree) -> tuple:
         ok = _solved(h)
         info = h.modelStatusToString(h.getModelStatus())
         rounds += 1
-    nrow = lp.A.shape[0] + len(lp.cut_rows)
+    nrow = lp.A.shape[0] + lp.n_cut
     y = np.zeros(nrow) if y is None else np.concatenate([y, np.zeros(nrow - y.size)])
-    nnz = lp.A.nnz + sum(c.size for c, _ in lp.cut_rows) + lp.ncol + nrow
+    nnz = lp.A.nnz + sum(c.size for c in lp.cut_cols) + lp.ncol + nrow
     upper = lp.dual_bound(y) + ROUNDING_PER_TERM * nnz * (tree.gamma + 1)
     nx = lp.z10 + lp.z1_nodes.size + lp.zd_nodes.size
     if x is None:  # no optimal run: the drafts' own law is a point of the bucket polytope
