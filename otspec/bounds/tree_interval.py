@@ -458,7 +458,9 @@ class _BucketLP:
         # (L) W(v) - p(v|par) W(par) <= 0 for depth >= 2 (depth 1: the column bound min(Mb, h(Ms)) <= p)
         deep = np.flatnonzero(par > 0)
         rid = np.arange(deep.size)
-        blocks.append((np.concatenate([rid, rid]), np.concatenate([deep - 1, par[deep] - 1]), np.concatenate([np.ones(deep.size), -pc[deep]])))
+        blocks.append(
+            (np.concatenate([rid, rid]), np.concatenate([deep - 1, par[deep] - 1]), np.concatenate([np.ones(deep.size), -pc[deep]]))
+        )
         row = deep.size
         lo, up = [np.full(deep.size, -np.inf)], [np.zeros(deep.size)]
         # W(v) - sum of the buckets in v's subtree <= 0, and the subtree cut m(sub(v)) <= h(Ms(v))
@@ -478,7 +480,13 @@ class _BucketLP:
         wrow = rows_of(1 + has_cut[1:], row)  # row of W(i) - m(sub(i)) for i = 1..n-1; its cut row follows
         wrow_of = np.zeros(n, dtype=np.int64)
         wrow_of[1:] = wrow
-        blocks.append((np.concatenate([wrow, wrow_of[anc]]), np.concatenate([np.arange(n - 1), self.m0 + desc]), np.concatenate([np.ones(n - 1), -np.ones(anc.size)])))
+        blocks.append(
+            (
+                np.concatenate([wrow, wrow_of[anc]]),
+                np.concatenate([np.arange(n - 1), self.m0 + desc]),
+                np.concatenate([np.ones(n - 1), -np.ones(anc.size)]),
+            )
+        )
         cutp = has_cut[anc]
         hms_safe = np.where(hms > 0, hms, 1.0)
         blocks.append((wrow_of[anc[cutp]] + 1, self.m0 + desc[cutp], 1.0 / hms_safe[anc[cutp]]))
@@ -494,7 +502,13 @@ class _BucketLP:
         zrow = rows_of(1 + inner, row)  # the rho row (inner nodes) first, then the bucket row
         brow = zrow + inner
         zj = self.z10 + np.arange(nz)
-        blocks.append((np.concatenate([zrow[inner], zrow[inner]]), np.concatenate([zj[inner], z1_nodes[inner] - 1]), np.concatenate([np.ones(int(inner.sum())), -rho[z1_nodes[inner]]])))
+        blocks.append(
+            (
+                np.concatenate([zrow[inner], zrow[inner]]),
+                np.concatenate([zj[inner], z1_nodes[inner] - 1]),
+                np.concatenate([np.ones(int(inner.sum())), -rho[z1_nodes[inner]]]),
+            )
+        )
         blocks.append((np.concatenate([brow, brow]), np.concatenate([zj, self.m0 + z1_nodes]), np.concatenate([np.ones(nz), -np.ones(nz)])))
         nzr = int(nz + inner.sum())
         lo.append(np.full(nzr, -np.inf))
@@ -503,7 +517,13 @@ class _BucketLP:
         nd = zd_nodes.size
         drow = row + np.arange(nd)
         pos = np.searchsorted(z1_nodes, zd_nodes)  # z1_nodes is sorted (flatnonzero)
-        blocks.append((np.concatenate([drow, drow]), np.concatenate([self.zd0 + np.arange(nd), self.z10 + pos]), np.concatenate([np.ones(nd), -np.ones(nd)])))
+        blocks.append(
+            (
+                np.concatenate([drow, drow]),
+                np.concatenate([self.zd0 + np.arange(nd), self.z10 + pos]),
+                np.concatenate([np.ones(nd), -np.ones(nd)]),
+            )
+        )
         lo.append(np.full(nd, -np.inf))
         up.append(np.zeros(nd))
         row += nd
@@ -515,7 +535,13 @@ class _BucketLP:
             ab = np.concatenate(lines)
             tj = np.repeat(np.array(tj), cnt)
             trow = row + np.arange(tj.size)
-            blocks.append((np.concatenate([trow, trow]), np.concatenate([self.z10 + tj, z1_nodes[tj] - 1]), np.concatenate([np.ones(tj.size), -ab[:, 0]])))
+            blocks.append(
+                (
+                    np.concatenate([trow, trow]),
+                    np.concatenate([self.z10 + tj, z1_nodes[tj] - 1]),
+                    np.concatenate([np.ones(tj.size), -ab[:, 0]]),
+                )
+            )
             lo.append(np.full(tj.size, -np.inf))
             up.append(ab[:, 1].copy())
             row += tj.size
