@@ -33,7 +33,11 @@ Two evaluations:
   :math:`\log t` and :math:`\log s` (exponentially convergent for integrands analytic in a strip);
   the ranges are cut where rigorous tail bounds fall below :data:`TAIL_EPS`, except the left end
   in s, where the integrand is :math:`b_y s\, G_y(0)(1 + O(s k))` and the trapezoid nodes left of
-  :data:`S_LEFT` are summed in closed form (a geometric series) onto the first node. Cost:
+  :data:`S_LEFT` are summed in closed form (a geometric series) onto the first node; on every
+  grid wide enough, each rule's nodes below :math:`s_c` (:math:`k s_c \approx` :data:`LEFT_KS`,
+  the geometric tail included) are replaced by :data:`LEFT_NODES` Chebyshev nodes exact on
+  polynomials of degree below that (:func:`_left_rule`; the integrand is entire there, with
+  Taylor coefficients :math:`|G_n| \le G(0) k^n / n!`), whose a-priori bound joins the error. Cost:
   :math:`O(N_s N_t V k)`, every (s, t) node independent of the others (compiled with numba, a
   core dependency, the t-nodes split over numba's threads; without numba a warning says it runs
   as plain Python).
