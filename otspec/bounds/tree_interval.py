@@ -31,7 +31,10 @@ passes it), and deeper depths by the first (:math:`W` shrinks down a path). The 
 row multipliers :math:`y` of the LP (HiGHS' duals, signs clipped),
 :math:`\mathrm{UB} \le y^\top r + \sum_j u_j\,(c - A^\top y)_j^+` with finite column bounds
 :math:`u`, evaluated in numpy; an unfinished cutting-plane loop still gives a valid bound (it
-relaxes the LP).
+relaxes the LP). The loop stops once further cuts could take little off: they cannot push the dual
+bound below the LP's value at a feasible point (the current bucket law moved into the polytope,
+with the best :math:`W` and bucket terms for it), and when that room is at most
+:data:`~otspec._tolerances.TREE_INTERVAL_CUT_ROOM` of the width the upper bound is kept.
 
 **Lower bound.** A bucket law :math:`m \in B_k` is realised by a selection rule: choose a bucket
 by a Hall coupling with the drafted tree (possible exactly because :math:`m(S) \le h(M_s(S))`),
@@ -67,6 +70,7 @@ import numpy as np
 from otspec._tolerances import (
     ROUNDING_PER_TERM,
     SIMPLEX_SUM_ATOL,
+    TREE_INTERVAL_CUT_ROOM,
     TREE_INTERVAL_CUT_TOL,
     TREE_INTERVAL_CUTS_PER_ROUND,
     TREE_INTERVAL_MAX_ROUNDS,
@@ -105,13 +109,17 @@ class TreeIntervalResult:
         The explored prefixes (root ``()`` first, every parent before its children).
     status : str
         ``"optimal"`` when the cutting planes converged (no bucket cut violated beyond
-        :data:`~otspec._tolerances.TREE_INTERVAL_CUT_TOL`), ``"cut_limit"`` when the round cap was
+        :data:`~otspec._tolerances.TREE_INTERVAL_CUT_TOL`), ``"width_tolerance"`` when they stopped
+        because further cuts could take at most
+        :data:`~otspec._tolerances.TREE_INTERVAL_CUT_ROOM` of the width off the upper bound
+        (``checks["cut_room"]``: the dual bound minus the LP's value at a feasible point, an upper
+        limit on what they could still take off), ``"cut_limit"`` when the round cap was
         reached first, ``"solver_failed"`` when a HiGHS run did not end optimal (its solution is
         not read: the bounds come from the last optimal round, or from the columns' bounds and the
         drafts' own law); both bounds are valid in every case.
     checks : mapping
         ``lp_value`` (HiGHS' objective; NaN after a failed solve), ``membership`` (the lower bound's law's excess over the
-        bucket polytope, rounding level), ``cut_violation``, ``rounds``, ``cuts``.
+        bucket polytope, rounding level), ``cut_violation``, ``rounds``, ``cuts``, ``cut_room`` (NaN when the loop ended without one).
     solver_info : str
         HiGHS' last model status.
     """
@@ -442,6 +450,7 @@ class _BucketLP:
         upper[self.m0 : self.m0 + n] = hsb
         zcap = np.minimum(np.minimum(hsb[z1_nodes], cap1[z1_nodes]), rho[z1_nodes] * np.minimum(mb[z1_nodes], hms[z1_nodes]))
         upper[self.z10 : self.zd0] = zcap
+        self.zcap, self.rho, self.lev = zcap, rho, lev
         upper[self.zd0 :] = zcap[lev[z1_nodes] >= 2]
         self.upper = np.maximum(upper, 0.0)
         cost = np.zeros(ncol)
@@ -529,6 +538,7 @@ class _BucketLP:
         row += nd
         # z1(v) <= F_v(W(v)) through tangents of the concave F_v at a grid of W in (0, max W(v)]
         tj = [j for j, i in enumerate(z1_nodes.tolist()) if i > 0 and i in arr["fv"]]
+        self.tangents = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))  # (z1 position, slope, intercept)
         if tj:
             lines = [np.asarray(arr["fv"][int(z1_nodes[j])], dtype=np.float64).reshape(-1, 2) for j in tj]
             cnt = np.array([ln.shape[0] for ln in lines])
@@ -545,6 +555,7 @@ class _BucketLP:
             lo.append(np.full(tj.size, -np.inf))
             up.append(ab[:, 1].copy())
             row += tj.size
+            self.tangents = (tj, ab[:, 0].copy(), ab[:, 1].copy())
         # the bucket law is a probability: sum m = 1
         blocks.append((np.full(n, row), self.m0 + np.arange(n), np.ones(n)))
         lo.append(np.ones(1))
@@ -645,6 +656,32 @@ class _BucketLP:
         cols = np.concatenate([np.stack([self.m0 + b, t], axis=1).ravel(), t])
         vals = np.concatenate([np.tile([1.0, -1.0], b.size), np.ones(b.size)])
         self.add_rows(h, count, cols, vals, np.concatenate([lam * self.sb[b], [float(c)]]))
+
+    def feasible_value(self, tree: ExploredTree, m: np.ndarray) -> tuple[float, float]:
+        r"""The LP's objective at its best point with bucket law ``m`` (a point of the bucket
+        polytope), and the explored part :math:`\sum_{v \in E} W(v)` of it.
+
+        With ``m`` fixed the rows decouple: :math:`W(v) = \min(p(v \mid \text{par})\,W(\text{par}),
+        m(\text{sub}(v)))` top-down, then each :math:`z_1(v)` is the least of its caps and
+        :math:`z_d(v) = z_1(v)`. A feasible point: its value is at most the LP's optimum, so the dual
+        bound minus it bounds what further cuts can still take off the upper bound."""
+        n = self.n
+        par = tree.parent
+        sub = m.astype(np.float64).copy()
+        for i in range(n - 1, 0, -1):  # breadth-first order: children after parents
+            sub[par[i]] += sub[i]
+        W = np.ones(n)
+        for i in range(1, n):
+            W[i] = min(W[par[i]] * tree.pc[i], sub[i])
+        nodes = self.z1_nodes
+        z = np.minimum(np.minimum(self.zcap, m[nodes]), np.where(nodes > 0, self.rho[nodes] * W[nodes], np.inf))
+        tj, a, b = self.tangents
+        if tj.size:
+            np.minimum.at(z, tj, a * W[nodes[tj]] + b)
+        z = np.maximum(z, 0.0)
+        explored = float(W[1:].sum())
+        deeper = (self.lev[nodes] - 1).astype(np.float64)
+        return explored + float(z.sum()) + float((np.maximum(deeper, 0.0) * z).sum()), explored
 
     def _added(self) -> tuple:
         """The added rows' entries: (owning added row, column, value), concatenated."""
@@ -772,8 +809,9 @@ def _solve(tree: ExploredTree) -> tuple:
     lp = _BucketLP(tree, arr)
     h, _, info = lp.solve()
     ok = _solved(h)
-    rounds, ncuts, viol = 1, 0, np.inf
+    rounds, ncuts, viol, room = 1, 0, np.inf, np.nan
     x = y = None
+    stopped = False
     while ok:
         sol = h.getSolution()
         x = np.asarray(sol.col_value, dtype=np.float64)
@@ -781,6 +819,14 @@ def _solve(tree: ExploredTree) -> tuple:
         nb = len(lp.blocks)
         viol, new = lp.cuts(x)
         if not (new or len(lp.blocks) > nb) or rounds >= TREE_INTERVAL_MAX_ROUNDS:
+            break
+        # stop when further cuts could take at most a small share off the width: they cannot push
+        # the dual bound below the LP's value at a feasible point (the realised law's best point)
+        bound = lp.dual_bound(np.concatenate([y, np.zeros(lp.A.shape[0] + lp.n_cut - y.size)]))
+        value, explored = lp.feasible_value(tree, _realise(x[lp.m0 : lp.m0 + lp.n], arr["sb"], tree.k)[0])
+        room = bound - value
+        if room <= TREE_INTERVAL_CUT_ROOM * (bound - explored):
+            stopped = True
             break
         for lam, c in lp.blocks[nb:]:
             lp.add_block(h, lam, c)
@@ -820,11 +866,14 @@ def _solve(tree: ExploredTree) -> tuple:
         "cut_violation": float(viol),
         "rounds": float(rounds),
         "cuts": float(ncuts),
+        "cut_room": float(room),
     }
     if not ok:
         status = "solver_failed"
+    elif viol <= TREE_INTERVAL_CUT_TOL:
+        status = "optimal"
     else:
-        status = "optimal" if viol <= TREE_INTERVAL_CUT_TOL else "cut_limit"
+        status = "width_tolerance" if stopped else "cut_limit"
     return upper, lower, law, checks, info, status, terms, int((arr["sb"] > 0).sum())
 
 

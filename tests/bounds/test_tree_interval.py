@@ -190,12 +190,31 @@ def test_a_failed_first_solve_is_not_read_as_the_lp_optimum(monkeypatch):
 def test_a_failed_cutting_plane_round_keeps_the_last_optimal_round(monkeypatch):
     """A run failing after cuts were added: the previous round's duals (0 on the new rows) and its
     bucket law give the interval, which contains T* and is reported as a failed solve."""
-    rnd = _Round(6, 3, 3, 2, 0)
+    rnd = _Round(4, 3, 3, 3, 1)  # everything explored: the cuts run to convergence
     T = tree_optimum(rnd.p, rnd.q, 3, 3).value
-    clean = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=1)
+    clean = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=4, levels=3, expand=rnd.expand)
     assert clean.checks["rounds"] >= 2
     calls = _failing_run(monkeypatch, 2)
-    r = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=1)
+    r = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=4, levels=3, expand=rnd.expand)
     assert calls["n"] == 2 and r.status == "solver_failed" and r.checks["rounds"] == 2
     assert r.contains(T, atol=1e-9) and r.upper >= clean.upper - 1e-9
     assert r.lower > 0 and r.checks["membership"] <= 1e-12
+
+
+@pytest.mark.parametrize("case", [CASES[s] for s in (1, 11, 13)])
+def test_the_early_cut_stop_leaves_at_most_its_room_to_the_full_loop(monkeypatch, case):
+    """When the cutting planes stop early, the full loop's upper bound is below the stopped one by at
+    most the reported room (the dual bound minus the LP's value at a feasible point), and both
+    intervals contain T*."""
+    from otspec.bounds import tree_interval as module
+
+    V, gamma, k, K, levels, seed = case
+    rnd = _Round(V, gamma, k, seed, seed % 2)
+    T = tree_optimum(rnd.p, rnd.q, k, gamma).value
+    r = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=K, levels=levels, expand=rnd.expand)
+    monkeypatch.setattr(module, "TREE_INTERVAL_CUT_ROOM", 0.0)
+    full = tree_interval(rnd.X, rnd.P, rnd.Q, top_k=K, levels=levels, expand=_Round(V, gamma, k, seed, seed % 2).expand)
+    assert r.status == "width_tolerance" and full.status == "optimal"
+    assert r.checks["rounds"] < full.checks["rounds"]
+    assert full.upper - 1e-12 <= r.upper <= full.upper + r.checks["cut_room"] + 1e-10
+    assert r.contains(T, atol=1e-9) and full.contains(T, atol=1e-9)
