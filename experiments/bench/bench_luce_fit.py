@@ -122,6 +122,7 @@ def _cell(family: str, V: int, k: int, seed: int, tol: float | None = None) -> d
     }
 
 
+# long-function: a linear script: parse, run every cell, write its report in order; splitting only moves lines
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="experiments/out/bench_luce_fit")
