@@ -119,7 +119,7 @@ class TreeIntervalResult:
         drafts' own law); both bounds are valid in every case.
     checks : mapping
         ``lp_value`` (HiGHS' objective; NaN after a failed solve), ``membership`` (the lower bound's law's excess over the
-        bucket polytope, rounding level), ``cut_violation``, ``rounds``, ``cuts``, ``cut_room`` (NaN when the loop ended without one).
+        bucket polytope, rounding level), ``cut_violation``, ``rounds``, ``cuts``, ``cut_room`` (0 when the cuts converged, NaN for ``"cut_limit"`` and ``"solver_failed"``).
     solver_info : str
         HiGHS' last model status.
     """
@@ -809,7 +809,7 @@ def _solve(tree: ExploredTree) -> tuple:
     lp = _BucketLP(tree, arr)
     h, _, info = lp.solve()
     ok = _solved(h)
-    rounds, ncuts, viol, room = 1, 0, np.inf, np.nan
+    rounds, ncuts, viol, room = 1, 0, np.inf, 0.0
     x = y = None
     stopped = False
     while ok:
@@ -874,6 +874,8 @@ def _solve(tree: ExploredTree) -> tuple:
         status = "optimal"
     else:
         status = "width_tolerance" if stopped else "cut_limit"
+    if status in ("solver_failed", "cut_limit"):
+        checks["cut_room"] = float("nan")  # not measured for the bound returned
     return upper, lower, law, checks, info, status, terms, int((arr["sb"] > 0).sum())
 
 

@@ -87,6 +87,10 @@ def top_k(p, q, K, out):
 def check_rows(rows, sums):
     """One pass over rows: their sums, and whether every entry is finite and non-negative.
 
+    An entry is checked through the row's minimum and sum (a NaN or an infinity makes the sum
+    non-finite, a negative entry the minimum negative): four running sums and minima, no branch
+    per entry.
+
     Parameters
     ----------
     rows : ndarray, shape (n, V)
@@ -97,35 +101,40 @@ def check_rows(rows, sums):
     Returns
     -------
     bool
-        True when every entry is finite and non-negative (otherwise numpy finds the culprit).
+        True when every entry is finite and non-negative (otherwise, or when a row's sum
+        overflows, numpy finds the culprit).
     """
     ok = True
     V = rows.shape[1]
     for r in range(rows.shape[0]):
-        s0 = 0.0  # four running sums: no chain of dependent additions
+        s0 = 0.0  # four running sums and minima: no chain of dependent operations
         s1 = 0.0
         s2 = 0.0
         s3 = 0.0
-        bad = False
+        m0 = np.inf
+        m1 = np.inf
+        m2 = np.inf
+        m3 = np.inf
         c = 0
         while c + 4 <= V:
             x0, x1, x2, x3 = rows[r, c], rows[r, c + 1], rows[r, c + 2], rows[r, c + 3]
-            bad |= not (x0 >= 0.0 and x0 < np.inf)  # NaN fails both
-            bad |= not (x1 >= 0.0 and x1 < np.inf)
-            bad |= not (x2 >= 0.0 and x2 < np.inf)
-            bad |= not (x3 >= 0.0 and x3 < np.inf)
             s0 += x0
             s1 += x1
             s2 += x2
             s3 += x3
+            m0 = min(m0, x0)
+            m1 = min(m1, x1)
+            m2 = min(m2, x2)
+            m3 = min(m3, x3)
             c += 4
         while c < V:
             x0 = rows[r, c]
-            bad |= not (x0 >= 0.0 and x0 < np.inf)
             s0 += x0
+            m0 = min(m0, x0)
             c += 1
-        ok &= not bad
-        sums[r] = (s0 + s1) + (s2 + s3)
+        total = (s0 + s1) + (s2 + s3)
+        sums[r] = total
+        ok &= min(min(m0, m1), min(m2, m3)) >= 0.0 and abs(total) < np.inf  # NaN fails the second
     return ok
 
 

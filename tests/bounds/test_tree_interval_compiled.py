@@ -62,3 +62,15 @@ def test_pairwise_sum_is_numpys_sum():
         buf = np.zeros(n + 3)
         buf[:n] = a
         assert pairwise_sum(buf, n) == a.sum()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -1e-300])
+@pytest.mark.parametrize("where", [0, 1, 2, 3, 9])  # each of the four running lanes, and the tail
+def test_rows_check_kernel_flags_every_bad_entry(bad, where):
+    from otspec.bounds.tree_interval_kernels import check_rows
+
+    rows = np.full((3, 10), 0.1)
+    sums = np.empty(3)
+    assert check_rows(rows, sums) and np.abs(sums - 1.0).max() <= 1e-15  # four running sums, not numpy's order
+    rows[1, where] = bad
+    assert not check_rows(rows, sums)
