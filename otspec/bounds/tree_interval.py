@@ -60,6 +60,7 @@ polymatroid to its base.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -371,14 +372,14 @@ class ExploredTree:
             # h(m) <= min(k m, 1): a cheaper, still valid, child cap (tail tokens have h(m) ~ k m anyway)
             hb = np.minimum(self.k * self.ms[i] * qr, 1.0)
             cap1[i] = float(hb.sum())
-            fv[i] = _tangents(pr, hb, min(self.mb[i], float(coverage(self.ms[i], self.k))) * _TANGENT_GRID)
+            fv[i] = _tangents(pr, hb, min(self.mb[i], _coverage_scalar(self.ms[i], self.k)) * _TANGENT_GRID)
         return {"sb": np.clip(sb, 0.0, 1.0), "rho": np.clip(rho, 0.0, 1.0), "cap1": cap1, "lev": np.maximum(lev, 0), "fv": fv, "res": res}
 
     def _compiled_node(self, i: int, p_row, q_row, sb, rho, cap1, fv, res) -> None:
         """:meth:`arrays` at one non-root expanded node in one compiled pass (the reference's
         quantities, bit for bit)."""
         skip = np.array(sorted(self.nodes[c][-1] for c in self.children[i]), dtype=np.int64)
-        grid = np.sort(min(self.mb[i], float(coverage(self.ms[i], self.k))) * _TANGENT_GRID)
+        grid = np.sort(min(self.mb[i], _coverage_scalar(self.ms[i], self.k)) * _TANGENT_GRID)
         cap_h, cap_p = np.empty(grid.size + 1), np.empty(grid.size + 1)
         buf = self._scratch(4)
         r, qsum, c1, total = self.kern.rest_stats(p_row, q_row, skip, self.k * self.ms[i], grid, cap_h, cap_p, buf)
@@ -395,6 +396,13 @@ class ExploredTree:
         if buf is None or buf.shape[0] < rows:
             buf = self._buf = np.empty((rows, self.V))
         return buf
+
+
+def _coverage_scalar(m: float, k: int) -> float:
+    """:math:`h(m) = 1 - (1 - m)^k` for one float (as :func:`~otspec.bounds.tree_node.coverage`,
+    without numpy's per-call cost; it only places the tangent points, where any value is valid)."""
+    m = min(max(m, 0.0), 1.0)
+    return 1.0 if m == 1.0 else -math.expm1(k * math.log1p(-m))
 
 
 #: Where F_v's tangents are taken, as fractions of the largest W(v): a few lines bound the concave
