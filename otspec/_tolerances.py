@@ -155,10 +155,10 @@ TREE_INTERVAL_MAX_ROUNDS = 200
 #: The interval's cutting planes stop (status "width_tolerance") once they could take at most this
 #: share of the width off the upper bound (the dual bound minus the LP's value at a feasible point,
 #: over the dual bound minus the explored part of the lower bound). At real vocabulary the width is
-#: the unexplored tails' terms and a full loop moves it by ~0.1%; at 3e-4 the bench's mean width is
-#: the full loop's with half its rounds. A closing interval (everything explored) never stops
-#: early: its share is 1 until the cuts converge.
-TREE_INTERVAL_CUT_ROOM = 3e-4
+#: the unexplored tails' terms and a full loop moves it by ~0.1%; at 1e-4 the bench's mean width is
+#: the full loop's to 1e-4 with about half its rounds. A closing interval (everything explored)
+#: never stops early: its share is 1 until the cuts converge.
+TREE_INTERVAL_CUT_ROOM = 1e-4
 
 #: The KL-budget frontier (otspec.bounds.lossy.kl_frontier) is an exponential-cone program solved by
 #: an interior-point method (Clarabel, ~1e-8 relative accuracy); its lower bound (an exact lossless
