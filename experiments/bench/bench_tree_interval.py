@@ -71,6 +71,7 @@ def _lp_free_bounds(tree, arr) -> tuple[float, float]:
     return upper, ti_module._lower(tree, arr, [law])[0]
 
 
+# long-function: one interleaved measuring loop over cells and engines, then the table, in the order they run
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="experiments/out/bench_tree_interval")
