@@ -370,6 +370,10 @@ def tables_of(payload: dict) -> dict[str, str]:
             ["draft", "T", "cost", "alpha per drafted step"], rows
         )
     }
+    steps = [k for k in rel if k.startswith("target_forward_")]
+    tables["Target forward over n new positions with a cache (x a target step)"] = markdown_table(
+        ["n", *(k.rsplit("_", 1)[1] for k in steps)], [["cost", *(fmt(rel[k], 3) for k in steps)]]
+    )
     res = payload["decode"]["results"]
     if res:
         drows = [["plain sampling", "-", fmt(res["plain"]["tokens_per_s"], 2), "1.000", "1 (reference)"]]

@@ -55,7 +55,7 @@ TRAINED_DRAFTS = ("smollm2-exit<L>", "smollm2-medusa", "smollm2-eagle")
 DEFAULTS = {
     "exit": {"steps": 250, "batch": 128, "lr": 3e-3},
     "medusa": {"steps": 150, "batch": 128, "lr": 3e-3, "n_heads": 3},
-    "eagle": {"steps": 1500, "batch": 64, "lr": 3e-3},
+    "eagle": {"steps": 300, "batch": 128, "lr": 3e-3},
 }
 
 _NAME = re.compile(r"^(?P<target>[a-z0-9.]+?)-(?:exit(?P<layers>[0-9]+)|(?P<kind>medusa|eagle))$")
