@@ -25,6 +25,7 @@ __all__ = [
     "STATUS_CONSTRAINED",
     "STATUS_CHECK_FAILED",
     "STATUS_SOLVER_FAILED",
+    "SolverFailedWarning",
 ]
 
 #: The value is the optimum and every plain-numpy re-check passed.
@@ -35,6 +36,12 @@ STATUS_CONSTRAINED = "optimal_constrained"
 STATUS_CHECK_FAILED = "check_failed"
 #: The solver itself did not report an optimal solution.
 STATUS_SOLVER_FAILED = "solver_failed"
+
+
+class SolverFailedWarning(UserWarning):
+    """A verifier built on an LP (``khisti``'s selection weights, ``optimal_plan``'s transport plan)
+    whose solve did not end optimal. Its solution is not read: the verifier runs a lossless fall-back
+    rule instead, whose acceptance it reports exactly but which is not the optimal one."""
 
 
 @dataclass(frozen=True, eq=False)

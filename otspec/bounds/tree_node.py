@@ -420,7 +420,8 @@ class NodeLPSolution:
     objective : float
         The LP's objective :math:`\\sum_u A(u)`.
     ok : bool
-        Whether HiGHS reported an optimal model in every round.
+        Whether HiGHS reported an optimal model in the last round (the one whose solution is
+        returned; an earlier failed round only cost cuts, which stay valid).
     rounds, cuts : int
         Cutting-plane rounds and cuts added.
     polished : bool
@@ -689,6 +690,9 @@ def solve_node_lp(table: prefixes.PrefixTable, k: int) -> NodeLPSolution:
     -------
     NodeLPSolution
         The node variables, cut weights for the dual bound, the LP objective and solver facts.
+        When the last HiGHS run did not end optimal (e.g. it returned an error without solving),
+        ``ok`` is False and the variables are whatever HiGHS left (zeros, or a stale round's):
+        :func:`otspec.tree_optimum` then reports ``status="solver_failed"``, never ``"optimal"``.
     """
     import highspy
 

@@ -39,12 +39,14 @@ selection (closed form for i.i.d. drafts, the exact LP otherwise).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from otspec._docs import fill_doc
 from otspec._validation import as_distribution, check_same_vocab
 from otspec.bounds.highs import solve_colwise
-from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED
+from otspec.bounds.result import STATUS_OPTIMAL, STATUS_SOLVER_FAILED, SolverFailedWarning
 from otspec.laws import DraftLaw
 from otspec.sampling import sample_categorical, spawn_streams
 from otspec.verifiers.base import Verifier
@@ -140,6 +142,16 @@ class SelectionWeights:
         return set_index(self.sets, tuples)
 
 
+def _warn_solver_failed(info: str) -> None:
+    """The verifier claims optimality: a silent fall-back would pass a sub-optimal acceptance off as its own."""
+    warnings.warn(
+        f"khisti's selection LP did not end optimal (HiGHS: {info}); its solution is not read and the rule falls back "
+        "to uniform selection (lossless, not optimal); check the HiGHS options of this process",
+        SolverFailedWarning,
+        stacklevel=3,
+    )
+
+
 def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     r"""Solve :math:`\max_\beta \sum_y \min(p(y), r_\beta(y))` by LP over the draft sets of ``law``.
 
@@ -159,6 +171,14 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     SelectionWeights
         The optimal :math:`\beta` per draft set, its induced law :math:`r_\beta` and the value
         :math:`\alpha^*`; if HiGHS fails, uniform selection with ``status="solver_failed"``.
+
+    Warns
+    -----
+    SolverFailedWarning
+        When the HiGHS run does not end optimal (model status other than "Optimal", e.g. a run
+        that returned an error without solving). Its solution is not read: the rule falls back to
+        uniform selection, which stays lossless but is not the optimal selection, so
+        :class:`KhistiVerifier`'s acceptance is then that of uniform selection.
 
     Raises
     ------
@@ -181,7 +201,7 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     index[1 : 2 * nw : 2] = V + rows_s
     index[2 * nw :] = np.arange(V)
     value = np.concatenate([np.tile([-1.0, 1.0], nw), np.ones(V)])
-    h, ok, _ = solve_colwise(
+    h, ok, info = solve_colwise(
         cost=np.concatenate([np.zeros(nw), -np.ones(V)]),
         row_lower=np.concatenate([np.full(V, -np.inf), Qs]),
         row_upper=np.concatenate([np.zeros(V), Qs]),
@@ -199,6 +219,7 @@ def selection_weights(p: np.ndarray, law: DraftLaw) -> SelectionWeights:
     else:  # fall back to uniform selection so the (lossless) rule stays defined; status says why
         w = np.ones(nw)
         status = STATUS_SOLVER_FAILED
+        _warn_solver_failed(info)
     beta[rows_s, cols_j] = w
     tot = beta.sum(axis=1)
     beta[tot > 0] /= tot[tot > 0, None]

@@ -16,10 +16,13 @@ acceptance moves by at most the LP tolerance.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from otspec._docs import fill_doc
 from otspec.bounds import optimal_acceptance
+from otspec.bounds.result import STATUS_SOLVER_FAILED, SolverFailedWarning
 from otspec.laws import DraftLaw
 from otspec.sampling import sample_categorical
 from otspec.verifiers.base import Verifier
@@ -102,6 +105,13 @@ class OptimalPlanVerifier(Verifier):
         CleanPlan
             The plan the verifier samples from; computed once per ``(law, p)`` (cached on the law).
 
+        Warns
+        -----
+        SolverFailedWarning
+            When the LP's solver did not end optimal (``status == "solver_failed"``): its solution
+            is not read, the plan accepts nothing and every output is a fresh draw from ``p``
+            (lossless, not the optimal coupling).
+
         Raises
         ------
         InvalidDistributionError, ShapeMismatchError
@@ -116,6 +126,13 @@ class OptimalPlanVerifier(Verifier):
             res = optimal_acceptance(p, law, method="lp")
             if res.plan is None:  # pragma: no cover - the LP method always returns a plan
                 raise RuntimeError("optimal_acceptance(method='lp') returned no plan")
+            if res.status == STATUS_SOLVER_FAILED:  # the verifier claims the optimum: say it does not have it
+                warnings.warn(
+                    f"optimal_plan's LP did not end optimal ({res.solver_info}); its solution is not read and the plan "
+                    "accepts nothing: every output is a fresh draw from p (lossless, not optimal); check the HiGHS options of this process",
+                    SolverFailedWarning,
+                    stacklevel=4,
+                )
             return CleanPlan(p, res.plan, res.value, res.status)
 
         return law.cached("optimal_plan.plan", p, build)
