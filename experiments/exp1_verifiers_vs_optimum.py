@@ -530,7 +530,7 @@ def _along_tables(d: dict) -> dict[str, str]:
             "steps",
             "fits that failed",
             "mean acceptance (fits that ran)",
-            "max |acceptance - alpha*_WOR|",
+            "max abs(acceptance - alpha*_WOR)",
             "median CPU s per fit",
             "range s",
         ],

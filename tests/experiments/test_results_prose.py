@@ -287,6 +287,36 @@ def section4_quotes() -> dict[str, list[str]]:
     return {"results-exp2": two, "results-exp3": three}
 
 
+def along_quotes() -> list[str]:
+    """Experiment 1 along whole generations: setting, the optimal_wor fits, the shares at k = 4."""
+    d = _json("exp1_verifiers_vs_optimum_along")
+    fits = [(T, f) for T, fs in d["optimal_wor_fits"].items() for f in fs]
+    failed = [(T, f) for T, f in fits if f["error"]]
+    ran = sorted(f["cpu_seconds"] for _, f in fits if not f["error"])
+    short = [f for _, f in fits if not f["error"] and f["opt_wor"] - f["acceptance"] > 1e-3]
+    by_t = {T: sum(1 for t, _ in failed if t == T) for T in d["optimal_wor_fits"]}
+    j = d["ks"].index(4)
+    out = [
+        f"{len(d['prompts'])} prompts x {d['positions']['per_prompt']} positions",
+        f"mean position {sum(d['positions']['index']) / len(d['positions']['index']):.1f}, the largest {max(d['positions']['index'])}",
+        f"{len(failed)} of the {len(fits)} fits raised {failed[0][1]['error'].split(':')[0]}" if failed else "no fit failed",
+        " and ".join(f"{n} at T = {float(T):g}" for T, n in by_t.items() if n),
+        f"median {ran[len(ran) // 2]:.1f} s CPU per fit ({ran[0]:.1f}-{ran[-1]:.1f} s",
+        f"{len(short)} of the {len(ran)} fits that ran accept less than alpha*_WOR by more than 0.001 ("
+        + ", ".join(f"{f['opt_wor'] - f['acceptance']:.3f}" for f in short)
+        + ")",
+        f"{d['seconds']['total'] / 60:.1f} minutes wall",
+        "all on steps where :math:`\\alpha^*_{WOR}` is 1 to six digits" if all(f["opt_wor"] > 1 - 1e-6 for f in short) else "NOT ALL AT 1",
+    ]
+    for T in d["temperatures"]:
+        sh = d["share_of_wor_gain"][str(T)]
+        out.append(
+            f"T = {T:g}: gain {_ci(_at(sh['wor_minus_iid'], j), 3)}, RRS w/o {_ci(_at(sh['rrs_wor'], j), 2)}, "
+            f"w/o at i.i.d. opt. {_ci(_at(sh['wor_iid'], j), 2)}"
+        )
+    return out
+
+
 SECTIONS = {
     "results-ledger": "results-method",
     "results-method": "results-exp1",
@@ -305,7 +335,7 @@ def all_quotes() -> dict[str, tuple[str, ...]]:
     """Section label -> every expected string of that section (computed once per test run)."""
     quotes_by = expected_quotes()
     two, three = exp2_exp3_quotes()
-    quotes_by["results-exp1"] = exp1_quotes()
+    quotes_by["results-exp1"] = exp1_quotes() + along_quotes()
     quotes_by["results-exp2"] += two
     quotes_by["results-exp3"] += three
     for label, quotes in [*exp4_and_speed_quotes().items(), *section4_quotes().items()]:
@@ -339,6 +369,9 @@ def test_the_prose_quotes_the_json():
         ("z between -1.44 and +1.31", "z between -1.44 and +1.30"),
         ("0.695x [0.667, 0.720]", "0.695x [0.667, 0.72]"),
         ("(expected -21.8)", "(expected -21.9)"),
+        ("-2.6% [-8.3, +4.8]", "-2.6% [-8.3, +4.9]"),
+        ("RRS w/o 0.94 [0.89, 0.97]", "RRS w/o 0.94 [0.89, 0.98]"),
+        ("about 22 hours", "about 21 hours"),
     ],
 )
 def test_a_drifted_number_is_caught(old, new):
