@@ -270,6 +270,7 @@ class MedusaDraft:
     weights: str = "smollm2-medusa"
     head: Any = None
     info: dict | None = field(default=None, init=False, repr=False, compare=False)
+    """The loaded weights' JSON sidecar (training seed, steps, data); ``None`` when ``head`` was given."""
     modes: ClassVar[tuple[str, ...]] = ("chain", "single", "tree")
     model: ClassVar[Any] = None
     needs_target_hidden: ClassVar[bool] = True
@@ -348,6 +349,7 @@ class EagleDraft:
     weights: str = "smollm2-eagle"
     head: Any = None
     info: dict | None = field(default=None, init=False, repr=False, compare=False)
+    """The loaded weights' JSON sidecar (training seed, steps, data); ``None`` when ``head`` was given."""
     modes: ClassVar[tuple[str, ...]] = ("chain", "single", "tree")
     model: ClassVar[Any] = None
     needs_target_hidden: ClassVar[bool] = True
