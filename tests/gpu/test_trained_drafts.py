@@ -110,3 +110,19 @@ def test_cli_rejects_unknown_drafts(capsys):
     assert "early-exit depth must be in 1..29" in capsys.readouterr().err
     assert cli_main(["train-draft", "gpt9-medusa"]) == 2
     assert "SmolLM2 drafts only" in capsys.readouterr().err
+
+
+def test_training_prompts_drop_the_evaluation_prompts(monkeypatch):
+    import numpy as np
+
+    from otspec_gpu.training import corpus
+
+    held_out = corpus._evaluation_texts()
+    assert len(held_out) == 64 and "Explain why the sky is blue to a ten-year-old." in held_out
+    # a builder that happens to produce an evaluation prompt: it is dropped, the rest kept in order
+    monkeypatch.setattr(corpus, "_docstring_tasks", lambda rng, n: [held_out[0], "Write a Python function `f` that adds."][:n])
+    monkeypatch.setattr(corpus, "_paragraphs", lambda rng, n: ["Summarise the following text in two sentences.\n\nA text."] * n)
+    got = corpus.training_prompts(np.random.default_rng(0), 8)
+    assert held_out[0] not in got and "Write a Python function `f` that adds." in got
+    assert not set(got) & set(held_out)
+    assert got == corpus.training_prompts(np.random.default_rng(0), 8)  # seeded
