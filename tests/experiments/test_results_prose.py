@@ -317,6 +317,26 @@ def along_quotes() -> list[str]:
     return out
 
 
+def exit_quotes() -> list[str]:
+    """Experiment 1 along whole generations with the trained early-exit draft: its weights and numbers."""
+    d = _json("exp1_verifiers_vs_optimum_exit6_along")
+    info, s = d["trained_draft"], d["summary"]
+    j1, j4 = d["ks"].index(1), d["ks"].index(4)
+    fits = [f for fs in d["optimal_wor_fits"].values() for f in fs]
+    sh = {T: d["share_of_wor_gain"][T] for T in ("0.6", "1.0")}
+    return [
+        f"``{info['name']}``: the first {info['layers']} layers of SmolLM2 and an exit head trained for {info['training']['steps']} steps",
+        f"SHA-256 ``{info['weights_sha256'][:12]}``",
+        f"{len(d['prompts'])} prompts x {d['positions']['per_prompt']} positions",
+        f"single-draft acceptance {s['0.6']['opt_iid']['mean'][j1]:.3f} at T = 0.6 and {s['1.0']['opt_iid']['mean'][j1]:.3f} at T = 1",
+        f"gain at k = 4 is {_ci(_at(sh['0.6']['wor_minus_iid'], j4), 3)} at T = 0.6 and {_ci(_at(sh['1.0']['wor_minus_iid'], j4), 3)} at T = 1",
+        f"RRS without replacement keeps {_ci(_at(sh['0.6']['rrs_wor'], j4), 2)} of it at T = 0.6 and {_ci(_at(sh['1.0']['rrs_wor'], j4), 2)} at T = 1",
+        f"all {len(fits)} optimal_wor fits ran" if not any(f["error"] for f in fits) else "SOME FIT FAILED",
+        f"within {max(abs(f['acceptance'] - f['opt_wor']) for f in fits):.0e} of alpha*_WOR",
+        f"({d['seconds']['total'] / 60:.1f} minutes wall)",
+    ]
+
+
 SECTIONS = {
     "results-ledger": "results-method",
     "results-method": "results-exp1",
@@ -335,7 +355,7 @@ def all_quotes() -> dict[str, tuple[str, ...]]:
     """Section label -> every expected string of that section (computed once per test run)."""
     quotes_by = expected_quotes()
     two, three = exp2_exp3_quotes()
-    quotes_by["results-exp1"] = exp1_quotes() + along_quotes()
+    quotes_by["results-exp1"] = exp1_quotes() + along_quotes() + exit_quotes()
     quotes_by["results-exp2"] += two
     quotes_by["results-exp3"] += three
     for label, quotes in [*exp4_and_speed_quotes().items(), *section4_quotes().items()]:
