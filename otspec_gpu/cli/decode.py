@@ -56,7 +56,8 @@ def _model_options(ap: argparse.ArgumentParser) -> None:
         "--draft",
         default="smollm2-int8",
         help=(
-            "draft model: smollm2-int8, smollm2-t<T> (self-draft at temperature T), gemma3-270m-t<T>, tiny-draft, or prompt-lookup "
+            "draft model: smollm2-int8, smollm2-t<T> (self-draft at temperature T), smollm2-exit<L> (trained early exit after layer L), "
+            "gemma3-270m-t<T>, tiny-draft, or prompt-lookup "
             "(no draft model: the continuation of the context's most recent earlier n-gram match; chains only), smollm2-medusa or "
             "smollm2-eagle (trained heads on the target's last hidden layer; weights built by otspec train-draft NAME) "
             "(default smollm2-int8)"

