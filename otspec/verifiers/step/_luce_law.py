@@ -76,6 +76,9 @@ __all__ = [
     "LuceLaw",
     "QuadratureGrid",
     "TAIL_EPS",
+    "T_MAX",
+    "WEIGHT_FLOOR",
+    "floor_weights",
     "law_from_sums",
     "luce_law_exact",
     "luce_law_quadrature",
@@ -105,6 +108,14 @@ TAIL_RHO = 0.05
 TAIL_TRUNC = 1e-18
 #: The split pays from this many tail tokens on (below it the plain recursion is as fast).
 TAIL_MIN = 64
+#: Positive weights below this fraction of their level's maximum are raised to it: the s-range
+#: grows like 1 / (smallest weight) (a weight of 1e-318 made it infinite), and a token this light
+#: is selected over any weight-1 token of D' with probability at most WEIGHT_FLOOR. The law
+#: returned is that of the floored weights; the rule uses the same ones (:func:`floor_weights`).
+WEIGHT_FLOOR = 1e-18
+#: Largest t of the t-grid (e^t must stay finite in float64): where q's mass outside its top k
+#: is below ~1e-298 the t-range is cut here and the dropped tail is added to the error.
+T_MAX = 1e300
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,6 +143,41 @@ class LuceLaw:
     method: str
     nodes: int = 0
     second: np.ndarray | None = None
+
+
+def floor_weights(b: np.ndarray, in_A: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+    r"""The weights the quadrature oracle evaluates: each level scaled to maximum 1, and the
+    positive weights (or, with ``active``, the active tokens' weights, including ones that
+    underflowed to 0) raised to at least :data:`WEIGHT_FLOOR`.
+
+    Parameters
+    ----------
+    b : ndarray, shape (V,)
+        Non-negative Luce weights.
+    in_A : ndarray of bool, shape (V,)
+        The upper level.
+    active : ndarray of bool, shape (V,), optional
+        Tokens whose weight must be positive (default: those with b > 0).
+
+    Returns
+    -------
+    ndarray, shape (V,)
+        The floored weights (0 off ``active``): the same Luce rule up to the floor, and the
+        weights whose law :func:`luce_law_quadrature` returns (it floors its input this way).
+
+    Examples
+    --------
+    >>> floor_weights(np.array([2.0, 1e-300, 0.0]), np.zeros(3, dtype=bool)).tolist()
+    [1.0, 1e-18, 0.0]
+    """
+    b = np.asarray(b, dtype=np.float64)
+    act = b > 0 if active is None else np.asarray(active, dtype=bool)
+    out = np.zeros(b.size)
+    for lev in (act & in_A, act & ~in_A):
+        if lev.any():
+            m = b[lev].max()
+            out[lev] = np.maximum(b[lev] / m, WEIGHT_FLOOR) if m > 0 else 1.0
+    return out
 
 
 def luce_selection_rows(rows: np.ndarray, b: np.ndarray, in_A: np.ndarray) -> np.ndarray:
@@ -202,6 +248,11 @@ def _gamma_tail_x(k: int, eps: float) -> float:
     return x
 
 
+def _gamma_sf(k: int, x: float) -> float:
+    r""":math:`P(\mathrm{Gamma}(k+1, 1) > x)` (at most 1)."""
+    return min(1.0, math.exp(-x) * sum(x**i / math.factorial(i) for i in range(k + 1)))
+
+
 def _grid(lo: float, hi: float, h: float) -> tuple[np.ndarray, np.ndarray]:
     """Nodes ``i h`` covering ``[lo, hi]`` (log scale) and their coarseness: 2 where 4 divides i
     (a node of the step-4h rule), 1 where 2 does, else 0."""
@@ -239,6 +290,8 @@ class QuadratureGrid:
         carries the closed-form left tail.
     left_bound : float
         Relative error bound of the compressed left end (0 without compression).
+    t_cut : float
+        Bound on the L1 mass dropped where the t-range is cut at :data:`T_MAX` (0 otherwise).
     """
 
     V: int
@@ -254,6 +307,7 @@ class QuadratureGrid:
     coarse_s: np.ndarray
     mult: np.ndarray
     left_bound: float = 0.0
+    t_cut: float = 0.0
 
 
 def quadrature_grid(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, h: float) -> QuadratureGrid | LuceLaw:
@@ -288,15 +342,18 @@ def quadrature_grid(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, h: f
         second = np.zeros(V)
         second[pos] = sel**2
         return LuceLaw(r=r, error=0.0, method="exact", second=second)
-    for lev in (inA, ~inA):  # only ratios within a level matter: scale each to max 1
-        m = bb[lev].max() if lev.any() else 0.0
-        if m > 0:
-            bb[lev] /= m
+    # only ratios within a level matter: scale each to max 1, floor the positive ones (their
+    # s-range is 1 / the smallest weight)
+    bb = floor_weights(bb, inA)
     srt = np.sort(qq)
     lam = float(srt[: pos.size - k].sum())  # smallest exit rate of a k-set: 1 - (top-k mass)
     lam1 = float(srt[: pos.size - k + 1].sum())  # 1 - (top-(k-1) mass)
     t_lo = (TAIL_EPS * math.factorial(k + 1)) ** (1.0 / (k + 1))
-    t_hi = _gamma_tail_x(k, TAIL_EPS) / lam
+    x_tail = _gamma_tail_x(k, TAIL_EPS)
+    # q's mass outside its top k below ~1e-298: cut at T_MAX, the dropped mass (the k-th ring
+    # after T_MAX, Gamma(k+1) tail at lam T_MAX) joins the error, for every token
+    t_hi = x_tail / lam if x_tail < lam * T_MAX else T_MAX
+    t_cut = 0.0 if t_hi < T_MAX else pos.size * _gamma_sf(k, lam * T_MAX)
     s_lo = S_LEFT / k
     act = bb > 0
     m_y = np.minimum(1.0, k * qq[act] / lam1) * pos.size
@@ -324,7 +381,7 @@ def quadrature_grid(q: np.ndarray, b: np.ndarray, in_A: np.ndarray, k: int, h: f
         )
     else:
         left_bound = 0.0
-    return QuadratureGrid(V, pos, qq, bb, inA, k, h, taus, sigmas, ct, cs, mult, float(left_bound))
+    return QuadratureGrid(V, pos, qq, bb, inA, k, h, taus, sigmas, ct, cs, mult, float(left_bound), float(t_cut))
 
 
 def _left_rule(s_c: float, h: float) -> tuple[np.ndarray, np.ndarray]:
@@ -375,7 +432,7 @@ def law_from_sums(grid: QuadratureGrid, out: np.ndarray, out2: np.ndarray, out4:
     d2 = float(np.abs(out2 - out4).sum())  # ~ error of the step-4h rule
     # log(error) is about linear in 1/h: extrapolate from 1/(4h), 1/(2h) to 1/h (capped by d1)
     est = d1 * min(1.0, d1 / d2) ** 2 if d2 > 0 else d1
-    err = est + 64 * ROUND * n + 4 * TAIL_EPS * n + grid.left_bound
+    err = est + 64 * ROUND * n + 4 * TAIL_EPS * n + grid.left_bound + grid.t_cut
     return LuceLaw(r=r, error=err, method="quadrature", nodes=int(grid.taus.size * grid.sigmas.size), second=sec)
 
 

@@ -43,7 +43,7 @@ from otspec._docs import fill_doc
 from otspec.laws import DraftLaw
 from otspec.verifiers.base import Verifier
 from otspec.verifiers.schedule import AcceptSchedule, accept_ratio, residual
-from otspec.verifiers.step._luce_law import LuceLaw, luce_law_exact, luce_law_quadrature, luce_selection_rows
+from otspec.verifiers.step._luce_law import LuceLaw, floor_weights, luce_law_exact, luce_law_quadrature, luce_selection_rows
 from otspec.verifiers.step._luce_weights import fit_luce_weights, fit_luce_weights_sets
 from otspec.verifiers.step._wor_selection import wor_selection
 
@@ -176,6 +176,10 @@ class OptimalWORVerifier(Verifier):
             # the best weights is the accept step's law: no further evaluation
             # start from the densities r*/q (bounded between the two pool constants c' and c)
             b = np.where(q > 0, sel.r / np.where(q > 0, q, 1.0), 0.0)
+            # the oracle's law is that of the floored weights (each level's maximum 1, the rest at
+            # least WEIGHT_FLOOR; weights the fit's step sent to 1e-318 or to 0 made the s-range
+            # infinite): the rule uses the same floored weights, so its law is the oracle's
+            active = (sel.r > 0) & (q > 0)
             its, res, lw = 0, np.inf, None
             for h_phase, tol_phase, patience in (
                 (self.h_fit, max(self.tol, COARSE_TOL), COARSE_PATIENCE),
@@ -187,14 +191,14 @@ class OptimalWORVerifier(Verifier):
                     sel.r,
                     q,
                     sel.in_A,
-                    lambda bb, hh=h_phase: luce_law_quadrature(q, bb, sel.in_A, k, h=hh),
+                    lambda bb, hh=h_phase: luce_law_quadrature(q, floor_weights(bb, sel.in_A, active), sel.in_A, k, h=hh),
                     tol=tol_phase,
                     max_iter=self.max_iter - its,
                     b0=b,
                     patience=patience,
                     damping=FIT_DAMPING,
                 )
-                b, its, res = fit.b, its + fit.iterations, fit.residual
+                b, its, res = floor_weights(fit.b, sel.in_A, active), its + fit.iterations, fit.residual
                 lw = fit.law if h_phase == self.h else None
             if lw is None:
                 lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)

@@ -17,7 +17,7 @@ from scipy import stats
 import otspec
 from otspec.errors import UnsupportedMethodError
 from otspec.verifiers import ALL, optimal_wor
-from otspec.verifiers.step._luce_law import luce_law_exact, luce_law_quadrature, luce_selection_rows
+from otspec.verifiers.step._luce_law import WEIGHT_FLOOR, floor_weights, luce_law_exact, luce_law_quadrature, luce_selection_rows
 from otspec.verifiers.step._wor_selection import wor_selection
 from otspec.verifiers.step.optimal_wor import OptimalWORVerifier
 
@@ -342,3 +342,54 @@ def test_scale_fit_against_the_enumerated_law(V, k, seed, rho, monkeypatch):
     exact_gap = st.alpha_star - float(np.minimum(p, ex.r).sum())
     assert abs(exact_gap - st.gap) <= st.law.error
     assert st.fit_iterations <= 20
+
+
+def test_oracle_floors_weights_that_underflow():
+    """Weights a full Newton step can produce on sharp real rows (one at 1e-320 of its level's
+    maximum, another at 1e-30) made the s-range infinite (``OverflowError`` building the grid).
+    The oracle evaluates the floored weights (each level's maximum 1, the rest at least
+    WEIGHT_FLOOR): its law equals the enumerated law of exactly those weights, within its error."""
+    q = np.array([0.6, 0.2, 0.1, 0.05, 0.03, 0.02])
+    k = 2
+    law = otspec.without_replacement(q, k)
+    in_A = np.array([True, True, False, False, True, False])
+    b = np.array([1.0, 1e-320, 0.5, 1e-30, 0.3, 1.0])
+    fb = floor_weights(b, in_A)
+    assert fb[1] == WEIGHT_FLOOR and fb[3] == WEIGHT_FLOOR and fb[0] == 1.0 and fb[2] == 0.5
+    sets, w = law.enumerate_sets()
+    ex = luce_law_exact(sets, w, fb, in_A)
+    qu = luce_law_quadrature(q, b, in_A, k)
+    err = np.abs(ex.r - qu.r).sum()
+    assert err <= 1e-12
+    assert err <= qu.error
+
+
+def test_oracle_cuts_the_t_range_of_a_one_hot_top_k():
+    """q whose mass outside its top k is ~1e-310 made t_max = x / 1e-310 infinite (``OverflowError``).
+    The t-range is cut at T_MAX and the dropped mass joins the error: the error still covers the
+    true L1 error against enumeration."""
+    q = np.array([0.5, 0.5, 1e-310, 2e-310])
+    k = 2
+    law = otspec.without_replacement(q, k)
+    in_A = np.array([True, False, True, False])
+    b = np.array([1.0, 0.5, 0.2, 1.0])
+    sets, w = law.enumerate_sets()
+    ex = luce_law_exact(sets, w, b, in_A)
+    qu = luce_law_quadrature(q, b, in_A, k)
+    assert np.all(np.isfinite(qu.r))
+    assert np.abs(ex.r - qu.r).sum() <= qu.error
+
+
+def test_rule_uses_the_weights_the_oracle_evaluated():
+    """At scale the state's weights are the floored ones the oracle evaluated (each level's
+    maximum 1, active weights at least WEIGHT_FLOOR), so the rule's law is the oracle's law."""
+    rng = np.random.default_rng(3)
+    V, k = 40, 3
+    p, q = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5))
+    law = otspec.without_replacement(q, k)
+    st = OptimalWORVerifier(exact_max_sets=0, max_iter=3).state(p, law)
+    active = (st.r_star > 0) & (q > 0)
+    np.testing.assert_array_equal(st.b, floor_weights(st.b, st.in_A, active))
+    sets, w = law.enumerate_sets()
+    ex = luce_law_exact(sets, w, st.b, st.in_A)
+    assert np.abs(ex.r - st.law.r).sum() <= max(st.law.error, 1e-12)
