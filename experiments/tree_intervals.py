@@ -12,6 +12,20 @@ and the rows of a node scored once are reused. Also recorded: K-SEQ's exact E[ta
 drafted tree (SpecTr's tree verifier, for scale) and the milliseconds each interval costs beyond
 the forward passes. ``--quick`` runs the harness's tiny models (V = 6), where full exploration
 (K = V, gamma levels) gives the exact T* at each context, and checks that every interval holds it.
+
+``--rules`` puts tree verifiers next to the interval, each with its exact E[tau | tree] on the same
+drafted tree (coins integrated out): K-SEQ and RRS (``otspec.theory.tree_expected``), K-SEQ's BV
+boost and nested optimal selection (``otspec.verifiers.tree_deployable``; nested at k = 2 only),
+Traversal Verification (the emitted block's exact law, ``otspec.verifiers.traversal.tree_law``),
+and ``topk``: sample-and-match on the deterministic top-k tree of the same size (the draft's top k
+first tokens, each continued greedily to gamma tokens; EAGLE's static tree with branching
+(k, 1, ..., 1)), whose E[tau] is the target mass of its nodes
+(``otspec.verifiers.sample_match.expected_accepted_given_paths``). The ``verifiers`` table gives,
+per cell, each rule's mean and its share of the mean certified lower bound on T* (a ratio of
+means with a 95% cluster-bootstrap interval over prompts, :func:`otspec.stats.clustered_ratio`).
+A lossless i.i.d.-tree verifier averages to at most T*, so its share of the upper bound is at
+most 1 up to sampling; the top-k tree is another draft law, not bounded by T*.
+Drafts: ``--pairs`` takes ``int8``, ``t<T>`` or a trained early exit ``exit<L>`` (e.g. ``exit6``).
 """
 
 from __future__ import annotations
@@ -23,10 +37,20 @@ import numpy as np
 from _output import experiment, fmt, markdown_table, save_figure
 
 PAIRS = ("int8", "t0.7")
+#: Tree verifiers scored per drafted tree (``topk``: sample-and-match on the top-k tree).
+RULES = ("kseq", "rrs", "kseq_bv", "nested", "traversal", "topk")
+RULE_NAMES = {
+    "kseq": "K-SEQ",
+    "rrs": "RRS",
+    "kseq_bv": "K-SEQ + BV",
+    "nested": "nested",
+    "traversal": "Traversal",
+    "topk": "top-k tree (sample-and-match)",
+}
 
 
 def arguments(ap):
-    ap.add_argument("--pairs", default=",".join(PAIRS), help="draft models of the SmolLM2 target (default int8,t0.7)")
+    ap.add_argument("--pairs", default=",".join(PAIRS), help="draft models of the SmolLM2 target: int8, t<T>, exit<L> (default int8,t0.7)")
     ap.add_argument("--prompts", type=int, default=4, help="prompts (contexts are clustered by prompt; default 4)")
     ap.add_argument("--positions", type=int, default=5, help="contexts per prompt (default 5)")
     ap.add_argument("--ks", default="2,4", help="numbers of drafted sequences (default 2,4)")
@@ -34,6 +58,9 @@ def arguments(ap):
     ap.add_argument("--levels", default="0,1,2", help="expansion levels (default 0,1,2)")
     ap.add_argument("--top-k", type=int, default=4, help="children kept per expanded node under each model (default 4)")
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of both models (default 1)")
+    ap.add_argument(
+        "--rules", default="", help=f"tree verifiers next to the interval, comma-separated from {','.join(RULES)} (default none)"
+    )
     ap.add_argument(
         "--merge",
         nargs="+",
@@ -68,6 +95,86 @@ def _summary(rows: list, pairs, configs, levels) -> list:
     return out
 
 
+def _traversal(X, P, Q) -> float:
+    """Traversal Verification's exact E[tau | tree]: the mean accepted length of its block law."""
+    from otspec.verifiers import traversal
+
+    rows_p, rows_q = {}, {}
+    for j in range(X.shape[0]):
+        for i in range(X.shape[1] + 1):
+            u = tuple(int(x) for x in X[j, :i])
+            rows_p[u] = P[j, i]
+            if i < X.shape[1]:
+                rows_q[u] = Q[j, i]
+    law = traversal.tree_law(rows_p.__getitem__, rows_q.__getitem__, X)
+    return float(sum(w * (len(o) - 1) for o, w in law.items()))
+
+
+def _topk_tree(scorer, p_root, q_root, k: int, gamma: int) -> tuple:
+    """``(X [k, gamma], P [k, gamma + 1, V])``: the draft's top-k first tokens, each continued greedily
+    (branching (k, 1, ..., 1)), and the target rows along them. Its truncations are the smaller cells' trees."""
+    X = np.zeros((k, gamma), dtype=np.int64)
+    X[:, 0] = np.argsort(-q_root, kind="stable")[:k]
+    for d in range(1, gamma):
+        _, q = scorer([tuple(int(x) for x in X[j, :d]) for j in range(k)])
+        X[:, d] = np.argmax(q, axis=1)
+    P = np.empty((k, gamma + 1, p_root.shape[0]))
+    P[:, 0] = p_root
+    for d in range(1, gamma + 1):
+        P[:, d] = scorer([tuple(int(x) for x in X[j, :d]) for j in range(k)])[0]
+    return X, P
+
+
+def _rule_values(rules, X, P, Q, topk) -> dict:
+    """Exact E[tau | tree] of each rule on the drafted tree ``X`` (``topk``: on the top-k tree ``(Xt, Pt)``)."""
+    from otspec.theory import tree_expected
+    from otspec.verifiers import tree_deployable
+    from otspec.verifiers.sample_match import expected_accepted_given_paths
+
+    k = X.shape[0]
+    out = {}
+    for rule in rules:
+        if rule in ("kseq", "rrs"):
+            out[rule] = tree_expected(P, Q, X, rule)
+        elif rule == "kseq_bv" or (rule == "nested" and k == 2):  # nested's closed form is measured at k = 2
+            out[rule] = tree_deployable.expected_accepted_given_tree(X, P, Q, rule=rule)
+        elif rule == "traversal":
+            out[rule] = _traversal(X, P, Q)
+        elif rule == "topk":
+            out[rule] = expected_accepted_given_paths(topk[1], topk[0])
+    return out
+
+
+def _verifier_summary(rows: list, rules, seed: int) -> list:
+    """Per (pair, k, gamma), at the deepest expansion level: each rule's mean and share of the mean lower bound."""
+    from otspec.stats import clustered_ratio
+
+    out = []
+    top = max(r["levels"] for r in rows)
+    cells = sorted({(r["pair"], r["k"], r["gamma"]) for r in rows if r["levels"] == top}, key=lambda c: (c[0], c[1], c[2]))
+    for pair, k, g in cells:
+        sel = [r for r in rows if (r["pair"], r["k"], r["gamma"], r["levels"]) == (pair, k, g, top)]
+        lower, upper = np.array([r["lower"] for r in sel]), np.array([r["upper"] for r in sel])
+        clusters = np.array([r["prompt"] for r in sel])
+        cell = dict(pair=pair, k=k, gamma=g, levels=top, n=len(sel), prompts=int(np.unique(clusters).size),
+                    lower=float(lower.mean()), upper=float(upper.mean()))  # fmt: skip
+        for rule in rules:
+            if all(rule in r for r in sel):
+                v = np.array([r[rule] for r in sel])
+                share = clustered_ratio(v, lower, clusters, seed=seed)
+                of_upper = clustered_ratio(v, upper, clusters, seed=seed)
+                cell[rule] = float(v.mean())
+                cell[rule + "_share"], cell[rule + "_share_low"], cell[rule + "_share_high"] = share.value, share.low, share.high
+                cell[rule + "_of_upper"], cell[rule + "_of_upper_low"], cell[rule + "_of_upper_high"] = (
+                    of_upper.value,
+                    of_upper.low,
+                    of_upper.high,
+                )
+                cell[rule + "_above_upper"] = int(np.sum(v > upper + 1e-9))  # trees whose value exceeds the round's upper bound
+        out.append(cell)
+    return out
+
+
 def _merged(args) -> dict:
     """The payload of several earlier runs (their rows concatenated, the summary recomputed)."""
     import json
@@ -85,7 +192,8 @@ def _merged(args) -> dict:
         "pairs": pairs, "ks": ks, "gammas": gammas, "levels": levels, "top_k": first["top_k"], "temperature": first["temperature"],
         "prompts": first["prompts"], "positions": first["positions"], "seconds": {k: v for p in parts for k, v in p["seconds"].items()},
         "merged_from": [{"pairs": p["pairs"], "git_revision_at_start": p.get("git_revision_at_start"), "seed": p.get("seed")} for p in parts],
-        "rows": rows, "summary": _summary(rows, pairs, configs, levels),
+        "rules": first.get("rules", []), "rows": rows, "summary": _summary(rows, pairs, configs, levels),
+        "verifiers": _verifier_summary(rows, first.get("rules", []), first.get("seed", 0)) if first.get("rules") else [],
     }  # fmt: skip
 
 
@@ -102,6 +210,9 @@ def run(args):
     if args.merge:
         return _merged(args)
     ks, gammas, levels = _ints(args.ks), _ints(args.gammas), _ints(args.levels)
+    rules = list(RULES) if args.quick else [x for x in args.rules.split(",") if x]
+    if set(rules) - set(RULES):
+        raise ValueError(f"--rules must be drawn from {','.join(RULES)} (got {args.rules!r}); drop the others")
     pairs = ("int8",) if args.quick else tuple(x for x in args.pairs.split(",") if x)
     n_prompts, n_pos = (2, 2) if args.quick else (args.prompts, args.positions)
     if args.quick:
@@ -120,6 +231,7 @@ def run(args):
                 ctx = seq[: n0 + t]
                 X, P, Q = draft_tree(target, draft, ctx, max(ks), max(gammas), proc, gen)
                 scorer = NodeScorer(target, draft, ctx, proc)
+                first = len(rows)
                 exact = {}
                 if args.quick:  # full exploration: the closed interval is T* at this context
                     for k, g in configs:
@@ -139,6 +251,14 @@ def run(args):
                             row["exact_lower"], row["exact_upper"] = exact[(k, g)]
                         rows.append(row)
                     print(f"  level {L}: {time.perf_counter() - t_pair:.0f} s, {scorer.scored} nodes scored", file=sys.stderr, flush=True)
+                # after the intervals, so the top-k tree's nodes do not pre-fill the scorer's memo for them
+                topk = _topk_tree(scorer, P[0, 0], Q[0, 0], max(ks), max(gammas)) if "topk" in rules else None
+                for k, g in configs:
+                    cut = topk and (topk[0][:k, :g], topk[1][:k, : g + 1])
+                    values = _rule_values(rules, X[:k, :g], P[:k, : g + 1], Q[:k, :g], cut)
+                    for row in rows[first:]:
+                        if (row["k"], row["gamma"]) == (k, g):
+                            row.update(values)
                 print(f"{pair} prompt {j} position {t}: {time.perf_counter() - t_pair:.0f} s", file=sys.stderr, flush=True)
         wall[pair] = time.perf_counter() - t_pair
     summary = _summary(rows, pairs, configs, levels)
@@ -152,8 +272,10 @@ def run(args):
         "prompts": n_prompts,
         "positions": n_pos,
         "seconds": wall,
+        "rules": rules,
         "rows": rows,
         "summary": summary,
+        "verifiers": _verifier_summary(rows, rules, args.seed) if rules else [],
     }
 
 
@@ -189,7 +311,27 @@ def report(payload, args):
         "lower <= T* <= upper at every context (certified); K-SEQ's E[tau | tree] is one drafted tree's value (it averages to K-SEQ's E[tau] <= T*).",
         "ms: median time of one interval beyond the forward passes (the LP, the separation, the bounds); levels >= 1 add one batched pass of both models per level.",
     ]
-    return {"interval width": table}, notes
+    tables = {"interval width": table}
+    rules = [r for r in payload.get("rules", []) if any(r in c for c in payload.get("verifiers", []))]
+    if rules:
+
+        def share(c, rule):
+            if rule not in c:
+                return "-"
+            lo, hi = c[rule + "_share_low"], c[rule + "_share_high"]
+            return f"{fmt(c[rule], 3)} ({fmt(c[rule + '_share'], 3)} [{fmt(lo, 3)}, {fmt(hi, 3)}]; {fmt(c[rule + '_of_upper'], 3)})"
+
+        tables["verifiers"] = markdown_table(
+            ["pair", "k", "gamma", "n (prompts)", "T* lower", "T* upper"] + [RULE_NAMES[r] for r in rules],
+            [[c["pair"], c["k"], c["gamma"], f"{c['n']} ({c['prompts']})", fmt(c["lower"], 3), fmt(c["upper"], 3)]
+             + [share(c, r) for r in rules] for c in payload["verifiers"]],
+        )  # fmt: skip
+        notes.append(
+            "verifiers: mean exact E[tau | tree] per rule (its share of the mean certified lower bound on T* with a 95% cluster-bootstrap "
+            f"interval over prompts; its share of the mean upper bound), at {payload['verifiers'][0]['levels']} expansion level(s); all rules on the same drafted trees except top-k "
+            "(sample-and-match on the draft's top-k first tokens continued greedily, a deterministic tree of the same size)."
+        )
+    return tables, notes
 
 
 def main(argv=None) -> dict:
