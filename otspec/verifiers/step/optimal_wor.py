@@ -30,6 +30,11 @@ need nested Luce levels along a chain of tight sets; this implementation uses th
 fallback instead: the weights are the best the iteration reaches (some run towards 0 or infinity),
 the rule stays lossless (the accept step uses the law of the weights actually used), and the
 shortfall :math:`\alpha^*_{WOR} - \sum\min(p, r_b) \le \|r_b - r^*\|_1` is reported as the gap.
+
+Sharp rows (p or q nearly one-hot): the oracle evaluates floored weights (``WEIGHT_FLOOR`` of
+:mod:`~otspec.verifiers.step._luce_law`) and the rule uses the same ones; a fit at scale that ends
+above :data:`RETRY_RESIDUAL` is run again with the plain MM step and the better one is kept. The
+reported gap is that of the law actually used in every case.
 """
 
 from __future__ import annotations
@@ -64,6 +69,10 @@ FINE_PATIENCE = 4
 #: The fit's step at scale is the full Jacobi Newton step (damping 1; the enumerated path keeps the
 #: half step): on the quadrature oracle it needs about half the evaluations of the half step.
 FIT_DAMPING = 1.0
+#: A fit at scale that ends above this residual is run again with the plain (monotone MM) step
+#: from the same start, and the better of the two is kept: on sharp rows (one token holding almost
+#: all of q) the Jacobi step, scaled by up to 1e3, overshoots from the start and stalls far from r*.
+RETRY_RESIDUAL = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,39 +180,15 @@ class OptimalWORVerifier(Verifier):
             b, res, its = fit_luce_weights_sets(sel.r, sets, weights, sel.in_A, tol=1e-13)
             lw = luce_law_exact(sets, weights, b, sel.in_A)
         else:
-            # the fit runs first on the coarse oracle (step h_fit: fewer nodes, its bias below the
-            # first phase's target), then on the accept step's own oracle (step h), whose law at
-            # the best weights is the accept step's law: no further evaluation
-            # start from the densities r*/q (bounded between the two pool constants c' and c)
-            b = np.where(q > 0, sel.r / np.where(q > 0, q, 1.0), 0.0)
-            # the oracle's law is that of the floored weights (each level's maximum 1, the rest at
-            # least WEIGHT_FLOOR; weights the fit's step sent to 1e-318 or to 0 made the s-range
-            # infinite): the rule uses the same floored weights, so its law is the oracle's
-            active = (sel.r > 0) & (q > 0)
-            its, res, lw = 0, np.inf, None
-            for h_phase, tol_phase, patience in (
-                (self.h_fit, max(self.tol, COARSE_TOL), COARSE_PATIENCE),
-                (self.h, self.tol, FINE_PATIENCE),
-            ):
-                if its >= self.max_iter or res <= self.tol:
-                    break
-                fit = fit_luce_weights(
-                    sel.r,
-                    q,
-                    sel.in_A,
-                    lambda bb, hh=h_phase: luce_law_quadrature(q, floor_weights(bb, sel.in_A, active), sel.in_A, k, h=hh),
-                    tol=tol_phase,
-                    max_iter=self.max_iter - its,
-                    b0=b,
-                    patience=patience,
-                    damping=FIT_DAMPING,
-                )
-                b, its, res = floor_weights(fit.b, sel.in_A, active), its + fit.iterations, fit.residual
-                lw = fit.law if h_phase == self.h else None
-            if lw is None:
-                lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)
-                its += 1
+            b, lw, its = self._fit_at_scale(sel, q, k, precondition=True)
             res = float(np.abs(lw.r - sel.r).sum())
+            if res > RETRY_RESIDUAL:
+                # the Jacobi step overshot (sharp rows): the plain monotone step from the start
+                b2, lw2, its2 = self._fit_at_scale(sel, q, k, precondition=False)
+                its += its2
+                res2 = float(np.abs(lw2.r - sel.r).sum())
+                if res2 < res:
+                    b, lw, res = b2, lw2, res2
         acc = float(np.minimum(p, lw.r).sum())
         return OptimalWORState(
             r_star=sel.r,
@@ -217,6 +202,43 @@ class OptimalWORVerifier(Verifier):
             fit_residual=res,
             fit_iterations=its,
         )
+
+    def _fit_at_scale(self, sel, q: np.ndarray, k: int, *, precondition: bool) -> tuple[np.ndarray, LuceLaw, int]:
+        """The weights, their law at step ``h`` and the oracle evaluations of the fit at scale."""
+        # the fit runs first on the coarse oracle (step h_fit: fewer nodes, its bias below the
+        # first phase's target), then on the accept step's own oracle (step h), whose law at
+        # the best weights is the accept step's law: no further evaluation
+        # start from the densities r*/q (bounded between the two pool constants c' and c)
+        b = np.where(q > 0, sel.r / np.where(q > 0, q, 1.0), 0.0)
+        # the oracle's law is that of the floored weights (each level's maximum 1, the rest at
+        # least WEIGHT_FLOOR; weights the fit's step sent to 1e-318 or to 0 made the s-range
+        # infinite): the rule uses the same floored weights, so its law is the oracle's
+        active = (sel.r > 0) & (q > 0)
+        its, res, lw = 0, np.inf, None
+        for h_phase, tol_phase, patience in (
+            (self.h_fit, max(self.tol, COARSE_TOL), COARSE_PATIENCE),
+            (self.h, self.tol, FINE_PATIENCE),
+        ):
+            if its >= self.max_iter or res <= self.tol:
+                break
+            fit = fit_luce_weights(
+                sel.r,
+                q,
+                sel.in_A,
+                lambda bb, hh=h_phase: luce_law_quadrature(q, floor_weights(bb, sel.in_A, active), sel.in_A, k, h=hh),
+                tol=tol_phase,
+                max_iter=self.max_iter - its,
+                b0=b,
+                patience=patience,
+                precondition=precondition,
+                damping=FIT_DAMPING,
+            )
+            b, its, res = floor_weights(fit.b, sel.in_A, active), its + fit.iterations, fit.residual
+            lw = fit.law if h_phase == self.h else None
+        if lw is None:
+            lw = luce_law_quadrature(q, b, sel.in_A, k, h=self.h)
+            its += 1
+        return b, lw, its
 
     @staticmethod
     def _key(p: np.ndarray, law: DraftLaw) -> tuple:
