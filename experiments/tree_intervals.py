@@ -22,7 +22,8 @@ first tokens, each continued greedily to gamma tokens; EAGLE's static tree with 
 (k, 1, ..., 1)), whose E[tau] is the target mass of its nodes
 (``otspec.verifiers.sample_match.expected_accepted_given_paths``). The ``verifiers`` table gives,
 per cell, each rule's mean and its share of the mean certified lower bound on T* (a ratio of
-means with a 95% cluster-bootstrap interval over prompts, :func:`otspec.stats.clustered_ratio`).
+means with a 95% cluster-bootstrap interval over prompts, :func:`otspec.stats.clustered_ratio`)
+and its share of the mean upper bound.
 A lossless i.i.d.-tree verifier averages to at most T*, so its share of the upper bound is at
 most 1 up to sampling; the top-k tree is another draft law, not bounded by T*.
 Drafts: ``--pairs`` takes ``int8``, ``t<T>`` or a trained early exit ``exit<L>`` (e.g. ``exit6``).
