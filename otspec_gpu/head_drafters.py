@@ -237,8 +237,26 @@ def _record(source: Any) -> dict:
     return {"draft_head": entry}
 
 
+class _HeadSource:
+    """What the two head sources share: their modes, no draft model, the target's feature, the name."""
+
+    modes: ClassVar[tuple[str, ...]] = ("chain", "single", "tree")
+    model: ClassVar[Any] = None
+    needs_target_hidden: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        """The draft's name in traces (``weights``).
+
+        Returns
+        -------
+        str
+        """
+        return self.weights
+
+
 @dataclass(frozen=True)
-class MedusaDraft:
+class MedusaDraft(_HeadSource):
     """Medusa heads on the target's feature, as a draft source (registered as ``"smollm2-medusa"``).
 
     Parameters
@@ -271,22 +289,9 @@ class MedusaDraft:
     head: Any = None
     info: dict | None = field(default=None, init=False, repr=False, compare=False)
     """The loaded weights' JSON sidecar (training seed, steps, data); ``None`` when ``head`` was given."""
-    modes: ClassVar[tuple[str, ...]] = ("chain", "single", "tree")
-    model: ClassVar[Any] = None
-    needs_target_hidden: ClassVar[bool] = True
 
     def __post_init__(self):
         _resolve(self, MedusaHeads)
-
-    @property
-    def name(self) -> str:
-        """The draft's name in traces (``weights``).
-
-        Returns
-        -------
-        str
-        """
-        return self.weights
 
     def drafter(self, mode, prompts, V: int, device) -> HeadDrafter:
         """The run's drafter.
@@ -320,7 +325,7 @@ class MedusaDraft:
 
 
 @dataclass(frozen=True)
-class EagleDraft:
+class EagleDraft(_HeadSource):
     """An EAGLE head on the target's feature, as a draft source (registered as ``"smollm2-eagle"``).
 
     Parameters
@@ -350,22 +355,9 @@ class EagleDraft:
     head: Any = None
     info: dict | None = field(default=None, init=False, repr=False, compare=False)
     """The loaded weights' JSON sidecar (training seed, steps, data); ``None`` when ``head`` was given."""
-    modes: ClassVar[tuple[str, ...]] = ("chain", "single", "tree")
-    model: ClassVar[Any] = None
-    needs_target_hidden: ClassVar[bool] = True
 
     def __post_init__(self):
         _resolve(self, EagleHead)
-
-    @property
-    def name(self) -> str:
-        """The draft's name in traces (``weights``).
-
-        Returns
-        -------
-        str
-        """
-        return self.weights
 
     def drafter(self, mode, prompts, V: int, device) -> HeadDrafter:
         """The run's drafter (any length ``gamma``: the head feeds itself).
